@@ -1,0 +1,100 @@
+package io.sluice.config
+
+import java.nio.charset.StandardCharsets
+import java.nio.file.{Files, Path, Paths}
+
+/**
+ * Renders [[SluiceOptions.all]] into the three derived artefacts: `docs/configuration.md`, the
+ * Python option table `python/sluice/_options.json`, and `conf/sluice.conf.template`.
+ *
+ * `main(root)` writes them under a repository root; `main(root, "--check")` fails (exit 1) when a
+ * committed copy differs from what the code defines, naming the stale file.
+ */
+object ConfigDocs {
+
+  def markdown: String = {
+    val sb = new StringBuilder
+    sb ++= "# Configuration reference\n\n"
+    sb ++= "<!-- Generated from io.sluice.config.SluiceOptions by `dev/gen-config`; do not edit by hand. -->\n\n"
+    sb ++= "Every Sluice setting is a Spark configuration key under `spark.sluice.`. Set them like any\n"
+    sb ++= "Spark setting (`--conf`, `spark-defaults.conf`, `SparkSession.builder.config`) or as snake_case\n"
+    sb ++= "keywords of `sluice.configure(builder, ...)` (the *Python* column). Sizes take `k`, `m`, `g`;\n"
+    sb ++= "durations take `ms`, `s`, `min`. A bad value stops the executor with an error naming the key.\n\n"
+    sb ++= "Sluice also honours Spark's own `spark.authenticate`, `spark.network.crypto.enabled`,\n"
+    sb ++= "`spark.shuffle.compress`, `spark.io.compression.codec`, `spark.local.dir` and the shuffle\n"
+    sb ++= "dependency's serializer.\n\n"
+    sb ++= "| Key | Default | Python | Meaning | Flink counterpart | Takes effect |\n"
+    sb ++= "|---|---|---|---|---|---|\n"
+    SluiceOptions.all.foreach { o =>
+      val valid = if (o.checkDoc.nonEmpty) s" Valid: ${o.checkDoc}." else ""
+      val values = o.tpe match {
+        case ConfigType.EnumType(vs) => s" One of: ${vs.mkString(", ")}."
+        case _ => ""
+      }
+      sb ++= s"| `${o.key}` | `${o.defaultString}` | `${o.pythonName}` | ${o.doc}$values$valid | " +
+        s"`${o.flinkOption}` | ${o.takesEffect} |\n"
+    }
+    sb.toString
+  }
+
+  def pythonTable: String = {
+    def str(s: String): String = "\"" + s.flatMap {
+      case '"' => "\\\""
+      case '\\' => "\\\\"
+      case '\n' => "\\n"
+      case c => c.toString
+    } + "\""
+    val rows = SluiceOptions.all.map { o =>
+      val values = o.tpe match {
+        case ConfigType.EnumType(vs) => vs.map(str).mkString("[", ", ", "]")
+        case _ => "null"
+      }
+      def num(v: Option[Long]): String = v.fold("null")(_.toString)
+      s"""  {"key": ${str(o.key)}, "python": ${str(o.pythonName)}, "type": ${str(o.tpe.name)}, """ +
+        s""""default": ${str(o.defaultString)}, "values": $values, "min": ${num(o.bounds.min)}, """ +
+        s""""max": ${num(o.bounds.max)}, "power_of_two": ${o.bounds.powerOfTwo}, "valid": ${str(o.checkDoc)}}"""
+    }
+    rows.mkString("[\n", ",\n", "\n]\n")
+  }
+
+  def confTemplate: String = {
+    val sb = new StringBuilder
+    sb ++= "# Sluice for spark-submit --properties-file (generated from io.sluice.config.SluiceOptions).\n"
+    sb ++= "# Copy it, put the jar's path (`sluice jar`) in spark.jars, uncomment what you change.\n\n"
+    sb ++= "spark.jars                        /path/to/sluice.jar\n"
+    sb ++= "spark.shuffle.manager             org.apache.spark.shuffle.sluice.SluiceShuffleManager\n"
+    sb ++= "spark.shuffle.manager.incremental org.apache.spark.shuffle.sluice.SluicePipelinedShuffleManager\n"
+    sb ++= "spark.plugins                     org.apache.spark.shuffle.sluice.SluicePlugin\n\n"
+    SluiceOptions.all.foreach { o =>
+      o.doc.grouped(96).foreach(line => sb ++= s"# ${line.trim}\n")
+      sb ++= s"# ${o.key} ${o.defaultString}\n\n"
+    }
+    sb.toString
+  }
+
+  /** (path relative to the repository root, content) of every generated file. */
+  def files: Seq[(String, String)] = Seq(
+    "docs/configuration.md" -> markdown,
+    "python/sluice/_options.json" -> pythonTable,
+    "conf/sluice.conf.template" -> confTemplate)
+
+  def main(args: Array[String]): Unit = {
+    val root = Paths.get(args.headOption.getOrElse("."))
+    val check = args.contains("--check")
+    val stale = files.flatMap { case (rel, content) =>
+      val path: Path = root.resolve(rel)
+      if (check) {
+        val current = if (Files.exists(path)) new String(Files.readAllBytes(path), StandardCharsets.UTF_8) else ""
+        if (current != content) Some(rel) else None
+      } else {
+        Files.createDirectories(path.getParent)
+        Files.write(path, content.getBytes(StandardCharsets.UTF_8))
+        None
+      }
+    }
+    if (stale.nonEmpty) {
+      System.err.println(s"Out of date with io.sluice.config.SluiceOptions: ${stale.mkString(", ")}; run dev/gen-config")
+      sys.exit(1)
+    }
+  }
+}

@@ -1,0 +1,76 @@
+package io.sluice.config
+
+import java.util.Locale
+
+/**
+ * Sluice's settings, read from the `spark.sluice.*` entries of a Spark configuration (or any
+ * key/value map, in tests). Every key is parsed and validated up front: an unknown key or a bad
+ * value fails at once with an error that names the key and the value. Immutable and thread-safe.
+ */
+final class SluiceConf private (values: Map[String, Any], val raw: Map[String, String]) {
+
+  def get[T](option: ConfigOption[T]): T = values(option.key).asInstanceOf[T]
+
+  /** A copy with some settings changed (tests and benchmarks). */
+  def withSettings(settings: (String, String)*): SluiceConf = SluiceConf(raw ++ settings)
+
+  def segmentSize: Int = get(SluiceOptions.SegmentSize).toInt
+
+  /** How many memory segments the executor's NetworkBufferPool holds. */
+  def numberOfSegments: Int = {
+    val n = get(SluiceOptions.NetworkMemory) / segmentSize
+    require(n >= 2 && n <= Int.MaxValue, s"${SluiceOptions.NetworkMemory.key}=${raw.getOrElse(
+      SluiceOptions.NetworkMemory.key, SluiceOptions.NetworkMemory.defaultString)} gives $n segments of " +
+      s"$segmentSize bytes; at least 2 are needed")
+    n.toInt
+  }
+
+  override def toString: String =
+    SluiceOptions.all.map(o => s"${o.key}=${raw.getOrElse(o.key, o.defaultString)}").mkString("SluiceConf(", ", ", ")")
+}
+
+object SluiceConf {
+
+  /** Reads the `spark.sluice.*` entries of `settings`; other keys are ignored. */
+  def apply(settings: Iterable[(String, String)]): SluiceConf = {
+    val mine = settings.filter(_._1.startsWith(ConfigOption.Prefix)).toMap
+    mine.keys.foreach { key =>
+      if (!SluiceOptions.byKey.contains(key)) {
+        throw new IllegalArgumentException(s"Unknown Sluice setting $key" + suggestion(key).fold("")(s => s"; did you mean $s?"))
+      }
+    }
+    val values = SluiceOptions.all.map { o =>
+      o.key -> mine.get(o.key).map(v => o.parse(v): Any).getOrElse(o.default: Any)
+    }.toMap
+    val conf = new SluiceConf(values, mine)
+    checkCombinations(conf)
+    conf
+  }
+
+  val defaults: SluiceConf = apply(Nil)
+
+  private def checkCombinations(conf: SluiceConf): Unit = {
+    conf.numberOfSegments
+    val frame = conf.get(SluiceOptions.MaxFrameLength)
+    if (frame < conf.segmentSize + 1024) {
+      throw new IllegalArgumentException(s"Invalid value '${conf.raw.getOrElse(SluiceOptions.MaxFrameLength.key,
+        SluiceOptions.MaxFrameLength.defaultString)}' for ${SluiceOptions.MaxFrameLength.key}: must exceed " +
+        s"${SluiceOptions.SegmentSize.key} (${conf.segmentSize}) by at least 1k of headers")
+    }
+  }
+
+  private def suggestion(key: String): Option[String] = {
+    val k = key.toLowerCase(Locale.ROOT)
+    val scored = SluiceOptions.all.map(o => o.key -> distance(k, o.key.toLowerCase(Locale.ROOT)))
+    scored.filter(_._2 <= 4).sortBy(_._2).headOption.map(_._1)
+  }
+
+  private def distance(a: String, b: String): Int = {
+    val d = Array.tabulate(a.length + 1, b.length + 1)((i, j) => if (i == 0) j else if (j == 0) i else 0)
+    for (i <- 1 to a.length; j <- 1 to b.length) {
+      val cost = if (a(i - 1) == b(j - 1)) 0 else 1
+      d(i)(j) = math.min(math.min(d(i - 1)(j) + 1, d(i)(j - 1) + 1), d(i - 1)(j - 1) + cost)
+    }
+    d(a.length)(b.length)
+  }
+}

@@ -1,0 +1,168 @@
+package io.sluice.config
+
+import io.sluice.config.ConfigOption._
+import io.sluice.config.ConfigType._
+
+/**
+ * Every `spark.sluice.*` setting, defined once. `docs/configuration.md`, the Python option table
+ * and `conf/sluice.conf.template` are generated from [[all]] (see [[ConfigDocs]]); a test fails
+ * when they drift apart.
+ */
+object SluiceOptions {
+
+  private def opt[T](key: String, py: String, tpe: ConfigType[T], default: T, flink: String,
+      effect: String, bounds: Bounds = Bounds.none)(doc: String): ConfigOption[T] =
+    ConfigOption(key, py, tpe, default, doc.stripMargin.replace('\n', ' ').trim, flink, effect, bounds)
+
+  // ---- memory -------------------------------------------------------------------------------
+
+  val SegmentSize: ConfigOption[Long] = opt("spark.sluice.memory.segmentSize", "segment_size", BytesType,
+    32L << 10, "taskmanager.memory.segment-size", Effect.ExecutorStart,
+    Bounds(Some(4096L), Some(16L << 20), powerOfTwo = true)) {
+    """Size of one network buffer (memory segment). Records are serialised into buffers of this
+      |size; a buffer is the unit of flushing, of credit and of transfer."""
+  }
+
+  val NetworkMemory: ConfigOption[Long] = opt("spark.sluice.network.memory", "network_memory", BytesType,
+    64L << 20, "taskmanager.memory.network.min / max", Effect.ExecutorStart,
+    atLeast(64L << 10)) {
+    """Off-heap memory per executor for network buffers (the NetworkBufferPool): the sum of every
+      |result partition's and input gate's buffers. Segments are allocated on first use and reused.
+      |Blocking shuffles larger than this spill to Spark's local dirs; nothing ever exceeds it."""
+  }
+
+  val BuffersPerChannel: ConfigOption[Int] = opt("spark.sluice.network.buffersPerChannel",
+    "buffers_per_channel", IntType, 2, "taskmanager.network.memory.buffers-per-channel",
+    Effect.TaskStart, between(1, 1024)) {
+    """Exclusive buffers of each remote input channel, announced to the sender as the initial
+      |credit. Raise it when the credit round trip is long compared to the time to fill a buffer."""
+  }
+
+  val FloatingBuffersPerGate: ConfigOption[Int] = opt("spark.sluice.network.floatingBuffersPerGate",
+    "floating_buffers_per_gate", IntType, 8, "taskmanager.network.memory.floating-buffers-per-gate",
+    Effect.TaskStart, between(0, 65536)) {
+    """Floating buffers of each input gate, shared by its channels and handed out by backlog.
+      |Also the number of extra buffers each result partition may use beyond one per subpartition."""
+  }
+
+  val MaxBuffersPerSubpartition: ConfigOption[Int] = opt("spark.sluice.network.maxBuffersPerSubpartition",
+    "max_buffers_per_subpartition", IntType, 10, "taskmanager.network.memory.max-buffers-per-channel",
+    Effect.TaskStart, between(1, 65536)) {
+    """Most buffers one pipelined subpartition may hold before its producer waits, so one slow
+      |channel cannot take a result partition's whole pool (skew)."""
+  }
+
+  val RequestBufferTimeout: ConfigOption[Long] = opt("spark.sluice.network.bufferRequestTimeout",
+    "buffer_request_timeout", DurationMsType, 300000L,
+    "taskmanager.network.memory.exclusive-buffers-request-timeout-ms", Effect.TaskStart,
+    atLeast(1L)) {
+    """Longest a task waits for a network buffer (a producer backpressured by its consumers, or a
+      |gate waiting for its exclusive buffers) before it fails with an error naming the pool."""
+  }
+
+  // ---- output: flushing ---------------------------------------------------------------------
+
+  val BufferTimeout: ConfigOption[Long] = opt("spark.sluice.bufferTimeout", "buffer_timeout", DurationMsType,
+    100L, "execution.buffer-timeout", Effect.TaskStart, atLeast(-1L)) {
+    """How long a record may wait in a partly filled buffer of a pipelined partition before the
+      |output flusher makes it available: 0 flushes after every record, -1 only when a buffer is
+      |full. Blocking partitions are consumed when complete and ignore it."""
+  }
+
+  // ---- transport ----------------------------------------------------------------------------
+
+  val CreditBased: ConfigOption[Boolean] = opt("spark.sluice.network.creditBased", "credit_based",
+    BooleanType, true, "taskmanager.network.credit-model", Effect.TaskStart) {
+    """Credit-based flow control: a sender only sends a buffer the receiver has announced room for,
+      |so a slow channel never blocks the others on the shared TCP connection. false switches to
+      |the credit-less mode: a shared receive pool, and reading the whole connection stops when it
+      |is empty."""
+  }
+
+  val Port: ConfigOption[Int] = opt("spark.sluice.network.port", "port", IntType, 0,
+    "taskmanager.data.port", Effect.ExecutorStart, between(0, 65535)) {
+    """Port of the executor's Sluice server; 0 picks a free one (the port travels in MapStatus)."""
+  }
+
+  val ServerThreads: ConfigOption[Int] = opt("spark.sluice.network.serverThreads", "server_threads",
+    IntType, 0, "taskmanager.network.netty.server.numThreads", Effect.ExecutorStart,
+    between(0, 256)) {
+    """Netty event-loop threads serving partition requests; 0 means the executor's cores (at most 8)."""
+  }
+
+  val ClientThreads: ConfigOption[Int] = opt("spark.sluice.network.clientThreads", "client_threads",
+    IntType, 0, "taskmanager.network.netty.client.numThreads", Effect.ExecutorStart,
+    between(0, 256)) {
+    """Netty event-loop threads receiving buffers; 0 means the executor's cores (at most 8)."""
+  }
+
+  val ConnectTimeout: ConfigOption[Long] = opt("spark.sluice.network.connectTimeout", "connect_timeout",
+    DurationMsType, 120000L, "taskmanager.network.netty.client.connectTimeoutSec", Effect.ExecutorStart,
+    atLeast(1L)) {
+    """Longest wait to open (and authenticate) the connection to another executor's Sluice server."""
+  }
+
+  val RequestTimeout: ConfigOption[Long] = opt("spark.sluice.network.requestTimeout", "request_timeout",
+    DurationMsType, 120000L, "taskmanager.network.request-backoff.max", Effect.TaskStart,
+    atLeast(1L)) {
+    """Longest a consumer waits for data from a channel that sends nothing at all (no buffer, no
+      |end of partition, no error) before it fails naming the executor and partition."""
+  }
+
+  val MaxFrameLength: ConfigOption[Long] = opt("spark.sluice.network.maxFrameLength", "max_frame_length",
+    BytesType, 1L << 20, "(none: Flink bounds frames by the segment size)", Effect.ExecutorStart,
+    between(1024L, 1L << 30)) {
+    """Largest wire frame accepted; a longer (or negative) length closes the connection with an
+      |error. Must exceed the segment size plus the frame and message headers."""
+  }
+
+  // ---- observability ------------------------------------------------------------------------
+
+  val MetricsInterval: ConfigOption[Long] = opt("spark.sluice.metrics.reportInterval", "metrics_report_interval",
+    DurationMsType, 1000L, "metrics.reporter.<name>.interval", Effect.ExecutorStart,
+    atLeast(10L)) {
+    """How often executors send their network-metric snapshots to the driver (the Sluice tab,
+      |sluice.metrics) and refresh the ...PerSecond rates."""
+  }
+
+  val LatencyTrackingInterval: ConfigOption[Long] = opt("spark.sluice.latencyTracking.interval",
+    "latency_tracking_interval", DurationMsType, 0L, "metrics.latency.interval", Effect.TaskStart,
+    atLeast(0L)) {
+    """How often each producer emits a latency marker through its buffers; consumers record how
+      |long markers took. 0 turns latency tracking off (markers cost)."""
+  }
+
+  val LatencyTrackingGranularity: ConfigOption[String] = opt("spark.sluice.latencyTracking.granularity",
+    "latency_tracking_granularity", EnumType(Seq("single", "operator", "subtask")), "operator",
+    "metrics.latency.granularity", Effect.TaskStart) {
+    """One latency histogram per consumer task (single), per producer stage and consumer task
+      |(operator), or per producer task and consumer task (subtask: quadratic in the parallelism)."""
+  }
+
+  val BackpressureNumSamples: ConfigOption[Int] = opt("spark.sluice.backpressure.numSamples",
+    "backpressure_num_samples", IntType, 100, "web.backpressure.num-samples", Effect.OnRequest,
+    between(1, 10000)) {
+    """Stack-trace samples the backpressure monitor takes of each task of a stage."""
+  }
+
+  val BackpressureDelay: ConfigOption[Long] = opt("spark.sluice.backpressure.delayBetweenSamples",
+    "backpressure_delay_between_samples", DurationMsType, 50L, "web.backpressure.delay-between-samples",
+    Effect.OnRequest, atLeast(1L)) {
+    """Pause between two stack-trace samples of the backpressure monitor."""
+  }
+
+  val BackpressureRefreshInterval: ConfigOption[Long] = opt("spark.sluice.backpressure.refreshInterval",
+    "backpressure_refresh_interval", DurationMsType, 60000L, "web.backpressure.refresh-interval",
+    Effect.OnRequest, atLeast(0L)) {
+    """How long a stage's backpressure sample stays fresh before a new request samples again."""
+  }
+
+  /** Every definition, in the order the docs list them. */
+  val all: Seq[ConfigOption[_]] = Seq(
+    SegmentSize, NetworkMemory, BuffersPerChannel, FloatingBuffersPerGate, MaxBuffersPerSubpartition,
+    RequestBufferTimeout, BufferTimeout, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
+    RequestTimeout, MaxFrameLength, MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
+    BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval)
+
+  val byKey: Map[String, ConfigOption[_]] = all.map(o => o.key -> o).toMap
+}
