@@ -1,0 +1,116 @@
+package io.sluice.buffer
+
+import java.nio.ByteBuffer
+import java.util.Locale
+
+import com.github.luben.zstd.Zstd
+import com.ning.compress.lzf.LZFDecoder
+import com.ning.compress.lzf.util.ChunkEncoderFactory
+import net.jpountz.lz4.LZ4Factory
+import org.xerial.snappy.Snappy
+
+/**
+ * Compresses one network buffer at a time with the codec Spark is configured with
+ * (`spark.io.compression.codec`), using each library's block API on direct memory, so a buffer is
+ * compressed and decompressed without stream framing or extra copies (lzf, which only works on
+ * heap arrays, is the exception). Instances are not thread-safe: one per writer or reader.
+ *
+ * All offsets are absolute positions in the given direct ByteBuffers; their positions and limits
+ * are left alone.
+ */
+sealed abstract class BlockCodec(val name: String) {
+
+  /** Bytes `compress` may write for `rawLength` input bytes. */
+  def maxCompressedLength(rawLength: Int): Int
+
+  /** Compresses src[srcOff, srcOff+len) into dst at dstOff; returns the compressed length. */
+  def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int
+
+  /** Decompresses exactly `rawLength` bytes into dst at dstOff, or throws. */
+  def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit
+
+  protected def checkLength(got: Long, rawLength: Int): Unit =
+    if (got != rawLength) throw new java.io.IOException(s"$name decompressed $got bytes, expected $rawLength")
+}
+
+object BlockCodec {
+
+  /** The codec for a `spark.io.compression.codec` value (short name or Spark class name). */
+  def forSparkCodec(value: String, zstdLevel: Int): BlockCodec = {
+    val short = value.trim.toLowerCase(Locale.ROOT) match {
+      case "org.apache.spark.io.lz4compressioncodec" => "lz4"
+      case "org.apache.spark.io.lzfcompressioncodec" => "lzf"
+      case "org.apache.spark.io.snappycompressioncodec" => "snappy"
+      case "org.apache.spark.io.zstdcompressioncodec" => "zstd"
+      case other => other
+    }
+    short match {
+      case "lz4" => new Lz4
+      case "zstd" => new ZstdCodec(zstdLevel)
+      case "snappy" => new SnappyCodec
+      case "lzf" => new Lzf
+      case _ => throw new IllegalArgumentException(s"Sluice cannot compress buffers with spark.io.compression.codec=" +
+        s"$value: use lz4, lzf, snappy or zstd, or set spark.shuffle.compress=false")
+    }
+  }
+
+  private final class Lz4 extends BlockCodec("lz4") {
+    private val factory = LZ4Factory.fastestInstance()
+    private val compressor = factory.fastCompressor()
+    private val decompressor = factory.safeDecompressor()
+    def maxCompressedLength(rawLength: Int): Int = compressor.maxCompressedLength(rawLength)
+    def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int =
+      compressor.compress(src, srcOff, len, dst, dstOff, dst.capacity() - dstOff)
+    def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit =
+      checkLength(decompressor.decompress(src, srcOff, len, dst, dstOff, rawLength), rawLength)
+  }
+
+  private final class ZstdCodec(level: Int) extends BlockCodec("zstd") {
+    def maxCompressedLength(rawLength: Int): Int = Zstd.compressBound(rawLength).toInt
+    def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int = {
+      val n = Zstd.compressDirectByteBuffer(dst, dstOff, dst.capacity() - dstOff, src, srcOff, len, level)
+      if (Zstd.isError(n)) throw new java.io.IOException(s"zstd: ${Zstd.getErrorName(n)}")
+      n.toInt
+    }
+    def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit = {
+      val n = Zstd.decompressDirectByteBuffer(dst, dstOff, rawLength, src, srcOff, len)
+      if (Zstd.isError(n)) throw new java.io.IOException(s"zstd: ${Zstd.getErrorName(n)}")
+      checkLength(n, rawLength)
+    }
+  }
+
+  private final class SnappyCodec extends BlockCodec("snappy") {
+    def maxCompressedLength(rawLength: Int): Int = Snappy.maxCompressedLength(rawLength)
+    def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int =
+      Snappy.compress(window(src, srcOff, len), window(dst, dstOff, dst.capacity() - dstOff))
+    def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit =
+      checkLength(Snappy.uncompress(window(src, srcOff, len), window(dst, dstOff, rawLength)), rawLength)
+    private def window(b: ByteBuffer, off: Int, len: Int): ByteBuffer = {
+      val d = b.duplicate(); d.limit(off + len).position(off); d
+    }
+  }
+
+  /** LZF works on heap arrays only: data is staged through two reused arrays. */
+  private final class Lzf extends BlockCodec("lzf") {
+    private val encoder = ChunkEncoderFactory.optimalInstance()
+    private val decoder = LZFDecoder.fastDecoder()
+    private var in = new Array[Byte](0)
+    private var out = new Array[Byte](0)
+    def maxCompressedLength(rawLength: Int): Int = rawLength + rawLength / 32 + 64
+    def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int = {
+      if (in.length < len) in = new Array[Byte](len)
+      if (out.length < maxCompressedLength(len)) out = new Array[Byte](maxCompressedLength(len))
+      src.get(srcOff, in, 0, len)
+      val end = encoder.appendEncodedChunk(in, 0, len, out, 0)
+      dst.put(dstOff, out, 0, end)
+      end
+    }
+    def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit = {
+      if (in.length < len) in = new Array[Byte](len)
+      if (out.length < rawLength) out = new Array[Byte](rawLength)
+      src.get(srcOff, in, 0, len)
+      checkLength(decoder.decode(in, 0, len, out).toLong, rawLength)
+      dst.put(dstOff, out, 0, rawLength)
+    }
+  }
+}

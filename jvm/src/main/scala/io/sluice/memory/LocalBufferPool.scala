@@ -1,0 +1,199 @@
+package io.sluice.memory
+
+import java.util.concurrent.TimeoutException
+import java.util.concurrent.atomic.LongAdder
+
+/**
+ * The buffers of one result partition or one input gate (Flink's LocalBufferPool). It draws
+ * segments from the executor's [[NetworkBufferPool]] up to the size that pool assigns it (at least
+ * `numberOfRequiredSegments`, at most `maxNumberOfSegments`), keeps recycled segments for reuse,
+ * and gives segments beyond its current size back.
+ *
+ * Requests come in two forms: non-blocking ([[requestBuffer]], null when none is free) and
+ * blocking with a timeout ([[requestBufferBlocking]], where a producer waits when its consumers
+ * hold every buffer: this wait *is* backpressure, and its duration is measured). A
+ * [[BufferListener]] may wait for the next recycled buffer instead.
+ *
+ * Thread-safe; the pool's own monitor guards its state. Lock order: this pool, then the global pool.
+ */
+final class LocalBufferPool private[memory] (
+    global: NetworkBufferPool,
+    val numberOfRequiredSegments: Int,
+    val maxNumberOfSegments: Int,
+    val owner: String) extends BufferRecycler {
+
+  private val available = new java.util.ArrayDeque[MemorySegment]()
+  private val listeners = new java.util.ArrayDeque[BufferListener]()
+  private var numRequested = 0                 // segments held: free here or inside live buffers
+  private var currentPoolSize = numberOfRequiredSegments
+  private var destroyed = false
+
+  /** Nanoseconds threads spent blocked in [[requestBufferBlocking]] (backPressuredTime). */
+  val backPressuredTimeNanos = new LongAdder
+
+  def segmentSize: Int = global.segmentSize
+
+  /** A buffer, or null when none is free and the pool may not grow right now. Never blocks. */
+  def requestBuffer(): NetworkBuffer = {
+    val s = synchronized(requestSegmentLocked())
+    if (s == null) null else new NetworkBuffer(s, this)
+  }
+
+  /**
+   * A buffer, waiting up to `timeoutMs` for one to be recycled or for the executor to hand this
+   * pool more. The wait is backpressure: its time is added to [[backPressuredTimeNanos]].
+   */
+  def requestBufferBlocking(timeoutMs: Long): NetworkBuffer = {
+    val first = requestBuffer()
+    if (first != null) return first
+    val start = System.nanoTime()
+    val deadline = start + timeoutMs * 1000000L
+    try {
+      synchronized {
+        var s = requestSegmentLocked()
+        while (s == null) {
+          val left = deadline - System.nanoTime()
+          if (left <= 0) {
+            throw new TimeoutException(s"Waited ${timeoutMs}ms for a network buffer of $owner " +
+              s"(spark.sluice.network.bufferRequestTimeout): all $currentPoolSize buffers stayed in use; " +
+              "its consumers are not reading")
+          }
+          wait(math.max(1L, left / 1000000L))
+          s = requestSegmentLocked()
+        }
+        new NetworkBuffer(s, this)
+      }
+    } finally backPressuredTimeNanos.add(System.nanoTime() - start)
+  }
+
+  /**
+   * A buffer now, or null after registering `listener` for the next buffer this pool gets back.
+   * Checking and registering happen atomically, so no recycled buffer slips past the listener.
+   */
+  def requestBufferOrListen(listener: BufferListener): NetworkBuffer = {
+    val s = synchronized {
+      val seg = requestSegmentLocked()
+      if (seg == null) listeners.add(listener)
+      seg
+    }
+    if (s == null) null else new NetworkBuffer(s, this)
+  }
+
+  def removeListener(listener: BufferListener): Unit = synchronized(listeners.remove(listener))
+
+  private def requestSegmentLocked(): MemorySegment = {
+    if (destroyed) throw new IllegalStateException(s"The buffer pool of $owner is destroyed")
+    var s = available.poll()
+    if (s == null && numRequested < currentPoolSize) {
+      s = global.requestPooledSegment(this)
+      if (s != null) numRequested += 1
+    }
+    s
+  }
+
+  override def recycle(segment: MemorySegment): Unit = {
+    var toGlobal = false
+    var listener: BufferListener = null
+    synchronized {
+      if (destroyed || numRequested > currentPoolSize) {
+        numRequested -= 1
+        toGlobal = true
+      } else {
+        listener = listeners.poll()
+        if (listener == null) {
+          available.add(segment)
+          notifyAll()
+        }
+      }
+    }
+    if (toGlobal) global.recyclePooledSegment(segment)
+    else if (listener != null) offer(listener, new NetworkBuffer(segment, this))
+  }
+
+  /** Hands `buffer` to a listener; a refusal releases it, which recycles it to the next one. */
+  private def offer(listener: BufferListener, buffer: NetworkBuffer): Unit = {
+    val taken = try listener.notifyBufferAvailable(buffer) catch {
+      case e: Throwable => buffer.release(); throw e
+    }
+    if (!taken) buffer.release()
+  }
+
+  /** Called by the global pool (outside its lock) when segments came back to it. */
+  private[memory] def onGlobalSegmentsAvailable(): Unit = {
+    synchronized(notifyAll())
+    serveListeners()
+  }
+
+  /** Gives listeners segments the pool may now draw from the global pool. */
+  private def serveListeners(): Unit = {
+    var next: (BufferListener, MemorySegment) = null
+    do {
+      next = synchronized {
+        if (destroyed || listeners.isEmpty) null
+        else {
+          val s = requestSegmentLocked()
+          if (s == null) null else (listeners.poll(), s)
+        }
+      }
+      if (next != null) offer(next._1, new NetworkBuffer(next._2, this))
+    } while (next != null)
+  }
+
+  /** The global pool's redistribution: this pool may now hold `n` segments. */
+  private[memory] def setNumBuffers(n: Int): Unit = {
+    val excess = new java.util.ArrayList[MemorySegment]()
+    synchronized {
+      currentPoolSize = math.min(math.max(n, numberOfRequiredSegments), maxNumberOfSegments)
+      while (numRequested > currentPoolSize && !available.isEmpty) {
+        excess.add(available.poll())
+        numRequested -= 1
+      }
+      notifyAll()
+    }
+    excess.forEach(s => global.recyclePooledSegment(s))
+    serveListeners()
+  }
+
+  /**
+   * Destroys the pool: free segments go back at once, segments still inside buffers when those
+   * are released, and waiting listeners learn that nothing will come.
+   */
+  def lazyDestroy(): Unit = {
+    val (free, waiting) = synchronized {
+      if (destroyed) return
+      destroyed = true
+      val f = new java.util.ArrayList[MemorySegment](available)
+      available.clear()
+      numRequested -= f.size
+      val w = new java.util.ArrayList[BufferListener](listeners)
+      listeners.clear()
+      notifyAll()
+      (f, w)
+    }
+    free.forEach(s => global.recyclePooledSegment(s))
+    waiting.forEach(_.notifyBufferDestroyed())
+    global.destroyBufferPool(this)
+  }
+
+  def isDestroyed: Boolean = synchronized(destroyed)
+
+  // ---- metrics -------------------------------------------------------------------------------
+
+  /** The size the global pool currently assigns this pool. */
+  def numBuffers: Int = synchronized(currentPoolSize)
+
+  /** Buffers currently held by writers, queues or readers (not free in this pool). */
+  def numUsedBuffers: Int = synchronized(numRequested - available.size)
+
+  /** Segments drawn from the global pool and not yet given back (free here or in use). */
+  def numRequestedSegments: Int = synchronized(numRequested)
+
+  /** Used buffers over the pool's size: outPoolUsage / floatingBuffersUsage. */
+  def usage: Float = synchronized {
+    if (currentPoolSize == 0) 0f else math.min(1f, (numRequested - available.size).toFloat / currentPoolSize)
+  }
+
+  override def toString: String = synchronized(
+    s"LocalBufferPool($owner, size=$currentPoolSize [$numberOfRequiredSegments, $maxNumberOfSegments], " +
+      s"requested=$numRequested, free=${available.size}, listeners=${listeners.size}, destroyed=$destroyed)")
+}

@@ -1,0 +1,90 @@
+package io.sluice.partition
+
+import java.util.concurrent.{CountDownLatch, TimeUnit, TimeoutException}
+
+import io.sluice.buffer.{BufferBuilder, BufferConsumer}
+import io.sluice.memory.LocalBufferPool
+
+/**
+ * A result partition consumed while it is produced (Flink's PipelinedResultPartition): one
+ * in-memory [[PipelinedSubpartition]] per consumer, each read once. When consumers fall behind,
+ * the producer blocks in [[requestBufferBuilder]], waiting for its pool or for room in the slow
+ * subpartition: credit-based backpressure reaching the producer. After [[finish]], the producer
+ * can wait until every consumer has read the end ([[awaitConsumed]]); then the partition
+ * releases itself and its pool.
+ */
+final class PipelinedResultPartition(
+    partitionId: ResultPartitionID,
+    numSubpartitions: Int,
+    bufferPool: LocalBufferPool,
+    maxBuffersPerSubpartition: Int,
+    bufferRequestTimeoutMs: Long,
+    onReleased: PipelinedResultPartition => Unit = _ => ())
+  extends ResultPartition(partitionId, ResultPartitionType.Pipelined, numSubpartitions, bufferPool) {
+
+  private val subpartitions = Array.tabulate(numSubpartitions)(new PipelinedSubpartition(_, this))
+  private val unconsumed = new CountDownLatch(numSubpartitions)
+
+  override protected def requestBufferBuilder(subpartition: Int): BufferBuilder = {
+    val fast = if (subpartitions(subpartition).queueLength < maxBuffersPerSubpartition) bufferPool.requestBuffer() else null
+    if (fast != null) new BufferBuilder(fast)
+    else {
+      val start = System.nanoTime()
+      try {
+        subpartitions(subpartition).awaitRoom(maxBuffersPerSubpartition, start + bufferRequestTimeoutMs * 1000000L)
+        if (isReleased) throw new ProducerFailedException(partitionId, failureCause)
+        new BufferBuilder(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs))
+      } catch {
+        case e: IllegalStateException if isReleased => throw new ProducerFailedException(partitionId, failureCause)
+      } finally backPressuredTimeNanos.add(System.nanoTime() - start)
+    }
+  }
+
+  override protected def addToSubpartition(subpartition: Int, consumer: BufferConsumer): Unit =
+    subpartitions(subpartition).add(consumer)
+
+  override protected def onBufferFinished(subpartition: Int): Unit = subpartitions(subpartition).onBufferFinished()
+
+  override protected def flushSubpartition(subpartition: Int): Unit = subpartitions(subpartition).flush()
+
+  override protected def onFinish(): Unit = subpartitions.foreach(_.finish())
+
+  override protected def onRelease(cause: Throwable): Unit = {
+    subpartitions.foreach(_.release())
+    while (unconsumed.getCount > 0) unconsumed.countDown()
+    onReleased(this)
+  }
+
+  override def createSubpartitionView(start: Int, end: Int, listener: BufferAvailabilityListener): ResultSubpartitionView = {
+    if (end != start + 1) {
+      throw new IllegalArgumentException(s"$this serves one subpartition per reader, not [$start, $end)")
+    }
+    if (start < 0 || start >= numSubpartitions) {
+      throw new IndexOutOfBoundsException(s"$this has no subpartition $start")
+    }
+    subpartitions(start).createView(listener)
+  }
+
+  private[partition] def onSubpartitionConsumed(index: Int): Unit = {
+    unconsumed.countDown()
+    if (unconsumed.getCount == 0 && !isReleased) release(null)
+  }
+
+  /**
+   * Waits (producer thread, after [[finish]]) until every consumer read the end of its
+   * subpartition; the partition has then released itself. Throws if a consumer went away first.
+   */
+  def awaitConsumed(timeoutMs: Long): Unit = {
+    if (!unconsumed.await(timeoutMs, TimeUnit.MILLISECONDS)) {
+      val missing = subpartitions.filterNot(_.isConsumed).map(_.index)
+      throw new TimeoutException(s"$this: consumers of subpartitions ${missing.mkString(", ")} did not read " +
+        s"the end within ${timeoutMs}ms")
+    }
+    val cause = failureCause
+    if (cause != null || subpartitions.exists(s => !s.isConsumed)) throw new ProducerFailedException(partitionId, cause)
+  }
+
+  override def numQueuedBuffers: Int = subpartitions.map(_.queueLength).sum
+
+  def subpartition(i: Int): PipelinedSubpartition = subpartitions(i)
+}

@@ -1,0 +1,208 @@
+package io.sluice.partition
+
+import io.sluice.buffer.BufferConsumer
+
+/**
+ * The in-memory queue of one consumer channel of a pipelined partition (Flink's
+ * PipelinedSubpartition): buffers are read while they are written, each exactly once.
+ *
+ * Only finished buffers are readable, plus the unfinished last one once it was flushed; reading
+ * that one leaves it in the queue, and the next read continues where the last one stopped. The
+ * backlog counts only readable buffers (FLINK-11082). Readers are told about data through the
+ * view's listener on each rising edge of availability.
+ *
+ * Thread-safe: the producer (add, finish), the flusher (flush) and one reader (poll) synchronise
+ * on this object. Listener calls happen outside the lock.
+ */
+final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartition) {
+
+  private val buffers = new java.util.ArrayDeque[BufferConsumer]()
+  private var flushRequested = false
+  private var finished = false
+  private var endDelivered = false
+  private var released = false
+  private var listener: BufferAvailabilityListener = _
+  private var waitingForRoom = false
+
+  // ---- producer side --------------------------------------------------------------------------
+
+  def add(consumer: BufferConsumer): Unit = {
+    val notify = synchronized {
+      if (released || finished) {
+        consumer.close()
+        false
+      } else {
+        val before = isReadyLocked
+        buffers.add(consumer)
+        !before && isReadyLocked
+      }
+    }
+    if (notify) notifyListener()
+  }
+
+  /** The producer finished the last buffer in the queue. */
+  def onBufferFinished(): Unit = notifyIfReady()
+
+  def flush(): Unit = {
+    val notify = synchronized {
+      if (buffers.isEmpty || flushRequested || released) false
+      else {
+        val before = isReadyLocked
+        flushRequested = buffers.size > 1 || buffers.peekLast().isDataAvailable
+        !before && isReadyLocked
+      }
+    }
+    if (notify) notifyListener()
+  }
+
+  /** No more buffers will come; readers see the end after the queued ones. */
+  def finish(): Unit = {
+    val notify = synchronized {
+      if (finished || released) false
+      else {
+        val before = isReadyLocked
+        finished = true
+        !before && isReadyLocked
+      }
+    }
+    if (notify) notifyListener()
+  }
+
+  /**
+   * Waits until the queue holds fewer than `max` buffers, so one slow channel cannot take the
+   * whole pool (Flink's max-buffers-per-channel). The wait is backpressure.
+   */
+  def awaitRoom(max: Int, deadlineNanos: Long): Unit = synchronized {
+    while (buffers.size >= max && !released) {
+      val left = deadlineNanos - System.nanoTime()
+      if (left <= 0) {
+        throw new java.util.concurrent.TimeoutException(s"Subpartition $index of ${parent.partitionId} kept " +
+          s"$max buffers for longer than spark.sluice.network.bufferRequestTimeout; its consumer is not reading")
+      }
+      waitingForRoom = true
+      wait(math.max(1L, left / 1000000L))
+    }
+  }
+
+  // ---- reader side ----------------------------------------------------------------------------
+
+  def createView(l: BufferAvailabilityListener): ResultSubpartitionView = {
+    val notify = synchronized {
+      if (listener != null) throw new IllegalStateException(s"Subpartition $index of ${parent.partitionId} is " +
+        "pipelined and already being read; it can be read only once")
+      if (released) throw new ProducerFailedException(parent.partitionId, parent.failureCause)
+      listener = l
+      isReadyLocked
+    }
+    val view = new PipelinedSubpartitionView(this)
+    if (notify) l.notifyDataAvailable()
+    view
+  }
+
+  private[partition] def poll(): BufferAndBacklog = {
+    var result: BufferAndBacklog = null
+    var ended = false
+    synchronized {
+      var blocked = released
+      while (result == null && !blocked && !buffers.isEmpty) {
+        val consumer = buffers.peek()
+        val last = buffers.size == 1
+        val finishedBefore = consumer.isFinished
+        if (last && !finishedBefore && !flushRequested) blocked = true
+        else {
+          val slice = consumer.build()
+          if (finishedBefore) {
+            buffers.poll()
+            consumer.close()
+            if (waitingForRoom) { waitingForRoom = false; notifyAll() }
+          }
+          if (last) flushRequested = false // drained everything readable
+          if (slice.readableBytes() == 0) slice.release()
+          else result = BufferAndBacklog.inMemory(slice, index, backlogLocked)
+        }
+      }
+      if (result == null && !released && finished && buffers.isEmpty && !endDelivered) {
+        endDelivered = true
+        ended = true
+        result = BufferAndBacklog.endOfPartition(index)
+      }
+    }
+    if (ended) parent.onSubpartitionConsumed(index)
+    result
+  }
+
+  private[partition] def isAvailable(credits: Int): Boolean = synchronized {
+    if (released) true
+    else if (finished && buffers.isEmpty) !endDelivered
+    else credits > 0 && hasReadableDataLocked
+  }
+
+  private[partition] def backlog: Int = synchronized(backlogLocked)
+
+  /** Readable buffers: all but an unfinished, unflushed last one. */
+  private def backlogLocked: Int = {
+    val n = buffers.size
+    if (n == 0) 0
+    else if (flushRequested || finished || buffers.peekLast().isFinished) n
+    else n - 1
+  }
+
+  private def hasReadableDataLocked: Boolean = {
+    val n = buffers.size
+    n > 1 || (n == 1 && (buffers.peek().isFinished || (flushRequested && buffers.peek().isDataAvailable)))
+  }
+
+  /** What the reader's listener cares about: readable data, or the end still to deliver. */
+  private def isReadyLocked: Boolean =
+    listener != null && (hasReadableDataLocked || (finished && buffers.isEmpty && !endDelivered))
+
+  private def notifyIfReady(): Unit = {
+    val notify = synchronized(!released && isReadyLocked)
+    if (notify) notifyListener()
+  }
+
+  private def notifyListener(): Unit = {
+    val l = synchronized(listener)
+    if (l != null) l.notifyDataAvailable()
+  }
+
+  // ---- release --------------------------------------------------------------------------------
+
+  /** Drops every queued buffer; the reader (if any) is told so it can learn about the failure. */
+  def release(): Unit = {
+    val l = synchronized {
+      if (released) null
+      else {
+        released = true
+        while (!buffers.isEmpty) buffers.poll().close()
+        notifyAll()
+        listener
+      }
+    }
+    if (l != null) l.notifyDataAvailable()
+  }
+
+  def isReleased: Boolean = synchronized(released)
+
+  def isConsumed: Boolean = synchronized(endDelivered)
+
+  def queueLength: Int = synchronized(buffers.size)
+
+  private[partition] def failureCauseOfParent: Throwable = parent.failureCause
+
+  override def toString: String = synchronized(
+    s"PipelinedSubpartition($index of ${parent.partitionId}, queued=${buffers.size}, backlog=$backlogLocked, " +
+      s"flushRequested=$flushRequested, finished=$finished, released=$released)")
+}
+
+/** The single reader's view of a [[PipelinedSubpartition]]. */
+final class PipelinedSubpartitionView private[partition] (subpartition: PipelinedSubpartition)
+  extends ResultSubpartitionView {
+
+  override def getNextBuffer(): BufferAndBacklog = subpartition.poll()
+  override def isAvailable(credits: Int): Boolean = subpartition.isAvailable(credits)
+  override def backlog: Int = subpartition.backlog
+  override def releaseAllResources(): Unit = subpartition.release()
+  override def isReleased: Boolean = subpartition.isReleased
+  override def failureCause: Throwable = subpartition.failureCauseOfParent
+}

@@ -1,0 +1,98 @@
+package io.sluice.partition
+
+import java.util.concurrent.ConcurrentHashMap
+
+import scala.jdk.CollectionConverters._
+
+/**
+ * The executor's registry of result partitions (Flink's ResultPartitionManager): producers
+ * register their partitions here, readers (the Netty server for remote consumers, local input
+ * channels for local ones) open views on them, and the Spark layer releases them by shuffle.
+ *
+ * A reader of a pipelined partition may arrive before its producer has started; it can leave a
+ * [[PendingViewRequest]] that is served the moment the partition is registered.
+ * Thread-safe.
+ */
+final class ResultPartitionManager {
+
+  private val partitions = new ConcurrentHashMap[ResultPartitionID, ResultPartition]()
+  private val pending = new ConcurrentHashMap[ResultPartitionID, java.util.List[PendingViewRequest]]()
+  @volatile private var shutDown = false
+
+  def registerResultPartition(partition: ResultPartition): Unit = {
+    if (shutDown) throw new IllegalStateException("The result partition manager is shut down")
+    val previous = partitions.putIfAbsent(partition.partitionId, partition)
+    if (previous != null) throw new IllegalStateException(s"Result partition ${partition.partitionId} is already registered")
+    val waiting = pending.remove(partition.partitionId)
+    if (waiting != null) {
+      val requests = waiting.synchronized { val l = waiting.asScala.toList; waiting.clear(); l }
+      requests.foreach(_.serve(partition))
+    }
+  }
+
+  /** A view on a registered partition, or PartitionNotFoundException. */
+  def createSubpartitionView(id: ResultPartitionID, start: Int, end: Int,
+      listener: BufferAvailabilityListener): ResultSubpartitionView = {
+    val p = partitions.get(id)
+    if (p == null) throw new PartitionNotFoundException(id)
+    p.createSubpartitionView(start, end, listener)
+  }
+
+  /**
+   * Serves `request` now if the partition is registered, or as soon as it is. Returns false when
+   * it was left waiting. The caller owns the request's timeout ([[cancelPending]]).
+   */
+  def createSubpartitionViewOrWait(id: ResultPartitionID, request: PendingViewRequest): Boolean = {
+    val p = partitions.get(id)
+    if (p != null) { request.serve(p); true }
+    else {
+      val list = pending.computeIfAbsent(id, _ => new java.util.ArrayList[PendingViewRequest]())
+      list.synchronized(list.add(request))
+      // The producer may have registered in between; serve it here if so (serve is idempotent).
+      val now = partitions.get(id)
+      if (now != null) {
+        val removed = list.synchronized(list.remove(request))
+        if (removed) request.serve(now)
+      }
+      false
+    }
+  }
+
+  def cancelPending(id: ResultPartitionID, request: PendingViewRequest): Unit = {
+    val list = pending.get(id)
+    if (list != null) list.synchronized(list.remove(request))
+  }
+
+  def getPartition(id: ResultPartitionID): Option[ResultPartition] = Option(partitions.get(id))
+
+  def releasePartition(id: ResultPartitionID, cause: Throwable): Unit = {
+    val p = partitions.remove(id)
+    if (p != null) p.release(cause)
+  }
+
+  /** Removes a partition that released itself (a fully consumed pipelined one). */
+  def unregister(partition: ResultPartition): Unit = partitions.remove(partition.partitionId, partition)
+
+  /** Releases every partition of a shuffle (Spark's unregisterShuffle); returns how many. */
+  def releasePartitionsOfShuffle(shuffleId: Int): Int = {
+    val ids = partitions.keySet().asScala.filter(_.shuffleId == shuffleId).toList
+    ids.foreach(releasePartition(_, null))
+    pending.keySet().asScala.filter(_.shuffleId == shuffleId).foreach(pending.remove)
+    ids.size
+  }
+
+  def partitionIds: Set[ResultPartitionID] = partitions.keySet().asScala.toSet
+
+  def numPartitions: Int = partitions.size
+
+  def shutdown(): Unit = {
+    shutDown = true
+    partitions.keySet().asScala.toList.foreach(releasePartition(_, null))
+  }
+}
+
+/** A reader waiting for a partition that is not registered yet. */
+trait PendingViewRequest {
+  /** Called once, on the registering thread, with the partition it waited for. */
+  def serve(partition: ResultPartition): Unit
+}

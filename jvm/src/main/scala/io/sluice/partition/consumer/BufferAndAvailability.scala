@@ -1,0 +1,28 @@
+package io.sluice.partition.consumer
+
+import io.netty.buffer.ByteBuf
+
+/**
+ * What an input channel hands its gate (Flink's InputChannel.BufferAndAvailability): a buffer as
+ * it arrived (possibly compressed, possibly with the CRC32C its producer stored), or the end of
+ * the partition; and whether the channel has more right now. The gate owns `buffer` and releases it.
+ *
+ * @param rawLength the decompressed length when `compressed`, else -1
+ * @param crc       CRC32C of the buffer's bytes as stored, when `hasChecksum`
+ */
+final class BufferAndAvailability(
+    val buffer: ByteBuf,
+    val subpartition: Int,
+    val compressed: Boolean,
+    val rawLength: Int,
+    val hasChecksum: Boolean,
+    val crc: Int,
+    val moreAvailable: Boolean) {
+
+  def isEndOfPartition: Boolean = buffer == null
+}
+
+object BufferAndAvailability {
+  def endOfPartition(subpartition: Int): BufferAndAvailability =
+    new BufferAndAvailability(null, subpartition, false, -1, false, 0, false)
+}

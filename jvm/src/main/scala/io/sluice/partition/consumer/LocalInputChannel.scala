@@ -1,0 +1,78 @@
+package io.sluice.partition.consumer
+
+import io.sluice.partition._
+
+/**
+ * An input channel whose producer runs in the same executor (Flink's LocalInputChannel): it reads
+ * the subpartition view directly, with no network and, for in-memory buffers, no copy; spilled
+ * buffers of a blocking partition are read from the file into the gate's read buffer. A pipelined
+ * partition not registered yet is waited for: the view opens the moment its producer registers.
+ */
+final class LocalInputChannel(
+    gate: SingleInputGate,
+    channelIndex: Int,
+    partitionId: ResultPartitionID,
+    subpartitionStart: Int,
+    subpartitionEnd: Int,
+    producer: ProducerLocation,
+    partitionManager: ResultPartitionManager,
+    waitForProducer: Boolean)
+  extends InputChannel(gate, channelIndex, partitionId, subpartitionStart, subpartitionEnd, producer)
+    with BufferAvailabilityListener with PendingViewRequest {
+
+  @volatile private var view: ResultSubpartitionView = _
+  @volatile private var released = false
+
+  override def isRemote: Boolean = false
+
+  override def requestSubpartitions(): Unit = {
+    if (waitForProducer) partitionManager.createSubpartitionViewOrWait(partitionId, this)
+    else view = partitionManager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
+  }
+
+  /** The producer registered its partition (maybe on its own thread). */
+  override def serve(partition: ResultPartition): Unit = {
+    try {
+      val v = partition.createSubpartitionView(subpartitionStart, subpartitionEnd, this)
+      if (released) v.releaseAllResources() else view = v
+    } catch {
+      case e: Throwable => setError(e)
+    }
+    notifyChannelNonEmpty()
+  }
+
+  override def notifyDataAvailable(): Unit = notifyChannelNonEmpty()
+
+  override def getNextBuffer(): BufferAndAvailability = {
+    checkError()
+    val v = view
+    if (v == null) return null
+    val next = v.getNextBuffer()
+    if (next == null) {
+      if (v.isReleased) throw new InputChannelException(this, new ProducerFailedException(partitionId, v.failureCause))
+      null
+    } else if (next.isEndOfPartition) {
+      BufferAndAvailability.endOfPartition(next.subpartition)
+    } else if (next.buffer != null) {
+      new BufferAndAvailability(next.buffer, next.subpartition, false, -1, false, 0, v.isAvailable(1))
+    } else {
+      val s = next.spilled
+      val target = gate.localReadBuffer(s.storedLength)
+      try s.readInto(target) catch {
+        case e: Throwable => target.release(); throw new InputChannelException(this, e)
+      }
+      new BufferAndAvailability(target, next.subpartition, s.isCompressed, s.rawLength, true, s.crc, v.isAvailable(1))
+    }
+  }
+
+  override def releaseAllResources(): Unit = if (!released) {
+    released = true
+    partitionManager.cancelPending(partitionId, this)
+    val v = view
+    if (v != null && !v.isReleased) {
+      // A blocking partition is read again by others: only this reader's cursor goes. A pipelined
+      // subpartition is read once: releasing it frees its queued buffers.
+      v.releaseAllResources()
+    }
+  }
+}

@@ -1,0 +1,157 @@
+package io.sluice.serialization
+
+import io.netty.buffer.ByteBuf
+import org.apache.spark.unsafe.Platform
+
+/**
+ * Reads length-framed elements ([[RecordFraming]]) back out of a sequence of buffers of one
+ * channel (Flink's SpillingAdaptiveSpanningRecordDeserializer): a record that lies entirely in the
+ * current buffer is returned in place, without copying; one that starts in this buffer and ends
+ * in a later one is gathered into an array that grows to the largest record seen. It never blocks:
+ * when the current buffer ends inside a record it answers [[SpanningRecordDeserializer.NeedMoreData]]
+ * and continues with the next buffer. One per input channel; single-threaded.
+ */
+final class SpanningRecordDeserializer {
+  import SpanningRecordDeserializer._
+
+  private var buffer: ByteBuf = _
+  private var address = 0L
+  private var position = 0
+  private var limit = 0
+
+  // A frame that spans buffers: its header so far, then its payload so far.
+  private val header = new Array[Byte](RecordFraming.HeaderSize)
+  private var headerFilled = 0
+  private var spanning = new Array[Byte](256)
+  private var spanningLength = -1 // payload length of the spanning frame, once its header is complete
+  private var spanningFilled = 0
+
+  /** Starts reading `buf` (its readable bytes). The caller keeps it alive until NeedMoreData. */
+  def setNextBuffer(buf: ByteBuf): Unit = {
+    require(position == limit, "the previous buffer still holds unread elements")
+    buffer = buf
+    address = buf.memoryAddress() + buf.readerIndex()
+    position = 0
+    limit = buf.readableBytes()
+  }
+
+  /** The current buffer, to be released by the caller after NeedMoreData. */
+  def currentBuffer: ByteBuf = buffer
+
+  /** Reads the next element into `view`: Record, LatencyMarker, or NeedMoreData. */
+  def readNext(view: RecordView): Int = {
+    if (headerFilled > 0 || spanningLength >= 0) return continueSpanning(view)
+    val remaining = limit - position
+    if (remaining >= RecordFraming.HeaderSize) {
+      val len = readIntBE(address + position)
+      val payload = payloadLength(len)
+      if (remaining - RecordFraming.HeaderSize >= payload) {
+        position += RecordFraming.HeaderSize
+        val at = address + position
+        position += payload
+        return emit(len, null, at, payload, view)
+      }
+      position += RecordFraming.HeaderSize
+      startSpanning(len)
+      copyPayload()
+      NeedMoreData
+    } else {
+      while (position < limit) { header(headerFilled) = Platform.getByte(null, address + position); headerFilled += 1; position += 1 }
+      NeedMoreData
+    }
+  }
+
+  private def continueSpanning(view: RecordView): Int = {
+    if (spanningLength < 0) {
+      while (headerFilled < RecordFraming.HeaderSize && position < limit) {
+        header(headerFilled) = Platform.getByte(null, address + position); headerFilled += 1; position += 1
+      }
+      if (headerFilled < RecordFraming.HeaderSize) return NeedMoreData
+      val len = ((header(0) & 0xff) << 24) | ((header(1) & 0xff) << 16) | ((header(2) & 0xff) << 8) | (header(3) & 0xff)
+      startSpanning(len)
+    }
+    copyPayload()
+    val payload = payloadLength(frameHeader)
+    if (spanningFilled < payload) NeedMoreData
+    else {
+      val len = frameHeader
+      spanningLength = -1
+      headerFilled = 0
+      emit(len, spanning, Platform.BYTE_ARRAY_OFFSET, payload, view)
+    }
+  }
+
+  private var frameHeader = 0
+
+  private def startSpanning(len: Int): Unit = {
+    val payload = payloadLength(len)
+    frameHeader = len
+    if (spanning.length < payload) spanning = new Array[Byte](math.max(payload, spanning.length * 2))
+    spanningLength = payload
+    spanningFilled = 0
+    headerFilled = RecordFraming.HeaderSize
+  }
+
+  private def copyPayload(): Unit = {
+    val n = math.min(spanningLength - spanningFilled, limit - position)
+    if (n > 0) {
+      Platform.copyMemory(null, address + position, spanning, Platform.BYTE_ARRAY_OFFSET + spanningFilled, n)
+      spanningFilled += n
+      position += n
+    }
+  }
+
+  private def payloadLength(header: Int): Int =
+    if (header >= 0) {
+      if (header > RecordFraming.MaxRecordSize) throw new CorruptFrameException(s"Corrupt record frame: length $header")
+      header
+    }
+    else if (header == RecordFraming.LatencyMarker) RecordFraming.LatencyMarkerSize
+    else throw new CorruptFrameException(s"Corrupt record frame: length $header")
+
+  private def emit(header: Int, base: AnyRef, offset: Long, length: Int, view: RecordView): Int = {
+    if (header >= 0) {
+      view.base = base; view.offset = offset; view.length = length
+      Record
+    } else {
+      view.markerCreatedAtMillis = readLongBE(base, offset)
+      view.markerProducerStage = readIntBE(base, offset + 8)
+      view.markerProducerIndex = readIntBE(base, offset + 12)
+      LatencyMarker
+    }
+  }
+
+  /** Whether a frame is partly read (the channel ended inside a record if this is true at its end). */
+  def hasPartialRecord: Boolean = headerFilled > 0 || spanningLength >= 0
+
+  /** Whether the current buffer has unread bytes. */
+  def hasUnreadData: Boolean = position < limit
+
+  /** Forgets everything (the channel failed or ended). Does not release the buffer. */
+  def clear(): Unit = {
+    buffer = null; position = 0; limit = 0; headerFilled = 0; spanningLength = -1; spanningFilled = 0
+  }
+
+  private def readIntBE(at: Long): Int = readIntBE(null, at)
+
+  private def readIntBE(base: AnyRef, at: Long): Int = {
+    val v = Platform.getInt(base, at)
+    if (LittleEndian) Integer.reverseBytes(v) else v
+  }
+
+  private def readLongBE(base: AnyRef, at: Long): Long = {
+    val v = Platform.getLong(base, at)
+    if (LittleEndian) java.lang.Long.reverseBytes(v) else v
+  }
+}
+
+object SpanningRecordDeserializer {
+  final val Record = 1
+  final val LatencyMarker = 2
+  final val NeedMoreData = 3
+
+  private val LittleEndian = java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN
+}
+
+/** The bytes of a channel do not form valid frames (a corrupt or truncated buffer). */
+final class CorruptFrameException(msg: String) extends java.io.IOException(msg)
