@@ -10,7 +10,8 @@ import org.apache.spark.unsafe.Platform
  * buffer. Single-threaded.
  */
 trait RecordSerializer[-T] {
-  def serialize(record: T, target: SerializedRecord): Unit
+  /** Serialises `record`, bound for `subpartition` (stream formats may keep one stream each). */
+  def serialize(record: T, subpartition: Int, target: SerializedRecord): Unit
 }
 
 /** The serialised form of the current record: (base, offset, length) as for Platform.copyMemory. */

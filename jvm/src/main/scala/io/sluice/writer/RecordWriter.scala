@@ -24,7 +24,7 @@ final class RecordWriter[T](
   /** Writes `value` to a known subpartition (a caller that already applied the partitioner). */
   def emit(value: T, subpartition: Int): Unit = {
     record.scratch.clear()
-    serializer.serialize(value, record)
+    serializer.serialize(value, subpartition, record)
     partition.emitRecord(subpartition, record.base, record.offset, record.length)
     if (flushAlways) partition.flush(subpartition)
   }

@@ -1,0 +1,115 @@
+package io.sluice
+
+import java.io.File
+import java.util.concurrent.atomic.AtomicInteger
+
+import io.sluice.buffer.BlockCodec
+import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.memory.NetworkBufferPool
+import io.sluice.partition._
+import io.sluice.partition.consumer._
+import io.sluice.writer.OutputFlusher
+
+/**
+ * Everything one executor needs to produce and consume shuffle data (Flink's
+ * NettyShuffleEnvironment): the NetworkBufferPool, the ResultPartitionManager, the output
+ * flusher, and the factory of input gates. Created once per executor JVM, on first use, by the
+ * Spark layer; knows nothing of Spark. Thread-safe.
+ *
+ * @param localDirs where blocking partitions write their files (Spark's local dirs)
+ * @param codec     makes a fresh per-buffer codec (spark.shuffle.compress), or None
+ */
+final class ShuffleEnvironment(
+    val conf: SluiceConf,
+    val executorId: String,
+    localDirs: Seq[File],
+    val codec: Option[() => BlockCodec]) {
+
+  require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
+
+  val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)
+  val partitionManager = new ResultPartitionManager
+  val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
+  private val fileCounter = new AtomicInteger
+  @volatile private var stopped = false
+
+  private def buffersPerChannel = conf.get(SluiceOptions.BuffersPerChannel)
+  private def floatingPerGate = conf.get(SluiceOptions.FloatingBuffersPerGate)
+  private def bufferRequestTimeout = conf.get(SluiceOptions.RequestBufferTimeout)
+
+  /**
+   * A blocking partition for one map output, writing its file into one of the local dirs. It
+   * needs a single buffer to make progress (it spills) and may use up to one per channel plus the
+   * floating ones, like Flink's result partitions.
+   */
+  def createBlockingPartition(id: ResultPartitionID, numSubpartitions: Int): BlockingResultPartition = {
+    checkRunning()
+    val max = math.max(1L, numSubpartitions.toLong * buffersPerChannel + floatingPerGate).min(Int.MaxValue).toInt
+    val pool = networkBufferPool.createBufferPool(1, max, s"blocking result partition ($id)")
+    try {
+      val dir = localDirs(math.abs((id.hashCode + fileCounter.getAndIncrement()) % localDirs.size))
+      val file = new PartitionFile(new File(dir, s"sluice-shuffle-${id.shuffleId}-${id.producerId}.part"),
+        numSubpartitions, codec.map(_.apply()))
+      new BlockingResultPartition(id, numSubpartitions, pool, file, bufferRequestTimeout)
+    } catch {
+      case e: Throwable => pool.lazyDestroy(); throw e
+    }
+  }
+
+  /**
+   * A pipelined partition: every subpartition needs a buffer being written plus one to hand over,
+   * as in Flink (numSubpartitions + 1 required).
+   */
+  def createPipelinedPartition(id: ResultPartitionID, numSubpartitions: Int): PipelinedResultPartition = {
+    checkRunning()
+    val max = math.max(numSubpartitions + 1L, numSubpartitions.toLong * buffersPerChannel + floatingPerGate)
+      .min(Int.MaxValue).toInt
+    val pool = networkBufferPool.createBufferPool(numSubpartitions + 1, max, s"pipelined result partition ($id)")
+    new PipelinedResultPartition(id, numSubpartitions, pool, conf.get(SluiceOptions.MaxBuffersPerSubpartition),
+      bufferRequestTimeout, p => partitionManager.unregister(p))
+  }
+
+  /** Makes a partition visible to readers (blocking: once finished; pipelined: at once). */
+  def registerPartition(p: ResultPartition): Unit = partitionManager.registerResultPartition(p)
+
+  /**
+   * An input gate over `inputs`, with the partitions requested. Channels are local when their
+   * producer runs in this executor.
+   */
+  def createInputGate(owner: String, inputs: IndexedSeq[(ResultPartitionID, Int, Int, ProducerLocation)],
+      waitForProducers: Boolean): SingleInputGate = {
+    checkRunning()
+    val pool = networkBufferPool.createBufferPool(0, math.max(1, floatingPerGate), s"input gate of $owner")
+    val gate = new SingleInputGate(owner, networkBufferPool, pool, codec.map(_.apply()),
+      conf.get(SluiceOptions.RequestTimeout), bufferRequestTimeout)
+    try {
+      val channels: Array[InputChannel] = inputs.zipWithIndex.map { case ((id, start, end, producer), i) =>
+        if (producer.executorId != executorId) {
+          throw new UnsupportedOperationException(s"remote channels are not available yet ($producer)")
+        }
+        new LocalInputChannel(gate, i, id, start, end, producer, partitionManager, waitForProducers): InputChannel
+      }.toArray
+      gate.setChannels(channels)
+      gate.requestPartitions(needsReadBuffer = !waitForProducers && channels.exists(!_.isRemote))
+      gate
+    } catch {
+      case e: Throwable => gate.close(); throw e
+    }
+  }
+
+  /** Releases every partition of a shuffle (Spark unregistered it). */
+  def releaseShuffle(shuffleId: Int): Int = partitionManager.releasePartitionsOfShuffle(shuffleId)
+
+  def isStopped: Boolean = stopped
+
+  private def checkRunning(): Unit = if (stopped) throw new IllegalStateException("Sluice's shuffle environment is stopped")
+
+  def shutdown(): Unit = synchronized {
+    if (!stopped) {
+      stopped = true
+      outputFlusher.shutdown()
+      partitionManager.shutdown()
+      networkBufferPool.destroy()
+    }
+  }
+}

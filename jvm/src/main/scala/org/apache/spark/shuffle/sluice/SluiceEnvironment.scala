@@ -1,0 +1,58 @@
+package org.apache.spark.shuffle.sluice
+
+import io.sluice.ShuffleEnvironment
+import io.sluice.buffer.BlockCodec
+import io.sluice.config.SluiceConf
+import org.apache.spark.SparkConf
+import org.apache.spark.internal.Logging
+
+/**
+ * The executor JVM's single [[ShuffleEnvironment]], started on first use (the first map or reduce
+ * task that needs it) and stopped with the shuffle managers. A driver that runs no tasks never
+ * starts it, so it holds no network buffers. Both Sluice managers share it.
+ */
+private[sluice] object SluiceEnvironment extends Logging {
+
+  @volatile private var instance: ShuffleEnvironment = _
+
+  def get(): ShuffleEnvironment = {
+    val e = instance
+    if (e != null && !e.isStopped) e else synchronized {
+      if (instance == null || instance.isStopped) instance = create(SparkInternals.conf)
+      instance
+    }
+  }
+
+  /** The port of this executor's Sluice server (none runs yet: local channels only). */
+  def serverPort: Int = 0
+
+  def ifStarted: Option[ShuffleEnvironment] = Option(instance).filterNot(_.isStopped)
+
+  def stop(): Unit = synchronized {
+    if (instance != null) {
+      instance.shutdown()
+      instance = null
+    }
+  }
+
+  /** Sluice's settings from a Spark configuration; fails naming the key on a bad value. */
+  def sluiceConf(conf: SparkConf): SluiceConf = SluiceConf(conf.getAll.toSeq)
+
+  /** A per-buffer codec factory honouring spark.shuffle.compress and spark.io.compression.codec. */
+  def codec(conf: SparkConf): Option[() => BlockCodec] =
+    if (!conf.getBoolean("spark.shuffle.compress", true)) None
+    else {
+      val name = conf.get("spark.io.compression.codec", "lz4")
+      val level = conf.getInt("spark.io.compression.zstd.level", 1)
+      BlockCodec.forSparkCodec(name, level) // fail early, naming the key, if it is unusable
+      Some(() => BlockCodec.forSparkCodec(name, level))
+    }
+
+  private def create(conf: SparkConf): ShuffleEnvironment = {
+    val sluice = sluiceConf(conf)
+    val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf))
+    logInfo(s"Started Sluice's shuffle environment on executor ${SparkInternals.executorId}: " +
+      s"${sluice.numberOfSegments} network buffers of ${sluice.segmentSize} bytes")
+    env
+  }
+}

@@ -1,0 +1,109 @@
+package org.apache.spark.shuffle.sluice
+
+import io.sluice.partition.consumer.{InputBuffer, InputChannelException, SingleInputGate}
+import io.sluice.serialization.{CorruptFrameException, RecordView, SpanningRecordDeserializer}
+import org.apache.spark.TaskContext
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter
+
+/**
+ * The records of an input gate, on the reduce task's thread: takes buffers from whichever channel
+ * has one, deserialises them with that channel's [[SpanningRecordDeserializer]] and the
+ * dependency's serializer, and feeds Spark's read metrics. Any failure of a channel (lost
+ * producer, missing partition, checksum mismatch, corrupt frame) is thrown here, on the task
+ * thread, as a FetchFailedException for that channel's map output, so Spark recomputes it.
+ */
+private[sluice] final class SluiceRecordIterator(
+    gate: SingleInputGate,
+    outputs: IndexedSeq[MapOutput],
+    shuffleId: Int,
+    decoder: SparkRecordDecoder,
+    context: TaskContext,
+    metrics: ShuffleReadMetricsReporter) extends Iterator[Product2[Any, Any]] {
+
+  private val deserializers = Array.fill(outputs.size)(new SpanningRecordDeserializer)
+  private val lastSubpartition = Array.fill(outputs.size)(-1)
+  private val view = new RecordView
+  private var current: InputBuffer = _
+  private var nextRecord: Product2[Any, Any] = _
+  private var done = false
+  private var closed = false
+  private var lastIdleNanos = 0L
+
+  override def hasNext: Boolean = nextRecord != null || (!done && advance())
+
+  override def next(): Product2[Any, Any] = {
+    if (!hasNext) throw new NoSuchElementException("no more shuffle records")
+    val r = nextRecord
+    nextRecord = null
+    metrics.incRecordsRead(1)
+    r
+  }
+
+  private def advance(): Boolean = {
+    while (true) {
+      if (current != null) {
+        val ch = current.channelIndex
+        val kind = try deserializers(ch).readNext(view) catch {
+          case e: CorruptFrameException => throw fetchFailed(ch, e.getMessage, e)
+        }
+        kind match {
+          case SpanningRecordDeserializer.Record =>
+            nextRecord = decoder.decode(ch, view)
+            return true
+          case SpanningRecordDeserializer.LatencyMarker => ()
+          case _ =>
+            current.buffer.release()
+            current = null
+        }
+      } else {
+        val next = try gate.getNext() catch {
+          case e: InputChannelException => throw fetchFailed(e.channel.channelIndex, e.getMessage, e)
+        } finally reportFetchWait()
+        if (next == null) {
+          deserializers.indices.find(deserializers(_).hasPartialRecord).foreach { ch =>
+            throw fetchFailed(ch, s"the data of ${gate.channel(ch).description} ended inside a record", null)
+          }
+          done = true
+          close()
+          return false
+        }
+        val ch = next.channelIndex
+        if (next.subpartition != lastSubpartition(ch)) {
+          if (deserializers(ch).hasPartialRecord) {
+            next.buffer.release()
+            throw fetchFailed(ch, s"subpartition ${lastSubpartition(ch)} of ${gate.channel(ch).description} " +
+              "ended inside a record", null)
+          }
+          lastSubpartition(ch) = next.subpartition
+          decoder.startStream(ch)
+          if (next.isRemote) metrics.incRemoteBlocksFetched(1) else metrics.incLocalBlocksFetched(1)
+        }
+        val size = next.buffer.readableBytes()
+        if (next.isRemote) metrics.incRemoteBytesRead(size) else metrics.incLocalBytesRead(size)
+        deserializers(ch).setNextBuffer(next.buffer)
+        current = next
+      }
+    }
+    false
+  }
+
+  private def reportFetchWait(): Unit = {
+    val idle = gate.idleTimeNanos.sum()
+    metrics.incFetchWaitTime((idle - lastIdleNanos) / 1000000L)
+    lastIdleNanos = idle - (idle - lastIdleNanos) % 1000000L
+  }
+
+  private def fetchFailed(channel: Int, message: String, cause: Throwable): Exception = {
+    val o = outputs(channel)
+    close()
+    SparkInternals.fetchFailed(o.location, shuffleId, o.mapId, o.mapIndex, o.startPartition, message, cause)
+  }
+
+  /** Returns every buffer and closes the gate; merges the read metrics into the task's. */
+  def close(): Unit = if (!closed) {
+    closed = true
+    if (current != null) { current.buffer.release(); current = null }
+    deserializers.foreach(_.clear())
+    try gate.close() finally SparkInternals.mergeShuffleReadMetrics(context)
+  }
+}

@@ -1,0 +1,121 @@
+package org.apache.spark.shuffle.sluice
+
+import java.io.InputStream
+
+import io.sluice.serialization.{DataOutputSerializer, RecordView}
+import org.apache.spark.serializer.{DeserializationStream, Serializer, SerializerInstance}
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.unsafe.Platform
+
+/**
+ * The reading half of [[SparkRecordSerializer]]: turns one framed record of a channel back into
+ * a (key, value) pair with the dependency's serializer. Single-threaded (the reduce task).
+ */
+private[sluice] abstract class SparkRecordDecoder {
+
+  def decode(channel: Int, record: RecordView): Product2[Any, Any]
+
+  /** The channel moved on to another subpartition: a new serialisation stream starts there. */
+  def startStream(channel: Int): Unit = ()
+}
+
+private[sluice] object SparkRecordDecoder {
+
+  def apply(serializer: Serializer, numChannels: Int): SparkRecordDecoder =
+    SparkInternals.unsafeRowFieldCount(serializer) match {
+      case Some(fields) => new UnsafeRows(fields)
+      case None if serializer.supportsRelocationOfSerializedObjects => new SharedStream(serializer.newInstance())
+      case None => new StreamPerChannel(serializer.newInstance(), numChannels)
+    }
+
+  /** Copies each row into one reused array, as Spark's own UnsafeRowSerializer does. */
+  private final class UnsafeRows(numFields: Int) extends SparkRecordDecoder {
+    private var bytes = new Array[Byte](256)
+    private val row = new UnsafeRow(numFields)
+    override def decode(channel: Int, record: RecordView): Product2[Any, Any] = {
+      val n = record.length
+      if (bytes.length < n) bytes = new Array[Byte](math.max(n, bytes.length * 2))
+      Platform.copyMemory(record.base, record.offset, bytes, Platform.BYTE_ARRAY_OFFSET, n)
+      row.pointTo(bytes, Platform.BYTE_ARRAY_OFFSET, n)
+      (0, row)
+    }
+  }
+
+  private final class SharedStream(instance: SerializerInstance) extends SparkRecordDecoder {
+    private val in = new RecordInputStream
+    private val stream = instance.deserializeStream(in)
+    override def decode(channel: Int, record: RecordView): Product2[Any, Any] = {
+      in.set(record)
+      val k = stream.readKey[Any]()
+      val v = stream.readValue[Any]()
+      (k, v)
+    }
+  }
+
+  private final class StreamPerChannel(instance: SerializerInstance, n: Int) extends SparkRecordDecoder {
+    private val inputs = Array.fill(n)(new RecordInputStream)
+    private val streams = new Array[DeserializationStream](n)
+    override def decode(channel: Int, record: RecordView): Product2[Any, Any] = {
+      val in = inputs(channel)
+      in.set(record)
+      var s = streams(channel)
+      if (s == null) { s = instance.deserializeStream(in); streams(channel) = s }
+      val k = s.readKey[Any]()
+      val v = s.readValue[Any]()
+      in.keepUnread() // e.g. a reset marker written after the record; read before the next one
+      (k, v)
+    }
+    override def startStream(channel: Int): Unit = {
+      streams(channel) = null
+      inputs(channel).clear()
+    }
+  }
+
+  /**
+   * The bytes of the current record, preceded by any bytes an earlier record left unread; -1 at
+   * the end, never blocking, so a stream can only read records that have fully arrived.
+   */
+  private final class RecordInputStream extends InputStream {
+    private val carry = new DataOutputSerializer(16)
+    private var carryPos = 0
+    private var base: AnyRef = _
+    private var offset = 0L
+    private var end = 0L
+
+    def set(r: RecordView): Unit = { base = r.base; offset = r.offset; end = r.offset + r.length }
+
+    def keepUnread(): Unit = {
+      if (carryPos > 0) { carry.discard(carryPos); carryPos = 0 }
+      val left = (end - offset).toInt
+      if (left > 0) { carry.write(base, offset, left); offset = end }
+    }
+
+    def clear(): Unit = { carry.clear(); carryPos = 0; offset = end }
+
+    override def read(): Int =
+      if (carryPos < carry.length) { val b = carry.array(carryPos) & 0xff; carryPos += 1; b }
+      else if (offset < end) { val b = Platform.getByte(base, offset) & 0xff; offset += 1; b }
+      else -1
+
+    override def read(b: Array[Byte], off: Int, len: Int): Int = {
+      if (len == 0) return 0
+      var n = 0
+      val fromCarry = math.min(len, carry.length - carryPos)
+      if (fromCarry > 0) {
+        System.arraycopy(carry.array, carryPos, b, off, fromCarry)
+        carryPos += fromCarry
+        n = fromCarry
+      }
+      val fromRecord = math.min(len - n, (end - offset).toInt)
+      if (fromRecord > 0) {
+        Platform.copyMemory(base, offset, b, Platform.BYTE_ARRAY_OFFSET + off + n, fromRecord)
+        offset += fromRecord
+        n += fromRecord
+      }
+      if (carryPos == carry.length && carryPos > 0) { carry.clear(); carryPos = 0 }
+      if (n == 0) -1 else n
+    }
+
+    override def available(): Int = (carry.length - carryPos) + (end - offset).toInt
+  }
+}
