@@ -1,0 +1,19 @@
+"""Sluice: Apache Flink's network stack as a shuffle plugin for Apache Spark.
+
+Sluice replaces Spark's shuffle transport with Flink's: records are serialised into fixed-size
+network buffers, sent over credit-based flow control so each channel is backpressured on its
+own, flushed after a configurable buffer timeout, and measured with Flink's network metrics.
+
+Use :func:`configure` on a ``SparkSession.builder`` before the session starts::
+
+    from pyspark.sql import SparkSession
+    import sluice
+
+    spark = sluice.configure(SparkSession.builder, buffer_timeout="10ms").getOrCreate()
+"""
+
+from sluice._jars import jar_path
+from sluice._version import __version__
+from sluice.config import configure
+
+__all__ = ["configure", "jar_path", "__version__"]

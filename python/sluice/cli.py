@@ -1,0 +1,176 @@
+"""The ``sluice`` command: the jar's path, spark-submit settings, spark-submit itself, the demo.
+
+    sluice jar                          path of the plugin jar
+    sluice conf [--buffer-timeout 10ms ...] [--prometheus]
+                                        --jars/--conf arguments for spark-submit
+    sluice submit [spark-submit args] app.py [app args]
+                                        pyspark's spark-submit with Sluice switched on
+    sluice demo                         a shuffle-heavy job on a local two-executor cluster
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from sluice import _options
+from sluice.config import APPENDED_KEYS, append_to_list, spark_conf
+
+# spark-submit's options that take no value (SparkSubmitOptionParser's switches); every other
+# option takes one, as the next argument or after `=`.
+_SUBMIT_SWITCHES = frozenset(
+    ["--verbose", "-v", "--help", "-h", "--version", "--supervise", "--usage-error", "--load-spark-defaults"]
+)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["submit"]:
+        # Everything after `submit` belongs to spark-submit, untouched by argparse.
+        return _submit(args[1:])
+    parsed = _parser().parse_args(args)
+    if parsed.command == "jar":
+        print(_jar())
+    elif parsed.command == "conf":
+        known = _options.options()
+        chosen = {name: value for name, value in vars(parsed).items() if name in known and value is not None}
+        try:
+            conf = spark_conf(prometheus=parsed.prometheus, **chosen)
+        except ValueError as e:
+            raise SystemExit(f"sluice conf: {e}") from None
+        arguments = submit_arguments(conf)
+        for flag, value in zip(arguments[::2], arguments[1::2]):
+            print(flag, value)
+    elif parsed.command == "demo":
+        from sluice import demo
+
+        demo.main(rows=parsed.rows, partitions=parsed.partitions, master=parsed.master)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sluice", description="Sluice: Flink's network stack as a Spark shuffle."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("jar", help="print the path of the Sluice plugin jar")
+
+    conf = commands.add_parser(
+        "conf",
+        help="print spark-submit arguments (--jars, --conf) that switch a job to Sluice",
+        description="Prints one spark-submit argument per line (--jars <jar>, then --conf key=value); "
+        "use as `spark-submit $(sluice conf) app.py`.",
+    )
+    for option in _options.options().values():
+        spellings = ["--" + option.python.replace("_", "-")]
+        if "_" in option.python:
+            spellings.append("--" + option.python)
+        conf.add_argument(
+            *spellings,
+            dest=option.python,
+            metavar=option.type.upper(),
+            help=f"{option.key} (default {option.default})",
+        )
+    conf.add_argument("--prometheus", action="store_true", help="switch on Spark's Prometheus servlet")
+
+    commands.add_parser(
+        "submit",
+        help="run pyspark's spark-submit with Sluice (all further arguments go to spark-submit)",
+    )
+
+    from sluice import demo
+
+    run_demo = commands.add_parser(
+        "demo", help="run a shuffle-heavy job on a local two-executor cluster through Sluice"
+    )
+    run_demo.add_argument(
+        "--rows", type=int, default=demo.ROWS, help="rows of each input (default %(default)s)"
+    )
+    run_demo.add_argument(
+        "--partitions", type=int, default=demo.PARTITIONS, help="shuffle partitions (default %(default)s)"
+    )
+    run_demo.add_argument("--master", default=demo.MASTER, help="Spark master (default %(default)s)")
+    return parser
+
+
+def _jar() -> str:
+    try:
+        from sluice._jars import jar_path
+
+        return jar_path()
+    except FileNotFoundError as e:
+        raise SystemExit(f"sluice: {e}") from None
+
+
+def submit_arguments(conf: Dict[str, str]) -> List[str]:
+    """``conf`` as spark-submit arguments: ``--jars <jar>``, then ``--conf key=value`` pairs."""
+    args = ["--jars", conf["spark.jars"]]
+    for key, value in conf.items():
+        if key != "spark.jars":
+            args += ["--conf", f"{key}={value}"]
+    return args
+
+
+def submit_command(spark_submit: str, conf: Dict[str, str], user_args: Sequence[str]) -> List[str]:
+    """The spark-submit command line running ``user_args`` with Sluice.
+
+    Sluice's arguments come first; the user's own ``--jars``, ``--conf spark.jars=`` and
+    ``--conf spark.plugins=`` (which would otherwise replace Sluice's) are merged into them.
+    """
+    merged = dict(conf)
+    user_jars: List[str] = []
+    kept: List[str] = []
+    i = 0
+    while i < len(user_args):
+        arg = user_args[i]
+        if not arg.startswith("-"):
+            kept += user_args[i:]  # the application and its own arguments
+            break
+        name, has_inline, inline = arg.partition("=")
+        takes_value = name not in _SUBMIT_SWITCHES and not has_inline
+        value = inline if has_inline else (user_args[i + 1] if takes_value and i + 1 < len(user_args) else "")
+        step = 2 if takes_value else 1
+        if name == "--jars":
+            user_jars.append(value)
+        elif name in ("--conf", "-c") and value.partition("=")[0] in APPENDED_KEYS:
+            key, _, listed = value.partition("=")
+            if key == "spark.jars":
+                user_jars.append(listed)
+            else:
+                merged[key] = append_to_list(listed, [merged[key]])
+        else:
+            kept += user_args[i : i + step]
+        i += step
+    merged["spark.jars"] = append_to_list(",".join(user_jars), [conf["spark.jars"]])
+    return [spark_submit] + submit_arguments(merged) + kept
+
+
+def _submit(user_args: List[str]) -> int:
+    import pyspark
+
+    spark_submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
+    if not spark_submit.is_file():
+        raise SystemExit(f"sluice submit: pyspark at {spark_submit.parent.parent} has no bin/spark-submit")
+    if not user_args:
+        raise SystemExit("usage: sluice submit [spark-submit options] app.py [app arguments]")
+    env = dict(os.environ)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env.pop("SPARK_HOME", None)  # pyspark's own Spark, the one the jar was built for
+    # The driver and executors run Python with this interpreter, which has pyspark and Sluice.
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
+    try:
+        conf = spark_conf()
+    except FileNotFoundError as e:
+        raise SystemExit(f"sluice submit: {e}") from None
+    command = submit_command(str(spark_submit), conf, user_args)
+    sys.stdout.flush()
+    os.execve(command[0], command, env)
+    return 1  # not reached: execve replaces this process
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""sluice.configure and sluice.config.spark_conf against a real SparkSession.builder; no session
+is started (except, in a separate process, the SparkContext of the "already running" test)."""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import sys
+import textwrap
+from typing import Dict
+
+import pytest
+from pyspark.sql import SparkSession
+
+import sluice
+from sluice.config import PIPELINED_SHUFFLE_MANAGER, PLUGIN, SHUFFLE_MANAGER, spark_conf
+
+
+def options_of(builder: SparkSession.Builder) -> Dict[str, str]:
+    return {key: str(value) for key, value in builder._options.items()}
+
+
+def test_configure_returns_the_builder_set_up_for_sluice() -> None:
+    builder = SparkSession.builder
+    assert sluice.configure(builder) is builder
+    opts = options_of(builder)
+    assert opts["spark.jars"] == sluice.jar_path()
+    assert opts["spark.shuffle.manager"] == SHUFFLE_MANAGER
+    assert opts["spark.shuffle.manager.incremental"] == PIPELINED_SHUFFLE_MANAGER
+    assert opts["spark.plugins"] == PLUGIN
+    assert opts["spark.metrics.namespace"] == "sluice"
+    assert not any(key.startswith("spark.metrics.conf.") for key in opts)
+
+
+def test_options_land_under_their_keys() -> None:
+    builder = sluice.configure(
+        SparkSession.builder,
+        buffer_timeout="10ms",
+        buffers_per_channel=4,
+        segment_size="64k",
+        credit_based=False,
+        latency_tracking_granularity="SUBTASK",
+    )
+    opts = options_of(builder)
+    assert opts["spark.sluice.bufferTimeout"] == "10ms"
+    assert opts["spark.sluice.network.buffersPerChannel"] == "4"
+    assert opts["spark.sluice.memory.segmentSize"] == "64k"
+    assert opts["spark.sluice.network.creditBased"] == "false"
+    assert opts["spark.sluice.latencyTracking.granularity"] == "subtask"
+
+
+def test_spark_jars_and_plugins_are_appended_to() -> None:
+    builder = SparkSession.builder.config("spark.jars", "/opt/a.jar,/opt/b.jar").config(
+        "spark.plugins", "com.example.Plugin"
+    )
+    opts = options_of(sluice.configure(builder))
+    assert opts["spark.jars"] == f"/opt/a.jar,/opt/b.jar,{sluice.jar_path()}"
+    assert opts["spark.plugins"] == f"com.example.Plugin,{PLUGIN}"
+
+
+def test_configuring_twice_does_not_repeat_list_entries() -> None:
+    builder = sluice.configure(sluice.configure(SparkSession.builder))
+    opts = options_of(builder)
+    assert opts["spark.jars"] == sluice.jar_path()
+    assert opts["spark.plugins"] == PLUGIN
+
+
+def test_metrics_namespace_is_kept_when_set() -> None:
+    builder = SparkSession.builder.config("spark.metrics.namespace", "mine")
+    assert options_of(sluice.configure(builder))["spark.metrics.namespace"] == "mine"
+
+
+def test_prometheus_switches_on_the_servlet() -> None:
+    opts = options_of(sluice.configure(SparkSession.builder, prometheus=True))
+    servlet = "org.apache.spark.metrics.sink.PrometheusServlet"
+    assert opts["spark.metrics.conf.*.sink.prometheusServlet.class"] == servlet
+    assert opts["spark.metrics.conf.*.sink.prometheusServlet.path"] == "/metrics/prometheus"
+
+
+def test_spark_conf_matches_configure() -> None:
+    conf = spark_conf(buffer_timeout="1s", prometheus=True)
+    assert conf == options_of(sluice.configure(SparkSession.builder, buffer_timeout="1s", prometheus=True))
+    assert all(isinstance(v, str) for v in conf.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "suggestion"),
+    [
+        ("buffer_timout", "buffer_timeout"),
+        ("bufferTimeout", "buffer_timeout"),
+        ("segmentsize", "segment_size"),
+    ],
+)
+def test_unknown_option_is_named_and_the_closest_suggested(name: str, suggestion: str) -> None:
+    with pytest.raises(ValueError) as e:
+        sluice.configure(SparkSession.builder, **{name: "1"})
+    assert repr(name) in str(e.value)
+    assert f"did you mean {suggestion!r}" in str(e.value)
+
+
+def test_unknown_option_without_a_close_name_lists_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="valid options: segment_size, "):
+        spark_conf(zzz=1)
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "value"),
+    [
+        # int
+        ("buffers_per_channel", "spark.sluice.network.buffersPerChannel", "four"),
+        ("buffers_per_channel", "spark.sluice.network.buffersPerChannel", 2.5),
+        ("buffers_per_channel", "spark.sluice.network.buffersPerChannel", True),
+        ("buffers_per_channel", "spark.sluice.network.buffersPerChannel", 0),
+        ("buffers_per_channel", "spark.sluice.network.buffersPerChannel", 1025),
+        ("port", "spark.sluice.network.port", 2**40),
+        # boolean
+        ("credit_based", "spark.sluice.network.creditBased", "yes"),
+        ("credit_based", "spark.sluice.network.creditBased", 1),
+        # bytes
+        ("segment_size", "spark.sluice.memory.segmentSize", "32x"),
+        ("segment_size", "spark.sluice.memory.segmentSize", -4096),
+        ("segment_size", "spark.sluice.memory.segmentSize", 5000),
+        ("segment_size", "spark.sluice.memory.segmentSize", "2k"),
+        ("segment_size", "spark.sluice.memory.segmentSize", "32m"),
+        ("segment_size", "spark.sluice.memory.segmentSize", 32.0),
+        ("network_memory", "spark.sluice.network.memory", "1k"),
+        # duration
+        ("buffer_timeout", "spark.sluice.bufferTimeout", "10 parsecs"),
+        ("buffer_timeout", "spark.sluice.bufferTimeout", "-2ms"),
+        ("buffer_timeout", "spark.sluice.bufferTimeout", datetime.timedelta(microseconds=1500)),
+        ("buffer_timeout", "spark.sluice.bufferTimeout", 1.5),
+        ("connect_timeout", "spark.sluice.network.connectTimeout", 0),
+        ("metrics_report_interval", "spark.sluice.metrics.reportInterval", "5ms"),
+        # enum
+        ("latency_tracking_granularity", "spark.sluice.latencyTracking.granularity", "per-task"),
+        ("latency_tracking_granularity", "spark.sluice.latencyTracking.granularity", 1),
+    ],
+)
+def test_bad_value_names_option_key_and_value(name: str, key: str, value: object) -> None:
+    with pytest.raises(ValueError) as e:
+        sluice.configure(SparkSession.builder, **{name: value})
+    message = str(e.value)
+    assert name in message and key in message and repr(value) in message
+
+
+@pytest.mark.parametrize(
+    ("value", "rendered"),
+    [
+        (4096, "4k"),
+        ("4096", "4k"),
+        ("32k", "32k"),
+        ("32 KB", "32k"),
+        ("1024k", "1m"),
+        ("16m", "16m"),
+        ("8KiB", "8k"),
+    ],
+)
+def test_sizes_are_normalised(value: object, rendered: str) -> None:
+    assert spark_conf(segment_size=value)["spark.sluice.memory.segmentSize"] == rendered
+
+
+def test_sizes_above_a_gigabyte() -> None:
+    conf = spark_conf(network_memory="2g", max_frame_length=1536 * 1024)
+    assert conf["spark.sluice.network.memory"] == "2g"
+    assert conf["spark.sluice.network.maxFrameLength"] == "1536k"
+
+
+@pytest.mark.parametrize(
+    ("value", "rendered"),
+    [
+        (100, "100ms"),
+        ("100", "100ms"),
+        ("100ms", "100ms"),
+        ("5s", "5s"),
+        ("5000ms", "5s"),
+        ("2min", "2min"),
+        ("2m", "2min"),
+        ("120s", "2min"),
+        ("1h", "60min"),
+        ("1500us", "1ms"),
+        (datetime.timedelta(seconds=5), "5s"),
+        (datetime.timedelta(milliseconds=250), "250ms"),
+        (0, "0ms"),
+        (-1, "-1ms"),
+        ("-1ms", "-1ms"),
+    ],
+)
+def test_durations_are_normalised(value: object, rendered: str) -> None:
+    assert spark_conf(buffer_timeout=value)["spark.sluice.bufferTimeout"] == rendered
+
+
+def test_booleans_and_ints_from_text() -> None:
+    conf = spark_conf(credit_based="FALSE", buffers_per_channel="8")
+    assert conf["spark.sluice.network.creditBased"] == "false"
+    assert conf["spark.sluice.network.buffersPerChannel"] == "8"
+
+
+@pytest.mark.parametrize(
+    "not_a_builder", [None, "SparkSession.builder", SparkSession, {"spark.master": "local"}]
+)
+def test_configure_rejects_what_is_not_a_builder(not_a_builder: object) -> None:
+    with pytest.raises(TypeError) as e:
+        sluice.configure(not_a_builder)  # type: ignore[arg-type]
+    assert "SparkSession.Builder" in str(e.value)
+    assert type(not_a_builder).__qualname__ in str(e.value)
+
+
+def test_configure_refuses_a_running_spark_context() -> None:
+    # In a separate process: a JVM started here without Sluice's jar would stay this process's
+    # gateway, and later sessions of the test run could not load Sluice's classes.
+    script = textwrap.dedent(
+        """
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+        import sluice
+
+        sc = SparkContext(master="local[1]", appName="sluice-test-running-context")
+        try:
+            sluice.configure(SparkSession.builder)
+        except RuntimeError as e:
+            print("RuntimeError:", e)
+        finally:
+            sc.stop()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "RuntimeError:" in done.stdout, done.stdout + done.stderr
+    assert "static" in done.stdout and "before" in done.stdout
+
+
+def test_configure_refuses_a_driver_jvm_started_without_sluice() -> None:
+    # A stopped SparkContext leaves its JVM behind, and jars only reach the driver's class path
+    # when that JVM starts; a Sluice session in the same process would fail to load its classes.
+    script = textwrap.dedent(
+        """
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+        import sluice
+
+        SparkContext(master="local[1]", appName="sluice-test-earlier-context").stop()
+        try:
+            sluice.configure(SparkSession.builder)
+        except RuntimeError as e:
+            print("RuntimeError:", e)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "RuntimeError:" in done.stdout, done.stdout + done.stderr
+    assert "new Python process" in done.stdout
