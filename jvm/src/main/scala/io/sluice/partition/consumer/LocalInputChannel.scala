@@ -22,6 +22,7 @@ final class LocalInputChannel(
 
   @volatile private var view: ResultSubpartitionView = _
   @volatile private var released = false
+  private var endReached = false
 
   override def isRemote: Boolean = false
 
@@ -49,9 +50,10 @@ final class LocalInputChannel(
     if (v == null) return null
     val next = v.getNextBuffer()
     if (next == null) {
-      if (v.isReleased) throw new InputChannelException(this, new ProducerFailedException(partitionId, v.failureCause))
+      if (v.isReleased && !endReached) throw new InputChannelException(this, new ProducerFailedException(partitionId, v.failureCause))
       null
     } else if (next.isEndOfPartition) {
+      endReached = true
       BufferAndAvailability.endOfPartition(next.subpartition)
     } else if (next.buffer != null) {
       new BufferAndAvailability(next.buffer, next.subpartition, false, -1, false, 0, v.isAvailable(1))

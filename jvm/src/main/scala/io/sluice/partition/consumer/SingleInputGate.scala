@@ -101,7 +101,8 @@ final class SingleInputGate(
     while (true) {
       if (numEnded == channels.length) return null
       val channel = waitForChannelWithData()
-      val next = try channel.getNextBuffer() catch {
+      val next = if (channelsWithData.synchronized(ended(channel.channelIndex))) null // a late notification
+      else try channel.getNextBuffer() catch {
         case e: InputChannelException => throw e
         case e: Throwable => throw new InputChannelException(channel, e)
       }

@@ -23,18 +23,19 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingS
   logInfo(s"Using Sluice for regular shuffles (driver=$isDriver)")
 
   override def registerShuffle[K, V, C](shuffleId: Int, dependency: ShuffleDependency[K, V, C]): ShuffleHandle =
-    new SluiceShuffleHandle(shuffleId, dependency)
+    new SluiceShuffleHandle(shuffleId, dependency, dependency.rdd.partitions.length)
 
   override def getWriter[K, V](handle: ShuffleHandle, mapId: Long, context: TaskContext,
       metrics: ShuffleWriteMetricsReporter): ShuffleWriter[K, V] = {
     val env = SluiceEnvironment.get()
-    new SluiceShuffleWriter[K, V](sluiceHandle(handle), mapId, context, metrics, env, SluiceEnvironment.serverPort)
+    new SluiceShuffleWriter[K, V](SluiceShuffleManager.sluiceHandle(handle), mapId, context, metrics, env,
+      SluiceEnvironment.serverPort, pipelined = false)
   }
 
   override def getReader[K, C](handle: ShuffleHandle, startMapIndex: Int, endMapIndex: Int, startPartition: Int,
       endPartition: Int, context: TaskContext, metrics: ShuffleReadMetricsReporter): ShuffleReader[K, C] =
-    new SluiceShuffleReader[K, C](sluiceHandle(handle), startMapIndex, endMapIndex, startPartition, endPartition,
-      context, metrics, SluiceEnvironment.get())
+    new SluiceShuffleReader[K, C](SluiceShuffleManager.sluiceHandle(handle), startMapIndex, endMapIndex,
+      startPartition, endPartition, context, metrics, SluiceEnvironment.get(), pipelined = false)
 
   override def unregisterShuffle(shuffleId: Int): Boolean = {
     SluiceEnvironment.ifStarted.foreach(_.releaseShuffle(shuffleId))
@@ -44,8 +45,10 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingS
   override val shuffleBlockResolver: ShuffleBlockResolver = new SluiceShuffleBlockResolver
 
   override def stop(): Unit = SluiceEnvironment.stop()
+}
 
-  private def sluiceHandle[K, V, C](handle: ShuffleHandle): SluiceShuffleHandle[K, V, C] = handle match {
+private[sluice] object SluiceShuffleManager {
+  def sluiceHandle[K, V, C](handle: ShuffleHandle): SluiceShuffleHandle[K, V, C] = handle match {
     case h: SluiceShuffleHandle[K @unchecked, V @unchecked, C @unchecked] => h
     case other => throw new IllegalArgumentException(s"Sluice cannot serve shuffle ${other.shuffleId}: its handle " +
       s"${other.getClass.getName} was made by another shuffle manager")

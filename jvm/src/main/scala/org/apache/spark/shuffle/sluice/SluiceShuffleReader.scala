@@ -1,20 +1,25 @@
 package org.apache.spark.shuffle.sluice
 
 import io.sluice.ShuffleEnvironment
+import io.sluice.config.SluiceOptions
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.ProducerLocation
-import org.apache.spark.{Aggregator, InterruptibleIterator, TaskContext}
+import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.{ShuffleReadMetricsReporter, ShuffleReader}
 import org.apache.spark.storage.{BlockManagerId, ShuffleBlockId}
-import org.apache.spark.util.collection.ExternalSorter
 
 /**
  * Reads reduce partitions [startPartition, endPartition) of the map outputs with map indexes
  * [startMapIndex, endMapIndex) (AQE's coalescing, skew splitting and local shuffle reader ask for
- * such ranges): one input channel per map output, local when the output is on this executor,
- * remote otherwise; then the dependency's aggregator and key ordering, as Spark's own reader
- * applies them. A failed channel surfaces as a FetchFailedException for its map output.
+ * such ranges) through one input gate: one channel per map output, local when the output is on
+ * this executor, remote otherwise. Then [[ReadSideCombine]] applies the dependency's aggregator
+ * and key ordering. A failed channel surfaces as a FetchFailedException for its map output.
+ *
+ * Regular shuffles find their map outputs in Spark's MapOutputTracker (only outputs with data in
+ * the range). Pipelined shuffles have no map outputs yet when their readers start: the readers
+ * learn where the producers run from the [[PipelinedProducerDirectory]] and their channels wait
+ * for the producers' partitions.
  */
 private[sluice] final class SluiceShuffleReader[K, C](
     handle: SluiceShuffleHandle[K, _, C],
@@ -24,44 +29,25 @@ private[sluice] final class SluiceShuffleReader[K, C](
     endPartition: Int,
     context: TaskContext,
     readMetrics: ShuffleReadMetricsReporter,
-    env: => ShuffleEnvironment) extends ShuffleReader[K, C] with Logging {
+    env: => ShuffleEnvironment,
+    pipelined: Boolean) extends ShuffleReader[K, C] with Logging {
 
   private val dep = handle.dependency
 
   override def read(): Iterator[Product2[K, C]] = {
-    val outputs = mapOutputs()
+    val outputs = if (pipelined) pipelinedOutputs() else mapOutputs()
     val records: Iterator[Product2[Any, Any]] =
       if (outputs.isEmpty) Iterator.empty
       else {
         val owner = s"shuffle ${dep.shuffleId} reduce [$startPartition, $endPartition) of task ${context.taskAttemptId()}"
-        val inputs = outputs.map(o => (ResultPartitionID(dep.shuffleId, o.mapId), o.startPartition, o.endPartition, o.producer))
-        val gate = env.createInputGate(owner, inputs, waitForProducers = false)
+        val inputs = outputs.map(o => (o.partitionId(dep.shuffleId), o.startPartition, o.endPartition, o.producer))
+        val gate = env.createInputGate(owner, inputs, waitForProducers = pipelined)
         val iterator = new SluiceRecordIterator(gate, outputs, dep.shuffleId,
           SparkRecordDecoder(dep.serializer, outputs.size), context, readMetrics)
         context.addTaskCompletionListener[Unit](_ => iterator.close())
         iterator
       }
-    val interruptible = new InterruptibleIterator[Product2[Any, Any]](context, records)
-    val result: Iterator[Product2[Any, Any]] = dep.keyOrdering match {
-      case Some(ordering) =>
-        val agg = dep.aggregator.map { a =>
-          if (dep.mapSideCombine) new Aggregator[Any, Any, Any](identity, a.mergeCombiners.asInstanceOf[(Any, Any) => Any],
-            a.mergeCombiners.asInstanceOf[(Any, Any) => Any])
-          else a.asInstanceOf[Aggregator[Any, Any, Any]]
-        }
-        val sorter = new ExternalSorter[Any, Any, Any](context, aggregator = agg, partitioner = None,
-          ordering = Some(ordering.asInstanceOf[Ordering[Any]]), serializer = dep.serializer)
-        sorter.insertAllAndUpdateMetrics(interruptible)
-      case None if dep.aggregator.isDefined =>
-        val agg = dep.aggregator.get.asInstanceOf[Aggregator[Any, Any, Any]]
-        if (dep.mapSideCombine) agg.combineCombinersByKey(interruptible, context)
-        else agg.combineValuesByKey(interruptible, context)
-      case None => interruptible
-    }
-    (result match {
-      case i: InterruptibleIterator[_] => i
-      case r => new InterruptibleIterator[Product2[Any, Any]](context, r)
-    }).asInstanceOf[Iterator[Product2[K, C]]]
+    ReadSideCombine[K, C](dep, context, records)
   }
 
   /**
@@ -75,21 +61,43 @@ private[sluice] final class SluiceShuffleReader[K, C](
       .foreach { case (location, blocks) =>
         blocks.foreach {
           case (ShuffleBlockId(_, mapId, reduceId), size, mapIndex) if size > 0 =>
-            val prev = byMap.get(mapId)
-            byMap(mapId) = prev match {
+            byMap(mapId) = byMap.get(mapId) match {
               case Some(o) => o.copy(startPartition = math.min(o.startPartition, reduceId),
                 endPartition = math.max(o.endPartition, reduceId + 1))
-              case None => MapOutput(location, mapId, mapIndex, reduceId, reduceId + 1)
+              case None => MapOutput(location, mapId, mapIndex, reduceId, reduceId + 1, pipelined = false)
             }
           case _ =>
         }
       }
     byMap.values.toIndexedSeq
   }
+
+  /**
+   * One channel per producer and reduce partition of a pipelined shuffle (a pipelined subpartition
+   * is read by exactly one channel), once the directory knows where every producer runs.
+   */
+  private def pipelinedOutputs(): IndexedSeq[MapOutput] = {
+    val numMaps = handle.numMaps
+    val producers = PipelinedProducerDirectory.awaitProducers(SparkInternals.conf, SparkInternals.rpcEnv,
+      dep.shuffleId, numMaps, env.conf.get(SluiceOptions.RequestTimeout))
+    for {
+      mapIndex <- startMapIndex until math.min(endMapIndex, numMaps)
+      reduce <- startPartition until endPartition
+    } yield MapOutput(producers(mapIndex), mapIndex.toLong, mapIndex, reduce, reduce + 1, pipelined = true)
+  }
 }
 
-/** One map output a reader reads: where it is and which of its reduce partitions hold data. */
+/**
+ * One map output a reader reads: where it is (a blocking output's MapStatus location, or the
+ * location a pipelined producer announced, both with the Sluice port in their topology info) and
+ * which of its reduce partitions it reads.
+ */
 private[sluice] final case class MapOutput(location: BlockManagerId, mapId: Long, mapIndex: Int,
-    startPartition: Int, endPartition: Int) {
+    startPartition: Int, endPartition: Int, pipelined: Boolean) {
+
   def producer: ProducerLocation = ProducerLocation(location.executorId, location.host, SluiceLocation.port(location))
+
+  /** Blocking partitions are named by the map task attempt, pipelined ones by the map index. */
+  def partitionId(shuffleId: Int): ResultPartitionID =
+    ResultPartitionID(shuffleId, if (pipelined) mapIndex.toLong else mapId)
 }

@@ -1,8 +1,9 @@
 package org.apache.spark.shuffle.sluice
 
 import io.sluice.ShuffleEnvironment
-import io.sluice.partition.{BlockingResultPartition, ResultPartitionID}
-import io.sluice.writer.{ChannelSelector, RecordWriter}
+import io.sluice.config.SluiceOptions
+import io.sluice.partition.{BlockingResultPartition, PipelinedResultPartition, ResultPartition, ResultPartitionID}
+import io.sluice.writer.{ChannelSelector, OutputFlusher, RecordWriter}
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.scheduler.MapStatus
@@ -10,11 +11,16 @@ import org.apache.spark.shuffle.{ShuffleWriteMetricsReporter, ShuffleWriter}
 import org.apache.spark.shuffle.checksum.RowBasedChecksum
 
 /**
- * Writes one map task's output into a blocking result partition, one subpartition per reduce
- * partition: the dependency's map-side combine, then Spark's partitioner as the channel selector,
- * the dependency's serializer, and per-buffer compression when spark.shuffle.compress is on. The
- * partition spills to Spark's local dirs when its network buffers run out, and becomes readable
- * (by local and remote readers, as often as needed) when the task succeeds.
+ * Writes one map task's output into a result partition, one subpartition per reduce partition:
+ * the dependency's map-side combine, Spark's partitioner as the channel selector, the
+ * dependency's serializer, then [[RecordWriter]] into network buffers.
+ *
+ * Regular shuffles write a blocking partition: it spills to Spark's local dirs when its buffers
+ * run out, is compressed per buffer when spark.shuffle.compress is on, and becomes readable (as
+ * often as needed) when the task succeeds. Pipelined shuffles (Real-Time Mode) write a pipelined
+ * partition that readers consume while it is written, flushed by the output flusher every
+ * spark.sluice.bufferTimeout (0: after every record); the task ends once every reader has read
+ * the end of its subpartition.
  */
 private[sluice] final class SluiceShuffleWriter[K, V](
     handle: SluiceShuffleHandle[K, V, _],
@@ -22,45 +28,69 @@ private[sluice] final class SluiceShuffleWriter[K, V](
     context: TaskContext,
     metrics: ShuffleWriteMetricsReporter,
     env: ShuffleEnvironment,
-    serverPort: => Int) extends ShuffleWriter[K, V] with Logging {
+    serverPort: Int,
+    pipelined: Boolean) extends ShuffleWriter[K, V] with Logging {
 
   private val dep = handle.dependency
   private val numPartitions = dep.partitioner.numPartitions
-  private var partition: BlockingResultPartition = _
+  private val checksums: Array[RowBasedChecksum] = Option(dep.rowBasedChecksums).getOrElse(Array.empty)
+  private var partition: ResultPartition = _
   private var serializer: SparkRecordSerializer = _
-  private var lengths: Array[Long] = new Array[Long](numPartitions)
+  private var lengths: Array[Long] = new Array[Long](numPartitions) // stored bytes (blocking only)
+  private var completed = false
   private var stopping = false
 
   override def write(records: Iterator[Product2[K, V]]): Unit = {
     val start = System.nanoTime()
-    partition = env.createBlockingPartition(ResultPartitionID(dep.shuffleId, mapId), numPartitions)
-    serializer = SparkRecordSerializer(dep.serializer, numPartitions)
-    val partitioner = dep.partitioner
-    val selector = new ChannelSelector[Product2[Any, Any]] {
-      override def numberOfChannels: Int = numPartitions
-      override def selectChannel(record: Product2[Any, Any]): Int = partitioner.getPartition(record._1)
+    val bufferTimeout = env.conf.get(SluiceOptions.BufferTimeout)
+    partition =
+      if (pipelined) {
+        val p = env.createPipelinedPartition(ResultPartitionID(dep.shuffleId, context.partitionId()), numPartitions)
+        env.registerPartition(p)
+        PipelinedProducerDirectory.announce(SparkInternals.conf, SparkInternals.rpcEnv, dep.shuffleId,
+          context.partitionId(), SparkInternals.mapOutputLocation(serverPort))
+        p
+      } else env.createBlockingPartition(ResultPartitionID(dep.shuffleId, mapId), numPartitions)
+    val flusher: Option[OutputFlusher.Registration] =
+      if (pipelined && bufferTimeout > 0) Some(env.outputFlusher.register(partition, bufferTimeout)) else None
+    try {
+      serializer = SparkRecordSerializer(dep.serializer, numPartitions)
+      val partitioner = dep.partitioner
+      val selector = new ChannelSelector[Product2[Any, Any]] {
+        override def numberOfChannels: Int = numPartitions
+        override def selectChannel(record: Product2[Any, Any]): Int = partitioner.getPartition(record._1)
+      }
+      val writer = new RecordWriter[Product2[Any, Any]](partition, selector, serializer,
+        flushAlways = pipelined && bufferTimeout == 0)
+      val input: Iterator[Product2[Any, Any]] =
+        if (dep.mapSideCombine) {
+          val agg = dep.aggregator.getOrElse(throw new IllegalStateException("map-side combine without an aggregator"))
+          agg.combineValuesByKey(records, context).asInstanceOf[Iterator[Product2[Any, Any]]]
+        } else records.asInstanceOf[Iterator[Product2[Any, Any]]]
+      val useChecksums = checksums.length == numPartitions
+      var n = 0L
+      while (input.hasNext) {
+        val r = input.next()
+        val p = selector.selectChannel(r)
+        writer.emit(r, p)
+        if (useChecksums) checksums(p).update(r._1, r._2)
+        n += 1
+      }
+      metrics.incRecordsWritten(n)
+      partition.finish()
+    } finally flusher.foreach(_.cancel())
+    val bytesWritten = partition match {
+      case b: BlockingResultPartition =>
+        lengths = b.subpartitionSizes
+        env.registerPartition(b)
+        lengths.sum
+      case p: PipelinedResultPartition =>
+        // Spark ignores a pipelined MapStatus; the task ends once its readers have everything.
+        p.awaitConsumed(env.conf.get(SluiceOptions.RequestTimeout))
+        p.numBytesOut.sum()
     }
-    val writer = new RecordWriter[Product2[Any, Any]](partition, selector, serializer, flushAlways = false)
-    val input: Iterator[Product2[Any, Any]] =
-      if (dep.mapSideCombine) {
-        val agg = dep.aggregator.getOrElse(throw new IllegalStateException("map-side combine without an aggregator"))
-        agg.combineValuesByKey(records, context).asInstanceOf[Iterator[Product2[Any, Any]]]
-      } else records.asInstanceOf[Iterator[Product2[Any, Any]]]
-    val checksums: Array[RowBasedChecksum] = Option(dep.rowBasedChecksums).getOrElse(Array.empty)
-    val useChecksums = checksums.length == numPartitions
-    var n = 0L
-    while (input.hasNext) {
-      val r = input.next()
-      val p = selector.selectChannel(r)
-      writer.emit(r, p)
-      if (useChecksums) checksums(p).update(r._1, r._2)
-      n += 1
-    }
-    metrics.incRecordsWritten(n)
-    partition.finish()
-    lengths = partition.subpartitionSizes
-    env.registerPartition(partition)
-    metrics.incBytesWritten(lengths.sum)
+    completed = true
+    metrics.incBytesWritten(bytesWritten)
     metrics.incWriteTime(System.nanoTime() - start)
   }
 
@@ -68,14 +98,14 @@ private[sluice] final class SluiceShuffleWriter[K, V](
     if (stopping) return None
     stopping = true
     if (serializer != null) serializer.close()
-    if (success && partition != null && partition.isFinished) {
-      val checksums = Option(dep.rowBasedChecksums).getOrElse(Array.empty)
+    if (success && completed) {
       val checksum = if (checksums.length == numPartitions) RowBasedChecksum.getAggregatedChecksumValue(checksums) else 0L
       Some(SparkInternals.mapStatus(SparkInternals.mapOutputLocation(serverPort), lengths, mapId, checksum))
     } else {
       if (partition != null) {
-        env.partitionManager.releasePartition(partition.partitionId, null)
-        partition.release(new IllegalStateException(s"map task ${context.taskAttemptId()} failed"))
+        val cause = new IllegalStateException(s"map task ${context.taskAttemptId()} of shuffle ${dep.shuffleId} failed")
+        env.partitionManager.releasePartition(partition.partitionId, cause)
+        partition.release(cause)
         partition.closeBufferBuilders()
       }
       None

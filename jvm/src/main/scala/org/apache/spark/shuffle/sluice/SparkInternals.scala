@@ -67,6 +67,11 @@ private[sluice] object SparkInternals {
   def transportConf(conf: SparkConf, numCores: Int): TransportConf =
     SparkTransportConf.fromSparkConf(conf, "sluice", numCores, None, Some(env.securityManager.getRpcSSLOptions()))
 
+  def rpcEnv: org.apache.spark.rpc.RpcEnv = env.rpcEnv
+
+  def driverEndpointRef(name: String, conf: SparkConf, rpcEnv: org.apache.spark.rpc.RpcEnv): org.apache.spark.rpc.RpcEndpointRef =
+    org.apache.spark.util.RpcUtils.makeDriverRef(name, conf, rpcEnv)
+
   def isAuthenticationEnabled: Boolean = env.securityManager.isAuthenticationEnabled()
 
   def secretKeyHolder: org.apache.spark.network.sasl.SecretKeyHolder = env.securityManager

@@ -1,0 +1,102 @@
+package org.apache.spark.shuffle.sluice
+
+import java.util.concurrent.TimeoutException
+
+import scala.collection.mutable
+import scala.concurrent.Await
+import scala.concurrent.duration._
+
+import org.apache.spark.SparkConf
+import org.apache.spark.internal.Logging
+import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
+import org.apache.spark.storage.BlockManagerId
+
+/**
+ * Tells the readers of a pipelined shuffle where its producers run, without polling. Producers
+ * announce themselves to a small endpoint on the driver the moment they start; a reader asks once
+ * and its answer is held back until every producer of the shuffle has announced itself, then sent
+ * straight away. (Spark's built-in streaming shuffle polls the driver every 10 ms instead.)
+ *
+ * One endpoint per application, set up lazily on the driver when the first pipelined shuffle is
+ * registered; executors reach it through the driver's RpcEnv. Thread-safe.
+ */
+private[sluice] object PipelinedProducerDirectory extends Logging {
+
+  val EndpointName = "SluicePipelinedProducerDirectory"
+
+  /** How many shuffles' producer tables the driver keeps (each RTM batch is a new shuffle). */
+  private val RetainedShuffles = 64
+
+  /** A producer's location is the BlockManagerId its MapStatus would carry (Sluice port included). */
+  final case class ProducerReady(shuffleId: Int, mapIndex: Int, location: BlockManagerId)
+  final case class AwaitProducers(shuffleId: Int, numMaps: Int)
+  final case class Producers(locations: Map[Int, BlockManagerId])
+
+  @volatile private var driverEndpoint: RpcEndpointRef = _
+  @volatile private var executorRef: RpcEndpointRef = _
+
+  /** Sets up the driver's endpoint once (the driver, at the first pipelined shuffle). */
+  def ensureDriverEndpoint(rpcEnv: RpcEnv): Unit = if (driverEndpoint == null) synchronized {
+    if (driverEndpoint == null) driverEndpoint = rpcEnv.setupEndpoint(EndpointName, new Endpoint(rpcEnv))
+  }
+
+  private def ref(conf: SparkConf, rpcEnv: RpcEnv): RpcEndpointRef = {
+    val r = executorRef
+    if (r != null) r else synchronized {
+      if (executorRef == null) executorRef = SparkInternals.driverEndpointRef(EndpointName, conf, rpcEnv)
+      executorRef
+    }
+  }
+
+  /** A producer announces itself (fire and forget). */
+  def announce(conf: SparkConf, rpcEnv: RpcEnv, shuffleId: Int, mapIndex: Int, location: BlockManagerId): Unit =
+    ref(conf, rpcEnv).send(ProducerReady(shuffleId, mapIndex, location))
+
+  /** Where every producer of `shuffleId` runs, waiting up to `timeoutMs` for the last to start. */
+  def awaitProducers(conf: SparkConf, rpcEnv: RpcEnv, shuffleId: Int, numMaps: Int,
+      timeoutMs: Long): Map[Int, BlockManagerId] = {
+    val timeout = new RpcTimeout(timeoutMs.millis, "spark.sluice.network.requestTimeout")
+    val future = ref(conf, rpcEnv).ask[Producers](AwaitProducers(shuffleId, numMaps), timeout)
+    val answer = try Await.result(future, timeoutMs.millis + 5.seconds) catch {
+      case e: TimeoutException => throw new TimeoutException(s"Not every producer of pipelined shuffle $shuffleId " +
+        s"started within ${timeoutMs}ms (spark.sluice.network.requestTimeout): ${e.getMessage}")
+    }
+    answer.locations
+  }
+
+  def reset(): Unit = synchronized { executorRef = null; driverEndpoint = null }
+
+  private final class Endpoint(override val rpcEnv: RpcEnv) extends ThreadSafeRpcEndpoint {
+    private final class Entry {
+      val locations = mutable.Map.empty[Int, BlockManagerId]
+      val waiting = mutable.ArrayBuffer.empty[(Int, RpcCallContext)]
+    }
+    private val shuffles = mutable.LinkedHashMap.empty[Int, Entry]
+
+    private def entry(shuffleId: Int): Entry = shuffles.getOrElseUpdate(shuffleId, {
+      if (shuffles.size >= RetainedShuffles) {
+        val (oldest, e) = shuffles.head
+        shuffles.remove(oldest)
+        e.waiting.foreach(_._2.sendFailure(new IllegalStateException(s"pipelined shuffle $oldest was forgotten")))
+      }
+      new Entry
+    })
+
+    override def receive: PartialFunction[Any, Unit] = {
+      case ProducerReady(shuffleId, mapIndex, location) =>
+        val en = entry(shuffleId)
+        en.locations(mapIndex) = location
+        val (ready, still) = en.waiting.partition { case (numMaps, _) => en.locations.size >= numMaps }
+        ready.foreach { case (_, ctx) => ctx.reply(Producers(en.locations.toMap)) }
+        en.waiting.clear()
+        en.waiting ++= still
+    }
+
+    override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
+      case AwaitProducers(shuffleId, numMaps) =>
+        val en = entry(shuffleId)
+        if (en.locations.size >= numMaps) context.reply(Producers(en.locations.toMap))
+        else en.waiting += (numMaps -> context)
+    }
+  }
+}
