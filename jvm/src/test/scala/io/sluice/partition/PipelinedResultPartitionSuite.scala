@@ -119,6 +119,27 @@ class PipelinedResultPartitionSuite extends AnyFunSuite {
     }
   }
 
+  test("a producer woken by release in the middle of a record that spans buffers fails with ProducerFailedException") {
+    // Released buffers may reach the pool before it is destroyed and wake the producer, which then
+    // continues its record and asks for the next buffer from a destroyed pool. Repeated, because
+    // which of the two happens first is up to the scheduler.
+    (0 until 30).foreach { round =>
+      withNetworkBufferPool(16) { global =>
+        val p = pipelined(global, 1, poolMax = 2)
+        val producer = fork(s"producer $round") {
+          try emit(p, 0, bytes(0, round, 64 * 1024)) // 16 buffers of 4 KiB, with a pool of 2
+          finally p.closeBufferBuilders()
+        }
+        eventually(what = "the pool to run dry")(p.bufferPool.numUsedBuffers == 2)
+        producer.awaitWaiting()
+        p.release(new RuntimeException(s"released in round $round"))
+        val e = producer.failure()
+        assert(e.isInstanceOf[ProducerFailedException], s"round $round: $e")
+        assert(e.getMessage.contains(s"released in round $round"))
+      }
+    }
+  }
+
   test("awaitConsumed fails when the partition was released before its readers finished") {
     withNetworkBufferPool(16) { global =>
       val p = pipelined(global, 1, poolMax = 4)
