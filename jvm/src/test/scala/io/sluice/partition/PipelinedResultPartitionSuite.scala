@@ -121,13 +121,14 @@ class PipelinedResultPartitionSuite extends AnyFunSuite {
 
   test("a producer woken by release in the middle of a record that spans buffers fails with ProducerFailedException") {
     // Released buffers may reach the pool before it is destroyed and wake the producer, which then
-    // continues its record and asks for the next buffer from a destroyed pool. Repeated, because
-    // which of the two happens first is up to the scheduler.
+    // continues its record and may ask for the next buffer from a destroyed pool (or finish the
+    // record and fail at the next one). Repeated, because the order is up to the scheduler.
     (0 until 30).foreach { round =>
       withNetworkBufferPool(16) { global =>
         val p = pipelined(global, 1, poolMax = 2)
         val producer = fork(s"producer $round") {
-          try emit(p, 0, bytes(0, round, 64 * 1024)) // 16 buffers of 4 KiB, with a pool of 2
+          // Records of 16 buffers of 4 KiB, with a pool of 2.
+          try (0 until 1000).foreach(i => emit(p, 0, bytes(0, round + i, 64 * 1024)))
           finally p.closeBufferBuilders()
         }
         eventually(what = "the pool to run dry")(p.bufferPool.numUsedBuffers == 2)
