@@ -90,18 +90,30 @@ object BlockCodec {
     }
   }
 
-  /** LZF works on heap arrays only: data is staged through two reused arrays. */
+  /**
+   * LZF works on heap arrays only: data is staged through two reused arrays. An LZF chunk holds
+   * at most 64 KiB - 1 bytes (its header stores the length in 16 bits), so larger buffers are
+   * written as several chunks; the decoder reads a sequence of chunks.
+   */
   private final class Lzf extends BlockCodec("lzf") {
     private val encoder = ChunkEncoderFactory.optimalInstance()
     private val decoder = LZFDecoder.fastDecoder()
     private var in = new Array[Byte](0)
     private var out = new Array[Byte](0)
-    def maxCompressedLength(rawLength: Int): Int = rawLength + rawLength / 32 + 64
+    private val MaxChunk = com.ning.compress.lzf.LZFChunk.MAX_CHUNK_LEN
+    def maxCompressedLength(rawLength: Int): Int =
+      rawLength + rawLength / 32 + 64 + (rawLength / MaxChunk + 1) * com.ning.compress.lzf.LZFChunk.MAX_HEADER_LEN
     def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int = {
       if (in.length < len) in = new Array[Byte](len)
       if (out.length < maxCompressedLength(len)) out = new Array[Byte](maxCompressedLength(len))
       src.get(srcOff, in, 0, len)
-      val end = encoder.appendEncodedChunk(in, 0, len, out, 0)
+      var done = 0
+      var end = 0
+      while (done < len) {
+        val chunk = math.min(MaxChunk, len - done)
+        end = encoder.appendEncodedChunk(in, done, chunk, out, end)
+        done += chunk
+      }
       dst.put(dstOff, out, 0, end)
       end
     }

@@ -91,15 +91,18 @@ object ConfigType {
     private val Pattern = """(?i)^\s*(-?\d+)\s*(us|ms|s|sec|m|min|h|d)?\s*$""".r
     def parse(raw: String): Either[String, Long] = raw match {
       case Pattern(num, unit) =>
-        num.toLongOption.toRight("too large").map { n =>
-          Option(unit).map(_.toLowerCase(Locale.ROOT)) match {
-            case None | Some("ms") => n
-            case Some("us") => n / 1000
-            case Some("s") | Some("sec") => n * 1000
-            case Some("m") | Some("min") => n * 60000
-            case Some("h") => n * 3600000
-            case Some(_) => n * 86400000
+        num.toLongOption.toRight("too large").flatMap { n =>
+          val (factor, divisor) = Option(unit).map(_.toLowerCase(Locale.ROOT)) match {
+            case None | Some("ms") => (1L, 1L)
+            case Some("us") => (1L, 1000L)
+            case Some("s") | Some("sec") => (1000L, 1L)
+            case Some("m") | Some("min") => (60000L, 1L)
+            case Some("h") => (3600000L, 1L)
+            case Some(_) => (86400000L, 1L)
           }
+          // Multiplying past Long.MaxValue would silently wrap around to an unrelated duration.
+          try Right(Math.multiplyExact(n, factor) / divisor)
+          catch { case _: ArithmeticException => Left("too large") }
         }
       case _ => Left("not a duration (e.g. 100ms, 5s, 2min)")
     }

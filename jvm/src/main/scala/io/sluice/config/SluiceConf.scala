@@ -34,9 +34,10 @@ object SluiceConf {
   /** Reads the `spark.sluice.*` entries of `settings`; other keys are ignored. */
   def apply(settings: Iterable[(String, String)]): SluiceConf = {
     val mine = settings.filter(_._1.startsWith(ConfigOption.Prefix)).toMap
-    mine.keys.foreach { key =>
+    mine.foreach { case (key, value) =>
       if (!SluiceOptions.byKey.contains(key)) {
-        throw new IllegalArgumentException(s"Unknown Sluice setting $key" + suggestion(key).fold("")(s => s"; did you mean $s?"))
+        throw new IllegalArgumentException(s"Unknown Sluice setting $key (set to '$value')" +
+          suggestion(key).fold("")(s => s"; did you mean $s?"))
       }
     }
     val values = SluiceOptions.all.map { o =>

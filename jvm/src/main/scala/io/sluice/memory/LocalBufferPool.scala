@@ -26,6 +26,7 @@ final class LocalBufferPool private[memory] (
   private val listeners = new java.util.ArrayDeque[BufferListener]()
   private var numRequested = 0                 // segments held: free here or inside live buffers
   private var currentPoolSize = numberOfRequiredSegments
+  private var sizeGeneration = 0L              // the global pool's distribution currentPoolSize comes from
   private var destroyed = false
 
   /** Nanoseconds threads spent blocked in [[requestBufferBlocking]] (backPressuredTime). */
@@ -139,10 +140,15 @@ final class LocalBufferPool private[memory] (
     } while (next != null)
   }
 
-  /** The global pool's redistribution: this pool may now hold `n` segments. */
-  private[memory] def setNumBuffers(n: Int): Unit = {
+  /**
+   * The global pool's redistribution number `generation`: this pool may now hold `n` segments.
+   * A distribution older than the one already applied is stale and ignored.
+   */
+  private[memory] def setNumBuffers(n: Int, generation: Long): Unit = {
     val excess = new java.util.ArrayList[MemorySegment]()
     synchronized {
+      if (generation < sizeGeneration) return
+      sizeGeneration = generation
       currentPoolSize = math.min(math.max(n, numberOfRequiredSegments), maxNumberOfSegments)
       while (numRequested > currentPoolSize && !available.isEmpty) {
         excess.add(available.poll())

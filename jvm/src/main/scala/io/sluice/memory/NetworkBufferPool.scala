@@ -28,6 +28,7 @@ final class NetworkBufferPool(val totalSegments: Int, val segmentSize: Int) {
   private val pools = mutable.LinkedHashSet.empty[LocalBufferPool]
   private val waitingPools = new java.util.ArrayDeque[LocalBufferPool]()
   private var destroyed = false
+  private var redistributions = 0L            // numbers each computed distribution, newest highest
 
   // ---- pooled segments (LocalBufferPools) -------------------------------------------------
 
@@ -39,15 +40,17 @@ final class NetworkBufferPool(val totalSegments: Int, val segmentSize: Int) {
   }
 
   private[memory] def recyclePooledSegment(segment: MemorySegment): Unit = {
-    val notify = lock.synchronized {
-      if (destroyed) null
+    val toNotify = lock.synchronized {
+      if (destroyed) java.util.Collections.emptyList[LocalBufferPool]()
       else {
         free.add(segment)
         lock.notifyAll() // exclusive-buffer requests waiting in requestUnpooledSegments
-        waitingPools.poll()
+        // Every waiting pool is told: one that no longer needs the segment must not keep it from
+        // the others. Those that still find none register again.
+        val w = new java.util.ArrayList[LocalBufferPool](waitingPools); waitingPools.clear(); w
       }
     }
-    if (notify != null) notify.onGlobalSegmentsAvailable()
+    toNotify.forEach(_.onGlobalSegmentsAvailable())
   }
 
   // ---- unpooled segments (exclusive buffers of remote input channels) ----------------------
@@ -145,10 +148,15 @@ final class NetworkBufferPool(val totalSegments: Int, val segmentSize: Int) {
 
   /**
    * Gives every pool its minimum plus an equal share (±1) of the segments nobody requires,
-   * water-filling around pools whose maximum is lower than the share.
+   * water-filling around pools whose maximum is lower than the share. Sizes are computed under
+   * the lock and applied outside it; each distribution is numbered so that a pool ignores one
+   * older than what it already applied (two threads redistributing at once).
    */
   private def redistribute(): Unit = {
+    var generation = 0L
     val sizes: Seq[(LocalBufferPool, Int)] = lock.synchronized {
+      redistributions += 1
+      generation = redistributions
       if (pools.isEmpty) Nil
       else {
         var excess = totalSegments - numRequiredBuffers
@@ -164,7 +172,7 @@ final class NetworkBufferPool(val totalSegments: Int, val segmentSize: Int) {
         }
       }
     }
-    sizes.foreach { case (p, n) => p.setNumBuffers(n) }
+    sizes.foreach { case (p, n) => p.setNumBuffers(n, generation) }
   }
 
   private def takeOne(): MemorySegment = {

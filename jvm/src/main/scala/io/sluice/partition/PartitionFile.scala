@@ -38,6 +38,11 @@ final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[B
     if (staging == null) { staging = PartitionFile.takeStaging(); stagingStart = channel.position() }
     val worst = codec.fold(len)(c => math.max(len, c.maxCompressedLength(len)))
     if (staging.capacity() - staging.position() < worst) flushStaging()
+    if (staging.capacity() < worst) {
+      // Segments larger than the staging buffer (spark.sluice.memory.segmentSize > 1m): a bigger one.
+      PartitionFile.returnStaging(staging)
+      staging = ByteBuffer.allocateDirect(worst)
+    }
     val at = staging.position()
     val src = data.nioBuffer(data.readerIndex(), len)
     var stored = len
@@ -127,7 +132,7 @@ object PartitionFile {
 
   private def returnStaging(b: ByteBuffer): Unit = {
     b.clear()
-    if (stagingPool.size < 8) stagingPool.add(b)
+    if (b.capacity() == StagingSize && stagingPool.size < 8) stagingPool.add(b)
   }
 
   /** Offsets, lengths and checksums of one subpartition's spilled buffers, in spill order. */

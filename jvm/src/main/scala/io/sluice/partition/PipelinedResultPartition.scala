@@ -25,7 +25,7 @@ final class PipelinedResultPartition(
   private val subpartitions = Array.tabulate(numSubpartitions)(new PipelinedSubpartition(_, this))
   private val unconsumed = new CountDownLatch(numSubpartitions)
 
-  override protected def requestBufferBuilder(subpartition: Int): BufferBuilder = {
+  override protected def requestBufferBuilder(subpartition: Int): BufferBuilder = try {
     val fast = if (subpartitions(subpartition).queueLength < maxBuffersPerSubpartition) bufferPool.requestBuffer() else null
     if (fast != null) new BufferBuilder(fast)
     else {
@@ -34,10 +34,12 @@ final class PipelinedResultPartition(
         subpartitions(subpartition).awaitRoom(maxBuffersPerSubpartition, start + bufferRequestTimeoutMs * 1000000L)
         if (isReleased) throw new ProducerFailedException(partitionId, failureCause)
         new BufferBuilder(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs))
-      } catch {
-        case e: IllegalStateException if isReleased => throw new ProducerFailedException(partitionId, failureCause)
       } finally backPressuredTimeNanos.add(System.nanoTime() - start)
     }
+  } catch {
+    // A released partition destroys its pool: whichever request meets the destroyed pool (the fast
+    // one included, when release woke the producer in the middle of a record) reports the release.
+    case _: IllegalStateException if isReleased => throw new ProducerFailedException(partitionId, failureCause)
   }
 
   override protected def addToSubpartition(subpartition: Int, consumer: BufferConsumer): Unit =

@@ -40,8 +40,17 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
     if (notify) notifyListener()
   }
 
-  /** The producer finished the last buffer in the queue. */
-  def onBufferFinished(): Unit = notifyIfReady()
+  /**
+   * The producer finished the last buffer in the queue. That is a rising edge only if nothing was
+   * readable before: no finished buffer ahead of it, and it had not been flushed.
+   */
+  def onBufferFinished(): Unit = {
+    val notify = synchronized {
+      val wasReady = buffers.size > 1 || flushRequested
+      !released && !wasReady && isReadyLocked
+    }
+    if (notify) notifyListener()
+  }
 
   def flush(): Unit = {
     val notify = synchronized {
@@ -155,11 +164,6 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   /** What the reader's listener cares about: readable data, or the end still to deliver. */
   private def isReadyLocked: Boolean =
     listener != null && (hasReadableDataLocked || (finished && buffers.isEmpty && !endDelivered))
-
-  private def notifyIfReady(): Unit = {
-    val notify = synchronized(!released && isReadyLocked)
-    if (notify) notifyListener()
-  }
 
   private def notifyListener(): Unit = {
     val l = synchronized(listener)

@@ -119,7 +119,7 @@ final class SingleInputGate(
   }
 
   private def waitForChannelWithData(): InputChannel = channelsWithData.synchronized {
-    var c = channelsWithData.poll()
+    var c = pollNotEnded()
     if (c == null) {
       val start = System.nanoTime()
       val deadline = start + requestTimeoutMs * 1000000L
@@ -133,11 +133,22 @@ final class SingleInputGate(
             s"(spark.sluice.network.requestTimeout) from ${waiting.mkString("; ")}")
         }
         channelsWithData.wait(math.max(1L, left / 1000000L))
-        c = channelsWithData.poll()
+        c = pollNotEnded()
       }
       idleTimeNanos.add(System.nanoTime() - start)
     }
     queued(c.channelIndex) = false
+    c
+  }
+
+  /**
+   * The next queued channel that has not ended. A channel can be queued again while its end is
+   * being read (a pipelined partition releases itself when its last reader reaches the end, which
+   * notifies every reader); once ended it has nothing more to give.
+   */
+  private def pollNotEnded(): InputChannel = {
+    var c = channelsWithData.poll()
+    while (c != null && ended(c.channelIndex)) { queued(c.channelIndex) = false; c = channelsWithData.poll() }
     c
   }
 

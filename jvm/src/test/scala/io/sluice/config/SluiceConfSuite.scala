@@ -1,0 +1,100 @@
+package io.sluice.config
+
+import org.scalatest.funsuite.AnyFunSuite
+
+class SluiceConfSuite extends AnyFunSuite {
+
+  private def rejected(settings: (String, String)*): String =
+    intercept[IllegalArgumentException](SluiceConf(settings)).getMessage
+
+  test("defaults") {
+    val c = SluiceConf.defaults
+    assert(c.segmentSize == 32 * 1024)
+    assert(c.get(SluiceOptions.NetworkMemory) == 64L * 1024 * 1024)
+    assert(c.numberOfSegments == 2048)
+    assert(c.get(SluiceOptions.BuffersPerChannel) == 2)
+    assert(c.get(SluiceOptions.FloatingBuffersPerGate) == 8)
+    assert(c.get(SluiceOptions.MaxBuffersPerSubpartition) == 10)
+    assert(c.get(SluiceOptions.BufferTimeout) == 100L)
+    assert(c.get(SluiceOptions.RequestBufferTimeout) == 300000L)
+    assert(c.get(SluiceOptions.CreditBased))
+    assert(c.get(SluiceOptions.Port) == 0)
+    assert(c.get(SluiceOptions.MaxFrameLength) == 1L << 20)
+    assert(c.get(SluiceOptions.LatencyTrackingInterval) == 0L)
+    assert(c.get(SluiceOptions.LatencyTrackingGranularity) == "operator")
+    assert(c.raw.isEmpty)
+  }
+
+  test("values are parsed from Spark-style text; other Spark keys are ignored") {
+    val c = SluiceConf(Seq(
+      "spark.sluice.memory.segmentSize" -> "64k",
+      "spark.sluice.network.memory" -> "64m",
+      "spark.sluice.bufferTimeout" -> "5s",
+      "spark.sluice.network.requestTimeout" -> "100ms",
+      "spark.sluice.network.creditBased" -> "false",
+      "spark.executor.memory" -> "not a Sluice key",
+      "spark.shuffle.manager" -> "whatever"))
+    assert(c.segmentSize == 65536)
+    assert(c.numberOfSegments == 1024)
+    assert(c.get(SluiceOptions.BufferTimeout) == 5000L)
+    assert(c.get(SluiceOptions.RequestTimeout) == 100L)
+    assert(!c.get(SluiceOptions.CreditBased))
+    assert(c.raw.keySet == Set("spark.sluice.memory.segmentSize", "spark.sluice.network.memory",
+      "spark.sluice.bufferTimeout", "spark.sluice.network.requestTimeout", "spark.sluice.network.creditBased"))
+  }
+
+  test("bufferTimeout -1 (flush only full buffers) and 0 (flush always) are valid") {
+    assert(SluiceConf(Seq("spark.sluice.bufferTimeout" -> "-1")).get(SluiceOptions.BufferTimeout) == -1L)
+    assert(SluiceConf(Seq("spark.sluice.bufferTimeout" -> "0")).get(SluiceOptions.BufferTimeout) == 0L)
+  }
+
+  test("a bad value fails the whole configuration, naming the key and the value") {
+    val msg = rejected("spark.sluice.network.floatingBuffersPerGate" -> "many")
+    assert(msg.contains("spark.sluice.network.floatingBuffersPerGate") && msg.contains("'many'"))
+    val msg2 = rejected("spark.sluice.memory.segmentSize" -> "48k")
+    assert(msg2.contains("spark.sluice.memory.segmentSize") && msg2.contains("'48k'") && msg2.contains("power of two"))
+    val msg3 = rejected("spark.sluice.network.maxBuffersPerSubpartition" -> "0")
+    assert(msg3.contains("spark.sluice.network.maxBuffersPerSubpartition") && msg3.contains("'0'"))
+  }
+
+  test("an unknown spark.sluice key fails with a did-you-mean suggestion, naming the key and the value") {
+    val msg = rejected("spark.sluice.network.bufferPerChannel" -> "4")
+    assert(msg.contains("spark.sluice.network.bufferPerChannel"))
+    assert(msg.contains("4"))
+    assert(msg.contains("did you mean spark.sluice.network.buffersPerChannel?"))
+    val msg2 = rejected("spark.sluice.buffertimeout" -> "10ms")
+    assert(msg2.contains("did you mean spark.sluice.bufferTimeout?"))
+    val far = rejected("spark.sluice.completely.different" -> "1")
+    assert(far.contains("spark.sluice.completely.different"))
+    assert(!far.contains("did you mean"))
+  }
+
+  test("maxFrameLength must exceed the segment size plus headers") {
+    val msg = rejected("spark.sluice.memory.segmentSize" -> "1m", "spark.sluice.network.maxFrameLength" -> "1m")
+    assert(msg.contains("spark.sluice.network.maxFrameLength"))
+    assert(msg.contains("'1m'"))
+    assert(msg.contains("spark.sluice.memory.segmentSize"))
+    val msg2 = rejected("spark.sluice.network.maxFrameLength" -> "16k")
+    assert(msg2.contains("spark.sluice.network.maxFrameLength") && msg2.contains("'16k'"))
+    val ok = SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "1m", "spark.sluice.network.maxFrameLength" -> "2m"))
+    assert(ok.get(SluiceOptions.MaxFrameLength) == 2L << 20)
+  }
+
+  test("network memory must hold at least two segments") {
+    val msg = rejected("spark.sluice.memory.segmentSize" -> "64k", "spark.sluice.network.memory" -> "64k",
+      "spark.sluice.network.maxFrameLength" -> "1m")
+    assert(msg.contains("spark.sluice.network.memory"))
+    assert(msg.contains("64k"))
+  }
+
+  test("withSettings changes some settings and keeps the others") {
+    val c = SluiceConf(Seq("spark.sluice.bufferTimeout" -> "5ms"))
+    val d = c.withSettings("spark.sluice.network.buffersPerChannel" -> "4")
+    assert(d.get(SluiceOptions.BufferTimeout) == 5L)
+    assert(d.get(SluiceOptions.BuffersPerChannel) == 4)
+    assert(c.get(SluiceOptions.BuffersPerChannel) == 2)
+    intercept[IllegalArgumentException](c.withSettings("spark.sluice.network.buffersPerChannel" -> "-4"))
+    assert(d.toString.contains("spark.sluice.network.buffersPerChannel=4"))
+    assert(d.toString.contains("spark.sluice.memory.segmentSize=32k"))
+  }
+}

@@ -1,0 +1,166 @@
+package io.sluice.partition
+
+import java.util.concurrent.TimeoutException
+import java.util.concurrent.atomic.AtomicInteger
+
+import io.sluice.TestingThreads._
+import io.sluice.memory.TestingBufferPools._
+import io.sluice.partition.TestingRecords._
+import io.sluice.partition.TestingResultPartitions._
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The life of a pipelined partition: consumption, self-release, backpressure and failure. */
+class PipelinedResultPartitionSuite extends AnyFunSuite {
+
+  test("after the last buffer every reader gets the end; then awaitConsumed returns and the partition releases itself") {
+    withNetworkBufferPool(32) { global =>
+      val releasedCalls = new AtomicInteger
+      val p = pipelined(global, 2, poolMax = 16, onReleased = _ => releasedCalls.incrementAndGet())
+      val views = (0 until 2).map(i => p.createSubpartitionView(i, i + 1, NoOpBufferAvailabilityListener))
+      (0 until 20).foreach(i => emit(p, i % 2, bytes(i % 2, i, 700)))
+      p.finish()
+      intercept[IllegalStateException](emit(p, 0, bytes(0, 0, 1)))
+      val producer = fork("producer awaiting consumption")(p.awaitConsumed(60000))
+
+      val r0 = new TestingElementReader
+      var next = views(0).getNextBuffer()
+      while (!next.isEndOfPartition) { r0.feed(next.buffer); next = views(0).getNextBuffer() }
+      assert(r0.records.size == 10, "the end comes after the last buffer")
+      assert(p.subpartition(0).isConsumed && !p.subpartition(1).isConsumed)
+      assert(!p.isReleased, "one subpartition is still unread")
+
+      val r1 = new TestingElementReader
+      assert(drain(views(1), r1))
+      assert(r1.records.size == 10)
+      assert(p.isReleased, "the last reader to reach the end releases the partition")
+      assert(p.failureCause == null)
+      producer.join()
+      assert(releasedCalls.get == 1)
+      assert(views.forall(_.getNextBuffer() == null))
+      p.release(new RuntimeException("late")) // idempotent: no second release
+      assert(releasedCalls.get == 1 && p.failureCause == null)
+    }
+  }
+
+  test("awaitConsumed times out naming the subpartitions whose readers never reached the end") {
+    withNetworkBufferPool(8) { global =>
+      val p = pipelined(global, 3, poolMax = 4)
+      p.finish()
+      assert(drain(p.createSubpartitionView(1, 2, NoOpBufferAvailabilityListener), new TestingElementReader))
+      val e = intercept[TimeoutException](p.awaitConsumed(20))
+      assert(e.getMessage.contains("0, 2"))
+      p.release(null)
+    }
+  }
+
+  test("maxBuffersPerSubpartition blocks the producer until the reader drains, and counts as backpressure") {
+    withNetworkBufferPool(64) { global =>
+      val p = pipelined(global, 1, poolMax = 64, maxBuffersPerSubpartition = 3)
+      val listener = new TestingAvailabilityListener
+      val view = p.createSubpartitionView(0, 1, listener)
+      val count = 100
+      val producer = fork("producer") {
+        (0 until count).foreach(i => emit(p, 0, bytes(0, i, 1000)))
+        p.finish()
+        p.awaitConsumed(60000)
+      }
+      eventually(what = "three queued buffers")(p.subpartition(0).queueLength >= 3)
+      producer.awaitWaiting()
+      assert(p.subpartition(0).queueLength == 3, "the producer waits instead of queueing a fourth buffer")
+      assert(!producer.isDone)
+      assert(p.bufferPool.numUsedBuffers == 3, "the pool had buffers; the subpartition's bound held the producer")
+      val reader = new TestingElementReader
+      TestingViewReader.readToEnd(view, listener, reader)
+      producer.join()
+      assert(reader.records.zipWithIndex.forall { case (r, i) => r.sameElements(bytes(0, i, 1000)) })
+      assert(reader.records.size == count)
+      assert(p.backPressuredTimeNanos.sum > 0)
+      assert(p.isReleased)
+    }
+  }
+
+  test("a producer blocked on a full subpartition is woken by release with ProducerFailedException") {
+    withNetworkBufferPool(16) { global =>
+      val p = pipelined(global, 2, poolMax = 16, maxBuffersPerSubpartition = 2)
+      val view = p.createSubpartitionView(0, 1, NoOpBufferAvailabilityListener)
+      val producer = fork("producer") {
+        try (0 until 1000).foreach(i => emit(p, i % 2, bytes(0, i, 500)))
+        finally p.closeBufferBuilders()
+      }
+      producer.awaitWaiting()
+      p.release(new RuntimeException("consumer task failed"))
+      val e = producer.failure()
+      assert(e.isInstanceOf[ProducerFailedException], e)
+      assert(e.getMessage.contains("consumer task failed"))
+      assert(e.getMessage.contains(p.partitionId.toString))
+      assert(view.isReleased && view.getNextBuffer() == null)
+      assert(view.failureCause.getMessage == "consumer task failed")
+      intercept[ProducerFailedException](p.createSubpartitionView(1, 2, NoOpBufferAvailabilityListener))
+    }
+  }
+
+  test("a producer blocked on an empty buffer pool is woken by release with ProducerFailedException") {
+    withNetworkBufferPool(16) { global =>
+      val p = pipelined(global, 1, poolMax = 2)
+      val producer = fork("producer") {
+        try (0 until 1000).foreach(i => emit(p, 0, bytes(0, i, 500)))
+        finally p.closeBufferBuilders()
+      }
+      eventually(what = "the pool to run dry")(p.bufferPool.numUsedBuffers == 2)
+      producer.awaitWaiting()
+      assert(!producer.isDone)
+      p.release(new IllegalStateException("executor lost"))
+      val e = producer.failure()
+      assert(e.isInstanceOf[ProducerFailedException], e)
+      assert(e.getMessage.contains("executor lost"))
+      assert(p.backPressuredTimeNanos.sum > 0)
+      intercept[ProducerFailedException](emit(p, 0, bytes(0, 0, 1)))
+      intercept[ProducerFailedException](p.finish())
+    }
+  }
+
+  test("a producer woken by release in the middle of a record that spans buffers fails with ProducerFailedException") {
+    // Released buffers may reach the pool before it is destroyed and wake the producer, which then
+    // continues its record and may ask for the next buffer from a destroyed pool (or finish the
+    // record and fail at the next one). Repeated, because the order is up to the scheduler.
+    (0 until 30).foreach { round =>
+      withNetworkBufferPool(16) { global =>
+        val p = pipelined(global, 1, poolMax = 2)
+        val producer = fork(s"producer $round") {
+          // Records of 16 buffers of 4 KiB, with a pool of 2.
+          try (0 until 1000).foreach(i => emit(p, 0, bytes(0, round + i, 64 * 1024)))
+          finally p.closeBufferBuilders()
+        }
+        eventually(what = "the pool to run dry")(p.bufferPool.numUsedBuffers == 2)
+        producer.awaitWaiting()
+        p.release(new RuntimeException(s"released in round $round"))
+        val e = producer.failure()
+        assert(e.isInstanceOf[ProducerFailedException], s"round $round: $e")
+        assert(e.getMessage.contains(s"released in round $round"))
+      }
+    }
+  }
+
+  test("awaitConsumed fails when the partition was released before its readers finished") {
+    withNetworkBufferPool(16) { global =>
+      val p = pipelined(global, 1, poolMax = 4)
+      emit(p, 0, bytes(0, 0, 10))
+      p.finish()
+      val producer = fork("producer")(p.awaitConsumed(60000))
+      p.release(new RuntimeException("cancelled"))
+      val e = producer.failure()
+      assert(e.isInstanceOf[ProducerFailedException] && e.getMessage.contains("cancelled"))
+    }
+  }
+
+  test("flushing a released partition is a no-op") {
+    withNetworkBufferPool(16) { global =>
+      val p = pipelined(global, 1, poolMax = 4)
+      emit(p, 0, bytes(0, 0, 10))
+      p.release(null)
+      p.flushAll()
+      p.closeBufferBuilders()
+      assert(p.numQueuedBuffers == 0)
+    }
+  }
+}
