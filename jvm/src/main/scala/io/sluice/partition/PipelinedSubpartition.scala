@@ -41,14 +41,12 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   }
 
   /**
-   * The producer finished the last buffer in the queue. That is a rising edge only if nothing was
-   * readable before: no finished buffer ahead of it, and it had not been flushed.
+   * The producer finished the last buffer in the queue. When it is the only one it is the first
+   * readable buffer (finished buffers ahead of it would have notified already), unless a flush
+   * the reader has not drained yet made it readable before: then the reader is on its way.
    */
   def onBufferFinished(): Unit = {
-    val notify = synchronized {
-      val wasReady = buffers.size > 1 || flushRequested
-      !released && !wasReady && isReadyLocked
-    }
+    val notify = synchronized(!released && buffers.size == 1 && !flushRequested && isReadyLocked)
     if (notify) notifyListener()
   }
 
@@ -130,6 +128,7 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
           else result = BufferAndBacklog.inMemory(slice, index, backlogLocked)
         }
       }
+      hasReadableDataLocked // clears a flush request the reader has now drained
       if (result == null && !released && finished && buffers.isEmpty && !endDelivered) {
         endDelivered = true
         ended = true
@@ -152,13 +151,28 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   private def backlogLocked: Int = {
     val n = buffers.size
     if (n == 0) 0
-    else if (flushRequested || finished || buffers.peekLast().isFinished) n
-    else n - 1
+    else {
+      val last = buffers.peekLast()
+      if (finished || last.isFinished || (flushRequested && last.isDataAvailable)) n else n - 1
+    }
   }
 
+  /**
+   * Whether a reader would get data now. A flush request the reader has already drained (only an
+   * unfinished buffer left, with nothing unread) is cleared here, so that the next flush is a
+   * rising edge again and notifies the reader: the bytes committed after this check are only
+   * announced by a flush, which the producer or the output flusher always issues after them.
+   */
   private def hasReadableDataLocked: Boolean = {
     val n = buffers.size
-    n > 1 || (n == 1 && (buffers.peek().isFinished || (flushRequested && buffers.peek().isDataAvailable)))
+    if (n > 1) true
+    else if (n == 0) { flushRequested = false; false }
+    else {
+      val last = buffers.peek()
+      if (last.isFinished) true
+      else if (flushRequested && last.isDataAvailable) true
+      else { flushRequested = false; false }
+    }
   }
 
   /** What the reader's listener cares about: readable data, or the end still to deliver. */

@@ -7,13 +7,13 @@ object TestingRecordWriters {
 
   /** Points at the record's own bytes: copied once, straight into the network buffer. */
   object PointingSerializer extends RecordSerializer[Array[Byte]] {
-    override def serialize(record: Array[Byte], target: SerializedRecord): Unit =
+    override def serialize(record: Array[Byte], subpartition: Int, target: SerializedRecord): Unit =
       target.point(record, Platform.BYTE_ARRAY_OFFSET, record.length)
   }
 
   /** Writes the record into the scratch array first, as an object serialiser would. */
   object ScratchSerializer extends RecordSerializer[Array[Byte]] {
-    override def serialize(record: Array[Byte], target: SerializedRecord): Unit = {
+    override def serialize(record: Array[Byte], subpartition: Int, target: SerializedRecord): Unit = {
       target.scratch.write(record, 0, record.length)
       target.useScratch()
     }
