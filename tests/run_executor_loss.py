@@ -1,0 +1,95 @@
+"""Kills one executor JVM while the reduce stage of a Sluice shuffle reads its output, and prints
+the job's answer next to the expected one as JSON. Run in its own process (see
+test_executor_loss.py): ``python tests/run_executor_loss.py --out result.json``.
+
+The reduce tasks read slowly (a pause every few hundred records), so the kill lands while they
+hold open channels to the dying executor. Spark must recompute the lost map outputs (Sluice turns
+the broken channels into FetchFailedExceptions naming that executor) and still give the exact
+answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, Iterable, Iterator, List, Tuple
+
+from pyspark.sql import SparkSession
+
+N = 400_000
+KEYS = 1_000
+
+
+def slow(rows: Iterable[Tuple[int, int]]) -> Iterator[Tuple[int, int]]:
+    for i, r in enumerate(rows):
+        if i % 200 == 0:
+            time.sleep(0.02)
+        yield r
+
+
+def executor_pids(app_id: str) -> List[int]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines()
+            if "CoarseGrainedExecutorBackend" in line and app_id in line]
+
+
+def killer(spark: SparkSession, state: Dict[str, Any]) -> None:
+    """Waits until the reduce stage runs, then kills one executor JVM with SIGKILL."""
+    tracker = spark.sparkContext.statusTracker()
+    app_id = spark.sparkContext.applicationId
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for stage_id in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage_id)
+            if info is not None and info.name.startswith("collect") and info.numActiveTasks > 0:
+                time.sleep(1.0)  # let the reduce tasks open their channels and start reading
+                pids = executor_pids(app_id)
+                if pids:
+                    os.kill(pids[0], signal.SIGKILL)
+                    state["killed"] = pids[0]
+                    state["stage"] = stage_id
+                    return
+        time.sleep(0.1)
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+
+    import sluice
+
+    builder = (SparkSession.builder.master(os.environ.get("SLUICE_TEST_MASTER", "local-cluster[2,1,1024]"))
+               .appName("sluice-executor-loss").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.task.maxFailures", "8").config("spark.stage.maxConsecutiveAttempts", "8"))
+    spark = sluice.configure(builder).getOrCreate()
+    state: Dict[str, Any] = {}
+    try:
+        sc = spark.sparkContext
+        pairs = sc.parallelize(range(N), 8).map(lambda i: ((i * 7919) % KEYS, i))
+        thread = threading.Thread(target=killer, args=(spark, state), daemon=True)
+        thread.start()
+        summed = pairs.reduceByKey(lambda a, b: a + b, numPartitions=4).mapPartitions(slow)
+        got = sorted(summed.collect())
+        thread.join(timeout=5)
+        expected: Dict[int, int] = {}
+        for i in range(N):
+            k = (i * 7919) % KEYS
+            expected[k] = expected.get(k, 0) + i
+        result = {"got": [list(kv) for kv in got], "expected": sorted([k, v] for k, v in expected.items()),
+                  "killed": state.get("killed"), "stage": state.get("stage")}
+    finally:
+        spark.stop()
+    with open(args.out, "w") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
