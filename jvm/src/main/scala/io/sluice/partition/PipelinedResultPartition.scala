@@ -28,7 +28,7 @@ final class PipelinedResultPartition(
   override protected def requestBufferBuilder(subpartition: Int): BufferBuilder = {
     val fast = if (subpartitions(subpartition).queueLength < maxBuffersPerSubpartition) bufferPool.requestBuffer() else null
     if (fast != null) new BufferBuilder(fast)
-    else {
+    else whileBackPressured {
       val start = System.nanoTime()
       try {
         subpartitions(subpartition).awaitRoom(maxBuffersPerSubpartition, start + bufferRequestTimeoutMs * 1000000L)
@@ -36,7 +36,7 @@ final class PipelinedResultPartition(
         new BufferBuilder(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs))
       } catch {
         case e: IllegalStateException if isReleased => throw new ProducerFailedException(partitionId, failureCause)
-      } finally backPressuredTimeNanos.add(System.nanoTime() - start)
+      }
     }
   }
 
