@@ -2,7 +2,8 @@ package org.apache.spark.shuffle.sluice
 
 import io.sluice.ShuffleEnvironment
 import io.sluice.partition.{BlockingResultPartition, ResultPartitionID}
-import io.sluice.writer.{ChannelSelector, RecordWriter}
+import io.sluice.metrics.SystemClock
+import io.sluice.writer.{ChannelSelector, LatencyMarkerEmitter, RecordWriter}
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.scheduler.MapStatus
@@ -30,10 +31,12 @@ private[sluice] final class SluiceShuffleWriter[K, V](
   private var serializer: SparkRecordSerializer = _
   private var lengths: Array[Long] = new Array[Long](numPartitions)
   private var stopping = false
+  private var latencyMarkers: LatencyMarkerEmitter = _
 
   override def write(records: Iterator[Product2[K, V]]): Unit = {
     val start = System.nanoTime()
     partition = env.createBlockingPartition(ResultPartitionID(dep.shuffleId, mapId), numPartitions)
+    SluiceTaskMetrics.group(env, context).foreach(_.attachPartition(partition))
     serializer = SparkRecordSerializer(dep.serializer, numPartitions)
     val partitioner = dep.partitioner
     val selector = new ChannelSelector[Product2[Any, Any]] {
@@ -41,6 +44,12 @@ private[sluice] final class SluiceShuffleWriter[K, V](
       override def selectChannel(record: Product2[Any, Any]): Int = partitioner.getPartition(record._1)
     }
     val writer = new RecordWriter[Product2[Any, Any]](partition, selector, serializer, flushAlways = false)
+    val markerInterval = SluiceTaskMetrics.latencyInterval(env, context)
+    if (markerInterval > 0) {
+      latencyMarkers = new LatencyMarkerEmitter(writer, markerInterval, context.stageId(), context.partitionId(),
+        SystemClock, env.outputFlusher)
+    }
+    val markers = latencyMarkers
     val input: Iterator[Product2[Any, Any]] =
       if (dep.mapSideCombine) {
         val agg = dep.aggregator.getOrElse(throw new IllegalStateException("map-side combine without an aggregator"))
@@ -54,8 +63,10 @@ private[sluice] final class SluiceShuffleWriter[K, V](
       val p = selector.selectChannel(r)
       writer.emit(r, p)
       if (useChecksums) checksums(p).update(r._1, r._2)
+      if (markers != null) markers.onRecord()
       n += 1
     }
+    if (markers != null) markers.close()
     metrics.incRecordsWritten(n)
     partition.finish()
     lengths = partition.subpartitionSizes
@@ -67,6 +78,7 @@ private[sluice] final class SluiceShuffleWriter[K, V](
   override def stop(success: Boolean): Option[MapStatus] = {
     if (stopping) return None
     stopping = true
+    if (latencyMarkers != null) latencyMarkers.close()
     if (serializer != null) serializer.close()
     if (success && partition != null && partition.isFinished) {
       val checksums = Option(dep.rowBasedChecksums).getOrElse(Array.empty)
