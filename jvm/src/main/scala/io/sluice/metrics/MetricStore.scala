@@ -2,8 +2,13 @@ package io.sluice.metrics
 
 import scala.collection.mutable
 
-/** The latest report of one executor: when it came and its network memory. Immutable. */
-final case class ExecutorEntry(executorId: String, lastReportMillis: Long, segments: SegmentsSnapshot)
+/** The latest report of one executor: when it came, its network memory, its totals and rates. Immutable. */
+final case class ExecutorEntry(
+    executorId: String,
+    lastReportMillis: Long,
+    segments: SegmentsSnapshot,
+    totals: Map[String, Long] = Map.empty,
+    rates: Map[String, Double] = Map.empty)
 
 /** The latest snapshot of one task attempt and the executor it ran on. Immutable. */
 final case class TaskEntry(executorId: String, snapshot: TaskIOSnapshot) {
@@ -22,7 +27,8 @@ final class MetricStore(maxTasks: Int = MetricStore.DefaultMaxTasks) {
   private val tasks = mutable.LinkedHashMap.empty[Long, TaskEntry]
 
   def add(report: ExecutorSnapshot): Unit = synchronized {
-    executors(report.executorId) = ExecutorEntry(report.executorId, report.timestampMillis, report.segments)
+    executors(report.executorId) =
+      ExecutorEntry(report.executorId, report.timestampMillis, report.segments, report.totals, report.rates)
     report.tasks.foreach { s =>
       val id = s.key.taskAttemptId
       tasks.get(id) match {
@@ -57,6 +63,9 @@ final class MetricStore(maxTasks: Int = MetricStore.DefaultMaxTasks) {
     synchronized(executors.values.filter(_.lastReportMillis >= sinceMillis).map(_.executorId).toSet)
 
   def taskEntries: Seq[TaskEntry] = synchronized(tasks.values.toSeq)
+
+  /** The latest snapshots of the tasks still running. */
+  def runningTasks: Seq[TaskIOSnapshot] = synchronized(tasks.values.map(_.snapshot).filter(_.running).toSeq)
 
   def stageIds: Seq[Int] = synchronized(tasks.values.map(_.key.stageId).toSeq.distinct.sorted)
 

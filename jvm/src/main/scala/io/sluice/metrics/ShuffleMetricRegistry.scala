@@ -116,7 +116,7 @@ final class ShuffleMetricRegistry(
     val now = clock.nanoTime()
     val rates = MetricNames.Counters.zip(totalMeters).map { case (n, m) => (n + MetricNames.PerSecond) -> m.update(now, t(n)) }.toMap
     latest = ExecutorAggregate(liveSnapshots, rates)
-    ExecutorSnapshot(executorId, clock.currentTimeMillis(), segments, liveSnapshots.filter(_.running) ++ drained)
+    ExecutorSnapshot(executorId, clock.currentTimeMillis(), segments, liveSnapshots.filter(_.running) ++ drained, t, rates)
   }
 
   /** Everything retained: live tasks sampled now and the finished ones (a local view; no tick). */

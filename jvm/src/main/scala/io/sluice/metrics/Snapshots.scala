@@ -108,12 +108,14 @@ final case class TaskIOSnapshot(
 final case class SegmentsSnapshot(segmentSize: Int, total: Int, available: Int, used: Int)
 
 /**
- * Everything an executor reports at one tick: its network memory, its running tasks, and the
- * tasks that finished since its previous report (or all retained ones, for a local view).
- * Immutable.
+ * Everything an executor reports at one tick: its network memory, its running tasks, the tasks
+ * that finished since its previous report (or all retained ones, for a local view), and its
+ * totals of every counter over all tasks it ran with their rates (by Flink name). Immutable.
  */
 final case class ExecutorSnapshot(
     executorId: String,
     timestampMillis: Long,
     segments: SegmentsSnapshot,
-    tasks: Seq[TaskIOSnapshot])
+    tasks: Seq[TaskIOSnapshot],
+    totals: Map[String, Long] = Map.empty,
+    rates: Map[String, Double] = Map.empty)

@@ -18,6 +18,9 @@ class MetricStoreSuite extends AnyFunSuite {
     store.add(report("1", 30, running))
     assert(store.taskEntries.map(_.snapshot) == Seq(done))
     assert(store.executorEntries == Seq(ExecutorEntry("1", 30, segments)))
+    assert(store.runningTasks.isEmpty)
+    store.add(report("2", 40).copy(totals = Map(MetricNames.NumRecordsIn -> 9L)))
+    assert(store.executorEntries.map(_.totals.getOrElse(MetricNames.NumRecordsIn, 0L)) == Seq(0L, 9L))
   }
 
   test("tasks of a stage: the latest attempt only, by partition") {

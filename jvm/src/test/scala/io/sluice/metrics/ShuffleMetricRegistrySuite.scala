@@ -58,7 +58,9 @@ class ShuffleMetricRegistrySuite extends AnyFunSuite {
       env.metrics.group(key(1)).attachPartition(p)
       env.metrics.group(key(2))
       (1 to 9).foreach(_ => p.emitRecord(0, record(1000), ByteArrayOffset, 1000))
-      env.metrics.tick()
+      val report = env.metrics.tick()
+      assert(report.totals == env.metrics.totals && report.totals(MetricNames.NumRecordsOut) == 9)
+      assert(report.rates.keySet == MetricNames.Rates.toSet)
       val a = env.metrics.aggregate
       assert(a.outPoolUsage == 0.3 && a.outputQueueLength == 3)
       assert(a.rates.keySet == MetricNames.Rates.toSet)

@@ -1,17 +1,17 @@
 package org.apache.spark.shuffle.sluice
 
 import java.util.{Map => JMap}
-import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue, Executors, ScheduledExecutorService,
-  ThreadPoolExecutor, TimeUnit, LinkedBlockingQueue}
+import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue, Executors, LinkedBlockingQueue,
+  ScheduledExecutorService, ThreadPoolExecutor, TimeUnit}
 import java.util.concurrent.atomic.AtomicInteger
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import io.sluice.config.{SluiceConf, SluiceOptions}
-import io.sluice.metrics.{BackPressureSampleService, ExecutorSnapshot, SampleRequest, StageSampleResult, TaskKey}
-import org.apache.spark.TaskContext
-import org.apache.spark.TaskFailedReason
+import io.sluice.metrics.{BackPressureSampleService, ExecutorSnapshot, SampleRequest, SegmentsSnapshot,
+  StageSampleResult, TaskKey}
+import org.apache.spark.{TaskContext, TaskFailedReason}
 import org.apache.spark.api.plugin.{ExecutorPlugin, PluginContext}
 import org.apache.spark.internal.Logging
 
@@ -38,13 +38,19 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   private val finishedSamples = new ConcurrentLinkedQueue[StageSampleResult]()
   private val failures = new AtomicInteger
 
-  override def init(context: PluginContext, extraConf: JMap[String, String]): Unit = {
+  override def init(context: PluginContext, extraConf: JMap[String, String]): Unit =
+    try start(context) catch {
+      case NonFatal(e) => logWarning("Sluice's executor plugin could not start; this executor reports no metrics", e)
+    }
+
+  private def start(context: PluginContext): Unit = {
     ctx = context
     conf = try SluiceEnvironment.sluiceConf(context.conf()) catch {
       case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
     }
     try {
-      source = new SluiceMetricsSource(context.metricRegistry(), () => SluiceEnvironment.ifStarted.map(_.metrics), conf)
+      source = new SluiceMetricsSource(context.metricRegistry(),
+        new SluiceMetricsSource.ExecutorValues(() => SluiceEnvironment.ifStarted.map(_.metrics), conf))
       source.register()
     } catch {
       case NonFatal(e) => logWarning("Could not register Sluice's metrics with Spark's metrics system", e)
@@ -62,9 +68,9 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     if (tc != null) taskThreads.put(Thread.currentThread(), SluiceTaskMetrics.key(tc))
   } catch { case NonFatal(e) => logDebug("onTaskStart", e) }
 
-  override def onTaskSucceeded(): Unit = taskThreads.remove(Thread.currentThread())
+  override def onTaskSucceeded(): Unit = { taskThreads.remove(Thread.currentThread()); () }
 
-  override def onTaskFailed(reason: TaskFailedReason): Unit = taskThreads.remove(Thread.currentThread())
+  override def onTaskFailed(reason: TaskFailedReason): Unit = { taskThreads.remove(Thread.currentThread()); () }
 
   /** One report: tick the metrics, hand in finished samples, start the sampling the driver asks for. */
   private[sluice] def report(): Unit = {
@@ -91,7 +97,7 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   private def emptySnapshot(executorId: String): ExecutorSnapshot = {
     val n = conf.numberOfSegments
     ExecutorSnapshot(executorId, System.currentTimeMillis(),
-      io.sluice.metrics.SegmentsSnapshot(conf.segmentSize, n, n, 0), Nil)
+      SegmentsSnapshot(conf.segmentSize, n, n, 0), Nil)
   }
 
   /** Samples the stage's running tasks on the sampler thread; a full queue answers with nothing. */

@@ -24,9 +24,11 @@ class SluicePlugin extends SparkPlugin {
 
 /**
  * The driver half of [[SluicePlugin]]: owns the [[SluiceDriverMetrics]], registers its stage
- * listener and the UI tab, and answers the executors' reports. It registers no metrics of its
- * own (in local mode the executor side's registry takes the plugin's metric name). Nothing here
- * may fail the application: errors are logged.
+ * listener and the UI tab, and answers the executors' reports. On a cluster it also publishes
+ * the application-wide values of the reports under Flink's names in the driver's metrics system
+ * (executors publish theirs in their own JVMs); in local mode the driver JVM runs the executor,
+ * whose plugin takes the metric names, so the driver registers none. Nothing here may fail the
+ * application: errors are logged.
  */
 private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging {
 
@@ -41,6 +43,10 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
       sc.addSparkListener(m.stages)
       metrics = m
       SluiceDriverMetrics.set(m)
+      if (!sc.isLocal) {
+        try new SluiceMetricsSource(ctx.metricRegistry(), new SluiceMetricsSource.ClusterValues(m.store)).register()
+        catch { case NonFatal(e) => logWarning("Could not register Sluice's driver metrics", e) }
+      }
       try sc.ui.foreach(ui => SluiceTab.attach(ui, m)) catch {
         case NonFatal(e) => logWarning("Could not add the Sluice tab to Spark's UI", e)
       }

@@ -1,8 +1,10 @@
 package org.apache.spark.shuffle.sluice
 
+import scala.util.control.NonFatal
+
 import io.sluice.ShuffleEnvironment
-import io.sluice.partition.{BlockingResultPartition, ResultPartitionID}
 import io.sluice.metrics.SystemClock
+import io.sluice.partition.{BlockingResultPartition, ResultPartitionID}
 import io.sluice.writer.{ChannelSelector, LatencyMarkerEmitter, RecordWriter}
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
@@ -46,8 +48,12 @@ private[sluice] final class SluiceShuffleWriter[K, V](
     val writer = new RecordWriter[Product2[Any, Any]](partition, selector, serializer, flushAlways = false)
     val markerInterval = SluiceTaskMetrics.latencyInterval(env, context)
     if (markerInterval > 0) {
-      latencyMarkers = new LatencyMarkerEmitter(writer, markerInterval, context.stageId(), context.partitionId(),
-        SystemClock, env.outputFlusher)
+      try {
+        latencyMarkers = new LatencyMarkerEmitter(writer, markerInterval, context.stageId(), context.partitionId(),
+          SystemClock, env.outputFlusher)
+      } catch {
+        case NonFatal(e) => logWarning(s"No latency markers from task ${context.taskAttemptId()}: ${e.getMessage}")
+      }
     }
     val markers = latencyMarkers
     val input: Iterator[Product2[Any, Any]] =

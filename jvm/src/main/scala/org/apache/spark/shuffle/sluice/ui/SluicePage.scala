@@ -11,10 +11,10 @@ import org.apache.spark.util.Utils
 import org.json4s.JValue
 
 /**
- * The Sluice tab's page: per stage the backpressure level (coloured as in Flink's UI: OK green,
- * LOW orange, HIGH red), pool usages, bytes and buffers in and out, the buffer fill rate with a
- * suggested buffer timeout, and the root-cause sentence; per executor its network memory
- * segments; with `?stage=<id>`, that stage's tasks. Showing the page starts a backpressure sample
+ * The Sluice tab's page: per executor its network memory segments; per stage the backpressure
+ * level (coloured as in Flink's UI: OK green, LOW orange, HIGH red; grey when never sampled),
+ * pool usages, bytes and buffers in and out, the buffer fill rate with a suggested buffer
+ * timeout, and the root-cause sentence; with `?stage=<id>`, that stage's tasks. Showing the page starts a backpressure sample
  * of every running stage (cached for spark.sluice.backpressure.refreshInterval), as Flink's
  * backpressure tab does; the next refresh shows the result.
  */
@@ -39,10 +39,10 @@ private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") 
           {metrics.conf.get(SluiceOptions.BackpressureDelay)} ms apart): refresh to see it.
           <a href={UIUtils.prependBaseUri(request, "/sluice/json")}>JSON</a>
         </p>
-        <h4>Stages</h4>
-        {stagesTable(request, views)}
         <h4>Executors</h4>
         {executorsTable}
+        <h4>Stages</h4>
+        {stagesTable(request, views)}
         {selected.map(id => tasksSection(metrics.stageView(id))).getOrElse(Seq.empty[Node])}
       </div>
     UIUtils.headerSparkPage(request, "Sluice", content, parent)
@@ -50,15 +50,18 @@ private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") 
 
   private def pct(v: Double): String = f"${v * 100}%.0f%%"
 
+  /** Flink's colours: OK green, LOW orange, HIGH red; grey for a stage that was never sampled. */
   private def levelBadge(level: BackPressureLevel, ratio: Double, sampled: Boolean): Seq[Node] = {
-    val colour = level match {
-      case BackPressureLevel.Ok => "#5cb85c"
-      case BackPressureLevel.Low => "#f0ad4e"
-      case BackPressureLevel.High => "#d9534f"
-    }
-    <span class={s"sluice-level sluice-level-${level.name}"}
+    val (label, css, colour) =
+      if (!sampled) ("n/a", "none", "#999999")
+      else level match {
+        case BackPressureLevel.Ok => (level.name, level.name, "#5cb85c")
+        case BackPressureLevel.Low => (level.name, level.name, "#f0ad4e")
+        case BackPressureLevel.High => (level.name, level.name, "#d9534f")
+      }
+    <span class={s"sluice-level sluice-level-$css"}
           style={s"background-color:$colour;color:white;padding:2px 6px;border-radius:3px;font-weight:bold"}>
-      {level.name}</span> ++ Text(if (sampled) f" $ratio%.2f" else " (not sampled)")
+      {label}</span> ++ Text(if (sampled) f" $ratio%.2f" else " not sampled")
   }
 
   private def stagesTable(request: HttpServletRequest, views: Seq[StageView]): Seq[Node] =
@@ -75,7 +78,8 @@ private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") 
     </table>
 
   private def stageRow(request: HttpServletRequest, v: StageView): Seq[Node] =
-    <tr class="sluice-stage" data-stage-id={v.stageId.toString} data-level={v.level.name}>
+    <tr class="sluice-stage" data-stage-id={v.stageId.toString}
+        data-level={if (v.backPressure.isDefined) v.level.name else ""}>
       <td><a href={UIUtils.prependBaseUri(request, s"/sluice/?stage=${v.stageId}")}>{v.stageId}</a>
         {if (v.attemptId > 0) s" (attempt ${v.attemptId})" else ""}<br/><small>{v.name}</small></td>
       <td>{v.status}{if (v.sampling) " (sampling)" else ""}</td>
@@ -124,7 +128,7 @@ private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") 
         <tr>
           <td>{s.key.partitionId} ({s.key.taskAttemptId})</td><td>{e.executorId}</td><td>{s.running}</td>
           <td>{sampled.get(s.key.taskAttemptId).map(t => levelBadge(t.level, t.ratio, sampled = true))
-            .getOrElse(Text("(not sampled)"))}</td>
+            .getOrElse(Text("not sampled"))}</td>
           <td>{pct(s.outPoolUsage)}</td><td>{pct(s.inPoolUsage)}</td>
           <td>{s.numRecordsOut}</td><td>{s.numRecordsIn}</td>
           <td>{Utils.bytesToString(s.numBytesOut)}</td><td>{Utils.bytesToString(s.numBytesInLocal)}</td>
