@@ -10,10 +10,14 @@ Use :func:`configure` on a ``SparkSession.builder`` before the session starts::
     import sluice
 
     spark = sluice.configure(SparkSession.builder, buffer_timeout="10ms").getOrCreate()
+
+and read Flink's network metrics back as pyarrow tables with :func:`metrics` and
+:func:`backpressure`.
 """
 
 from sluice._jars import jar_path
 from sluice._version import __version__
 from sluice.config import configure
+from sluice.monitoring import backpressure, metrics
 
-__all__ = ["configure", "jar_path", "__version__"]
+__all__ = ["configure", "metrics", "backpressure", "jar_path", "__version__"]

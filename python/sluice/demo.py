@@ -11,12 +11,13 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sluice.config import configure
+from sluice.monitoring import metrics
 
 MASTER = "local-cluster[2,1,1024]"
 ROWS = 2_000_000
@@ -95,9 +96,54 @@ def print_result(result: DemoResult) -> None:
     print(f"time: {result.seconds:.1f}s")
 
 
+NETWORK_COLUMNS: Tuple[Tuple[str, str], ...] = (
+    ("numRecordsOut", "records out"),
+    ("numRecordsIn", "records in"),
+    ("numBytesOut", "bytes out"),
+    ("numBytesInLocal", "bytes in local"),
+    ("numBytesInRemote", "bytes in remote"),
+    ("numBuffersOut", "buffers out"),
+    ("numBuffersInLocal", "buffers in local"),
+    ("numBuffersInRemote", "buffers in remote"),
+)
+
+
+def network_metrics_by_stage(spark: SparkSession) -> List[Dict[str, int]]:
+    """Sluice's counters of every stage that wrote or read shuffle data, summed over its tasks
+    (one dict per stage, keyed by ``stage_id``, ``tasks`` and Flink's counter names)."""
+    table = metrics(spark)
+    if table.num_rows == 0:
+        return []
+    aggregations = [(name, "sum") for name, _ in NETWORK_COLUMNS] + [("task_attempt_id", "count")]
+    grouped = table.group_by("stage_id").aggregate(aggregations).sort_by("stage_id")
+    rows: List[Dict[str, int]] = []
+    for row in grouped.to_pylist():
+        stage = {"stage_id": int(row["stage_id"]), "tasks": int(row["task_attempt_id_count"])}
+        stage.update({name: int(row[f"{name}_sum"] or 0) for name, _ in NETWORK_COLUMNS})
+        rows.append(stage)
+    return rows
+
+
 def print_network_metrics(spark: SparkSession) -> None:
-    """Prints Sluice's network metrics of the job that just ran."""
-    print("network metrics: not available yet")
+    """Prints Sluice's network metrics of the job that just ran: per stage, its tasks' records,
+    bytes and buffers out and in (local and remote), from :func:`sluice.metrics`."""
+    rows = network_metrics_by_stage(spark)
+    if not rows:
+        print("network metrics: no Sluice shuffle reported any")
+        return
+    headers = ["stage", "tasks"] + [label for _, label in NETWORK_COLUMNS]
+    cells = [
+        [str(row["stage_id"]), str(row["tasks"])] + [f"{row[name]:,}" for name, _ in NETWORK_COLUMNS]
+        for row in rows
+    ]
+    totals = ["total", f"{sum(r['tasks'] for r in rows)}"] + [
+        f"{sum(r[name] for r in rows):,}" for name, _ in NETWORK_COLUMNS
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells + [totals])) for i, h in enumerate(headers)]
+    print("network metrics (sluice.metrics, summed per stage):")
+    print("  " + "  ".join(h.rjust(w) for h, w in zip(headers, widths)))
+    for line in cells + [totals]:
+        print("  " + "  ".join(c.rjust(w) for c, w in zip(line, widths)))
 
 
 def main(rows: int = ROWS, partitions: int = PARTITIONS, master: str = MASTER) -> None:

@@ -6,6 +6,7 @@ import java.util.concurrent.atomic.AtomicInteger
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
+import io.sluice.metrics.ShuffleMetricRegistry
 import io.sluice.partition._
 import io.sluice.partition.consumer._
 import io.sluice.writer.OutputFlusher
@@ -13,7 +14,7 @@ import io.sluice.writer.OutputFlusher
 /**
  * Everything one executor needs to produce and consume shuffle data (Flink's
  * NettyShuffleEnvironment): the NetworkBufferPool, the ResultPartitionManager, the output
- * flusher, and the factory of input gates. Created once per executor JVM, on first use, by the
+ * flusher, the factory of input gates, and the executor's network metrics. Created once per executor JVM, on first use, by the
  * Spark layer; knows nothing of Spark. Thread-safe.
  *
  * @param localDirs where blocking partitions write their files (Spark's local dirs)
@@ -30,6 +31,8 @@ final class ShuffleEnvironment(
   val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)
   val partitionManager = new ResultPartitionManager
   val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
+  /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */
+  val metrics = new ShuffleMetricRegistry(executorId, networkBufferPool)
   private val fileCounter = new AtomicInteger
   @volatile private var stopped = false
 

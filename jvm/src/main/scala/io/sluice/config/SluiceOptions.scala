@@ -129,14 +129,16 @@ object SluiceOptions {
     "latency_tracking_interval", DurationMsType, 0L, "metrics.latency.interval", Effect.TaskStart,
     atLeast(0L)) {
     """How often each producer emits a latency marker through its buffers; consumers record how
-      |long markers took. 0 turns latency tracking off (markers cost)."""
+      |long markers took. 0 turns latency tracking off (markers cost). One job can switch it on with a
+      |local property of the same key (sc.setLocalProperty)."""
   }
 
   val LatencyTrackingGranularity: ConfigOption[String] = opt("spark.sluice.latencyTracking.granularity",
     "latency_tracking_granularity", EnumType(Seq("single", "operator", "subtask")), "operator",
     "metrics.latency.granularity", Effect.TaskStart) {
     """One latency histogram per consumer task (single), per producer stage and consumer task
-      |(operator), or per producer task and consumer task (subtask: quadratic in the parallelism)."""
+      |(operator), or per producer task and consumer task (subtask: quadratic in the parallelism).
+      |A local property of the same key overrides it for one job."""
   }
 
   val BackpressureNumSamples: ConfigOption[Int] = opt("spark.sluice.backpressure.numSamples",

@@ -36,11 +36,7 @@ final class BlockingResultPartition(
       spill(cutUnfinished = true)
       buffer = bufferPool.requestBuffer()
     }
-    if (buffer == null) {
-      val start = System.nanoTime()
-      try buffer = bufferPool.requestBufferBlocking(bufferRequestTimeoutMs)
-      finally backPressuredTimeNanos.add(System.nanoTime() - start)
-    }
+    if (buffer == null) buffer = whileBackPressured(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs))
     new BufferBuilder(buffer)
   }
 

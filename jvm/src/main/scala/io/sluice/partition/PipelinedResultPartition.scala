@@ -28,13 +28,10 @@ final class PipelinedResultPartition(
   override protected def requestBufferBuilder(subpartition: Int): BufferBuilder = try {
     val fast = if (subpartitions(subpartition).queueLength < maxBuffersPerSubpartition) bufferPool.requestBuffer() else null
     if (fast != null) new BufferBuilder(fast)
-    else {
-      val start = System.nanoTime()
-      try {
-        subpartitions(subpartition).awaitRoom(maxBuffersPerSubpartition, start + bufferRequestTimeoutMs * 1000000L)
-        if (isReleased) throw new ProducerFailedException(partitionId, failureCause)
-        new BufferBuilder(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs))
-      } finally backPressuredTimeNanos.add(System.nanoTime() - start)
+    else whileBackPressured {
+      subpartitions(subpartition).awaitRoom(maxBuffersPerSubpartition, System.nanoTime() + bufferRequestTimeoutMs * 1000000L)
+      if (isReleased) throw new ProducerFailedException(partitionId, failureCause)
+      new BufferBuilder(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs))
     }
   } catch {
     // A released partition destroys its pool: whichever request meets the destroyed pool (the fast

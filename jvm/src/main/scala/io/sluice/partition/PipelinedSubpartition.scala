@@ -42,11 +42,13 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
 
   /**
    * The producer finished the last buffer in the queue. When it is the only one it is the first
-   * readable buffer (finished buffers ahead of it would have notified already), unless a flush
-   * the reader has not drained yet made it readable before: then the reader is on its way.
+   * finished buffer the reader can see (finished buffers ahead of it would have notified already),
+   * so the reader is told, as in Flink. This holds even when a flush made part of it readable
+   * before: a flush that runs between the producer finishing the buffer and this call sees it
+   * finished, takes it as already announced and stays silent, so this call must not.
    */
   def onBufferFinished(): Unit = {
-    val notify = synchronized(!released && buffers.size == 1 && !flushRequested && isReadyLocked)
+    val notify = synchronized(!released && buffers.size == 1 && isReadyLocked)
     if (notify) notifyListener()
   }
 

@@ -39,6 +39,29 @@ abstract class ResultPartition(
   val numBuffersOut = new LongAdder
   /** Nanoseconds the producer was blocked waiting for an output buffer (backPressuredTime). */
   val backPressuredTimeNanos = new LongAdder
+  /** When the producer's current wait for a buffer began (System.nanoTime), 0 when not waiting. */
+  @volatile private var backPressuredSince = 0L
+
+  /**
+   * Runs `waitForBuffer` (the producer blocking for an output buffer) and counts its duration as
+   * backpressure; a wait still going on is visible to [[backPressuredTimeNanosNow]].
+   */
+  protected final def whileBackPressured[T](waitForBuffer: => T): T = {
+    val start = System.nanoTime()
+    backPressuredSince = start
+    try waitForBuffer
+    finally {
+      backPressuredTimeNanos.add(System.nanoTime() - start)
+      backPressuredSince = 0L
+    }
+  }
+
+  /** Back-pressured nanoseconds so far, including a wait that has not ended yet. Any thread. */
+  def backPressuredTimeNanosNow: Long = {
+    val since = backPressuredSince
+    val done = backPressuredTimeNanos.sum()
+    if (since == 0L) done else done + math.max(0L, System.nanoTime() - since)
+  }
 
   /** A fresh buffer for `subpartition`; may block (pipelined) or spill (blocking). */
   protected def requestBufferBuilder(subpartition: Int): BufferBuilder

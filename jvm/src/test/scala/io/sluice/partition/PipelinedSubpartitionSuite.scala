@@ -88,7 +88,8 @@ class PipelinedSubpartitionSuite extends AnyFunSuite {
       p.flush(0)
       assert(listener.notifications.get == 2, "still unread: no new edge")
       p.finish()
-      assert(listener.notifications.get == 2)
+      // Finishing the only buffer always notifies (a flush racing with it could not tell).
+      assert(listener.notifications.get == 3)
       assert(drain(view, reader))
       assert(reader.records.size == 14)
     }

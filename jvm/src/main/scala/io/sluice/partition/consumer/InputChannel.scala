@@ -34,6 +34,19 @@ abstract class InputChannel(
   /** Buffers waiting in this channel (inputQueueLength; always 0 for local channels, FLINK-12576). */
   def numQueuedBuffers: Int = 0
 
+  // Metric hooks a remote channel overrides (Flink's RemoteInputChannel gauges); a local channel
+  // holds no buffers of its own, so it reports none. Read from the metrics thread without locking:
+  // best-effort values, as in Flink.
+
+  /** Exclusive buffers this channel owns (its initial credit); 0 for local channels. */
+  def numExclusiveBuffers: Int = 0
+
+  /** Exclusive buffers currently holding data or lent to the reader. */
+  def numExclusiveBuffersUsed: Int = 0
+
+  /** Floating buffers this channel took from the gate's pool but has not filled yet. */
+  def numFloatingBuffersAvailable: Int = 0
+
   /** Fails the channel from any thread; the task thread sees it at its next read. */
   def setError(cause: Throwable): Unit = {
     if (error == null) error = cause

@@ -29,7 +29,7 @@ final class SingleInputGate(
     requestTimeoutMs: Long,
     bufferRequestTimeoutMs: Long) {
 
-  private var channels: Array[InputChannel] = Array.empty
+  @volatile private var channels: Array[InputChannel] = Array.empty
   private val channelsWithData = new java.util.ArrayDeque[InputChannel]()
   private var queued: Array[Boolean] = Array.empty
   private var ended: Array[Boolean] = Array.empty
@@ -51,6 +51,8 @@ final class SingleInputGate(
   val numBuffersInRemote = new LongAdder
   /** Nanoseconds the task waited in [[getNext]] with no buffer ready (idleTime). */
   val idleTimeNanos = new LongAdder
+  /** When the task's current wait for input began (System.nanoTime), 0 when not waiting. */
+  @volatile private var idleSince = 0L
 
   def setChannels(cs: Array[InputChannel]): Unit = {
     require(!requested, "channels are set before the partitions are requested")
@@ -122,20 +124,24 @@ final class SingleInputGate(
     var c = pollNotEnded()
     if (c == null) {
       val start = System.nanoTime()
+      idleSince = start
       val deadline = start + requestTimeoutMs * 1000000L
-      while (c == null) {
-        if (closed) throw new IllegalStateException(s"$owner: the input gate is closed")
-        val left = deadline - System.nanoTime()
-        if (left <= 0) {
-          idleTimeNanos.add(System.nanoTime() - start)
-          val waiting = channels.indices.filterNot(ended).map(channels(_).description)
-          throw new TimeoutException(s"$owner received nothing for ${requestTimeoutMs}ms " +
-            s"(spark.sluice.network.requestTimeout) from ${waiting.mkString("; ")}")
+      try {
+        while (c == null) {
+          if (closed) throw new IllegalStateException(s"$owner: the input gate is closed")
+          val left = deadline - System.nanoTime()
+          if (left <= 0) {
+            val waiting = channels.indices.filterNot(ended).map(channels(_).description)
+            throw new TimeoutException(s"$owner received nothing for ${requestTimeoutMs}ms " +
+              s"(spark.sluice.network.requestTimeout) from ${waiting.mkString("; ")}")
+          }
+          channelsWithData.wait(math.max(1L, left / 1000000L))
+          c = pollNotEnded()
         }
-        channelsWithData.wait(math.max(1L, left / 1000000L))
-        c = pollNotEnded()
+      } finally {
+        idleTimeNanos.add(System.nanoTime() - start)
+        idleSince = 0L
       }
-      idleTimeNanos.add(System.nanoTime() - start)
     }
     queued(c.channelIndex) = false
     c
@@ -207,7 +213,32 @@ final class SingleInputGate(
   }
 
   /** Buffers waiting in remote channels (inputQueueLength). */
-  def inputQueueLength: Int = channels.iterator.map(_.numQueuedBuffers).sum
+  def inputQueueLength: Int = sumChannels(_.numQueuedBuffers)
+
+  // ---- metrics (any thread, best effort) -----------------------------------------------------
+
+  /** Idle nanoseconds so far, including a wait for input that has not ended yet. */
+  def idleTimeNanosNow: Long = {
+    val since = idleSince
+    val done = idleTimeNanos.sum()
+    if (since == 0L) done else done + math.max(0L, System.nanoTime() - since)
+  }
+
+  /** Exclusive buffers of the gate's remote channels (0 while every channel is local). */
+  def numExclusiveBuffers: Int = sumChannels(_.numExclusiveBuffers)
+
+  def numExclusiveBuffersUsed: Int = sumChannels(_.numExclusiveBuffersUsed)
+
+  /** Floating buffers the channels took from the pool but have not filled (not "used" yet). */
+  def numFloatingBuffersAvailable: Int = sumChannels(_.numFloatingBuffersAvailable)
+
+  private def sumChannels(f: InputChannel => Int): Int = {
+    val cs = channels
+    var s = 0
+    var i = 0
+    while (i < cs.length) { s += f(cs(i)); i += 1 }
+    s
+  }
 
   def isFinished: Boolean = channelsWithData.synchronized(numEnded == channels.length)
 

@@ -53,7 +53,11 @@ class SingleInputGateSuite extends AnyFunSuite {
             p.awaitConsumed(60000)
           }
         }
-        val readers = readAll(gate)
+        val readers = try readAll(gate) catch {
+          case e: java.util.concurrent.TimeoutException =>
+            partitions.foreach(p => System.err.println("DEBUG " + p.subpartition(0) + " pool " + p.bufferPool))
+            throw e
+        }
         producers.foreach(_.join())
         counts.zipWithIndex.foreach { case (n, i) => checkChannel(readers(i), i, n, max) }
         assert(gate.isFinished)

@@ -1,20 +1,69 @@
 package org.apache.spark.shuffle.sluice
 
-import java.util.{Map => JMap}
+import java.util.{Collections, Map => JMap}
 
+import scala.util.control.NonFatal
+
+import io.sluice.config.SluiceConf
 import org.apache.spark.SparkContext
 import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext, SparkPlugin}
+import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.sluice.ui.SluiceTab
 
 /**
- * Sluice's Spark plugin (`spark.plugins`, set by `sluice.configure`): the executor side publishes
- * Sluice's network metrics to Spark's metrics system, the driver side collects them for the UI
- * and for Python.
+ * Sluice's Spark plugin (`spark.plugins`, set by `sluice.configure`). The executor side
+ * ([[SluiceExecutorPlugin]]) publishes each executor's network metrics under Flink's names in
+ * Spark's metrics system, reports them to the driver and samples task threads for the
+ * backpressure monitor; the driver side ([[SluiceDriverPlugin]]) keeps the reports, runs the
+ * monitor, adds the Sluice tab to the UI and answers Python.
  */
 class SluicePlugin extends SparkPlugin {
-  override def driverPlugin(): DriverPlugin = new DriverPlugin {
-    override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = java.util.Collections.emptyMap()
+  override def driverPlugin(): DriverPlugin = new SluiceDriverPlugin
+  override def executorPlugin(): ExecutorPlugin = new SluiceExecutorPlugin
+}
+
+/**
+ * The driver half of [[SluicePlugin]]: owns the [[SluiceDriverMetrics]], registers its stage
+ * listener and the UI tab, and answers the executors' reports. On a cluster it also publishes
+ * the application-wide values of the reports under Flink's names in the driver's metrics system
+ * (executors publish theirs in their own JVMs); in local mode the driver JVM runs the executor,
+ * whose plugin takes the metric names, so the driver registers none. Nothing here may fail the
+ * application: errors are logged.
+ */
+private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging {
+
+  @volatile private var metrics: SluiceDriverMetrics = _
+
+  override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
+    try {
+      val conf = try SluiceEnvironment.sluiceConf(sc.getConf) catch {
+        case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
+      }
+      val m = new SluiceDriverMetrics(conf)
+      sc.addSparkListener(m.stages)
+      metrics = m
+      SluiceDriverMetrics.set(m)
+      if (!sc.isLocal) {
+        try new SluiceMetricsSource(ctx.metricRegistry(), new SluiceMetricsSource.ClusterValues(m.store)).register()
+        catch { case NonFatal(e) => logWarning("Could not register Sluice's driver metrics", e) }
+      }
+      try sc.ui.foreach(ui => SluiceTab.attach(ui, m)) catch {
+        case NonFatal(e) => logWarning("Could not add the Sluice tab to Spark's UI", e)
+      }
+    } catch {
+      case NonFatal(e) => logWarning("Sluice's driver plugin could not start; Sluice metrics are off", e)
+    }
+    Collections.emptyMap()
   }
-  override def executorPlugin(): ExecutorPlugin = new ExecutorPlugin {
-    override def init(ctx: PluginContext, extraConf: JMap[String, String]): Unit = ()
+
+  override def receive(message: AnyRef): AnyRef = message match {
+    case r: SluiceMessages.Report if metrics != null => metrics.onReport(r)
+    case _: SluiceMessages.Report => SluiceMessages.ReportReply(Nil)
+    case other => logDebug(s"Sluice's driver plugin ignores $other"); null
+  }
+
+  override def shutdown(): Unit = {
+    val m = metrics
+    if (m != null) SluiceDriverMetrics.clear(m)
   }
 }

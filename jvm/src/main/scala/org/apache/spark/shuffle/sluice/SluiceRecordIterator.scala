@@ -1,5 +1,6 @@
 package org.apache.spark.shuffle.sluice
 
+import io.sluice.metrics.{LatencyStats, SimpleCounter}
 import io.sluice.partition.consumer.{InputBuffer, InputChannelException, SingleInputGate}
 import io.sluice.serialization.{CorruptFrameException, RecordView, SpanningRecordDeserializer}
 import org.apache.spark.TaskContext
@@ -8,7 +9,8 @@ import org.apache.spark.shuffle.ShuffleReadMetricsReporter
 /**
  * The records of an input gate, on the reduce task's thread: takes buffers from whichever channel
  * has one, deserialises them with that channel's [[SpanningRecordDeserializer]] and the
- * dependency's serializer, and feeds Spark's read metrics. Any failure of a channel (lost
+ * dependency's serializer, and feeds Spark's read metrics and Sluice's (numRecordsIn, and the
+ * age of latency markers when latency tracking is on). Any failure of a channel (lost
  * producer, missing partition, checksum mismatch, corrupt frame) is thrown here, on the task
  * thread, as a FetchFailedException for that channel's map output, so Spark recomputes it.
  */
@@ -18,7 +20,12 @@ private[sluice] final class SluiceRecordIterator(
     shuffleId: Int,
     decoder: SparkRecordDecoder,
     context: TaskContext,
-    metrics: ShuffleReadMetricsReporter) extends Iterator[Product2[Any, Any]] {
+    metrics: ShuffleReadMetricsReporter,
+    numRecordsIn: Option[SimpleCounter] = None,
+    latency: Option[LatencyStats] = None) extends Iterator[Product2[Any, Any]] {
+
+  private val recordsIn = numRecordsIn.orNull
+  private val latencyStats = latency.orNull
 
   private val deserializers = Array.fill(outputs.size)(new SpanningRecordDeserializer)
   private val lastSubpartition = Array.fill(outputs.size)(-1)
@@ -36,6 +43,7 @@ private[sluice] final class SluiceRecordIterator(
     val r = nextRecord
     nextRecord = null
     metrics.incRecordsRead(1)
+    if (recordsIn != null) recordsIn.inc()
     r
   }
 
@@ -50,7 +58,10 @@ private[sluice] final class SluiceRecordIterator(
           case SpanningRecordDeserializer.Record =>
             nextRecord = decoder.decode(ch, view)
             return true
-          case SpanningRecordDeserializer.LatencyMarker => ()
+          case SpanningRecordDeserializer.LatencyMarker =>
+            if (latencyStats != null) {
+              latencyStats.reportLatency(view.markerCreatedAtMillis, view.markerProducerStage, view.markerProducerIndex)
+            }
           case _ =>
             current.buffer.release()
             current = null

@@ -41,9 +41,13 @@ private[sluice] final class SluiceShuffleReader[K, C](
       else {
         val owner = s"shuffle ${dep.shuffleId} reduce [$startPartition, $endPartition) of task ${context.taskAttemptId()}"
         val inputs = outputs.map(o => (o.partitionId(dep.shuffleId), o.startPartition, o.endPartition, o.producer))
-        val gate = env.createInputGate(owner, inputs, waitForProducers = pipelined)
+        val environment = env
+        val group = SluiceTaskMetrics.group(environment, context)
+        val gate = environment.createInputGate(owner, inputs, waitForProducers = pipelined)
+        group.foreach(_.attachInputGate(gate))
         val iterator = new SluiceRecordIterator(gate, outputs, dep.shuffleId,
-          SparkRecordDecoder(dep.serializer, outputs.size), context, readMetrics)
+          SparkRecordDecoder(dep.serializer, outputs.size), context, readMetrics,
+          group.map(_.numRecordsIn), SluiceTaskMetrics.latencyStats(environment, context, group))
         context.addTaskCompletionListener[Unit](_ => iterator.close())
         iterator
       }

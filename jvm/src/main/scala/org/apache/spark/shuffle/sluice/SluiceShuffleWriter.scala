@@ -1,9 +1,12 @@
 package org.apache.spark.shuffle.sluice
 
+import scala.util.control.NonFatal
+
 import io.sluice.ShuffleEnvironment
 import io.sluice.config.SluiceOptions
+import io.sluice.metrics.SystemClock
 import io.sluice.partition.{BlockingResultPartition, PipelinedResultPartition, ResultPartition, ResultPartitionID}
-import io.sluice.writer.{ChannelSelector, OutputFlusher, RecordWriter}
+import io.sluice.writer.{ChannelSelector, LatencyMarkerEmitter, OutputFlusher, RecordWriter}
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.scheduler.MapStatus
@@ -39,6 +42,7 @@ private[sluice] final class SluiceShuffleWriter[K, V](
   private var lengths: Array[Long] = new Array[Long](numPartitions) // stored bytes (blocking only)
   private var completed = false
   private var stopping = false
+  private var latencyMarkers: LatencyMarkerEmitter = _
 
   override def write(records: Iterator[Product2[K, V]]): Unit = {
     val start = System.nanoTime()
@@ -51,6 +55,7 @@ private[sluice] final class SluiceShuffleWriter[K, V](
           context.partitionId(), SparkInternals.mapOutputLocation(serverPort))
         p
       } else env.createBlockingPartition(ResultPartitionID(dep.shuffleId, mapId), numPartitions)
+    SluiceTaskMetrics.group(env, context).foreach(_.attachPartition(partition))
     val flusher: Option[OutputFlusher.Registration] =
       if (pipelined && bufferTimeout > 0) Some(env.outputFlusher.register(partition, bufferTimeout)) else None
     try {
@@ -62,6 +67,16 @@ private[sluice] final class SluiceShuffleWriter[K, V](
       }
       val writer = new RecordWriter[Product2[Any, Any]](partition, selector, serializer,
         flushAlways = pipelined && bufferTimeout == 0)
+      val markerInterval = SluiceTaskMetrics.latencyInterval(env, context)
+      if (markerInterval > 0) {
+        try {
+          latencyMarkers = new LatencyMarkerEmitter(writer, markerInterval, context.stageId(), context.partitionId(),
+            SystemClock, env.outputFlusher)
+        } catch {
+          case NonFatal(e) => logWarning(s"No latency markers from task ${context.taskAttemptId()}: ${e.getMessage}")
+        }
+      }
+      val markers = latencyMarkers
       val input: Iterator[Product2[Any, Any]] =
         if (dep.mapSideCombine) {
           val agg = dep.aggregator.getOrElse(throw new IllegalStateException("map-side combine without an aggregator"))
@@ -74,8 +89,10 @@ private[sluice] final class SluiceShuffleWriter[K, V](
         val p = selector.selectChannel(r)
         writer.emit(r, p)
         if (useChecksums) checksums(p).update(r._1, r._2)
+        if (markers != null) markers.onRecord()
         n += 1
       }
+      if (markers != null) markers.close()
       metrics.incRecordsWritten(n)
       partition.finish()
     } finally flusher.foreach(_.cancel())
@@ -97,6 +114,7 @@ private[sluice] final class SluiceShuffleWriter[K, V](
   override def stop(success: Boolean): Option[MapStatus] = {
     if (stopping) return None
     stopping = true
+    if (latencyMarkers != null) latencyMarkers.close()
     if (serializer != null) serializer.close()
     if (success && completed) {
       val checksum = if (checksums.length == numPartitions) RowBasedChecksum.getAggregatedChecksumValue(checksums) else 0L

@@ -1,0 +1,157 @@
+package org.apache.spark.shuffle.sluice
+
+import java.util.concurrent.{CompletableFuture, TimeUnit}
+
+import scala.util.control.NonFatal
+
+import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.metrics._
+import org.apache.spark.internal.Logging
+
+/**
+ * One stage as the Sluice tab, its JSON and Python show it: Spark's view of the stage, its tasks'
+ * latest network metrics, the last backpressure sample and the root-cause diagnosis. Immutable.
+ */
+private[sluice] final case class StageView(
+    stageId: Int,
+    meta: Option[StageMeta],
+    tasks: Seq[TaskEntry],
+    backPressure: Option[StageBackPressure],
+    sampling: Boolean,
+    diagnosis: NetworkDiagnosis.Diagnosis) {
+
+  private def sum(f: TaskIOSnapshot => Long): Long = tasks.iterator.map(e => f(e.snapshot)).sum
+  private def max(f: TaskIOSnapshot => Double): Double = tasks.iterator.map(e => f(e.snapshot)).maxOption.getOrElse(0.0)
+
+  def attemptId: Int = meta.map(_.attemptId).orElse(tasks.headOption.map(_.key.stageAttemptId)).getOrElse(0)
+  def name: String = meta.map(_.name).getOrElse("")
+  def status: String = meta.map(_.status).getOrElse(if (tasks.exists(_.snapshot.running)) StageMeta.Active else "")
+  def runningTasks: Int = tasks.count(_.snapshot.running)
+  def numRecordsOut: Long = sum(_.numRecordsOut)
+  def numRecordsIn: Long = sum(_.numRecordsIn)
+  def numBytesOut: Long = sum(_.numBytesOut)
+  def numBytesInLocal: Long = sum(_.numBytesInLocal)
+  def numBytesInRemote: Long = sum(_.numBytesInRemote)
+  def numBuffersOut: Long = sum(_.numBuffersOut)
+  def numBuffersInLocal: Long = sum(_.numBuffersInLocal)
+  def numBuffersInRemote: Long = sum(_.numBuffersInRemote)
+  def outPoolUsage: Double = max(_.outPoolUsage)
+  def inPoolUsage: Double = max(_.inPoolUsage)
+  def floatingBuffersUsage: Double = max(_.floatingBuffersUsage)
+  def exclusiveBuffersUsage: Double = max(_.exclusiveBuffersUsage)
+  def backPressuredTimeMsPerSecond: Double = max(_.backPressuredTimeMsPerSecond)
+  def ratio: Double = backPressure.map(_.ratio).getOrElse(0.0)
+  def level: BackPressureLevel = BackPressureLevel.of(ratio)
+}
+
+/**
+ * The driver's side of Sluice's observability (owned by the driver plugin): the [[MetricStore]]
+ * the executors' reports fill, the backpressure monitor's [[BackPressureStatsTracker]], Spark's
+ * stage events, and the stage views built from them for the UI tab, its JSON and Python.
+ * Thread-safe.
+ */
+private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf) extends Logging {
+
+  val reportIntervalMs: Long = conf.get(SluiceOptions.MetricsInterval)
+  val store = new MetricStore()
+  val stages = new SluiceStageListener(store)
+  val tracker = new BackPressureStatsTracker(
+    conf.get(SluiceOptions.BackpressureNumSamples),
+    conf.get(SluiceOptions.BackpressureDelay),
+    conf.get(SluiceOptions.BackpressureRefreshInterval),
+    answerSlackMs = 3 * reportIntervalMs + SluiceExecutorPlugin.SamplingSlackMs + 2000L)
+
+  private val reportCounts = scala.collection.mutable.Map.empty[String, Long] // guarded by this
+
+  /** Handles an executor's report; the reply carries the sampling requests it has not seen. */
+  def onReport(report: SluiceMessages.Report): SluiceMessages.ReportReply = {
+    val executorId = report.snapshot.executorId
+    try {
+      store.add(report.snapshot.copy(timestampMillis = System.currentTimeMillis()))
+      report.samples.foreach(tracker.onResult)
+    } catch {
+      case NonFatal(e) => logWarning(s"Could not take Sluice's metrics report of executor $executorId", e)
+    }
+    synchronized {
+      reportCounts(executorId) = reportCounts.getOrElse(executorId, 0L) + 1
+      notifyAll()
+    }
+    SluiceMessages.ReportReply(try tracker.requestsFor(executorId) catch { case NonFatal(_) => Nil })
+  }
+
+  /** Executors heard from within the last few report intervals. */
+  def liveExecutors: Set[String] = store.executorsSince(System.currentTimeMillis() - 3 * reportIntervalMs - 1000L)
+
+  /**
+   * Waits until every live executor has sent two more reports, so everything its tasks did
+   * before this call is in the store (the second report's tick starts after the first one's
+   * reply, which the driver sent after this call). Gives up after `timeoutMs`.
+   */
+  def awaitFreshReports(timeoutMs: Long): Boolean = {
+    val deadline = System.nanoTime() + timeoutMs * 1000000L
+    val targets = synchronized(liveExecutors.map(e => e -> (reportCounts.getOrElse(e, 0L) + 2)).toMap)
+    synchronized {
+      var done = targets.forall { case (e, n) => reportCounts.getOrElse(e, 0L) >= n }
+      while (!done && System.nanoTime() < deadline) {
+        wait(math.max(1L, (deadline - System.nanoTime()) / 1000000L))
+        done = targets.forall { case (e, n) => reportCounts.getOrElse(e, 0L) >= n }
+      }
+      done
+    }
+  }
+
+  /** Every stage Sluice has metrics of or Spark reports as running, newest first. */
+  def stageIds: Seq[Int] = (store.stageIds ++ stages.activeStageIds).distinct.sorted.reverse
+
+  def stageView(stageId: Int): StageView = {
+    val meta = stages.stage(stageId)
+    val tasks = store.tasksOf(stageId)
+    val upstream = meta.map(_.parentIds).getOrElse(Nil).flatMap(store.tasksOf).map(_.snapshot)
+    val timeout = conf.get(SluiceOptions.BufferTimeout)
+    val diagnosis = NetworkDiagnosis.diagnose(tasks.map(_.snapshot), upstream, timeout, conf.segmentSize)
+    StageView(stageId, meta, tasks, tracker.latest(stageId), tracker.isInFlight(stageId), diagnosis)
+  }
+
+  def stageViews: Seq[StageView] = stageIds.map(stageView)
+
+  def isRunning(stageId: Int): Boolean =
+    stages.stage(stageId).exists(_.isActive) || store.tasksOf(stageId).exists(_.snapshot.running)
+
+  /** Starts sampling every running stage (the UI does this when rendered; results come later). */
+  def requestRunningStages(): Unit = stageIds.filter(isRunning).foreach { id =>
+    try tracker.request(id, liveExecutors) catch { case NonFatal(e) => logDebug(s"sampling stage $id", e) }
+  }
+
+  /**
+   * The backpressure of `stageIds` (all known stages when empty): running stages are sampled
+   * (or their fresh cached sample is used), waiting up to `timeoutMs` for the executors' answers;
+   * stages that no longer run keep their last sample, if any.
+   */
+  def backPressure(stageIds: Seq[Int], timeoutMs: Long): Seq[StageView] = {
+    val ids = if (stageIds.isEmpty) this.stageIds else stageIds
+    val executors = liveExecutors
+    val futures: Seq[CompletableFuture[StageBackPressure]] =
+      ids.filter(isRunning).map(id => tracker.request(id, executors))
+    val deadline = System.nanoTime() + timeoutMs * 1000000L
+    futures.foreach { f =>
+      val left = (deadline - System.nanoTime()) / 1000000L
+      try if (left > 0) f.get(left, TimeUnit.MILLISECONDS) catch { case NonFatal(_) => () }
+    }
+    tracker.expire()
+    ids.map(stageView)
+  }
+
+  /** How long a backpressure request may take: the sampling plus the executors' round trips. */
+  def backPressureTimeoutMs: Long = tracker.samplingTimeMs + 3 * reportIntervalMs + SluiceExecutorPlugin.SamplingSlackMs + 3000L
+}
+
+/** The running application's [[SluiceDriverMetrics]], for the UI tab and the Python accessor. */
+private[sluice] object SluiceDriverMetrics {
+  @volatile private var current: SluiceDriverMetrics = _
+
+  def get: Option[SluiceDriverMetrics] = Option(current)
+
+  def set(m: SluiceDriverMetrics): Unit = current = m
+
+  def clear(m: SluiceDriverMetrics): Unit = synchronized { if (current eq m) current = null }
+}

@@ -1,0 +1,142 @@
+package org.apache.spark.shuffle.sluice
+
+import java.util.{Map => JMap}
+import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue, Executors, LinkedBlockingQueue,
+  ScheduledExecutorService, ThreadPoolExecutor, TimeUnit}
+import java.util.concurrent.atomic.AtomicInteger
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.metrics.{BackPressureSampleService, ExecutorSnapshot, SampleRequest, SegmentsSnapshot,
+  StageSampleResult, TaskKey}
+import org.apache.spark.{TaskContext, TaskFailedReason}
+import org.apache.spark.api.plugin.{ExecutorPlugin, PluginContext}
+import org.apache.spark.internal.Logging
+
+/**
+ * The executor half of [[SluicePlugin]]. It publishes the executor's Sluice metrics in Spark's
+ * metrics system ([[SluiceMetricsSource]]), sends a metrics report to the driver every
+ * spark.sluice.metrics.reportInterval from its own daemon thread, and runs the backpressure
+ * monitor's stack sampling for the stages the driver names in its replies, on a second daemon
+ * thread, each run bounded in time.
+ *
+ * Task threads only touch a map of which thread runs which task (onTaskStart: TaskContext.get on
+ * the task thread; onTaskSucceeded/onTaskFailed: removal). Nothing here may fail a task or the
+ * executor: every error is logged and the plugin carries on. Thread-safe.
+ */
+private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Logging {
+
+  @volatile private var ctx: PluginContext = _
+  @volatile private var conf: SluiceConf = SluiceConf.defaults
+  @volatile private var source: SluiceMetricsSource = _
+  private var reporter: ScheduledExecutorService = _
+  private var sampler: ThreadPoolExecutor = _
+  private val sampleService = new BackPressureSampleService()
+  private val taskThreads = new ConcurrentHashMap[Thread, TaskKey]()
+  private val finishedSamples = new ConcurrentLinkedQueue[StageSampleResult]()
+  private val failures = new AtomicInteger
+
+  override def init(context: PluginContext, extraConf: JMap[String, String]): Unit =
+    try start(context) catch {
+      case NonFatal(e) => logWarning("Sluice's executor plugin could not start; this executor reports no metrics", e)
+    }
+
+  private def start(context: PluginContext): Unit = {
+    ctx = context
+    conf = try SluiceEnvironment.sluiceConf(context.conf()) catch {
+      case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
+    }
+    try {
+      source = new SluiceMetricsSource(context.metricRegistry(),
+        new SluiceMetricsSource.ExecutorValues(() => SluiceEnvironment.ifStarted.map(_.metrics), conf))
+      source.register()
+    } catch {
+      case NonFatal(e) => logWarning("Could not register Sluice's metrics with Spark's metrics system", e)
+    }
+    reporter = Executors.newSingleThreadScheduledExecutor(daemon(s"sluice-metrics-reporter-${context.executorID()}"))
+    sampler = new ThreadPoolExecutor(1, 1, 0L, TimeUnit.MILLISECONDS, new LinkedBlockingQueue[Runnable](),
+      daemon(s"sluice-backpressure-sampler-${context.executorID()}"))
+    val interval = conf.get(SluiceOptions.MetricsInterval)
+    reporter.scheduleWithFixedDelay(() => report(), interval, interval, TimeUnit.MILLISECONDS)
+    logInfo(s"Sluice's executor plugin reports network metrics every ${interval}ms")
+  }
+
+  override def onTaskStart(): Unit = try {
+    val tc = TaskContext.get()
+    if (tc != null) taskThreads.put(Thread.currentThread(), SluiceTaskMetrics.key(tc))
+  } catch { case NonFatal(e) => logDebug("onTaskStart", e) }
+
+  override def onTaskSucceeded(): Unit = { taskThreads.remove(Thread.currentThread()); () }
+
+  override def onTaskFailed(reason: TaskFailedReason): Unit = { taskThreads.remove(Thread.currentThread()); () }
+
+  /** One report: tick the metrics, hand in finished samples, start the sampling the driver asks for. */
+  private[sluice] def report(): Unit = {
+    val c = ctx
+    if (c == null) return
+    try {
+      if (source != null) source.registerLatencyIfTracked()
+      val snapshot = SluiceEnvironment.ifStarted.map(_.metrics.tick()).getOrElse(emptySnapshot(c.executorID()))
+      val samples = Iterator.continually(finishedSamples.poll()).takeWhile(_ != null).toList
+      c.ask(SluiceMessages.Report(snapshot, samples)) match {
+        case SluiceMessages.ReportReply(requests) => requests.foreach(startSampling)
+        case _ => ()
+      }
+      failures.set(0)
+    } catch {
+      case _: InterruptedException => Thread.currentThread().interrupt()
+      case NonFatal(e) =>
+        // Keep reporting; say so once, then only at debug level until a report gets through.
+        if (failures.getAndIncrement() == 0) logWarning(s"Could not report Sluice's metrics to the driver: $e")
+        else logDebug("Sluice metrics report failed", e)
+    }
+  }
+
+  private def emptySnapshot(executorId: String): ExecutorSnapshot = {
+    val n = conf.numberOfSegments
+    ExecutorSnapshot(executorId, System.currentTimeMillis(),
+      SegmentsSnapshot(conf.segmentSize, n, n, 0), Nil)
+  }
+
+  /** Samples the stage's running tasks on the sampler thread; a full queue answers with nothing. */
+  private def startSampling(request: SampleRequest): Unit = {
+    val executorId = ctx.executorID()
+    if (sampler.getQueue.size() >= SluiceExecutorPlugin.MaxQueuedSamplings) {
+      finishedSamples.add(StageSampleResult(request.requestId, request.stageId, executorId, Nil))
+      return
+    }
+    sampler.execute { () =>
+      val tasks = try {
+        val limit = request.numSamples.toLong * request.delayBetweenSamplesMs + SluiceExecutorPlugin.SamplingSlackMs
+        sampleService.sample(() => tasksOf(request.stageId), request.numSamples, request.delayBetweenSamplesMs, limit)
+      } catch {
+        case NonFatal(e) => logWarning(s"Backpressure sampling of stage ${request.stageId} failed", e); Nil
+      }
+      finishedSamples.add(StageSampleResult(request.requestId, request.stageId, executorId, tasks))
+    }
+  }
+
+  private def tasksOf(stageId: Int): Map[TaskKey, Thread] =
+    taskThreads.asScala.iterator.collect { case (t, k) if k.stageId == stageId => k -> t }.toMap
+
+  override def shutdown(): Unit = {
+    if (reporter != null) reporter.shutdownNow()
+    if (sampler != null) sampler.shutdownNow()
+    taskThreads.clear()
+  }
+
+  private def daemon(name: String): java.util.concurrent.ThreadFactory = (r: Runnable) => {
+    val t = new Thread(r, name)
+    t.setDaemon(true)
+    t
+  }
+}
+
+private[sluice] object SluiceExecutorPlugin {
+  /** Sampling requests that may wait for the sampler thread; beyond, an empty answer is sent. */
+  val MaxQueuedSamplings = 8
+  /** Time a sampling run may take beyond numSamples x delay. */
+  val SamplingSlackMs = 2000L
+}

@@ -1,0 +1,143 @@
+package org.apache.spark.shuffle.sluice.ui
+
+import scala.xml.{Node, Text}
+
+import io.sluice.config.SluiceOptions
+import io.sluice.metrics.{BackPressureLevel, MetricNames, TaskBackPressure}
+import jakarta.servlet.http.HttpServletRequest
+import org.apache.spark.shuffle.sluice.{SluiceJson, StageView}
+import org.apache.spark.ui.{UIUtils, WebUIPage}
+import org.apache.spark.util.Utils
+import org.json4s.JValue
+
+/**
+ * The Sluice tab's page: per executor its network memory segments; per stage the backpressure
+ * level (coloured as in Flink's UI: OK green, LOW orange, HIGH red; grey when never sampled),
+ * pool usages, bytes and buffers in and out, the buffer fill rate with a suggested buffer
+ * timeout, and the root-cause sentence; with `?stage=<id>`, that stage's tasks. Showing the page starts a backpressure sample
+ * of every running stage (cached for spark.sluice.backpressure.refreshInterval), as Flink's
+ * backpressure tab does; the next refresh shows the result.
+ */
+private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") {
+
+  private def metrics = parent.metrics
+
+  override def renderJson(request: HttpServletRequest): JValue = SluiceJson.all(metrics)
+
+  override def render(request: HttpServletRequest): Seq[Node] = {
+    metrics.requestRunningStages()
+    val views = metrics.stageViews
+    val selected = Option(request.getParameter("stage")).flatMap(_.toIntOption)
+    val content =
+      <div>
+        <p>
+          Flink's network metrics of Sluice's shuffles. Executors report every
+          {metrics.reportIntervalMs} ms; buffer timeout {metrics.conf.get(SluiceOptions.BufferTimeout)} ms;
+          network buffers of {Utils.bytesToString(metrics.conf.segmentSize.toLong)}.
+          Backpressure is sampled from running tasks' stack traces when this page is shown
+          ({metrics.conf.get(SluiceOptions.BackpressureNumSamples)} samples,
+          {metrics.conf.get(SluiceOptions.BackpressureDelay)} ms apart): refresh to see it.
+          <a href={UIUtils.prependBaseUri(request, "/sluice/json")}>JSON</a>
+        </p>
+        <h4>Executors</h4>
+        {executorsTable}
+        <h4>Stages</h4>
+        {stagesTable(request, views)}
+        {selected.map(id => tasksSection(metrics.stageView(id))).getOrElse(Seq.empty[Node])}
+      </div>
+    UIUtils.headerSparkPage(request, "Sluice", content, parent)
+  }
+
+  private def pct(v: Double): String = f"${v * 100}%.0f%%"
+
+  /** Flink's colours: OK green, LOW orange, HIGH red; grey for a stage that was never sampled. */
+  private def levelBadge(level: BackPressureLevel, ratio: Double, sampled: Boolean): Seq[Node] = {
+    val (label, css, colour) =
+      if (!sampled) ("n/a", "none", "#999999")
+      else level match {
+        case BackPressureLevel.Ok => (level.name, level.name, "#5cb85c")
+        case BackPressureLevel.Low => (level.name, level.name, "#f0ad4e")
+        case BackPressureLevel.High => (level.name, level.name, "#d9534f")
+      }
+    <span class={s"sluice-level sluice-level-$css"}
+          style={s"background-color:$colour;color:white;padding:2px 6px;border-radius:3px;font-weight:bold"}>
+      {label}</span> ++ Text(if (sampled) f" $ratio%.2f" else " not sampled")
+  }
+
+  private def stagesTable(request: HttpServletRequest, views: Seq[StageView]): Seq[Node] =
+    <table id="sluice-stages" class="table table-bordered table-condensed table-striped">
+      <thead><tr>
+        <th>Stage</th><th>Status</th><th>Tasks (running / reported)</th><th>Backpressure</th>
+        <th title={MetricNames.OutPoolUsage}>outPoolUsage</th>
+        <th title="inPoolUsage (floatingBuffersUsage / exclusiveBuffersUsage)">inPoolUsage (floating / exclusive)</th>
+        <th>Records out / in</th><th>Bytes out</th><th>Bytes in local / remote</th>
+        <th>Buffers out / in local / remote</th><th>Buffer fill rate</th><th>Suggested buffer timeout</th>
+        <th>Root cause</th>
+      </tr></thead>
+      <tbody>{views.map(v => stageRow(request, v))}</tbody>
+    </table>
+
+  private def stageRow(request: HttpServletRequest, v: StageView): Seq[Node] =
+    <tr class="sluice-stage" data-stage-id={v.stageId.toString}
+        data-level={if (v.backPressure.isDefined) v.level.name else ""}>
+      <td><a href={UIUtils.prependBaseUri(request, s"/sluice/?stage=${v.stageId}")}>{v.stageId}</a>
+        {if (v.attemptId > 0) s" (attempt ${v.attemptId})" else ""}<br/><small>{v.name}</small></td>
+      <td>{v.status}{if (v.sampling) " (sampling)" else ""}</td>
+      <td>{v.runningTasks} / {v.tasks.size}</td>
+      <td>{levelBadge(v.level, v.ratio, v.backPressure.isDefined)}</td>
+      <td>{pct(v.outPoolUsage)}</td>
+      <td>{pct(v.inPoolUsage)} ({pct(v.floatingBuffersUsage)} / {pct(v.exclusiveBuffersUsage)})</td>
+      <td>{v.numRecordsOut} / {v.numRecordsIn}</td>
+      <td>{Utils.bytesToString(v.numBytesOut)}</td>
+      <td>{Utils.bytesToString(v.numBytesInLocal)} / {Utils.bytesToString(v.numBytesInRemote)}</td>
+      <td>{v.numBuffersOut} / {v.numBuffersInLocal} / {v.numBuffersInRemote}</td>
+      <td>{v.diagnosis.bufferFillRate.map(pct).getOrElse("n/a (no remote input)")}</td>
+      <td>{v.diagnosis.suggestedBufferTimeoutMs.map(t => f"$t%.0f ms").getOrElse("n/a")}</td>
+      <td class="sluice-root-cause">{v.diagnosis.rootCause}</td>
+    </tr>
+
+  private def executorsTable: Seq[Node] =
+    <table id="sluice-executors" class="table table-bordered table-condensed table-striped">
+      <thead><tr>
+        <th>Executor</th><th>{MetricNames.TotalMemorySegments}</th><th>{MetricNames.AvailableMemorySegments}</th>
+        <th>{MetricNames.UsedMemorySegments}</th><th>Segment size</th><th>Last report</th>
+      </tr></thead>
+      <tbody>{metrics.store.executorEntries.map { e =>
+        <tr>
+          <td>{e.executorId}</td><td>{e.segments.total}</td><td>{e.segments.available}</td>
+          <td>{e.segments.used}</td><td>{Utils.bytesToString(e.segments.segmentSize.toLong)}</td>
+          <td>{UIUtils.formatDate(e.lastReportMillis)}</td>
+        </tr>
+      }}</tbody>
+    </table>
+
+  private def tasksSection(v: StageView): Seq[Node] = {
+    val sampled: Map[Long, TaskBackPressure] =
+      v.backPressure.map(_.tasks.map(t => t.sample.key.taskAttemptId -> t).toMap).getOrElse(Map.empty)
+    <h4>Tasks of stage {v.stageId}</h4>
+    <table id="sluice-tasks" class="table table-bordered table-condensed table-striped">
+      <thead><tr>
+        <th>Task (TID)</th><th>Executor</th><th>Running</th><th>Backpressure</th>
+        <th>outPoolUsage</th><th>inPoolUsage</th><th>numRecordsOut</th><th>numRecordsIn</th>
+        <th>numBytesOut</th><th>numBytesInLocal</th><th>numBytesInRemote</th>
+        <th>backPressuredTimeMsPerSecond</th><th>busyTimeMsPerSecond</th><th>idleTimeMsPerSecond</th>
+        <th>Latency p50 / p99 (ms)</th>
+      </tr></thead>
+      <tbody>{v.tasks.map { e =>
+        val s = e.snapshot
+        <tr>
+          <td>{s.key.partitionId} ({s.key.taskAttemptId})</td><td>{e.executorId}</td><td>{s.running}</td>
+          <td>{sampled.get(s.key.taskAttemptId).map(t => levelBadge(t.level, t.ratio, sampled = true))
+            .getOrElse(Text("not sampled"))}</td>
+          <td>{pct(s.outPoolUsage)}</td><td>{pct(s.inPoolUsage)}</td>
+          <td>{s.numRecordsOut}</td><td>{s.numRecordsIn}</td>
+          <td>{Utils.bytesToString(s.numBytesOut)}</td><td>{Utils.bytesToString(s.numBytesInLocal)}</td>
+          <td>{Utils.bytesToString(s.numBytesInRemote)}</td>
+          <td>{f"${s.backPressuredTimeMsPerSecond}%.0f"}</td><td>{f"${s.busyTimeMsPerSecond}%.0f"}</td>
+          <td>{f"${s.idleTimeMsPerSecond}%.0f"}</td>
+          <td>{s.latencyTotal.map(l => f"${l.p50}%.0f / ${l.p99}%.0f").getOrElse("-")}</td>
+        </tr>
+      }}</tbody>
+    </table>
+  }
+}

@@ -1,0 +1,60 @@
+package org.apache.spark.shuffle.sluice
+
+import scala.jdk.CollectionConverters._
+
+import com.codahale.metrics.{Counter, Gauge, MetricRegistry}
+import io.sluice.config.SluiceConf
+import io.sluice.metrics._
+import org.scalatest.funsuite.AnyFunSuite
+
+class SluiceMetricsSourceSuite extends AnyFunSuite {
+
+  private def gauge(r: MetricRegistry, name: String): Any = r.getGauges.get(name).asInstanceOf[Gauge[_]].getValue
+  private def counter(r: MetricRegistry, name: String): Long = r.getCounters.get(name).asInstanceOf[Counter].getCount
+
+  test("every metric is registered under its Flink name; before the network stack starts it reads the configured memory") {
+    val r = new MetricRegistry
+    new SluiceMetricsSource(r, new SluiceMetricsSource.ExecutorValues(() => None, SluiceConf.defaults)).register()
+    val expected = MetricNames.ExecutorMetrics ++ MetricNames.TaskMetrics
+    assert(r.getNames.asScala.toSet == expected.toSet)
+    assert(gauge(r, MetricNames.TotalMemorySegments) == 2048 && gauge(r, MetricNames.UsedMemorySegments) == 0)
+    assert(counter(r, MetricNames.NumRecordsOut) == 0L)
+    assert(!r.getNames.contains(MetricNames.Latency))
+  }
+
+  test("on a cluster the driver publishes the application's values from the executors' reports") {
+    val store = new MetricStore()
+    val busy = TestingSnapshots.producer(stageId = 1, outPoolUsage = 0.75).copy(backPressuredTimeMsPerSecond = 300)
+    store.add(ExecutorSnapshot("1", 10, SegmentsSnapshot(32768, 100, 90, 10), Seq(busy),
+      Map(MetricNames.NumRecordsOut -> 1000L), Map("numRecordsOutPerSecond" -> 50.0)))
+    store.add(ExecutorSnapshot("2", 10, SegmentsSnapshot(32768, 100, 60, 40),
+      Seq(TestingSnapshots.producer(stageId = 1, partitionId = 1, outPoolUsage = 0.25)),
+      Map(MetricNames.NumRecordsOut -> 500L), Map("numRecordsOutPerSecond" -> 25.0)))
+    val r = new MetricRegistry
+    val source = new SluiceMetricsSource(r, new SluiceMetricsSource.ClusterValues(store))
+    source.register()
+    source.registerLatencyIfTracked()
+    assert(gauge(r, MetricNames.TotalMemorySegments) == 200 && gauge(r, MetricNames.AvailableMemorySegments) == 150)
+    assert(gauge(r, MetricNames.UsedMemorySegments) == 50)
+    assert(counter(r, MetricNames.NumRecordsOut) == 1500L)
+    assert(gauge(r, "numRecordsOutPerSecond") == 75.0)
+    assert(gauge(r, MetricNames.OutPoolUsage) == 0.75)
+    assert(gauge(r, MetricNames.BackPressuredTimeMsPerSecond) == 300.0)
+    assert(!r.getNames.contains(MetricNames.Latency))
+  }
+
+  test("the executor's latency histogram appears once a task tracks latency, with the markers' statistics") {
+    val pool = new io.sluice.memory.NetworkBufferPool(4, 4096)
+    val registry = new ShuffleMetricRegistry("1", pool)
+    val r = new MetricRegistry
+    val source = new SluiceMetricsSource(r, new SluiceMetricsSource.ExecutorValues(() => Some(registry), SluiceConf.defaults))
+    source.register()
+    source.registerLatencyIfTracked()
+    assert(!r.getNames.contains(MetricNames.Latency))
+    val stats = registry.enableLatencyTracking(registry.group(TaskKey(1, 0, 0, 1)), LatencyGranularity.Single)
+    (1 to 10).foreach(i => stats.reportLatency(System.currentTimeMillis() - 1000, 0, 0))
+    source.registerLatencyIfTracked()
+    val h = r.getHistograms.get(MetricNames.Latency)
+    assert(h.getCount == 10 && h.getSnapshot.getMin >= 1000)
+  }
+}

@@ -1,0 +1,192 @@
+"""Sluice's network metrics and backpressure monitor from PySpark, as pyarrow tables.
+
+Both functions read the driver's copy of the executors' metrics (the same data as the "Sluice"
+tab of Spark's UI and its ``/sluice/json``); metric columns carry Flink's metric names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql import SparkSession
+
+from sluice._jvm import call_accessor
+
+# Flink's per-task network metrics, in the order of the table's columns, with their Arrow types.
+FLINK_METRICS: Tuple[Tuple[str, Any], ...] = (
+    ("outPoolUsage", pa.float64()),
+    ("inPoolUsage", pa.float64()),
+    ("floatingBuffersUsage", pa.float64()),
+    ("exclusiveBuffersUsage", pa.float64()),
+    ("numRecordsOut", pa.int64()),
+    ("numRecordsIn", pa.int64()),
+    ("numBytesOut", pa.int64()),
+    ("numBytesInLocal", pa.int64()),
+    ("numBytesInRemote", pa.int64()),
+    ("numBuffersOut", pa.int64()),
+    ("numBuffersInLocal", pa.int64()),
+    ("numBuffersInRemote", pa.int64()),
+    ("numRecordsOutPerSecond", pa.float64()),
+    ("numRecordsInPerSecond", pa.float64()),
+    ("numBytesOutPerSecond", pa.float64()),
+    ("numBytesInLocalPerSecond", pa.float64()),
+    ("numBytesInRemotePerSecond", pa.float64()),
+    ("numBuffersOutPerSecond", pa.float64()),
+    ("numBuffersInLocalPerSecond", pa.float64()),
+    ("numBuffersInRemotePerSecond", pa.float64()),
+    ("outputQueueLength", pa.int64()),
+    ("inputQueueLength", pa.int64()),
+    ("backPressuredTimeMsPerSecond", pa.float64()),
+    ("busyTimeMsPerSecond", pa.float64()),
+    ("idleTimeMsPerSecond", pa.float64()),
+)
+
+# Counters (Spark's metrics system exports them as counters) and the other metrics (gauges there).
+FLINK_METRICS_COUNTERS: Tuple[str, ...] = tuple(
+    name for name, kind in FLINK_METRICS if kind == pa.int64() and not name.endswith("QueueLength")
+)
+FLINK_METRICS_GAUGES: Tuple[str, ...] = tuple(
+    name for name, _ in FLINK_METRICS if name not in FLINK_METRICS_COUNTERS
+)
+
+ID_COLUMNS: Tuple[Tuple[str, Any], ...] = (
+    ("executor_id", pa.string()),
+    ("stage_id", pa.int32()),
+    ("stage_attempt_id", pa.int32()),
+    ("task_attempt_id", pa.int64()),
+)
+
+# Latency statistics over all of a task's latency markers, in milliseconds (only when tracked).
+LATENCY_STATS: Tuple[str, ...] = ("count", "min", "max", "mean", "p50", "p95", "p99", "p999")
+
+LATENCY_HISTOGRAM = pa.struct(
+    [("source_stage_id", pa.int32()), ("source_partition_id", pa.int32()), ("count", pa.int64())]
+    + [(name, pa.float64()) for name in LATENCY_STATS[1:]]
+)
+
+LEVELS = ("OK", "LOW", "HIGH")
+
+BACKPRESSURE_SCHEMA = pa.schema(
+    [
+        ("stage_id", pa.int32()),
+        ("ratio", pa.float64()),
+        ("level", pa.string()),
+        ("root_cause", pa.string()),
+        ("suggested_buffer_timeout_ms", pa.float64()),
+        ("sampled_tasks", pa.int32()),
+    ]
+)
+
+
+def _latency_column(stat: str) -> str:
+    return f"latency_{stat}" if stat == "count" else f"latency_{stat}_ms"
+
+
+def metrics_schema(with_latency: bool) -> Any:
+    """The schema of :func:`metrics`' table, with or without the latency columns."""
+    fields: List[Tuple[str, Any]] = list(ID_COLUMNS) + list(FLINK_METRICS)
+    if with_latency:
+        fields += [
+            (_latency_column(stat), pa.int64() if stat == "count" else pa.float64()) for stat in LATENCY_STATS
+        ]
+        fields.append(("latency_histograms", pa.list_(LATENCY_HISTOGRAM)))
+    return pa.schema(fields)
+
+
+def metrics(spark: SparkSession, *, wait: bool = True) -> Any:
+    """Sluice's network metrics of every task attempt the driver heard of, one row each.
+
+    Columns: ``executor_id``, ``stage_id``, ``stage_attempt_id``, ``task_attempt_id``, then
+    Flink's metric names (``outPoolUsage``, ``inPoolUsage``, ``floatingBuffersUsage``,
+    ``exclusiveBuffersUsage``, ``numRecordsOut``, ``numRecordsIn``, ``numBytesOut``,
+    ``numBytesInLocal``, ``numBytesInRemote``, ``numBuffersOut``, ``numBuffersInLocal``,
+    ``numBuffersInRemote``, their ``...PerSecond`` rates, ``outputQueueLength``,
+    ``inputQueueLength``, ``backPressuredTimeMsPerSecond``, ``busyTimeMsPerSecond``,
+    ``idleTimeMsPerSecond``; see ``docs/metrics.md``). Once any task has tracked latency
+    (``spark.sluice.latencyTracking.interval`` > 0), also ``latency_count``, ``latency_min_ms``,
+    ``latency_max_ms``, ``latency_mean_ms``, ``latency_p50_ms``, ``latency_p95_ms``,
+    ``latency_p99_ms``, ``latency_p999_ms`` over all of a task's markers (null for tasks without
+    any) and ``latency_histograms``, one entry per histogram of the configured granularity.
+
+    Args:
+        spark: a session started with :func:`sluice.configure`.
+        wait: first wait (about two report intervals) until the executors have reported
+            everything that happened before this call; False returns what the driver has now.
+
+    Returns:
+        A ``pyarrow.Table``, sorted by stage, partition and task attempt.
+
+    Raises:
+        RuntimeError: when the session does not run Sluice's plugin.
+    """
+    payload = call_accessor(spark, "metricsJson", bool(wait))
+    tasks: Sequence[Dict[str, Any]] = payload.get("tasks", [])
+    with_latency = any(task.get("latency_total") for task in tasks)
+    schema = metrics_schema(with_latency)
+    columns: Dict[str, List[Any]] = {name: [] for name in schema.names}
+    for task in tasks:
+        for name, _ in ID_COLUMNS + FLINK_METRICS:
+            columns[name].append(task.get(name))
+        if with_latency:
+            total: Optional[Dict[str, Any]] = task.get("latency_total")
+            for stat in LATENCY_STATS:
+                columns[_latency_column(stat)].append(None if total is None else total.get(stat))
+            columns["latency_histograms"].append(
+                [
+                    {
+                        "source_stage_id": h["source_stage_id"],
+                        "source_partition_id": h["source_partition_id"],
+                        **{stat: h.get(stat) for stat in LATENCY_STATS},
+                    }
+                    for h in task.get("latency", [])
+                ]
+            )
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def backpressure(spark: SparkSession, stage_id: Optional[int] = None) -> Any:
+    """The backpressure monitor: samples the running tasks of a stage (or of every stage) and
+    classifies them as Flink does.
+
+    A running stage's task threads are sampled (``spark.sluice.backpressure.numSamples`` stack
+    traces, ``delayBetweenSamples`` apart, cached for ``refreshInterval``); the ratio of samples
+    blocked on a buffer request gives the level: ``OK`` up to 0.10, ``LOW`` up to 0.5, ``HIGH``
+    above. A stage's ratio is its highest task's. Stages that no longer run keep their last
+    sample, or ratio 0 and ``OK`` with ``sampled_tasks`` 0 when none was taken. ``root_cause``
+    reads the stage's and its upstream stage's pool usages as seed 4's tables do, and
+    ``suggested_buffer_timeout_ms`` follows from the fill rate of remote buffers (null without
+    remote pipelined input).
+
+    Args:
+        spark: a session started with :func:`sluice.configure`.
+        stage_id: one stage, or None for every stage the driver knows.
+
+    Returns:
+        A ``pyarrow.Table`` with columns ``stage_id``, ``ratio``, ``level``, ``root_cause``,
+        ``suggested_buffer_timeout_ms`` and ``sampled_tasks``, newest stage first.
+
+    Raises:
+        TypeError: when ``stage_id`` is not an int or None.
+        ValueError: when ``stage_id`` is negative.
+        RuntimeError: when the session does not run Sluice's plugin.
+    """
+    if stage_id is not None and (isinstance(stage_id, bool) or not isinstance(stage_id, int)):
+        raise TypeError(f"stage_id must be an int or None, got {stage_id!r}")
+    if stage_id is not None and stage_id < 0:
+        raise ValueError(f"stage_id must be >= 0, got {stage_id}")
+    payload = call_accessor(spark, "backpressureJson", -1 if stage_id is None else stage_id)
+    rows: List[Dict[str, Any]] = []
+    for stage in payload.get("stages", []):
+        sample: Optional[Dict[str, Any]] = stage.get("backpressure")
+        rows.append(
+            {
+                "stage_id": stage["stage_id"],
+                "ratio": float(stage["ratio"]),
+                "level": stage["level"],
+                "root_cause": stage["root_cause"],
+                "suggested_buffer_timeout_ms": stage.get("suggested_buffer_timeout_ms"),
+                "sampled_tasks": 0 if sample is None else int(sample["sampled_tasks"]),
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=BACKPRESSURE_SCHEMA)

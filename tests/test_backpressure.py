@@ -1,0 +1,87 @@
+"""sluice.backpressure: the stack-sampling monitor classifies real running stages.
+
+A stage whose tasks wait for something else than buffers (here: Python code sleeping) must stay
+OK. A HIGH stage needs a producer that really blocks on buffer requests: until pipelined
+shuffles (Real-Time Mode) run on Sluice, the test jar's SlowConsumerJob provides one (a Sluice
+pipelined partition with a slow consumer inside each Spark task; see its doc comment).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator
+
+import pytest
+
+import sluice
+from sluice.monitoring import BACKPRESSURE_SCHEMA, LEVELS
+
+from sparkjobs import Background, sample_until_all_tasks_seen, slow_consumer_job, stages_of_group
+
+
+def test_an_idle_stage_stays_ok(spark: Any) -> None:
+    sc = spark.sparkContext
+
+    def sleepy(rows: Iterator[Any]) -> Iterator[int]:  # nested: pickled by value for the workers
+        time.sleep(6)
+        yield sum(1 for _ in rows)
+
+    job = Background(
+        spark,
+        "sluice-idle",
+        lambda: sc.parallelize(range(1000), 2).map(lambda x: (x % 7, x)).partitionBy(2)
+        .mapPartitions(sleepy)
+        .sum(),
+    )
+    stage = job.running_stage()
+    row = sample_until_all_tasks_seen(spark, stage, tasks=2)
+    assert row["stage_id"] == stage
+    assert row["sampled_tasks"] == 2  # both running tasks were really sampled...
+    assert row["ratio"] <= 0.10 and row["level"] == "OK"  # ...and neither waited for a buffer
+    assert row["root_cause"]
+    assert job.join() == 1000  # every row reached the sleeping tasks
+    # The whole job, sampled or not: every stage of it is OK.
+    everything = {r["stage_id"]: r for r in sluice.backpressure(spark).to_pylist()}
+    for s in stages_of_group(spark, "sluice-idle"):
+        if s in everything:
+            assert everything[s]["level"] == "OK", everything[s]
+
+
+def test_a_stage_blocked_by_a_slow_consumer_is_high(spark: Any) -> None:
+    job = slow_consumer_job(spark, tasks=2, records=3000, pause_ms=2)
+    stage = job.running_stage()
+    time.sleep(0.5)  # let the producers fill their buffers
+    row = sample_until_all_tasks_seen(spark, stage, tasks=2)
+    assert row["level"] == "HIGH", row
+    assert row["ratio"] > 0.5 and row["sampled_tasks"] == 2
+    assert "backpressured" in row["root_cause"], row["root_cause"]
+    assert row["suggested_buffer_timeout_ms"] is None  # local channels only: no fill-rate advice
+    assert job.join() == 2 * 3000
+    metrics = sluice.metrics(spark).to_pylist()
+    ours = [r for r in metrics if r["stage_id"] == stage]
+    assert len(ours) == 2
+    assert all(r["numRecordsOut"] == 3000 for r in ours)
+    assert all(r["backPressuredTimeMsPerSecond"] > 0 for r in ours)
+    # A finished stage keeps its last sample.
+    [again] = sluice.backpressure(spark, stage).to_pylist()
+    assert again["level"] == "HIGH" and again["ratio"] == row["ratio"]
+
+
+def test_levels_and_arguments(spark: Any) -> None:
+    table = sluice.backpressure(spark)
+    assert table.schema == BACKPRESSURE_SCHEMA
+    assert set(table["level"].to_pylist()) <= set(LEVELS)
+    with pytest.raises(ValueError):
+        sluice.backpressure(spark, -1)
+    with pytest.raises(TypeError):
+        sluice.backpressure(spark, True)
+    # A stage the driver never heard of: nothing to sample, reported OK with no samples.
+    [unknown] = sluice.backpressure(spark, 99999).to_pylist()
+    assert unknown == {
+        "stage_id": 99999,
+        "ratio": 0.0,
+        "level": "OK",
+        "root_cause": "No Sluice network metrics for this stage yet.",
+        "suggested_buffer_timeout_ms": None,
+        "sampled_tasks": 0,
+    }

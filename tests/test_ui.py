@@ -1,0 +1,135 @@
+"""The Sluice tab of Spark's UI, its JSON, Spark's Prometheus servlet, and the tab in a real
+browser (headless Chromium), with a screenshot for the docs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any, Iterator, List
+
+import pytest
+
+import sluice
+
+from conftest import REPO, http_get, http_json, ui_url
+from sparkjobs import Background, run_in_group, sample_until_all_tasks_seen, shuffle_rows, slow_consumer_job
+
+SCREENSHOT = REPO / "docs" / "sluice-ui-tab.png"
+PROMETHEUS_PREFIX = "metrics_sluice_"
+PLUGIN = "plugin_org_apache_spark_shuffle_sluice_SluicePlugin_"
+
+
+def test_tab_and_json_serve(spark: Any) -> None:
+    stages = run_in_group(spark, "sluice-ui", lambda: shuffle_rows(spark, 10_000))
+    sluice.metrics(spark)  # wait until the executors reported the job
+    page = http_get(f"{ui_url(spark)}/sluice/")
+    assert 'id="sluice-stages"' in page and 'id="sluice-executors"' in page
+    assert ">Sluice<" in page  # the tab in the navigation bar
+    for stage in stages:
+        if f'data-stage-id="{stage}"' in page:
+            break
+    else:
+        pytest.fail(f"none of the job's stages {stages} is in the stage table")
+    data = http_json(f"{ui_url(spark)}/sluice/json")
+    assert {"executors", "stages", "tasks"} <= set(data)
+    stage = next(s for s in data["stages"] if s["stage_id"] in stages and s["numRecordsIn"] > 0)
+    for key in ("level", "ratio", "root_cause", "inPoolUsage", "numBytesInLocal", "buffer_fill_rate"):
+        assert key in stage
+    assert stage["level"] in ("OK", "LOW", "HIGH")
+    task = data["tasks"][0]
+    for key in ("outPoolUsage", "numBuffersInRemote", "busyTimeMsPerSecond", "task_attempt_id"):
+        assert key in task
+    details = http_get(f"{ui_url(spark)}/sluice/?stage={stage['stage_id']}")
+    assert 'id="sluice-tasks"' in details
+
+
+def test_prometheus_lists_sluice_metrics(spark: Any) -> None:
+    run_in_group(spark, "sluice-prometheus", lambda: shuffle_rows(spark, 10_000))
+    sluice.metrics(spark)
+    text = http_get(f"{ui_url(spark)}/metrics/prometheus")
+    names = {line.split("{")[0] for line in text.splitlines() if PLUGIN in line}
+    counters = [name + "_Count" for name in sluice.monitoring.FLINK_METRICS_COUNTERS]
+    gauges = [
+        name + "_Value"
+        for name in ("TotalMemorySegments", "AvailableMemorySegments", "UsedMemorySegments")
+        + sluice.monitoring.FLINK_METRICS_GAUGES
+    ]
+    for metric in counters + gauges:
+        assert any(n.startswith(PROMETHEUS_PREFIX) and n.endswith(PLUGIN + metric) for n in names), metric
+    records_out = [
+        line for line in text.splitlines() if line.split("{")[0].endswith(PLUGIN + "numRecordsOut_Count")
+    ]
+    assert float(records_out[0].rsplit(" ", 1)[1]) >= 10_000
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise AssertionError("Chromium is not installed (dev/env.sh installs it: apt-get install -y chromium)")
+
+
+def run_chromium(args: List[str]) -> str:
+    with tempfile.TemporaryDirectory(prefix="sluice-chromium-") as profile:
+        flags = [
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={profile}", "--window-size=1600,1000", "--hide-scrollbars",
+        ]
+        result = subprocess.run([chromium()] + flags + args, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout
+
+
+def stage_row(dom: str, stage: int) -> str:
+    """The opening <tr> tag of ``stage``'s row in the stage table."""
+    match = re.search(rf'<tr[^>]*data-stage-id="{stage}"[^>]*>', dom)
+    assert match, f"stage {stage} is not in the stage table"
+    return match.group(0)
+
+
+def test_the_tab_renders_in_headless_chromium(spark: Any) -> None:
+    """A HIGH stage (the slow-consumer job) next to an OK one (tasks sleeping in Python) and the
+    unsampled stages of earlier jobs, as a browser shows them. The screenshot goes to
+    tests/.work/, or to docs/ with SLUICE_UPDATE_SCREENSHOT=1."""
+    sc = spark.sparkContext
+    run_in_group(spark, "sluice-ui-done", lambda: shuffle_rows(spark, 10_000))
+
+    def sleepy(rows: Iterator[Any]) -> Iterator[int]:
+        time.sleep(8)
+        yield sum(1 for _ in rows)
+
+    idle = Background(
+        spark, "sluice-ui-idle",
+        lambda: sc.parallelize(range(100), 1).map(lambda x: (x, x)).partitionBy(1).mapPartitions(sleepy)
+        .sum(),
+    )
+    idle_stage = idle.running_stage()
+    slow = slow_consumer_job(spark, tasks=1, records=4000, pause_ms=2)
+    slow_stage = slow.running_stage()
+    assert sample_until_all_tasks_seen(spark, idle_stage, tasks=1)["level"] == "OK"
+    assert sample_until_all_tasks_seen(spark, slow_stage, tasks=1)["level"] == "HIGH"
+
+    url = f"{ui_url(spark)}/sluice/"
+    dom = run_chromium(["--dump-dom", url])
+    assert 'id="sluice-stages"' in dom and 'id="sluice-executors"' in dom
+    assert f'data-stage-id="{slow_stage}"' in dom and f'data-stage-id="{idle_stage}"' in dom
+    assert 'data-level="HIGH"' in stage_row(dom, slow_stage)
+    assert 'data-level="OK"' in stage_row(dom, idle_stage)
+    assert "sluice-level-HIGH" in dom and "sluice-level-OK" in dom
+    compact = dom.replace(" ", "")
+    assert "background-color:#d9534f" in compact  # HIGH in Flink's red
+    assert "background-color:#5cb85c" in compact  # OK in Flink's green
+    update_docs = os.environ.get("SLUICE_UPDATE_SCREENSHOT") == "1"
+    target = SCREENSHOT if update_docs else REPO / "tests" / ".work" / SCREENSHOT.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    run_chromium([f"--screenshot={target}", url])
+    assert target.is_file() and target.stat().st_size > 10_000
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert slow.join() == 4000
+    assert idle.join() == 100
