@@ -101,6 +101,7 @@ final class SingleInputGate(
     while (true) {
       if (numEnded == channels.length) return null
       val channel = waitForChannelWithData()
+      if (channel == null) return null
       val next = try channel.getNextBuffer() catch {
         case e: InputChannelException => throw e
         case e: Throwable => throw new InputChannelException(channel, e)
@@ -117,12 +118,14 @@ final class SingleInputGate(
     null
   }
 
+  /** The next queued channel that has not ended, or null once every channel ended. */
   private def waitForChannelWithData(): InputChannel = channelsWithData.synchronized {
-    var c = channelsWithData.poll()
+    var c = pollNotEnded()
     if (c == null) {
       val start = System.nanoTime()
       val deadline = start + requestTimeoutMs * 1000000L
       while (c == null) {
+        if (numEnded == channels.length) return null
         if (closed) throw new IllegalStateException(s"$owner: the input gate is closed")
         val left = deadline - System.nanoTime()
         if (left <= 0) {
@@ -132,11 +135,24 @@ final class SingleInputGate(
             s"(spark.sluice.network.requestTimeout) from ${waiting.mkString("; ")}")
         }
         channelsWithData.wait(math.max(1L, left / 1000000L))
-        c = channelsWithData.poll()
+        c = pollNotEnded()
       }
       idleTimeNanos.add(System.nanoTime() - start)
     }
     queued(c.channelIndex) = false
+    c
+  }
+
+  /**
+   * Polls the queue, dropping channels that ended after they were queued: a channel can be
+   * notified (a released view, a late error) between handing out its end and [[endChannel]].
+   */
+  private def pollNotEnded(): InputChannel = {
+    var c = channelsWithData.poll()
+    while (c != null && ended(c.channelIndex)) {
+      queued(c.channelIndex) = false
+      c = channelsWithData.poll()
+    }
     c
   }
 
