@@ -145,16 +145,16 @@ final class NettyConnectionManager(
       } else {
         val attempt = new CompletableFuture[PartitionRequestClient]()
         if (connections.putIfAbsent(key, attempt) == null) {
-          try {
-            val client = connect(host, port, deadline)
-            attempt.complete(client)
-            client.channel.closeFuture().addListener(onClose(connections.remove(key, attempt)))
-            if (shutDown) client.close()
-          } catch {
+          val client = try connect(host, port, deadline) catch {
             case e: Throwable =>
               connections.remove(key, attempt)
               attempt.completeExceptionally(e)
+              throw e
           }
+          attempt.complete(client)
+          client.channel.closeFuture().addListener(onClose(connections.remove(key, attempt)))
+          if (shutDown) client.close()
+          return client
         }
       }
     }

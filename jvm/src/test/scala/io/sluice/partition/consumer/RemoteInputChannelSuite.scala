@@ -157,7 +157,7 @@ class RemoteInputChannelSuite extends AnyFunSuite {
       a.connectionManager.closeServerConnections()
       readers.foreach(r => intercept[InputChannelException](while (r.readOne()) ()))
       for (g <- gates; ch <- remoteChannels(g)) {
-        val e = intercept[InputChannelException](ch.getNextBuffer())
+        val e = failureOf(ch)
         assert(e.getMessage.contains("executor A") && e.getMessage.contains(ch.partitionId.toString), e.getMessage)
         assert(e.getMessage.contains("connection"), e.getMessage)
       }
@@ -201,6 +201,19 @@ class RemoteInputChannelSuite extends AnyFunSuite {
       assert(e.getMessage.contains("exclusive network buffers"), e.getMessage)
       b.awaitAllBuffersBack()
     }
+  }
+
+  /** The error a channel reports once it failed (the connection fails its channels one after another). */
+  private def failureOf(ch: RemoteInputChannel, timeoutMs: Long = 10000): InputChannelException = {
+    val deadline = System.currentTimeMillis() + timeoutMs
+    while (System.currentTimeMillis() < deadline) {
+      try {
+        val next = ch.getNextBuffer()
+        if (next != null && next.buffer != null) next.buffer.release()
+        if (next == null) Thread.sleep(5)
+      } catch { case e: InputChannelException => return e }
+    }
+    fail(s"$ch did not fail")
   }
 
   private def eventually(condition: => Boolean, what: String, timeoutMs: Long = 10000): Unit = {
