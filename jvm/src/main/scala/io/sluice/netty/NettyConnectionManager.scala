@@ -54,7 +54,6 @@ final class NettyConnectionManager(
   private val connections = new ConcurrentHashMap[(String, Int), CompletableFuture[PartitionRequestClient]]()
   private val acceptedChannels = ConcurrentHashMap.newKeySet[Channel]()
   private val upgradedServerChannels = ConcurrentHashMap.newKeySet[Channel]()
-  private val serverQueues = new ConcurrentHashMap[Channel, PartitionRequestQueue]()
 
   @volatile private var serverContext: TransportContext = _
   @volatile private var clientContext: TransportContext = _
@@ -101,14 +100,12 @@ final class NettyConnectionManager(
   /** The client asked for the Sluice protocol (after authentication): install it (event loop). */
   private def upgradeServerChannel(ch: Channel): Unit = {
     val queue = new PartitionRequestQueue(partitionManager, counters)
-    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters)
+    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs)
     NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters)
     upgradedServerChannels.add(ch)
-    serverQueues.put(ch, queue)
     counters.activeServerConnections.incrementAndGet()
     ch.closeFuture().addListener(onClose {
       upgradedServerChannels.remove(ch)
-      serverQueues.remove(ch)
       counters.activeServerConnections.decrementAndGet()
     })
   }

@@ -15,8 +15,7 @@ import io.sluice.partition.{PartitionNotFoundException, ResultPartitionManager}
 private[netty] final class PartitionRequestServerHandler(
     partitionManager: ResultPartitionManager,
     queue: PartitionRequestQueue,
-    requestTimeoutMs: Long,
-    counters: TransportCounters) extends ChannelInboundHandlerAdapter {
+    requestTimeoutMs: Long) extends ChannelInboundHandlerAdapter {
 
   import PartitionRequestServerHandler._
 

@@ -189,15 +189,17 @@ final class RemoteInputChannel(
   /**
    * The sender has `backlog` more buffers: get floating buffers until this channel holds
    * `backlog + numExclusiveBuffers` free, or the pool is empty (then wait as its listener).
-   * Returns whether there is new credit to announce. Holds the channel's lock.
+   * Returns whether the unannounced credit rose from zero (announce it). Holds the channel's lock.
    */
   private def onSenderBacklog(backlog: Int): Boolean = {
     numRequiredBuffers = backlog + numExclusiveBuffers
+    val before = unannouncedCredit
     requestFloatingLocked()
+    before == 0 && unannouncedCredit > 0
   }
 
-  private def requestFloatingLocked(): Boolean = {
-    var gotAny = false
+  /** Takes floating buffers until enough are free or the pool is empty (then listens). Lock held. */
+  private def requestFloatingLocked(): Unit = {
     try {
       while (!waitingForFloating && !released && numAvailableLocked < numRequiredBuffers) {
         val b = gate.floatingBuffers.requestBufferOrListen(this)
@@ -205,30 +207,30 @@ final class RemoteInputChannel(
         else {
           availableFloating.add(b)
           unannouncedCredit += 1
-          gotAny = true
         }
       }
     } catch {
       case _: IllegalStateException => // the gate's pool was destroyed: the gate is closing
     }
-    gotAny
   }
 
   private def numAvailableLocked: Int = availableExclusive.size + availableFloating.size
 
   /** A floating buffer for this channel (the gate's pool, from a recycling thread). */
   override def notifyBufferAvailable(buffer: NetworkBuffer): Boolean = {
+    var announce = false
     val taken = synchronized {
       waitingForFloating = false
       if (released || numAvailableLocked >= numRequiredBuffers) false
       else {
+        announce = unannouncedCredit == 0
         availableFloating.add(buffer)
         unannouncedCredit += 1
         requestFloatingLocked()
         true
       }
     }
-    if (taken) announceCredit()
+    if (announce) announceCredit()
     taken
   }
 
@@ -244,7 +246,7 @@ final class RemoteInputChannel(
       else {
         availableExclusive.add(new NetworkBuffer(segment, exclusiveRecycler))
         if (numAvailableLocked > numRequiredBuffers && !availableFloating.isEmpty) floating = availableFloating.poll()
-        else { unannouncedCredit += 1; announce = true }
+        else { unannouncedCredit += 1; announce = unannouncedCredit == 1 }
       }
     }
     if (toGlobal) gate.networkBufferPool.recycleUnpooledSegments(java.util.Collections.singletonList(segment))
@@ -252,6 +254,10 @@ final class RemoteInputChannel(
     if (announce) announceCredit()
   }
 
+  /**
+   * Asks the connection to announce this channel's credit. Called only when the unannounced
+   * credit rises from zero: until the announcement is written, more credit just accumulates.
+   */
   private def announceCredit(): Unit = {
     val c = client
     if (c != null && !released) c.notifyCreditAvailable(this)
