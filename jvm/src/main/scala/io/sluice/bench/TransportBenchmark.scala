@@ -116,7 +116,8 @@ final class TransportBenchmark(conf: SluiceConf) {
   def run(c: Config, repeat: Int, warmupSeconds: Double, seconds: Double): Result = {
     nextShuffle += 1
     val id = ResultPartitionID(nextShuffle, 0)
-    val poolSize = c.channels + conf.get(SluiceOptions.FloatingBuffersPerGate)
+    // The producer's pool mirrors a consumer gate's: buffersPerChannel per subpartition plus the floating ones.
+    val poolSize = c.channels * conf.get(SluiceOptions.BuffersPerChannel) + conf.get(SluiceOptions.FloatingBuffersPerGate)
     val partition = new PipelinedResultPartition(id, c.channels,
       a.pool.createBufferPool(c.channels, poolSize, s"bench partition $id"),
       conf.get(SluiceOptions.MaxBuffersPerSubpartition), conf.get(SluiceOptions.RequestBufferTimeout), a.partitions.unregister)

@@ -32,9 +32,12 @@ class InputGateFactorySuite extends AnyFunSuite {
     }
   }
 
-  test("spilled, compressed blocking partitions read remotely (FileRegion) verify their checksums and can be read twice") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B")
+  for (ioMode <- Seq("NIO", "EPOLL")) test(s"spilled, compressed blocking partitions read remotely (FileRegion, $ioMode) " +
+      "verify their checksums and can be read twice") {
+    assume(ioMode == "NIO" || io.netty.channel.epoll.Epoll.isAvailable, "no native epoll here")
+    val transport = Map("spark.sluice.io.mode" -> ioMode)
+    val a = new TestingExecutor("A", transportSettings = transport)
+    val b = new TestingExecutor("B", transportSettings = transport)
     withExecutors(a, b) {
       val parts = (0 until 2).map { i =>
         val p = a.blockingPartition(ResultPartitionID(2, i), 3, lz4)
