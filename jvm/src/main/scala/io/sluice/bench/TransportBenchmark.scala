@@ -29,13 +29,15 @@ import org.apache.spark.unsafe.Platform
  * {{{
  *   java <Spark's --add-opens> -cp sluice.jar:<pyspark>/jars/'*' io.sluice.bench.TransportBenchmark \
  *     [--seconds 3] [--warmup 1] [--repeats 3] [--channels 1,10,100] [--record-sizes 100,10240]
- *     [--timeouts 0,1,2,5,10,100] [--spark.sluice.KEY VALUE ...]
+ *     [--timeouts 0,1,2,5,10,100] [--modes remote,local] [--spark.sluice.KEY VALUE ...]
  * }}}
  */
 object TransportBenchmark {
 
-  final case class Config(channels: Int, recordSize: Int, bufferTimeoutMs: Long)
-  final case class Result(config: Config, repeat: Int, seconds: Double, records: Long, recordBytes: Long, wireBytes: Long) {
+  /** `local`: the consumer runs in the producer's executor (local channels, no network): the ceiling of the rest. */
+  final case class Config(channels: Int, recordSize: Int, bufferTimeoutMs: Long, local: Boolean = false)
+  final case class Result(config: Config, repeat: Int, seconds: Double, records: Long, recordBytes: Long, wireBytes: Long,
+      buffers: Long, creditMessages: Long) {
     def recordsPerSec: Double = records / seconds
     def gbps: Double = recordBytes * 8 / seconds / 1e9
     def wireGbps: Double = wireBytes * 8 / seconds / 1e9
@@ -49,9 +51,11 @@ object TransportBenchmark {
     val channels = ints(opts.getOrElse("channels", "1,10,100"))
     val sizes = ints(opts.getOrElse("record-sizes", "100,10240"))
     val timeouts = ints(opts.getOrElse("timeouts", "0,1,2,5,10,100")).map(_.toLong)
+    val modes = opts.getOrElse("modes", "remote").split(",").map(_.trim).toSeq
+    require(modes.forall(Set("remote", "local")), s"--modes takes remote and/or local, not ${modes.mkString(",")}")
     val sluice = SluiceConf(opts.collect { case (k, v) if k.startsWith("spark.sluice.") => k -> v })
 
-    val configs = for (c <- channels; s <- sizes; t <- timeouts) yield Config(c, s, t)
+    val configs = for (m <- modes; c <- channels; s <- sizes; t <- timeouts) yield Config(c, s, t, m == "local")
     val bench = new TransportBenchmark(sluice)
     try {
       val results = mutable.ArrayBuffer.empty[Result]
@@ -59,7 +63,9 @@ object TransportBenchmark {
         val res = bench.run(c, r, warmup, seconds)
         results += res
         println(json("run", res.config, Seq("repeat" -> res.repeat, "seconds" -> res.seconds, "records" -> res.records,
-          "recordsPerSec" -> res.recordsPerSec, "gbps" -> res.gbps, "wireGbps" -> res.wireGbps)))
+          "recordsPerSec" -> res.recordsPerSec, "gbps" -> res.gbps, "wireGbps" -> res.wireGbps,
+          "bytesPerBuffer" -> (if (res.buffers == 0) 0.0 else res.wireBytes.toDouble / res.buffers),
+          "addCreditPerBuffer" -> (if (res.buffers == 0) 0.0 else res.creditMessages.toDouble / res.buffers))))
       }
       for (c <- configs) {
         val rs = results.filter(_.config == c).sortBy(_.gbps)
@@ -79,7 +85,7 @@ object TransportBenchmark {
   private def ints(s: String): Seq[Int] = s.split(",").map(_.trim.toInt).toSeq
 
   private def json(kind: String, c: Config, fields: Seq[(String, Any)]): String = {
-    val all = Seq("kind" -> kind, "channels" -> c.channels, "recordSize" -> c.recordSize,
+    val all = Seq("kind" -> kind, "mode" -> (if (c.local) "local" else "remote"), "channels" -> c.channels, "recordSize" -> c.recordSize,
       "bufferTimeoutMs" -> c.bufferTimeoutMs) ++ fields
     all.map { case (k, v) =>
       val value = v match {
@@ -122,7 +128,8 @@ final class TransportBenchmark(conf: SluiceConf) {
       a.pool.createBufferPool(c.channels, poolSize, s"bench partition $id"),
       conf.get(SluiceOptions.MaxBuffersPerSubpartition), conf.get(SluiceOptions.RequestBufferTimeout), a.partitions.unregister)
     a.partitions.registerResultPartition(partition)
-    val gate = b.gates.create("bench consumer", (0 until c.channels).map(i =>
+    val consumerSide = if (c.local) a else b
+    val gate = consumerSide.gates.create("bench consumer", (0 until c.channels).map(i =>
       GateInput(id, i, i + 1, ProducerLocation("A", "127.0.0.1", a.port))), None, waitForProducers = false)
 
     val stop = new AtomicBoolean(false)
@@ -159,13 +166,15 @@ final class TransportBenchmark(conf: SluiceConf) {
     producer.start(); consumer.start()
     Thread.sleep((warmupSeconds * 1000).toLong)
     val (r0, b0, w0, t0) = (records.get, recordBytes.get, wireBytes.get, System.nanoTime())
+    val (n0, m0) = (b.connections.counters.buffersReceived.sum, b.connections.counters.addCreditMessages.sum)
     Thread.sleep((seconds * 1000).toLong)
     val (r1, b1, w1, t1) = (records.get, recordBytes.get, wireBytes.get, System.nanoTime())
+    val (n1, m1) = (b.connections.counters.buffersReceived.sum, b.connections.counters.addCreditMessages.sum)
     stop.set(true)
     producer.join(); consumer.join()
     gate.close()
     partition.awaitConsumed(60000)
-    Result(c, repeat, (t1 - t0) / 1e9, r1 - r0, b1 - b0, w1 - w0)
+    Result(c, repeat, (t1 - t0) / 1e9, r1 - r0, b1 - b0, w1 - w0, n1 - n0, m1 - m0)
   }
 
   def close(): Unit = { flusher.shutdown(); b.close(); a.close() }

@@ -57,6 +57,8 @@ final class RemoteInputChannel(
   private val availableFloating = new java.util.ArrayDeque[NetworkBuffer]()
   private var numRequiredBuffers = 0
   private var unannouncedCredit = 0
+  /** An announcement was requested and not yet taken by the connection. */
+  private var announcementPending = false
   private var waitingForFloating = false
   private var expectedSequenceNumber = 0
   private var ended = false
@@ -150,7 +152,10 @@ final class RemoteInputChannel(
         if (creditBased && n > creditsAnnounced.get) creditOverruns.incrementAndGet()
         wasEmpty = received.isEmpty
         received.add(new Received(r))
-        if (creditBased && r.backlog > 0) announce = onSenderBacklog(r.backlog)
+        if (creditBased) {
+          if (r.backlog > 0) onSenderBacklog(r.backlog)
+          announce = shouldAnnounceLocked()
+        }
       }
     }
     if (drop) r.releasePayload()
@@ -189,13 +194,25 @@ final class RemoteInputChannel(
   /**
    * The sender has `backlog` more buffers: get floating buffers until this channel holds
    * `backlog + numExclusiveBuffers` free, or the pool is empty (then wait as its listener).
-   * Returns whether the unannounced credit rose from zero (announce it). Holds the channel's lock.
+   * Holds the channel's lock.
    */
-  private def onSenderBacklog(backlog: Int): Boolean = {
+  private def onSenderBacklog(backlog: Int): Unit = {
     numRequiredBuffers = backlog + numExclusiveBuffers
-    val before = unannouncedCredit
     requestFloatingLocked()
-    before == 0 && unannouncedCredit > 0
+  }
+
+  /**
+   * Whether to announce the unannounced credit now. Credit is batched: it is announced once it
+   * is at least the credit the sender still holds (so the sender never runs dry while credit waits
+   * here: at the latest when its credit reaches 0, anything unannounced goes out), which halves
+   * the AddCredit messages (and the wake-ups of both event loops) of a busy channel or better.
+   * Sets the pending flag it returns. Lock held.
+   */
+  private def shouldAnnounceLocked(): Boolean = {
+    val senderCredit = creditsAnnounced.get - buffersReceived.get
+    val announce = !announcementPending && !released && unannouncedCredit > 0 && unannouncedCredit >= senderCredit
+    if (announce) announcementPending = true
+    announce
   }
 
   /** Takes floating buffers until enough are free or the pool is empty (then listens). Lock held. */
@@ -223,10 +240,10 @@ final class RemoteInputChannel(
       waitingForFloating = false
       if (released || numAvailableLocked >= numRequiredBuffers) false
       else {
-        announce = unannouncedCredit == 0
         availableFloating.add(buffer)
         unannouncedCredit += 1
         requestFloatingLocked()
+        announce = shouldAnnounceLocked()
         true
       }
     }
@@ -246,7 +263,7 @@ final class RemoteInputChannel(
       else {
         availableExclusive.add(new NetworkBuffer(segment, exclusiveRecycler))
         if (numAvailableLocked > numRequiredBuffers && !availableFloating.isEmpty) floating = availableFloating.poll()
-        else { unannouncedCredit += 1; announce = unannouncedCredit == 1 }
+        else { unannouncedCredit += 1; announce = shouldAnnounceLocked() }
       }
     }
     if (toGlobal) gate.networkBufferPool.recycleUnpooledSegments(java.util.Collections.singletonList(segment))
@@ -255,18 +272,20 @@ final class RemoteInputChannel(
   }
 
   /**
-   * Asks the connection to announce this channel's credit. Called only when the unannounced
-   * credit rises from zero: until the announcement is written, more credit just accumulates.
+   * Asks the connection to announce this channel's credit (after [[shouldAnnounceLocked]]); until
+   * the announcement is written, more credit just accumulates.
    */
   private def announceCredit(): Unit = {
     val c = client
     if (c != null && !released) c.notifyCreditAvailable(this)
+    else synchronized { announcementPending = false }
   }
 
   /** Credit not announced yet, now to be sent in an AddCredit (event loop). */
   private[sluice] def getAndResetUnannouncedCredit(): Int = synchronized {
     val c = unannouncedCredit
     unannouncedCredit = 0
+    announcementPending = false
     creditsAnnounced.addAndGet(c.toLong)
     c
   }
