@@ -27,7 +27,7 @@ TEST_JAR = REPO / "build" / "test-libs" / "sluice-tests.jar"
 # The in-process session: two executor JVMs with two cores each, so that remote channels run
 # between them and the four concurrent tasks (2 map + 2 reduce) of a Real-Time Mode query with
 # two shuffle partitions fit.
-MASTER = os.environ.get("SLUICE_TEST_CLUSTER_MASTER", "local[4]")  # local-cluster once remote channels land
+MASTER = os.environ.get("SLUICE_TEST_CLUSTER_MASTER", "local-cluster[2,2,1024]")
 
 
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:

@@ -2,10 +2,11 @@
 the job's answer next to the expected one as JSON. Run in its own process (see
 test_executor_loss.py): ``python tests/run_executor_loss.py --out result.json``.
 
-The reduce tasks read slowly (a pause every few hundred records), so the kill lands while they
-hold open channels to the dying executor. Spark must recompute the lost map outputs (Sluice turns
-the broken channels into FetchFailedExceptions naming that executor) and still give the exact
-answer.
+The reduce tasks of the first shuffle pause (in the JVM, while they pull records from Sluice's
+reader) every few hundred records, so the kill lands while they hold open channels to the dying
+executor. Spark must
+recompute the lost map outputs (Sluice turns the broken channels into FetchFailedExceptions
+naming that executor) and still give the exact answer.
 """
 
 from __future__ import annotations
@@ -18,19 +19,13 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Tuple
+from typing import Any, Dict, List
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 N = 400_000
 KEYS = 1_000
-
-
-def slow(rows: Iterable[Tuple[int, int]]) -> Iterator[Tuple[int, int]]:
-    for i, r in enumerate(rows):
-        if i % 200 == 0:
-            time.sleep(0.02)
-        yield r
 
 
 def executor_pids(app_id: str) -> List[int]:
@@ -47,7 +42,8 @@ def killer(spark: SparkSession, state: Dict[str, Any]) -> None:
     while time.monotonic() < deadline:
         for stage_id in tracker.getActiveStageIds():
             info = tracker.getStageInfo(stage_id)
-            if info is not None and info.name.startswith("collect") and info.numActiveTasks > 0:
+            # Stage 1 reads the first shuffle (stage 0 wrote it).
+            if stage_id == 1 and info is not None and info.numActiveTasks > 0:
                 time.sleep(1.0)  # let the reduce tasks open their channels and start reading
                 pids = executor_pids(app_id)
                 if pids:
@@ -71,12 +67,16 @@ def main(argv: List[str]) -> int:
     spark = sluice.configure(builder).getOrCreate()
     state: Dict[str, Any] = {}
     try:
-        sc = spark.sparkContext
-        pairs = sc.parallelize(range(N), 8).map(lambda i: ((i * 7919) % KEYS, i))
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        rows = spark.range(0, N, 1, 8).select(((F.col("id") * 7919) % KEYS).alias("k"), F.col("id"))
+        # A 30 ms pause every 500 rows, evaluated in the JVM as the reduce task pulls its input.
+        pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(30 as bigint))"))
+        slow = rows.repartition(4, "k").select("k", (F.col("id") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("id"))
+        summed = slow.groupBy("k").agg(F.sum("id").alias("s"))
         thread = threading.Thread(target=killer, args=(spark, state), daemon=True)
         thread.start()
-        summed = pairs.reduceByKey(lambda a, b: a + b, numPartitions=4).mapPartitions(slow)
-        got = sorted(summed.collect())
+        got = sorted((r["k"], r["s"]) for r in summed.collect())
         thread.join(timeout=5)
         expected: Dict[int, int] = {}
         for i in range(N):

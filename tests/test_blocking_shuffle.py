@@ -22,7 +22,7 @@ import workloads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_workloads.py")
-MASTER = os.environ.get("SLUICE_TEST_MASTER", "local[2]")  # local-cluster once remote channels land
+MASTER = os.environ.get("SLUICE_TEST_MASTER", "local-cluster[2,1,1024]")
 
 
 def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,

@@ -7,24 +7,31 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.metrics.ShuffleMetricRegistry
+import io.sluice.netty.NettyConnectionManager
 import io.sluice.partition._
 import io.sluice.partition.consumer._
 import io.sluice.writer.OutputFlusher
+import org.apache.spark.network.sasl.SecretKeyHolder
+import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 
 /**
  * Everything one executor needs to produce and consume shuffle data (Flink's
  * NettyShuffleEnvironment): the NetworkBufferPool, the ResultPartitionManager, the output
- * flusher, the factory of input gates, and the executor's network metrics. Created once per executor JVM, on first use, by the
- * Spark layer; knows nothing of Spark. Thread-safe.
+ * flusher, the connection manager (the executor's Sluice server and its one connection per
+ * remote executor), the factory of input gates, and the executor's network metrics. Created once
+ * per executor JVM, on first use, by the Spark layer; knows nothing of Spark's internals.
+ * Thread-safe.
  *
  * @param localDirs where blocking partitions write their files (Spark's local dirs)
  * @param codec     makes a fresh per-buffer codec (spark.shuffle.compress), or None
+ * @param transport the transport's Spark settings, credentials and bind address
  */
 final class ShuffleEnvironment(
     val conf: SluiceConf,
     val executorId: String,
     localDirs: Seq[File],
-    val codec: Option[() => BlockCodec]) {
+    val codec: Option[() => BlockCodec],
+    transport: TransportSettings = TransportSettings.plain()) {
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
@@ -33,6 +40,13 @@ final class ShuffleEnvironment(
   val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
   /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */
   val metrics = new ShuffleMetricRegistry(executorId, networkBufferPool)
+  val connectionManager = new NettyConnectionManager(conf, transport.transportConf, partitionManager, transport.auth,
+    transport.bindHost)
+  /** The port of this executor's Sluice server (advertised in MapStatus locations). */
+  val serverPort: Int = try connectionManager.start() catch {
+    case e: Throwable => outputFlusher.shutdown(); throw e
+  }
+  private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId)
   private val fileCounter = new AtomicInteger
   @volatile private var stopped = false
 
@@ -76,28 +90,13 @@ final class ShuffleEnvironment(
   def registerPartition(p: ResultPartition): Unit = partitionManager.registerResultPartition(p)
 
   /**
-   * An input gate over `inputs`, with the partitions requested. Channels are local when their
-   * producer runs in this executor.
+   * An input gate over `inputs`, with the partitions requested: a local channel for each input
+   * produced in this executor, a remote one over the shared connection for the others.
+   * `waitForProducers` lets channels wait for pipelined producers that have not started yet.
    */
-  def createInputGate(owner: String, inputs: IndexedSeq[(ResultPartitionID, Int, Int, ProducerLocation)],
-      waitForProducers: Boolean): SingleInputGate = {
+  def createInputGate(owner: String, inputs: IndexedSeq[GateInput], waitForProducers: Boolean): SingleInputGate = {
     checkRunning()
-    val pool = networkBufferPool.createBufferPool(0, math.max(1, floatingPerGate), s"input gate of $owner")
-    val gate = new SingleInputGate(owner, networkBufferPool, pool, codec.map(_.apply()),
-      conf.get(SluiceOptions.RequestTimeout), bufferRequestTimeout)
-    try {
-      val channels: Array[InputChannel] = inputs.zipWithIndex.map { case ((id, start, end, producer), i) =>
-        if (producer.executorId != executorId) {
-          throw new UnsupportedOperationException(s"remote channels are not available yet ($producer)")
-        }
-        new LocalInputChannel(gate, i, id, start, end, producer, partitionManager, waitForProducers): InputChannel
-      }.toArray
-      gate.setChannels(channels)
-      gate.requestPartitions(needsReadBuffer = !waitForProducers && channels.exists(!_.isRemote))
-      gate
-    } catch {
-      case e: Throwable => gate.close(); throw e
-    }
+    gateFactory.create(owner, inputs, codec.map(_.apply()), waitForProducers)
   }
 
   /** Releases every partition of a shuffle (Spark unregistered it). */
@@ -111,8 +110,22 @@ final class ShuffleEnvironment(
     if (!stopped) {
       stopped = true
       outputFlusher.shutdown()
+      connectionManager.shutdown()
       partitionManager.shutdown()
       networkBufferPool.destroy()
     }
   }
+}
+
+/**
+ * How an executor's transport is set up: Spark's TransportConf for module "sluice" (I/O mode,
+ * TLS, crypto), the shared secret and application id when spark.authenticate is on, and the
+ * address the server binds and advertises.
+ */
+final case class TransportSettings(transportConf: TransportConf, auth: Option[(SecretKeyHolder, String)], bindHost: String)
+
+object TransportSettings {
+  /** No authentication, Spark's defaults, loopback: engine tests and benchmarks. */
+  def plain(bindHost: String = "127.0.0.1"): TransportSettings =
+    TransportSettings(new TransportConf("sluice", new MapConfigProvider(java.util.Collections.emptyMap())), None, bindHost)
 }

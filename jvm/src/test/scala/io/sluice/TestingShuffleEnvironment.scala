@@ -6,7 +6,7 @@ import scala.collection.mutable.ArrayBuffer
 
 import io.sluice.config.SluiceConf
 import io.sluice.partition.ResultPartitionID
-import io.sluice.partition.consumer.{ProducerLocation, SingleInputGate}
+import io.sluice.partition.consumer.{GateInput, ProducerLocation, SingleInputGate}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
 import org.apache.spark.unsafe.Platform
 
@@ -30,7 +30,7 @@ object TestingShuffleEnvironment {
 
   /** A gate over one subpartition of each of `partitions` (all local). */
   def gate(env: ShuffleEnvironment, subpartition: Int, partitions: ResultPartitionID*): SingleInputGate =
-    env.createInputGate("test reader", partitions.map(id => (id, subpartition, subpartition + 1, Local)).toIndexedSeq,
+    env.createInputGate("test reader", partitions.map(id => GateInput(id, subpartition, subpartition + 1, Local)).toIndexedSeq,
       waitForProducers = false)
 
   def record(length: Int, fill: Byte = 7): Array[Byte] = Array.fill(length)(fill)

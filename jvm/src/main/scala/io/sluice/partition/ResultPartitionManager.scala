@@ -24,10 +24,7 @@ final class ResultPartitionManager {
     val previous = partitions.putIfAbsent(partition.partitionId, partition)
     if (previous != null) throw new IllegalStateException(s"Result partition ${partition.partitionId} is already registered")
     val waiting = pending.remove(partition.partitionId)
-    if (waiting != null) {
-      val requests = waiting.synchronized { val l = waiting.asScala.toList; waiting.clear(); l }
-      requests.foreach(_.serve(partition))
-    }
+    if (waiting != null) waiting.asScala.toList.foreach(_.serve(partition))
   }
 
   /** A view on a registered partition, or PartitionNotFoundException. */
@@ -46,22 +43,33 @@ final class ResultPartitionManager {
     val p = partitions.get(id)
     if (p != null) { request.serve(p); true }
     else {
-      val list = pending.computeIfAbsent(id, _ => new java.util.ArrayList[PendingViewRequest]())
-      list.synchronized(list.add(request))
-      // The producer may have registered in between; serve it here if so (serve is idempotent).
+      // Lists are only changed inside the map's atomic compute calls, and an emptied list leaves
+      // the map, so requests for partitions that never come cannot pile up.
+      pending.compute(id, (_, l) => {
+        val list = if (l == null) new java.util.ArrayList[PendingViewRequest]() else l
+        list.add(request)
+        list
+      })
+      // The producer may have registered in between; serve it here if so.
       val now = partitions.get(id)
-      if (now != null) {
-        val removed = list.synchronized(list.remove(request))
-        if (removed) request.serve(now)
-      }
+      if (now != null && removePending(id, request)) request.serve(now)
       false
     }
   }
 
-  def cancelPending(id: ResultPartitionID, request: PendingViewRequest): Unit = {
-    val list = pending.get(id)
-    if (list != null) list.synchronized(list.remove(request))
+  def cancelPending(id: ResultPartitionID, request: PendingViewRequest): Unit = removePending(id, request)
+
+  private def removePending(id: ResultPartitionID, request: PendingViewRequest): Boolean = {
+    var removed = false
+    pending.computeIfPresent(id, (_, l) => {
+      removed = l.remove(request)
+      if (l.isEmpty) null else l
+    })
+    removed
   }
+
+  /** Partitions some reader is waiting for (they hold no memory beyond their waiting requests). */
+  def numPendingPartitions: Int = pending.size
 
   def getPartition(id: ResultPartitionID): Option[ResultPartition] = Option(partitions.get(id))
 

@@ -103,8 +103,8 @@ final class SingleInputGate(
     while (true) {
       if (numEnded == channels.length) return null
       val channel = waitForChannelWithData()
-      val next = if (channelsWithData.synchronized(ended(channel.channelIndex))) null // a late notification
-      else try channel.getNextBuffer() catch {
+      if (channel == null) return null
+      val next = try channel.getNextBuffer() catch {
         case e: InputChannelException => throw e
         case e: Throwable => throw new InputChannelException(channel, e)
       }
@@ -120,6 +120,7 @@ final class SingleInputGate(
     null
   }
 
+  /** The next queued channel that has not ended, or null once every channel ended. */
   private def waitForChannelWithData(): InputChannel = channelsWithData.synchronized {
     var c = pollNotEnded()
     if (c == null) {
@@ -128,6 +129,7 @@ final class SingleInputGate(
       val deadline = start + requestTimeoutMs * 1000000L
       try {
         while (c == null) {
+          if (numEnded == channels.length) return null
           if (closed) throw new IllegalStateException(s"$owner: the input gate is closed")
           val left = deadline - System.nanoTime()
           if (left <= 0) {
@@ -150,11 +152,15 @@ final class SingleInputGate(
   /**
    * The next queued channel that has not ended. A channel can be queued again while its end is
    * being read (a pipelined partition releases itself when its last reader reaches the end, which
-   * notifies every reader); once ended it has nothing more to give.
+   * notifies every reader; a late error), or notified between handing out its end and
+   * [[endChannel]]; once ended it has nothing more to give.
    */
   private def pollNotEnded(): InputChannel = {
     var c = channelsWithData.poll()
-    while (c != null && ended(c.channelIndex)) { queued(c.channelIndex) = false; c = channelsWithData.poll() }
+    while (c != null && ended(c.channelIndex)) {
+      queued(c.channelIndex) = false
+      c = channelsWithData.poll()
+    }
     c
   }
 

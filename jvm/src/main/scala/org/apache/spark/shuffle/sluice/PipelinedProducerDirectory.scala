@@ -18,7 +18,8 @@ import org.apache.spark.storage.BlockManagerId
  * straight away. (Spark's built-in streaming shuffle polls the driver every 10 ms instead.)
  *
  * One endpoint per application, set up lazily on the driver when the first pipelined shuffle is
- * registered; executors reach it through the driver's RpcEnv. Thread-safe.
+ * registered; executors reach it through the driver's RpcEnv, with messages encoded by
+ * [[RpcPayload]]. Thread-safe.
  */
 private[sluice] object PipelinedProducerDirectory extends Logging {
 
@@ -50,14 +51,14 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
 
   /** A producer announces itself (fire and forget). */
   def announce(conf: SparkConf, rpcEnv: RpcEnv, shuffleId: Int, mapIndex: Int, location: BlockManagerId): Unit =
-    ref(conf, rpcEnv).send(ProducerReady(shuffleId, mapIndex, location))
+    ref(conf, rpcEnv).send(RpcPayload.encode(ProducerReady(shuffleId, mapIndex, location)))
 
   /** Where every producer of `shuffleId` runs, waiting up to `timeoutMs` for the last to start. */
   def awaitProducers(conf: SparkConf, rpcEnv: RpcEnv, shuffleId: Int, numMaps: Int,
       timeoutMs: Long): Map[Int, BlockManagerId] = {
     val timeout = new RpcTimeout(timeoutMs.millis, "spark.sluice.network.requestTimeout")
-    val future = ref(conf, rpcEnv).ask[Producers](AwaitProducers(shuffleId, numMaps), timeout)
-    val answer = try Await.result(future, timeoutMs.millis + 5.seconds) catch {
+    val future = ref(conf, rpcEnv).ask[Array[Byte]](RpcPayload.encode(AwaitProducers(shuffleId, numMaps)), timeout)
+    val answer = try RpcPayload.decode(Await.result(future, timeoutMs.millis + 5.seconds)).asInstanceOf[Producers] catch {
       case e: TimeoutException => throw new TimeoutException(s"Not every producer of pipelined shuffle $shuffleId " +
         s"started within ${timeoutMs}ms (spark.sluice.network.requestTimeout): ${e.getMessage}")
     }
@@ -83,20 +84,30 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
     })
 
     override def receive: PartialFunction[Any, Unit] = {
+      case bytes: Array[Byte] => onMessage(RpcPayload.decode(bytes))
+    }
+
+    private def reply(ctx: RpcCallContext, answer: Producers): Unit = ctx.reply(RpcPayload.encode(answer))
+
+    private def onMessage(message: AnyRef): Unit = message match {
       case ProducerReady(shuffleId, mapIndex, location) =>
         val en = entry(shuffleId)
         en.locations(mapIndex) = location
         val (ready, still) = en.waiting.partition { case (numMaps, _) => en.locations.size >= numMaps }
-        ready.foreach { case (_, ctx) => ctx.reply(Producers(en.locations.toMap)) }
+        ready.foreach { case (_, ctx) => reply(ctx, Producers(en.locations.toMap)) }
         en.waiting.clear()
         en.waiting ++= still
+      case other => logWarning(s"Sluice's producer directory ignores $other")
     }
 
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
-      case AwaitProducers(shuffleId, numMaps) =>
-        val en = entry(shuffleId)
-        if (en.locations.size >= numMaps) context.reply(Producers(en.locations.toMap))
-        else en.waiting += (numMaps -> context)
+      case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
+        case AwaitProducers(shuffleId, numMaps) =>
+          val en = entry(shuffleId)
+          if (en.locations.size >= numMaps) reply(context, Producers(en.locations.toMap))
+          else en.waiting += (numMaps -> context)
+        case other => context.sendFailure(new IllegalArgumentException(s"Unexpected message $other"))
+      }
     }
   }
 }

@@ -1,6 +1,6 @@
 package org.apache.spark.shuffle.sluice
 
-import io.sluice.ShuffleEnvironment
+import io.sluice.{ShuffleEnvironment, TransportSettings}
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.SluiceConf
 import org.apache.spark.SparkConf
@@ -22,9 +22,6 @@ private[sluice] object SluiceEnvironment extends Logging {
       instance
     }
   }
-
-  /** The port of this executor's Sluice server (none runs yet: local channels only). */
-  def serverPort: Int = 0
 
   def ifStarted: Option[ShuffleEnvironment] = Option(instance).filterNot(_.isStopped)
 
@@ -50,9 +47,14 @@ private[sluice] object SluiceEnvironment extends Logging {
 
   private def create(conf: SparkConf): ShuffleEnvironment = {
     val sluice = sluiceConf(conf)
-    val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf))
-    logInfo(s"Started Sluice's shuffle environment on executor ${SparkInternals.executorId}: " +
-      s"${sluice.numberOfSegments} network buffers of ${sluice.segmentSize} bytes")
+    val host = SparkInternals.blockManagerId.host
+    val cores = conf.getInt("spark.executor.cores", Runtime.getRuntime.availableProcessors())
+    val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None
+    val transport = TransportSettings(SparkInternals.transportConf(conf, cores), auth, host)
+    val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport)
+    logInfo(s"Started Sluice's shuffle environment on executor ${SparkInternals.executorId}: server $host:" +
+      s"${env.serverPort}${if (auth.isDefined) " (authenticated)" else ""}, ${sluice.numberOfSegments} network " +
+      s"buffers of ${sluice.segmentSize} bytes")
     env
   }
 }

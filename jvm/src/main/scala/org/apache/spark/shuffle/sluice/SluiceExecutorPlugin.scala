@@ -80,8 +80,11 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       if (source != null) source.registerLatencyIfTracked()
       val snapshot = SluiceEnvironment.ifStarted.map(_.metrics.tick()).getOrElse(emptySnapshot(c.executorID()))
       val samples = Iterator.continually(finishedSamples.poll()).takeWhile(_ != null).toList
-      c.ask(SluiceMessages.Report(snapshot, samples)) match {
-        case SluiceMessages.ReportReply(requests) => requests.foreach(startSampling)
+      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples))) match {
+        case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
+          case SluiceMessages.ReportReply(requests) => requests.foreach(startSampling)
+          case _ => ()
+        }
         case _ => ()
       }
       failures.set(0)

@@ -4,8 +4,8 @@ import io.sluice.metrics.{ExecutorSnapshot, SampleRequest, StageSampleResult}
 
 /**
  * What Sluice's executor plugin and driver plugin say to each other over Spark's plugin RPC
- * (PluginContext.ask). Executors report periodically; the driver cannot call them, so its
- * sampling requests ride on the replies. Java-serialised, so every field is plain immutable data.
+ * (PluginContext.ask), encoded with [[RpcPayload]]. Executors report periodically; the driver
+ * cannot call them, so its sampling requests ride on the replies.
  */
 private[sluice] object SluiceMessages {
 

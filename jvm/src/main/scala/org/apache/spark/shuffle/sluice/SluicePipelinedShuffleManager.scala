@@ -30,7 +30,7 @@ class SluicePipelinedShuffleManager(conf: SparkConf, isDriver: Boolean) extends 
   override def getWriter[K, V](handle: ShuffleHandle, mapId: Long, context: TaskContext,
       metrics: ShuffleWriteMetricsReporter): ShuffleWriter[K, V] =
     new SluiceShuffleWriter[K, V](SluiceShuffleManager.sluiceHandle(handle), mapId, context, metrics,
-      SluiceEnvironment.get(), SluiceEnvironment.serverPort, pipelined = true)
+      SluiceEnvironment.get(), pipelined = true)
 
   override def getReader[K, C](handle: ShuffleHandle, startMapIndex: Int, endMapIndex: Int, startPartition: Int,
       endPartition: Int, context: TaskContext, metrics: ShuffleReadMetricsReporter): ShuffleReader[K, C] =

@@ -57,8 +57,13 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
   }
 
   override def receive(message: AnyRef): AnyRef = message match {
-    case r: SluiceMessages.Report if metrics != null => metrics.onReport(r)
-    case _: SluiceMessages.Report => SluiceMessages.ReportReply(Nil)
+    case bytes: Array[Byte] =>
+      val reply = RpcPayload.decode(bytes) match {
+        case r: SluiceMessages.Report if metrics != null => metrics.onReport(r)
+        case _: SluiceMessages.Report => SluiceMessages.ReportReply(Nil)
+        case other => logDebug(s"Sluice's driver plugin ignores $other"); SluiceMessages.ReportReply(Nil)
+      }
+      RpcPayload.encode(reply)
     case other => logDebug(s"Sluice's driver plugin ignores $other"); null
   }
 

@@ -27,9 +27,8 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingS
 
   override def getWriter[K, V](handle: ShuffleHandle, mapId: Long, context: TaskContext,
       metrics: ShuffleWriteMetricsReporter): ShuffleWriter[K, V] = {
-    val env = SluiceEnvironment.get()
-    new SluiceShuffleWriter[K, V](SluiceShuffleManager.sluiceHandle(handle), mapId, context, metrics, env,
-      SluiceEnvironment.serverPort, pipelined = false)
+    new SluiceShuffleWriter[K, V](SluiceShuffleManager.sluiceHandle(handle), mapId, context, metrics,
+      SluiceEnvironment.get(), pipelined = false)
   }
 
   override def getReader[K, C](handle: ShuffleHandle, startMapIndex: Int, endMapIndex: Int, startPartition: Int,

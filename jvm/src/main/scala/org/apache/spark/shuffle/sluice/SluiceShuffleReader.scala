@@ -3,7 +3,7 @@ package org.apache.spark.shuffle.sluice
 import io.sluice.ShuffleEnvironment
 import io.sluice.config.SluiceOptions
 import io.sluice.partition.ResultPartitionID
-import io.sluice.partition.consumer.ProducerLocation
+import io.sluice.partition.consumer.{GateInput, ProducerLocation}
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.{ShuffleReadMetricsReporter, ShuffleReader}
@@ -40,7 +40,7 @@ private[sluice] final class SluiceShuffleReader[K, C](
       if (outputs.isEmpty) Iterator.empty
       else {
         val owner = s"shuffle ${dep.shuffleId} reduce [$startPartition, $endPartition) of task ${context.taskAttemptId()}"
-        val inputs = outputs.map(o => (o.partitionId(dep.shuffleId), o.startPartition, o.endPartition, o.producer))
+        val inputs = outputs.map(o => GateInput(o.partitionId(dep.shuffleId), o.startPartition, o.endPartition, o.producer))
         val environment = env
         val group = SluiceTaskMetrics.group(environment, context)
         val gate = environment.createInputGate(owner, inputs, waitForProducers = pipelined)

@@ -31,7 +31,6 @@ private[sluice] final class SluiceShuffleWriter[K, V](
     context: TaskContext,
     metrics: ShuffleWriteMetricsReporter,
     env: ShuffleEnvironment,
-    serverPort: Int,
     pipelined: Boolean) extends ShuffleWriter[K, V] with Logging {
 
   private val dep = handle.dependency
@@ -52,7 +51,7 @@ private[sluice] final class SluiceShuffleWriter[K, V](
         val p = env.createPipelinedPartition(ResultPartitionID(dep.shuffleId, context.partitionId()), numPartitions)
         env.registerPartition(p)
         PipelinedProducerDirectory.announce(SparkInternals.conf, SparkInternals.rpcEnv, dep.shuffleId,
-          context.partitionId(), SparkInternals.mapOutputLocation(serverPort))
+          context.partitionId(), SparkInternals.mapOutputLocation(env.serverPort))
         p
       } else env.createBlockingPartition(ResultPartitionID(dep.shuffleId, mapId), numPartitions)
     SluiceTaskMetrics.group(env, context).foreach(_.attachPartition(partition))
@@ -118,7 +117,7 @@ private[sluice] final class SluiceShuffleWriter[K, V](
     if (serializer != null) serializer.close()
     if (success && completed) {
       val checksum = if (checksums.length == numPartitions) RowBasedChecksum.getAggregatedChecksumValue(checksums) else 0L
-      Some(SparkInternals.mapStatus(SparkInternals.mapOutputLocation(serverPort), lengths, mapId, checksum))
+      Some(SparkInternals.mapStatus(SparkInternals.mapOutputLocation(env.serverPort), lengths, mapId, checksum))
     } else {
       if (partition != null) {
         val cause = new IllegalStateException(s"map task ${context.taskAttemptId()} of shuffle ${dep.shuffleId} failed")

@@ -1,7 +1,7 @@
 package org.apache.spark.shuffle.sluice
 
 import io.sluice.partition.ResultPartitionID
-import io.sluice.partition.consumer.ProducerLocation
+import io.sluice.partition.consumer.{GateInput, ProducerLocation}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
 import org.apache.spark.{SparkContext, TaskContext}
 import org.apache.spark.unsafe.Platform
@@ -29,7 +29,7 @@ object SlowConsumerJob {
     env.registerPartition(partition)
     SluiceTaskMetrics.group(env, ctx).foreach(_.attachPartition(partition))
     val gate = env.createInputGate(s"slow consumer of $id",
-      IndexedSeq((id, 0, 1, ProducerLocation(env.executorId, "localhost", 0))), waitForProducers = false)
+      IndexedSeq(GateInput(id, 0, 1, ProducerLocation(env.executorId, "localhost", 0))), waitForProducers = false)
     @volatile var read = 0L
     val consumer = new Thread(() => {
       val d = new SpanningRecordDeserializer

@@ -1,0 +1,105 @@
+package io.sluice.netty
+
+import java.util.concurrent.atomic.AtomicBoolean
+
+import io.sluice.partition._
+
+/**
+ * The server's end of one remote input channel (Flink's CreditBasedSequenceNumberingViewReader):
+ * the subpartition view it reads, the credit its receiver announced and the sequence number of
+ * the next message. It turns what the view hands out into BufferResponses (one credit each, with
+ * the backlog piggy-backed) and the final EndOfPartition (no credit needed).
+ *
+ * Credit and sequence number belong to the connection's event loop. The view is created on the
+ * event loop or, when the request waited for its producer, on the producer's thread; availability
+ * notifications come from producer and flusher threads and only hand the reader to the loop.
+ */
+private[netty] final class CreditBasedSequenceNumberingViewReader(
+    val receiverId: InputChannelID,
+    val partitionId: ResultPartitionID,
+    val subpartitionStart: Int,
+    val subpartitionEnd: Int,
+    initialCredit: Int,
+    val creditBased: Boolean,
+    queue: PartitionRequestQueue)
+  extends BufferAvailabilityListener with PendingViewRequest {
+
+  @volatile private var view: ResultSubpartitionView = _
+  @volatile private var released = false
+  private var credit = initialCredit
+  private var sequenceNumber = 0
+  /** Whether the reader sits in the queue's list of available readers (event loop). */
+  private[netty] var registeredAsAvailable = false
+  /** A hand-over to the event loop is pending; further notifications may be dropped. */
+  private[netty] val notificationPending = new AtomicBoolean(false)
+
+  /** Opens the view now; throws PartitionNotFoundException and the view's own errors. */
+  def requestSubpartitionView(manager: ResultPartitionManager): Unit =
+    view = manager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
+
+  /** The producer registered its partition (its thread); the loop learns about the view. */
+  override def serve(partition: ResultPartition): Unit = {
+    try {
+      val v = partition.createSubpartitionView(subpartitionStart, subpartitionEnd, this)
+      view = v
+      if (released) v.releaseAllResources()
+      queue.notifyReaderCreated(this)
+    } catch {
+      case e: Throwable => queue.notifyReaderFailed(this, e)
+    }
+  }
+
+  override def notifyDataAvailable(): Unit = queue.notifyReaderNonEmpty(this)
+
+  def hasView: Boolean = view != null
+
+  /** Whether the writer could send something now: data within the credit, the end, or a failure. */
+  def isAvailable: Boolean = {
+    val v = view
+    v != null && !released && v.isAvailable(if (creditBased) credit else Int.MaxValue)
+  }
+
+  def addCredit(n: Int): Unit = credit = if (credit > Int.MaxValue - n) Int.MaxValue else credit + n
+
+  def currentCredit: Int = credit
+
+  /**
+   * The next message for the receiver, or null when the view has nothing. Throws the producer's
+   * failure (ProducerFailedException) when the view was released under the reader.
+   */
+  def getNextMessage(counters: TransportCounters): NettyMessage = {
+    val v = view
+    val next = v.getNextBuffer()
+    if (next == null) {
+      if (v.isReleased) throw new ProducerFailedException(partitionId, v.failureCause)
+      null
+    } else if (next.isEndOfPartition) {
+      val m = EndOfPartition(receiverId, sequenceNumber, next.subpartition)
+      sequenceNumber += 1
+      m
+    } else {
+      if (creditBased) {
+        credit -= 1
+        if (credit < 0) counters.negativeCredits.increment()
+      }
+      val m =
+        if (next.buffer != null) BufferResponse(receiverId, sequenceNumber, next.backlog, next.subpartition, next.buffer)
+        else BufferResponse(receiverId, sequenceNumber, next.backlog, next.subpartition, next.spilled)
+      sequenceNumber += 1
+      m
+    }
+  }
+
+  /** Releases the view (the receiver cancelled, the connection closed, or the end was sent). */
+  def release(manager: ResultPartitionManager): Unit = if (!released) {
+    released = true
+    manager.cancelPending(partitionId, this)
+    val v = view
+    if (v != null && !v.isReleased) v.releaseAllResources()
+  }
+
+  def isReleased: Boolean = released
+
+  override def toString: String =
+    s"reader $receiverId ($partitionId, subpartitions [$subpartitionStart, $subpartitionEnd), credit $credit)"
+}

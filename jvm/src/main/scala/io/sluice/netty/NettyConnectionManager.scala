@@ -1,0 +1,288 @@
+package io.sluice.netty
+
+import java.io.IOException
+import java.net.InetSocketAddress
+import java.nio.ByteBuffer
+import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, ExecutionException, TimeUnit, TimeoutException}
+
+import scala.jdk.CollectionConverters._
+
+import io.netty.channel.{Channel, ChannelFuture, ChannelFutureListener}
+import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.partition.ResultPartitionManager
+import org.apache.spark.network.TransportContext
+import org.apache.spark.network.client.{RpcResponseCallback, TransportClientBootstrap, TransportClientFactory}
+import org.apache.spark.network.crypto.{AuthClientBootstrap, AuthServerBootstrap}
+import org.apache.spark.network.sasl.SecretKeyHolder
+import org.apache.spark.network.server.{NoOpRpcHandler, TransportServer, TransportServerBootstrap}
+import org.apache.spark.network.util.{ConfigProvider, TransportConf}
+
+/**
+ * One executor's network stack (Flink's NettyConnectionManager): a Sluice server on one port that
+ * serves this executor's result partitions to remote consumers, and a client side that keeps
+ * exactly one TCP connection per remote server (host, port), shared by every input channel of
+ * every gate and reused across shuffles. Concurrent first requests for the same server share one
+ * connection attempt; a connection that closes is forgotten, and the next request opens a new one.
+ *
+ * Both sides are Spark TransportContexts, so Spark's authentication and encryption settings apply
+ * (see [[NettyProtocol]]): with `auth` (Spark's SecretKeyHolder and the application id) every
+ * connection authenticates with the shared secret before it carries any Sluice message.
+ *
+ * Thread-safe.
+ *
+ * @param transportConf Spark's settings for module "sluice" (SparkTransportConf.fromSparkConf in
+ *                      Spark; `new TransportConf("sluice", new MapConfigProvider(...))` in tests).
+ *                      spark.sluice.network.serverThreads / clientThreads / connectTimeout are laid
+ *                      over its spark.sluice.io.* keys.
+ * @param bindHost      the address the server binds (and that producers' locations advertise)
+ */
+final class NettyConnectionManager(
+    conf: SluiceConf,
+    transportConf: TransportConf,
+    partitionManager: ResultPartitionManager,
+    auth: Option[(SecretKeyHolder, String)],
+    bindHost: String) {
+
+  /** What crosses this executor's connections; tests check the flow-control invariants here. */
+  val counters = new TransportCounters
+
+  private val tconf = NettyConnectionManager.effectiveTransportConf(transportConf, conf)
+  private val maxFrameLength = conf.get(SluiceOptions.MaxFrameLength).toInt
+  private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
+  private val connectTimeoutMs = conf.get(SluiceOptions.ConnectTimeout)
+
+  private val connections = new ConcurrentHashMap[(String, Int), CompletableFuture[PartitionRequestClient]]()
+  private val acceptedChannels = ConcurrentHashMap.newKeySet[Channel]()
+  private val upgradedServerChannels = ConcurrentHashMap.newKeySet[Channel]()
+
+  @volatile private var serverContext: TransportContext = _
+  @volatile private var clientContext: TransportContext = _
+  @volatile private var server: TransportServer = _
+  @volatile private var clientFactory: TransportClientFactory = _
+  @volatile private var shutDown = false
+
+  /** Binds the server (spark.sluice.network.port; 0 picks a free port) and returns its port. */
+  def start(): Int = synchronized {
+    if (server != null) throw new IllegalStateException("The Sluice connection manager is already started")
+    if (shutDown) throw new IllegalStateException("The Sluice connection manager is shut down")
+    serverContext = new TransportContext(tconf, new UpgradeRpcHandler(upgradeServerChannel, trackAccepted), true)
+    val serverBootstraps: java.util.List[TransportServerBootstrap] = auth match {
+      case Some((keys, _)) => java.util.List.of(new AuthServerBootstrap(tconf, keys))
+      case None => java.util.List.of()
+    }
+    server = serverContext.createServer(bindHost, conf.get(SluiceOptions.Port), serverBootstraps)
+    clientContext = new TransportContext(tconf, new NoOpRpcHandler, false, true)
+    val clientBootstraps: java.util.List[TransportClientBootstrap] = auth match {
+      case Some((keys, appId)) => java.util.List.of(new AuthClientBootstrap(tconf, appId, keys))
+      case None => java.util.List.of()
+    }
+    clientFactory = clientContext.createClientFactory(clientBootstraps)
+    server.getPort
+  }
+
+  /** The server's port (after [[start]]). */
+  def port: Int = {
+    val s = server
+    if (s == null) throw new IllegalStateException("The Sluice connection manager is not started")
+    s.getPort
+  }
+
+  def host: String = bindHost
+
+  // ---- server side ---------------------------------------------------------------------------
+
+  private def trackAccepted(ch: Channel): Unit = {
+    counters.connectionsAccepted.increment()
+    acceptedChannels.add(ch)
+    ch.closeFuture().addListener(onClose(acceptedChannels.remove(ch)))
+  }
+
+  /** The client asked for the Sluice protocol (after authentication): install it (event loop). */
+  private def upgradeServerChannel(ch: Channel): Unit = {
+    val queue = new PartitionRequestQueue(partitionManager, counters)
+    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs)
+    NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters)
+    upgradedServerChannels.add(ch)
+    counters.activeServerConnections.incrementAndGet()
+    ch.closeFuture().addListener(onClose {
+      upgradedServerChannels.remove(ch)
+      counters.activeServerConnections.decrementAndGet()
+    })
+  }
+
+  /** TCP connections the server holds now (upgraded or not). */
+  def numAcceptedConnections: Int = acceptedChannels.size
+
+  /** Connections the server serves Sluice on now. */
+  def numServerConnections: Int = upgradedServerChannels.size
+
+  /** Remote addresses (host:port) of the clients connected to this server. */
+  def serverConnectionPeers: Seq[String] = upgradedServerChannels.asScala.toSeq.map(c => String.valueOf(c.remoteAddress()))
+
+  /** Closes every connection the server serves (tests: a connection lost under running reads). */
+  def closeServerConnections(): Unit = upgradedServerChannels.asScala.toList.foreach(_.close().syncUninterruptibly())
+
+  // ---- client side -----------------------------------------------------------------------------
+
+  /**
+   * The connection to the Sluice server at (host, port): the existing one, or a new one opened
+   * (and authenticated) now, waiting at most spark.sluice.network.connectTimeout.
+   */
+  def createPartitionRequestClient(host: String, port: Int): PartitionRequestClient = {
+    if (shutDown) throw new IllegalStateException("The Sluice connection manager is shut down")
+    if (clientFactory == null) throw new IllegalStateException("The Sluice connection manager is not started")
+    val key = (host, port)
+    val deadline = System.nanoTime() + connectTimeoutMs * 1000000L
+    while (true) {
+      val existing = connections.get(key)
+      if (existing != null) {
+        val client = await(existing, host, port, deadline)
+        if (client.isActive) return client
+        connections.remove(key, existing)
+      } else {
+        val attempt = new CompletableFuture[PartitionRequestClient]()
+        if (connections.putIfAbsent(key, attempt) == null) {
+          val client = try connect(host, port, deadline) catch {
+            case e: Throwable =>
+              connections.remove(key, attempt)
+              attempt.completeExceptionally(e)
+              throw e
+          }
+          attempt.complete(client)
+          client.channel.closeFuture().addListener(onClose(connections.remove(key, attempt)))
+          if (shutDown) client.close()
+          return client
+        }
+      }
+    }
+    throw new IllegalStateException("unreachable")
+  }
+
+  private def await(f: CompletableFuture[PartitionRequestClient], host: String, port: Int, deadline: Long): PartitionRequestClient = {
+    try f.get(math.max(0L, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)
+    catch {
+      case _: TimeoutException =>
+        throw new IOException(s"Timed out after ${connectTimeoutMs}ms waiting for the connection to the Sluice server " +
+          s"at $host:$port (spark.sluice.network.connectTimeout)")
+      case e: ExecutionException => throw e.getCause match {
+        case io: IOException => new IOException(io.getMessage, io)
+        case other => new IOException(s"Could not connect to the Sluice server at $host:$port: $other", other)
+      }
+    }
+  }
+
+  /** Opens, authenticates and upgrades one connection (the calling thread waits). */
+  private def connect(host: String, port: Int, deadline: Long): PartitionRequestClient = {
+    val transport = try clientFactory.createUnmanagedClient(host, port) catch {
+      case e: IOException => throw new IOException(s"Could not connect to the Sluice server at $host:$port: ${e.getMessage}", e)
+    }
+    val ch = transport.getChannel
+    val remote = new InetSocketAddress(host, port)
+    val upgraded = new CompletableFuture[PartitionRequestClient]()
+    try {
+      transport.sendRpc(ByteBuffer.wrap(NettyProtocol.UpgradeRequest), new RpcResponseCallback {
+        override def onSuccess(response: ByteBuffer): Unit = {
+          try {
+            if (!NettyProtocol.isUpgradeReply(response)) {
+              throw new IOException(s"$host:$port answered the Sluice upgrade with something else (not a Sluice server?)")
+            }
+            val handler = new CreditBasedPartitionRequestClientHandler(s"$host:$port", counters)
+            NettyProtocol.installClient(ch, handler, maxFrameLength, counters)
+            upgraded.complete(new PartitionRequestClient(ch, handler, remote))
+          } catch {
+            case e: Throwable => upgraded.completeExceptionally(e)
+          }
+        }
+        override def onFailure(e: Throwable): Unit = upgraded.completeExceptionally(e)
+      })
+      val client = await(upgraded, host, port, deadline)
+      counters.connectionsOpened.increment()
+      client
+    } catch {
+      case e: Throwable =>
+        ch.close()
+        throw e
+    }
+  }
+
+  /** Connections this executor's client holds now (one per remote server). */
+  def numClientConnections: Int = connections.values().asScala.count(f => f.isDone && !f.isCompletedExceptionally && f.join().isActive)
+
+  /** This executor's connection to (host, port), if it holds one. */
+  def clientConnection(host: String, port: Int): Option[PartitionRequestClient] =
+    Option(connections.get((host, port))).filter(f => f.isDone && !f.isCompletedExceptionally).map(_.join())
+
+  /** Whether any connection of the client is stalled (credit-less mode, no buffer free). */
+  def isAnyClientStalled: Boolean = connections.values().asScala.exists { f =>
+    f.isDone && !f.isCompletedExceptionally && {
+      val d = f.join().channel.pipeline().get(classOf[NettyMessageDecoder])
+      d != null && d.isStalled
+    }
+  }
+
+  // ---- shutdown ------------------------------------------------------------------------------------
+
+  /** Closes every connection, the server and the client threads. Idempotent. */
+  def shutdown(): Unit = synchronized {
+    if (shutDown) return
+    shutDown = true
+    val closing = connections.values().asScala.toList.flatMap { f =>
+      if (f.isDone && !f.isCompletedExceptionally) Some(f.join().close()) else None
+    }
+    connections.clear()
+    closing.foreach(_.awaitUninterruptibly(1000))
+    upgradedServerChannels.asScala.toList.foreach(_.close())
+    if (clientFactory != null) clientFactory.close()
+    if (server != null) server.close()
+    if (clientContext != null) clientContext.close()
+    if (serverContext != null) serverContext.close()
+  }
+
+  def isShutdown: Boolean = shutDown
+
+  private def onClose(action: => Unit): ChannelFutureListener = new ChannelFutureListener {
+    override def operationComplete(f: ChannelFuture): Unit = action
+  }
+
+  override def toString: String = s"NettyConnectionManager($bindHost:${Option(server).map(_.getPort).getOrElse("-")}, $counters)"
+}
+
+object NettyConnectionManager {
+
+  /**
+   * `base` with Sluice's thread counts and connect timeout laid over its `spark.<module>.io.*`
+   * keys: a positive Sluice setting wins; 0 keeps the TransportConf's own value when it has one,
+   * else min(cores, 8).
+   */
+  def effectiveTransportConf(base: TransportConf, conf: SluiceConf): TransportConf = {
+    val module = base.getModuleName
+    val cores = Runtime.getRuntime.availableProcessors()
+    def threads(sluice: Int, existing: Int): Int =
+      if (sluice > 0) sluice else if (existing > 0) existing else math.min(cores, 8)
+    val connectSeconds = math.max(1L, (conf.get(SluiceOptions.ConnectTimeout) + 999) / 1000)
+    val overrides = Map(
+      s"spark.$module.io.serverThreads" -> threads(conf.get(SluiceOptions.ServerThreads), base.serverThreads()).toString,
+      s"spark.$module.io.clientThreads" -> threads(conf.get(SluiceOptions.ClientThreads), base.clientThreads()).toString,
+      s"spark.$module.io.connectionCreationTimeout" -> s"${connectSeconds}s")
+    new TransportConf(module, new OverlayConfigProvider(base, overrides))
+  }
+
+  /** A TransportConf's settings with some replaced. */
+  private final class OverlayConfigProvider(base: TransportConf, overrides: Map[String, String]) extends ConfigProvider {
+    override def get(name: String): String = overrides.get(name) match {
+      case Some(v) => v
+      case None =>
+        val v = base.get(name, null)
+        if (v == null) throw new java.util.NoSuchElementException(name)
+        v
+    }
+
+    /** Only TransportConf.cryptoConf enumerates settings: rebuild its spark.network.crypto.config.* entries. */
+    override def getAll: java.lang.Iterable[java.util.Map.Entry[String, String]] = {
+      val crypto = base.cryptoConf().stringPropertyNames().asScala.toSeq.map { k =>
+        "spark.network.crypto.config." + k.stripPrefix("commons.crypto.") -> base.cryptoConf().getProperty(k)
+      }
+      (crypto.toMap ++ overrides).asJava.entrySet()
+    }
+  }
+}

@@ -1,0 +1,357 @@
+package io.sluice.netty
+
+import java.nio.charset.StandardCharsets
+
+import io.netty.buffer.ByteBuf
+import io.sluice.partition.{ResultPartitionID, SpilledBuffer}
+
+/**
+ * One message of Sluice's wire protocol (Flink's NettyMessage), framed like this:
+ * {{{
+ *   +--------------------------------+--------------+-------------------+------------------+
+ *   | frame length: int32            | magic: int32 | message id: int8  | body             |
+ *   | (the whole frame, these 4      | 0x534C5543   | (never reused)    | (the message's   |
+ *   |  bytes included)               | "SLUC"       |                   |  fields, then a  |
+ *   |                                |              |                   |  BufferResponse's|
+ *   |                                |              |                   |  payload)        |
+ *   +--------------------------------+--------------+-------------------+------------------+
+ * }}}
+ * All integers are big-endian. Every message is one small final class with a fixed id, an
+ * [[encodedLength]] (its fields, without any payload), [[encode]] and a `decode` in its companion,
+ * as in Spark's network-common. The ids, fields and directions are listed in docs/wire-protocol.md.
+ *
+ * Messages are immutable, except that a [[BufferResponse]] carries a payload whose ownership
+ * moves with it (to the encoder on the server, to the input channel on the client).
+ */
+sealed abstract class NettyMessage {
+  def id: Byte
+
+  /** Bytes of the body after the frame header, without a BufferResponse's payload. */
+  def encodedLength: Int
+
+  /** Writes the body (not the frame header, not a payload). */
+  def encode(buf: ByteBuf): Unit
+}
+
+object NettyMessage {
+  /** "SLUC": guards against a peer that speaks another protocol. */
+  val Magic: Int = 0x534C5543
+  /** Frame length, magic and message id. */
+  val FrameHeaderLength: Int = 4 + 4 + 1
+
+  /** Writes the frame header of a frame of `frameLength` bytes in all. */
+  def writeFrameHeader(buf: ByteBuf, frameLength: Int, id: Byte): Unit = {
+    buf.writeInt(frameLength)
+    buf.writeInt(Magic)
+    buf.writeByte(id)
+  }
+
+  /** The frame of a message without payload, ready to send. */
+  def frameOf(message: NettyMessage, buf: ByteBuf): ByteBuf = {
+    writeFrameHeader(buf, FrameHeaderLength + message.encodedLength, message.id)
+    message.encode(buf)
+    buf
+  }
+
+  /** Ids the server accepts; the rest only travel from server to client. */
+  val ClientToServer: Set[Byte] =
+    Set(PartitionRequest.Id, CancelPartitionRequest.Id, CloseRequest.Id, AddCredit.Id)
+  val ServerToClient: Set[Byte] = Set(BufferResponse.Id, ErrorResponse.Id, EndOfPartition.Id)
+
+  def nameOf(id: Byte): String = id match {
+    case PartitionRequest.Id => "PartitionRequest"
+    case BufferResponse.Id => "BufferResponse"
+    case ErrorResponse.Id => "ErrorResponse"
+    case CancelPartitionRequest.Id => "CancelPartitionRequest"
+    case CloseRequest.Id => "CloseRequest"
+    case AddCredit.Id => "AddCredit"
+    case EndOfPartition.Id => "EndOfPartition"
+    case other => s"unknown message id $other"
+  }
+
+  private[netty] def check(condition: Boolean, what: => String): Unit =
+    if (!condition) throw new TransportProtocolException(what)
+}
+
+import NettyMessage.check
+
+/**
+ * Client to server: start sending subpartitions [start, end) of a partition to `receiverId`.
+ * `credit` is the receiver's exclusive buffers (ignored when `creditBased` is false: the server
+ * then sends whenever it has data). With `waitForProducer`, a pipelined partition not registered
+ * yet is waited for instead of answered with "partition not found".
+ */
+final case class PartitionRequest(
+    partitionId: ResultPartitionID,
+    subpartitionStart: Int,
+    subpartitionEnd: Int,
+    receiverId: InputChannelID,
+    credit: Int,
+    creditBased: Boolean,
+    waitForProducer: Boolean) extends NettyMessage {
+
+  override def id: Byte = PartitionRequest.Id
+  override def encodedLength: Int = PartitionRequest.Length
+
+  override def encode(buf: ByteBuf): Unit = {
+    buf.writeInt(partitionId.shuffleId)
+    buf.writeLong(partitionId.producerId)
+    buf.writeInt(subpartitionStart)
+    buf.writeInt(subpartitionEnd)
+    receiverId.writeTo(buf)
+    buf.writeInt(credit)
+    buf.writeByte((if (waitForProducer) 1 else 0) | (if (creditBased) 2 else 0))
+  }
+}
+
+object PartitionRequest {
+  final val Id: Byte = 0
+  val Length: Int = 4 + 8 + 4 + 4 + InputChannelID.Length + 4 + 1
+
+  def decode(buf: ByteBuf): PartitionRequest = {
+    val shuffle = buf.readInt()
+    val producer = buf.readLong()
+    val start = buf.readInt()
+    val end = buf.readInt()
+    val receiver = InputChannelID.readFrom(buf)
+    val credit = buf.readInt()
+    val flags = buf.readByte()
+    check(start >= 0 && end > start, s"PartitionRequest for subpartitions [$start, $end)")
+    check(credit >= 0, s"PartitionRequest with credit $credit")
+    check((flags & ~3) == 0, s"PartitionRequest with unknown flags 0x${Integer.toHexString(flags & 0xff)}")
+    PartitionRequest(ResultPartitionID(shuffle, producer), start, end, receiver, credit,
+      creditBased = (flags & 2) != 0, waitForProducer = (flags & 1) != 0)
+  }
+}
+
+/**
+ * Server to client: one buffer of a subpartition. The header carries the sender's backlog after
+ * this buffer (the receiver asks for that many floating buffers), how the bytes are stored
+ * (compressed with `rawLength` bytes when decompressed; a CRC32C when `hasChecksum`), and the
+ * payload size; the payload follows the header unframed. On the server the payload is either
+ * `data` (a retained slice of a network buffer) or `spilled` (a region of a partition file); on
+ * the client it is `data`, the receiver's own buffer, or null when the payload was discarded
+ * because its channel was released.
+ */
+final case class BufferResponse(
+    receiverId: InputChannelID,
+    sequenceNumber: Int,
+    backlog: Int,
+    subpartition: Int,
+    compressed: Boolean,
+    hasChecksum: Boolean,
+    rawLength: Int,
+    crc: Int,
+    payloadSize: Int)(val data: ByteBuf, val spilled: SpilledBuffer) extends NettyMessage {
+
+  override def id: Byte = BufferResponse.Id
+  override def encodedLength: Int = BufferResponse.HeaderLength
+
+  /** The whole frame's length, payload included. */
+  def frameLength: Int = NettyMessage.FrameHeaderLength + BufferResponse.HeaderLength + payloadSize
+
+  override def encode(buf: ByteBuf): Unit = {
+    receiverId.writeTo(buf)
+    buf.writeInt(sequenceNumber)
+    buf.writeInt(backlog)
+    buf.writeInt(subpartition)
+    buf.writeByte((if (compressed) 1 else 0) | (if (hasChecksum) 2 else 0))
+    buf.writeInt(rawLength)
+    buf.writeInt(crc)
+    buf.writeInt(payloadSize)
+  }
+
+  /** The same header with the payload received into `buffer` (null: discarded). */
+  def withData(buffer: ByteBuf): BufferResponse = copy()(buffer, null)
+
+  /** Releases the payload (a message that will not be sent or delivered). */
+  def releasePayload(): Unit = if (data != null && data.refCnt() > 0) data.release()
+}
+
+object BufferResponse {
+  final val Id: Byte = 1
+  val HeaderLength: Int = InputChannelID.Length + 4 + 4 + 4 + 1 + 4 + 4 + 4
+
+  def apply(receiverId: InputChannelID, sequenceNumber: Int, backlog: Int, subpartition: Int, data: ByteBuf): BufferResponse =
+    BufferResponse(receiverId, sequenceNumber, backlog, subpartition, compressed = false, hasChecksum = false,
+      rawLength = -1, crc = 0, payloadSize = data.readableBytes())(data, null)
+
+  def apply(receiverId: InputChannelID, sequenceNumber: Int, backlog: Int, subpartition: Int, spilled: SpilledBuffer): BufferResponse =
+    BufferResponse(receiverId, sequenceNumber, backlog, subpartition, compressed = spilled.isCompressed,
+      hasChecksum = true, rawLength = spilled.rawLength, crc = spilled.crc, payloadSize = spilled.storedLength)(null, spilled)
+
+  /** Reads the header; the payload (`bodyLength` - header bytes) is left to the caller. */
+  def decodeHeader(buf: ByteBuf, bodyLength: Int): BufferResponse = {
+    val receiver = InputChannelID.readFrom(buf)
+    val seq = buf.readInt()
+    val backlog = buf.readInt()
+    val sub = buf.readInt()
+    val flags = buf.readByte()
+    val raw = buf.readInt()
+    val crc = buf.readInt()
+    val size = buf.readInt()
+    val compressed = (flags & 1) != 0
+    check((flags & ~3) == 0, s"BufferResponse with unknown flags 0x${Integer.toHexString(flags & 0xff)}")
+    check(seq >= 0 && backlog >= 0 && sub >= 0,
+      s"BufferResponse with sequence number $seq, backlog $backlog, subpartition $sub")
+    check(if (compressed) raw >= 0 else raw == -1,
+      s"BufferResponse with raw length $raw for a ${if (compressed) "" else "not "}compressed buffer")
+    check(size > 0 && size == bodyLength - HeaderLength,
+      s"BufferResponse announcing a $size-byte payload in a frame with ${bodyLength - HeaderLength} payload bytes")
+    BufferResponse(receiver, seq, backlog, sub, compressed, (flags & 2) != 0, raw, crc, size)(null, null)
+  }
+}
+
+/** Why an [[ErrorResponse]] was sent; codes are never reused. */
+sealed abstract class ErrorKind(val code: Byte, val name: String) {
+  override def toString: String = name
+}
+
+object ErrorKind {
+  case object PartitionNotFound extends ErrorKind(0, "partition not found")
+  case object ProducerFailed extends ErrorKind(1, "producer failed")
+  case object ProtocolError extends ErrorKind(2, "protocol error")
+  case object Other extends ErrorKind(3, "other")
+
+  val all: Seq[ErrorKind] = Seq(PartitionNotFound, ProducerFailed, ProtocolError, Other)
+
+  def ofCode(code: Byte): ErrorKind =
+    all.find(_.code == code).getOrElse(throw new TransportProtocolException(s"ErrorResponse of unknown kind $code"))
+}
+
+/**
+ * Server to client: a request failed (`receiverId` set: that channel only) or the whole
+ * connection did (`receiverId` empty: the server closes it after this message). The texts are
+ * cut to [[ErrorResponse.MaxClassNameBytes]] and [[ErrorResponse.MaxMessageBytes]] of UTF-8.
+ */
+final case class ErrorResponse(receiverId: Option[InputChannelID], kind: ErrorKind, causeClass: String, message: String)
+  extends NettyMessage {
+
+  private lazy val classBytes = ErrorResponse.utf8(causeClass, ErrorResponse.MaxClassNameBytes)
+  private lazy val messageBytes = ErrorResponse.utf8(message, ErrorResponse.MaxMessageBytes)
+
+  override def id: Byte = ErrorResponse.Id
+  override def encodedLength: Int = ErrorResponse.FixedLength + classBytes.length + messageBytes.length
+
+  override def encode(buf: ByteBuf): Unit = {
+    buf.writeByte(if (receiverId.isDefined) 1 else 0)
+    receiverId.getOrElse(InputChannelID(0L, 0L)).writeTo(buf)
+    buf.writeByte(kind.code)
+    buf.writeShort(classBytes.length)
+    buf.writeBytes(classBytes)
+    buf.writeShort(messageBytes.length)
+    buf.writeBytes(messageBytes)
+  }
+
+  def isConnectionWide: Boolean = receiverId.isEmpty
+}
+
+object ErrorResponse {
+  final val Id: Byte = 2
+  val MaxClassNameBytes = 256
+  val MaxMessageBytes = 4096
+  /** Flags, receiver id, kind and the two string lengths. */
+  val FixedLength: Int = 1 + InputChannelID.Length + 1 + 2 + 2
+  val MaxLength: Int = FixedLength + MaxClassNameBytes + MaxMessageBytes
+
+  /** The error of one channel, from the exception that ended it. */
+  def apply(receiverId: InputChannelID, kind: ErrorKind, cause: Throwable): ErrorResponse =
+    ErrorResponse(Some(receiverId), kind, classNameOf(cause), messageOf(cause))
+
+  def connectionWide(kind: ErrorKind, cause: Throwable): ErrorResponse =
+    ErrorResponse(None, kind, classNameOf(cause), messageOf(cause))
+
+  private def classNameOf(t: Throwable): String = if (t == null) "" else t.getClass.getName
+  private def messageOf(t: Throwable): String = if (t == null || t.getMessage == null) "" else t.getMessage
+
+  /** UTF-8 of `s`, cut to at most `max` bytes without splitting a character. */
+  private[netty] def utf8(s: String, max: Int): Array[Byte] = {
+    val b = s.getBytes(StandardCharsets.UTF_8)
+    if (b.length <= max) b
+    else {
+      var cut = max
+      while (cut > 0 && (b(cut) & 0xC0) == 0x80) cut -= 1
+      java.util.Arrays.copyOf(b, cut)
+    }
+  }
+
+  def decode(buf: ByteBuf, bodyLength: Int): ErrorResponse = {
+    val flags = buf.readByte()
+    val receiver = InputChannelID.readFrom(buf)
+    val kind = ErrorKind.ofCode(buf.readByte())
+    val classLen = buf.readUnsignedShort()
+    check(classLen <= MaxClassNameBytes && FixedLength + classLen <= bodyLength,
+      s"ErrorResponse with a $classLen-byte class name in a $bodyLength-byte body")
+    val cls = buf.readCharSequence(classLen, StandardCharsets.UTF_8).toString
+    val msgLen = buf.readUnsignedShort()
+    check(msgLen <= MaxMessageBytes && FixedLength + classLen + msgLen == bodyLength,
+      s"ErrorResponse with a $msgLen-byte message and a $classLen-byte class name in a $bodyLength-byte body")
+    check((flags & ~1) == 0, s"ErrorResponse with unknown flags 0x${Integer.toHexString(flags & 0xff)}")
+    val msg = buf.readCharSequence(msgLen, StandardCharsets.UTF_8).toString
+    ErrorResponse(if ((flags & 1) != 0) Some(receiver) else None, kind, cls, msg)
+  }
+}
+
+/** Client to server: the receiver went away; release its reader and send nothing more. */
+final case class CancelPartitionRequest(receiverId: InputChannelID) extends NettyMessage {
+  override def id: Byte = CancelPartitionRequest.Id
+  override def encodedLength: Int = InputChannelID.Length
+  override def encode(buf: ByteBuf): Unit = receiverId.writeTo(buf)
+}
+
+object CancelPartitionRequest {
+  final val Id: Byte = 3
+  def decode(buf: ByteBuf): CancelPartitionRequest = CancelPartitionRequest(InputChannelID.readFrom(buf))
+}
+
+/** Client to server: the client closes the connection; release every reader of it. */
+case object CloseRequest extends NettyMessage {
+  final val Id: Byte = 4
+  override def id: Byte = Id
+  override def encodedLength: Int = 0
+  override def encode(buf: ByteBuf): Unit = ()
+  def decode(buf: ByteBuf): CloseRequest.type = this
+}
+
+/** Client to server: the receiver has `credit` more buffers for this channel (1 credit = 1 buffer). */
+final case class AddCredit(receiverId: InputChannelID, credit: Int) extends NettyMessage {
+  override def id: Byte = AddCredit.Id
+  override def encodedLength: Int = AddCredit.Length
+  override def encode(buf: ByteBuf): Unit = { receiverId.writeTo(buf); buf.writeInt(credit) }
+}
+
+object AddCredit {
+  final val Id: Byte = 5
+  val Length: Int = InputChannelID.Length + 4
+
+  def decode(buf: ByteBuf): AddCredit = {
+    val receiver = InputChannelID.readFrom(buf)
+    val credit = buf.readInt()
+    check(credit > 0, s"AddCredit of $credit")
+    AddCredit(receiver, credit)
+  }
+}
+
+/** Server to client: the last subpartition of the request has ended; the reader is gone. Needs no credit. */
+final case class EndOfPartition(receiverId: InputChannelID, sequenceNumber: Int, subpartition: Int) extends NettyMessage {
+  override def id: Byte = EndOfPartition.Id
+  override def encodedLength: Int = EndOfPartition.Length
+  override def encode(buf: ByteBuf): Unit = {
+    receiverId.writeTo(buf)
+    buf.writeInt(sequenceNumber)
+    buf.writeInt(subpartition)
+  }
+}
+
+object EndOfPartition {
+  final val Id: Byte = 6
+  val Length: Int = InputChannelID.Length + 4 + 4
+
+  def decode(buf: ByteBuf): EndOfPartition = {
+    val receiver = InputChannelID.readFrom(buf)
+    val seq = buf.readInt()
+    val sub = buf.readInt()
+    check(seq >= 0 && sub >= 0, s"EndOfPartition with sequence number $seq, subpartition $sub")
+    EndOfPartition(receiver, seq, sub)
+  }
+}

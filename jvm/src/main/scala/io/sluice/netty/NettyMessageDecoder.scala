@@ -1,0 +1,282 @@
+package io.sluice.netty
+
+import java.util.concurrent.RejectedExecutionException
+
+import io.netty.buffer.{ByteBuf, Unpooled}
+import io.netty.channel.{ChannelHandlerContext, ChannelInboundHandlerAdapter}
+import io.sluice.memory.{BufferListener, NetworkBuffer}
+import io.sluice.partition.consumer.RemoteInputChannel
+
+/**
+ * Reads frames off one connection with a state machine (Flink's NettyMessageClientDecoderDelegate
+ * and its BufferResponseDecoder), never gathering a payload: the frame header and a message's
+ * fields are collected in a small reused array (at most [[NettyMessageDecoder.MaxBodyLength]]
+ * bytes), and a BufferResponse's payload is copied from Netty's buffers straight into a buffer
+ * of the receiving [[RemoteInputChannel]] (exclusive or floating), or skipped when that channel
+ * was released.
+ *
+ * Anything malformed (bad magic, unknown or wrong-direction id, negative or oversized length,
+ * lengths that contradict the fields, data for a receiver the connection never had, data beyond
+ * the credit) fails the connection: an exception naming the problem and the remote address goes
+ * down the pipeline, whose handler closes this connection only; every later byte is dropped.
+ *
+ * Credit-less mode: when the receiving channel's gate has no buffer free, the decoder turns
+ * auto-read off for the whole connection and waits as a [[BufferListener]] of that gate's pool;
+ * the buffer that comes back resumes decoding on the event loop (seed 3). Every other channel of
+ * the connection waits too: that is the behaviour credit-based flow control removes.
+ *
+ * Confined to the connection's event loop, except the listener, which only hands over.
+ *
+ * @param acceptedIds the message ids this side may receive
+ * @param receivers   the client's channels (null on the server, which receives no payloads)
+ */
+private[netty] final class NettyMessageDecoder(
+    acceptedIds: Set[Byte],
+    maxFrameLength: Int,
+    receivers: ReceiverLookup,
+    counters: TransportCounters) extends ChannelInboundHandlerAdapter {
+
+  import NettyMessageDecoder._
+
+  private val header = Unpooled.buffer(MaxBodyLength, MaxBodyLength)
+  private var state = ReadingFrameHeader
+  private var ctx: ChannelHandlerContext = _
+  private var frameLength = 0
+  private var messageId: Byte = 0
+  private var bodyLength = 0
+
+  // The BufferResponse whose payload is being read, where the payload goes (null: skipped) and
+  // how much of it is still to come.
+  private var response: BufferResponse = _
+  private var target: NetworkBuffer = _
+  private var discarding = false
+  private var payloadLeft = 0
+
+  // Credit-less stall: the channel whose pool is awaited, and input that arrived meanwhile.
+  private var stalledOn: RemoteInputChannel = _
+  private val stalledInput = new java.util.ArrayDeque[ByteBuf]()
+
+  override def handlerAdded(ctx: ChannelHandlerContext): Unit = this.ctx = ctx
+
+  override def channelRead(ctx: ChannelHandlerContext, msg: AnyRef): Unit = msg match {
+    case in: ByteBuf =>
+      if (state == Failed) in.release()
+      else if (state == AwaitingBuffer || !stalledInput.isEmpty) stalledInput.add(in)
+      else {
+        decode(in)
+        if (state == AwaitingBuffer && in.isReadable) stalledInput.add(in) else in.release()
+      }
+    case other => ctx.fireChannelRead(other)
+  }
+
+  /** Decodes `in` until it is exhausted, the connection stalls or fails. */
+  private def decode(in: ByteBuf): Unit = {
+    try {
+      while (in.isReadable && state != AwaitingBuffer && state != Failed) {
+        state match {
+          case ReadingFrameHeader =>
+            copyToHeader(in, NettyMessage.FrameHeaderLength)
+            if (header.readableBytes() == NettyMessage.FrameHeaderLength) startFrame()
+          case ReadingBody =>
+            copyToHeader(in, bodyToRead)
+            if (header.readableBytes() == bodyToRead) finishBody()
+          case ReadingPayload =>
+            val n = math.min(payloadLeft, in.readableBytes())
+            if (target != null) target.writeBytes(in, n) else in.skipBytes(n)
+            payloadLeft -= n
+            if (payloadLeft == 0) finishPayload()
+        }
+      }
+    } catch {
+      case e: TransportProtocolException => fail(e.getMessage)
+      case e: IndexOutOfBoundsException => fail(s"truncated ${NettyMessage.nameOf(messageId)}: ${e.getMessage}")
+    }
+  }
+
+  private def copyToHeader(in: ByteBuf, upTo: Int): Unit =
+    in.readBytes(header, math.min(upTo - header.readableBytes(), in.readableBytes()))
+
+  private def bodyToRead: Int = if (messageId == BufferResponse.Id) BufferResponse.HeaderLength else bodyLength
+
+  private def startFrame(): Unit = {
+    frameLength = header.readInt()
+    val magic = header.readInt()
+    messageId = header.readByte()
+    header.clear()
+    check(magic == NettyMessage.Magic, s"bad magic 0x${Integer.toHexString(magic)} (not a Sluice peer?)")
+    check(frameLength >= NettyMessage.FrameHeaderLength && frameLength <= maxFrameLength,
+      s"frame length $frameLength outside [${NettyMessage.FrameHeaderLength}, $maxFrameLength] " +
+        "(spark.sluice.network.maxFrameLength)")
+    check(acceptedIds.contains(messageId),
+      if (NettyMessage.nameOf(messageId).startsWith("unknown")) NettyMessage.nameOf(messageId)
+      else s"${NettyMessage.nameOf(messageId)} sent in the wrong direction")
+    bodyLength = frameLength - NettyMessage.FrameHeaderLength
+    val (min, max) = bodyBounds(messageId)
+    check(bodyLength >= min && bodyLength <= max,
+      s"${NettyMessage.nameOf(messageId)} with a $bodyLength-byte body (expected ${if (min == max) s"$min" else s"$min to $max"})")
+    if (bodyToRead == 0) emit(CloseRequest) else state = ReadingBody
+  }
+
+  private def finishBody(): Unit = {
+    val msg: NettyMessage = messageId match {
+      case PartitionRequest.Id => PartitionRequest.decode(header)
+      case BufferResponse.Id => BufferResponse.decodeHeader(header, bodyLength)
+      case ErrorResponse.Id => ErrorResponse.decode(header, bodyLength)
+      case CancelPartitionRequest.Id => CancelPartitionRequest.decode(header)
+      case AddCredit.Id => AddCredit.decode(header)
+      case EndOfPartition.Id => EndOfPartition.decode(header)
+    }
+    header.clear()
+    msg match {
+      case r: BufferResponse => startPayload(r)
+      case m => emit(m)
+    }
+  }
+
+  /** Finds where the payload of `r` goes: a buffer of its channel, nowhere, or (credit-less) later. */
+  private def startPayload(r: BufferResponse): Unit = {
+    response = r
+    payloadLeft = r.payloadSize
+    state = ReadingPayload
+    val channel = receivers.channelFor(r.receiverId)
+    if (channel == null) {
+      check(receivers.wasReleased(r.receiverId), s"BufferResponse for unknown receiver ${r.receiverId}")
+      discard()
+    } else {
+      val buffer = try channel.requestBufferForData(stallListener) catch {
+        case e: TransportProtocolException => counters.creditOverruns.increment(); throw e
+      }
+      if (buffer != null) useTarget(buffer)
+      else if (channel.isReleased) discard()
+      else {
+        state = AwaitingBuffer
+        stalledOn = channel
+        ctx.channel().config().setAutoRead(false)
+        counters.readStalls.increment()
+      }
+    }
+  }
+
+  private def useTarget(buffer: NetworkBuffer): Unit = {
+    if (buffer.writableBytes() < payloadLeft) {
+      buffer.release()
+      throw new TransportProtocolException(s"BufferResponse with a $payloadLeft-byte payload for a " +
+        s"${buffer.capacity()}-byte buffer (different spark.sluice.memory.segmentSize?)")
+    }
+    target = buffer
+    discarding = false
+  }
+
+  private def discard(): Unit = { target = null; discarding = true }
+
+  private def finishPayload(): Unit = {
+    val data = target
+    target = null
+    val r = response
+    response = null
+    counters.buffersReceived.increment()
+    counters.bytesReceived.add(r.payloadSize.toLong)
+    emit(r.withData(if (discarding) null else data))
+  }
+
+  private def emit(m: NettyMessage): Unit = {
+    state = ReadingFrameHeader
+    ctx.fireChannelRead(m)
+  }
+
+  // ---- credit-less stall ----------------------------------------------------------------------
+
+  /** Receives the buffer the stalled connection waits for, on any thread; decoding goes on in the loop. */
+  private object stallListener extends BufferListener {
+    override def notifyBufferAvailable(buffer: NetworkBuffer): Boolean = handOver(buffer)
+    override def notifyBufferDestroyed(): Unit = handOver(null)
+
+    private def handOver(buffer: NetworkBuffer): Boolean = {
+      val loop = ctx.executor()
+      if (loop.isShuttingDown) false
+      else try { loop.execute(() => resume(buffer)); true } catch { case _: RejectedExecutionException => false }
+    }
+  }
+
+  /** Continues after a stall with `buffer` (null: the gate went away, skip the payload). */
+  private def resume(buffer: NetworkBuffer): Unit = {
+    if (state != AwaitingBuffer) { if (buffer != null) buffer.release(); return }
+    val channel = stalledOn
+    stalledOn = null
+    state = ReadingPayload
+    try {
+      if (buffer == null || channel.isReleased) { if (buffer != null) buffer.release(); discard() }
+      else useTarget(buffer)
+    } catch {
+      case e: TransportProtocolException => fail(e.getMessage); return
+    }
+    while (!stalledInput.isEmpty && state != AwaitingBuffer && state != Failed) {
+      val in = stalledInput.peek()
+      decode(in)
+      if (!in.isReadable) stalledInput.poll().release()
+    }
+    if (state != AwaitingBuffer && state != Failed) ctx.channel().config().setAutoRead(true)
+  }
+
+  /** Bytes held while stalled: at most what Netty read before auto-read went off. */
+  def numStalledBytes: Int = { var n = 0; stalledInput.forEach(b => n += b.readableBytes()); n }
+
+  def isStalled: Boolean = state == AwaitingBuffer
+
+  // ---- failure and clean-up -------------------------------------------------------------------
+
+  private def check(condition: Boolean, what: => String): Unit = if (!condition) throw new TransportProtocolException(what)
+
+  private def fail(what: String): Unit = {
+    counters.protocolErrors.increment()
+    releaseAll()
+    ctx.fireExceptionCaught(new TransportProtocolException(
+      s"Bad data from ${ctx.channel().remoteAddress()}: $what; closing the connection"))
+  }
+
+  private def releaseAll(): Unit = {
+    state = Failed
+    if (target != null) { target.release(); target = null }
+    response = null
+    if (stalledOn != null) { stalledOn.removeBufferListener(stallListener); stalledOn = null }
+    while (!stalledInput.isEmpty) stalledInput.poll().release()
+  }
+
+  override def channelInactive(ctx: ChannelHandlerContext): Unit = {
+    releaseAll()
+    ctx.fireChannelInactive()
+  }
+
+  override def handlerRemoved(ctx: ChannelHandlerContext): Unit = releaseAll()
+}
+
+private[netty] object NettyMessageDecoder {
+  private final val ReadingFrameHeader = 0
+  private final val ReadingBody = 1
+  private final val ReadingPayload = 2
+  private final val AwaitingBuffer = 3
+  private final val Failed = 4
+
+  /** The largest body of a message without payload (and of a BufferResponse header). */
+  val MaxBodyLength: Int = math.max(ErrorResponse.MaxLength, PartitionRequest.Length)
+
+  /** Allowed body lengths of each message (a BufferResponse's includes its payload). */
+  private def bodyBounds(id: Byte): (Int, Int) = id match {
+    case PartitionRequest.Id => (PartitionRequest.Length, PartitionRequest.Length)
+    case BufferResponse.Id => (BufferResponse.HeaderLength + 1, Int.MaxValue)
+    case ErrorResponse.Id => (ErrorResponse.FixedLength, ErrorResponse.MaxLength)
+    case CancelPartitionRequest.Id => (InputChannelID.Length, InputChannelID.Length)
+    case CloseRequest.Id => (0, 0)
+    case AddCredit.Id => (AddCredit.Length, AddCredit.Length)
+    case EndOfPartition.Id => (EndOfPartition.Length, EndOfPartition.Length)
+  }
+}
+
+/** How the client's decoder finds the channel a BufferResponse is for. Thread-safe. */
+private[netty] trait ReceiverLookup {
+  /** The registered channel with this id, or null. */
+  def channelFor(id: InputChannelID): RemoteInputChannel
+
+  /** Whether this connection had a channel with this id that was released since. */
+  def wasReleased(id: InputChannelID): Boolean
+}

@@ -1,0 +1,56 @@
+package io.sluice.netty
+
+import io.netty.buffer.ByteBuf
+import io.netty.channel.ChannelHandler.Sharable
+import io.netty.channel.{ChannelHandlerContext, ChannelOutboundHandlerAdapter, ChannelPromise}
+import io.netty.handler.ssl.SslHandler
+
+/**
+ * Turns [[NettyMessage]]s into frames (the encoding half of Flink's NettyMessageEncoder). A
+ * BufferResponse's payload is never copied into the frame: an in-memory payload goes out as a
+ * composite of a small header buffer and the payload slice, a spilled one as the header followed
+ * by a FileRegion of the partition file (sendfile), except behind TLS, which cannot encrypt a
+ * FileRegion, where the region is read into a buffer first. Stateless and shared by every
+ * connection.
+ */
+@Sharable
+private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAdapter {
+
+  override def write(ctx: ChannelHandlerContext, msg: AnyRef, promise: ChannelPromise): Unit = msg match {
+    case r: BufferResponse => writeBufferResponse(ctx, r, promise)
+    case m: NettyMessage =>
+      val buf = ctx.alloc().buffer(NettyMessage.FrameHeaderLength + m.encodedLength)
+      ctx.write(NettyMessage.frameOf(m, buf), promise)
+    case other => ctx.write(other, promise)
+  }
+
+  private def writeBufferResponse(ctx: ChannelHandlerContext, r: BufferResponse, promise: ChannelPromise): Unit = {
+    var header: ByteBuf = null
+    var payload: ByteBuf = r.data
+    try {
+      header = ctx.alloc().directBuffer(NettyMessage.FrameHeaderLength + r.encodedLength)
+      NettyMessage.writeFrameHeader(header, r.frameLength, r.id)
+      r.encode(header)
+      if (payload == null && r.spilled != null && ctx.pipeline().get(classOf[SslHandler]) != null) {
+        payload = ctx.alloc().directBuffer(r.payloadSize)
+        r.spilled.readInto(payload)
+      }
+      if (payload != null) {
+        val frame = ctx.alloc().compositeDirectBuffer(2)
+        frame.addComponents(true, header, payload)
+        header = null; payload = null
+        ctx.write(frame, promise)
+      } else {
+        val region = r.spilled.toFileRegion
+        ctx.write(header)
+        header = null
+        ctx.write(region, promise)
+      }
+    } catch {
+      case e: Throwable =>
+        if (header != null) header.release()
+        if (payload != null) payload.release()
+        promise.tryFailure(e)
+    }
+  }
+}

@@ -1,0 +1,111 @@
+package io.sluice.netty
+
+import java.nio.ByteBuffer
+import java.nio.charset.StandardCharsets
+
+import io.netty.channel.{Channel, ChannelHandler, ChannelPipeline}
+import org.apache.spark.network.buffer.ManagedBuffer
+import org.apache.spark.network.client.{RpcResponseCallback, TransportClient}
+import org.apache.spark.network.server.{RpcHandler, StreamManager}
+
+/**
+ * Where Sluice's Netty pipeline is set up, in one place (Flink's NettyProtocol).
+ *
+ * Connections are opened by Spark's network-common (TransportContext), so that Spark's
+ * authentication (AuthClientBootstrap/AuthServerBootstrap, which also install AES encryption with
+ * spark.network.crypto.enabled) and TLS (spark.ssl.rpc.*) guard them exactly as they guard Spark's
+ * own. Once a connection is up (and authenticated), the client sends one RPC, [[UpgradeRequest]];
+ * the server's RpcHandler, which Spark's AuthRpcHandler only lets through after authentication,
+ * answers [[UpgradeReply]] and swaps Spark's codec and handlers for Sluice's, and so does the
+ * client on the answer, before it sends any Sluice frame. Neither side sends anything between
+ * the request and its answer, so no bytes are left in Spark's frame decoder when it goes. What
+ * Spark put in front of its codec (TLS, cipher, logging handlers) stays where it is:
+ * {{{
+ *   [TLS | cipher | logging]  sluiceEncoder  sluiceDecoder  sluiceServerHandler  sluiceQueue   (server)
+ *   [TLS | cipher | logging]  sluiceEncoder  sluiceDecoder  sluiceClientHandler                (client)
+ * }}}
+ * The installs run on the connection's event loop.
+ */
+private[netty] object NettyProtocol {
+
+  val UpgradeRequest: Array[Byte] = "sluice/1".getBytes(StandardCharsets.US_ASCII)
+  val UpgradeReply: Array[Byte] = "sluice/1 ok".getBytes(StandardCharsets.US_ASCII)
+
+  // The handler names TransportContext.initializePipeline uses (Spark 4.3.0).
+  private val SparkCodec = Seq("encoder", "frameDecoder", "decoder", "idleStateHandler", "handler")
+  private val SparkOptional = Seq("chunkFetchHandler")
+
+  private val encoder = new NettyMessageEncoder
+
+  def installServer(
+      ch: Channel,
+      queue: PartitionRequestQueue,
+      handler: PartitionRequestServerHandler,
+      maxFrameLength: Int,
+      counters: TransportCounters): Unit =
+    install(ch.pipeline(), new NettyMessageDecoder(NettyMessage.ClientToServer, maxFrameLength, null, counters),
+      Seq("sluiceServerHandler" -> handler, "sluiceQueue" -> queue))
+
+  def installClient(
+      ch: Channel,
+      handler: CreditBasedPartitionRequestClientHandler,
+      maxFrameLength: Int,
+      counters: TransportCounters): Unit =
+    install(ch.pipeline(), new NettyMessageDecoder(NettyMessage.ServerToClient, maxFrameLength, handler, counters),
+      Seq("sluiceClientHandler" -> handler))
+
+  private def install(p: ChannelPipeline, decoder: NettyMessageDecoder, handlers: Seq[(String, ChannelHandler)]): Unit = {
+    val missing = SparkCodec.filter(p.get(_) == null)
+    if (missing.nonEmpty) {
+      throw new IllegalStateException(s"Spark's network pipeline has no ${missing.mkString(", ")} handler " +
+        s"(it has ${p.names()}); this Sluice build expects Spark 4.3's TransportContext")
+    }
+    p.replace("encoder", "sluiceEncoder", encoder)
+    p.replace("frameDecoder", "sluiceDecoder", decoder)
+    (Seq("decoder", "idleStateHandler") ++ SparkOptional.filter(p.get(_) != null)).foreach(p.remove)
+    p.replace("handler", handlers.head._1, handlers.head._2)
+    var previous = handlers.head._1
+    handlers.tail.foreach { case (name, h) => p.addAfter(previous, name, h); previous = name }
+  }
+
+  def isUpgradeRequest(message: ByteBuffer): Boolean = {
+    val bytes = new Array[Byte](message.remaining())
+    message.duplicate().get(bytes)
+    java.util.Arrays.equals(bytes, UpgradeRequest)
+  }
+
+  def isUpgradeReply(message: ByteBuffer): Boolean = {
+    val bytes = new Array[Byte](message.remaining())
+    message.duplicate().get(bytes)
+    java.util.Arrays.equals(bytes, UpgradeReply)
+  }
+}
+
+/**
+ * The server's RpcHandler: it answers nothing but the upgrade to the Sluice protocol, and reaches
+ * that only after Spark's authentication (when it is on). Runs on the connection's event loop.
+ */
+private[netty] final class UpgradeRpcHandler(onUpgrade: Channel => Unit, onConnect: Channel => Unit)
+  extends RpcHandler {
+
+  override def receive(client: TransportClient, message: ByteBuffer, callback: RpcResponseCallback): Unit = {
+    if (!NettyProtocol.isUpgradeRequest(message)) {
+      callback.onFailure(new IllegalArgumentException("This is a Sluice shuffle server; it only accepts the " +
+        "upgrade to the Sluice protocol"))
+    } else {
+      callback.onSuccess(ByteBuffer.wrap(NettyProtocol.UpgradeReply))
+      try onUpgrade(client.getChannel)
+      catch { case e: Throwable => client.getChannel.close(); throw e }
+    }
+  }
+
+  override def channelActive(client: TransportClient): Unit = onConnect(client.getChannel)
+
+  override def getStreamManager: StreamManager = NoStreams
+}
+
+/** Sluice serves no Spark streams or chunks. */
+private[netty] object NoStreams extends StreamManager {
+  override def getChunk(streamId: Long, chunkIndex: Int): ManagedBuffer =
+    throw new UnsupportedOperationException("A Sluice server serves no chunks")
+}

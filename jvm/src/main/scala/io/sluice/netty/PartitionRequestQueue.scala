@@ -1,0 +1,214 @@
+package io.sluice.netty
+
+import java.io.IOException
+import java.util.concurrent.RejectedExecutionException
+
+import io.netty.channel.{ChannelFuture, ChannelFutureListener, ChannelHandlerContext, ChannelInboundHandlerAdapter}
+import io.sluice.partition.{PartitionNotFoundException, ProducerFailedException, ResultPartitionManager}
+import org.slf4j.LoggerFactory
+
+/**
+ * The server's writer for one connection (Flink's PartitionRequestQueue): it keeps every reader of
+ * the connection, a queue of readers that can send now, and writes one message at a time: the
+ * next one goes out when the previous write completed and the channel is writable. A reader can
+ * send when its view has a buffer and it has credit (or is credit-less), or has its end or its
+ * failure to report; after each buffer it goes to the back of the queue, so the readers of a
+ * connection take turns. Error responses go first.
+ *
+ * Confined to the connection's event loop; other threads only hand readers over
+ * ([[notifyReaderNonEmpty]], [[notifyReaderCreated]], [[notifyReaderFailed]]).
+ */
+private[netty] final class PartitionRequestQueue(
+    partitionManager: ResultPartitionManager,
+    counters: TransportCounters) extends ChannelInboundHandlerAdapter {
+
+  import PartitionRequestQueue._
+
+  private var ctx: ChannelHandlerContext = _
+  private val readers = new java.util.HashMap[InputChannelID, CreditBasedSequenceNumberingViewReader]()
+  private val available = new java.util.ArrayDeque[CreditBasedSequenceNumberingViewReader]()
+  private val errors = new java.util.ArrayDeque[ErrorResponse]()
+  private var writeInFlight = false
+  private var closed = false
+
+  private val writeListener = new ChannelFutureListener {
+    override def operationComplete(f: ChannelFuture): Unit = {
+      writeInFlight = false
+      if (f.isSuccess) writeNextMessageIfPossible()
+      else fatal(new IOException(s"Writing to ${f.channel().remoteAddress()} failed", f.cause()))
+    }
+  }
+
+  override def handlerAdded(ctx: ChannelHandlerContext): Unit = this.ctx = ctx
+
+  // ---- from the server handler (event loop) ---------------------------------------------------
+
+  def hasReader(id: InputChannelID): Boolean = readers.containsKey(id)
+
+  def numReaders: Int = readers.size
+
+  def register(reader: CreditBasedSequenceNumberingViewReader): Unit = {
+    readers.put(reader.receiverId, reader)
+    counters.activeReaders.incrementAndGet()
+  }
+
+  def addCredit(id: InputChannelID, credit: Int): Unit = {
+    val reader = readers.get(id)
+    // A reader already gone (its end was sent, or it failed) may still get credit in flight.
+    if (reader != null) {
+      reader.addCredit(credit)
+      enqueue(reader)
+    }
+  }
+
+  def cancel(id: InputChannelID): Unit = {
+    val reader = readers.get(id)
+    if (reader != null) {
+      remove(reader)
+      if (reader.registeredAsAvailable) { available.remove(reader); reader.registeredAsAvailable = false }
+    }
+  }
+
+  /** Fails one request: its reader goes, the receiver gets an ErrorResponse. */
+  def failReader(reader: CreditBasedSequenceNumberingViewReader, kind: ErrorKind, cause: Throwable): Unit = {
+    if (readers.get(reader.receiverId) eq reader) {
+      remove(reader)
+      if (reader.registeredAsAvailable) { available.remove(reader); reader.registeredAsAvailable = false }
+      sendError(ErrorResponse(reader.receiverId, kind, cause))
+    }
+  }
+
+  private def sendError(e: ErrorResponse): Unit = {
+    if (closed) return
+    if (errors.size >= MaxPendingErrors) {
+      fatal(new TransportProtocolException(s"${ctx.channel().remoteAddress()} does not read its " +
+        s"error responses ($MaxPendingErrors pending)"))
+    } else {
+      errors.add(e)
+      writeNextMessageIfPossible()
+    }
+  }
+
+  // ---- from any thread --------------------------------------------------------------------------
+
+  /**
+   * The reader's view has data (producer or flusher thread, or the event loop itself while a view
+   * is being read or released): queue it on the event loop, always later, never from inside the
+   * view call that notified.
+   */
+  def notifyReaderNonEmpty(reader: CreditBasedSequenceNumberingViewReader): Unit =
+    if (reader.notificationPending.compareAndSet(false, true)) {
+      later { reader.notificationPending.set(false); enqueue(reader) }
+    }
+
+  /** The view of a request was opened (on the loop, or on the producer's thread when it waited). */
+  def notifyReaderCreated(reader: CreditBasedSequenceNumberingViewReader): Unit = later(enqueue(reader))
+
+  def notifyReaderFailed(reader: CreditBasedSequenceNumberingViewReader, cause: Throwable): Unit =
+    later(failReader(reader, kindOf(cause), cause))
+
+  private def later(task: => Unit): Unit =
+    try ctx.executor().execute(() => task) catch { case _: RejectedExecutionException => () } // shutting down
+
+  // ---- writing -----------------------------------------------------------------------------------
+
+  private def enqueue(reader: CreditBasedSequenceNumberingViewReader): Unit = {
+    if (closed || reader.registeredAsAvailable || !(readers.get(reader.receiverId) eq reader)) return
+    if (reader.isAvailable) {
+      available.add(reader)
+      reader.registeredAsAvailable = true
+      writeNextMessageIfPossible()
+    }
+  }
+
+  private def writeNextMessageIfPossible(): Unit = {
+    if (closed || writeInFlight || !ctx.channel().isWritable) return
+    val error = errors.poll()
+    if (error != null) { write(error); return }
+    while (true) {
+      val reader = available.poll()
+      if (reader == null) return
+      reader.registeredAsAvailable = false
+      val next =
+        try reader.getNextMessage(counters)
+        catch {
+          case e: Throwable =>
+            failReader(reader, kindOf(e), e)
+            return
+        }
+      if (next != null) {
+        next match {
+          case _: EndOfPartition => remove(reader)
+          case b: BufferResponse =>
+            counters.buffersSent.increment()
+            counters.bytesSent.add(b.payloadSize.toLong)
+            if (reader.isAvailable) { available.add(reader); reader.registeredAsAvailable = true }
+          case _ =>
+        }
+        write(next)
+        return
+      }
+    }
+  }
+
+  private def write(m: NettyMessage): Unit = {
+    writeInFlight = true
+    ctx.writeAndFlush(m).addListener(writeListener)
+  }
+
+  private def remove(reader: CreditBasedSequenceNumberingViewReader): Unit = {
+    if (readers.remove(reader.receiverId) != null) counters.activeReaders.decrementAndGet()
+    reader.release(partitionManager)
+  }
+
+  // ---- connection events -----------------------------------------------------------------------
+
+  override def channelWritabilityChanged(ctx: ChannelHandlerContext): Unit = {
+    writeNextMessageIfPossible()
+    ctx.fireChannelWritabilityChanged()
+  }
+
+  override def channelInactive(ctx: ChannelHandlerContext): Unit = {
+    releaseAll()
+    ctx.fireChannelInactive()
+  }
+
+  override def exceptionCaught(ctx: ChannelHandlerContext, cause: Throwable): Unit = fatal(cause)
+
+  /** Releases every reader and, when the connection is broken, tells the client why and closes it. */
+  def fatal(cause: Throwable): Unit = {
+    if (closed) return
+    cause match {
+      case _: TransportProtocolException => log.warn(cause.getMessage)
+      case _ => log.debug(s"Closing the Sluice connection from ${ctx.channel().remoteAddress()}", cause)
+    }
+    releaseAll()
+    val ch = ctx.channel()
+    if (ch.isActive) {
+      val kind = if (cause.isInstanceOf[TransportProtocolException]) ErrorKind.ProtocolError else ErrorKind.Other
+      ctx.writeAndFlush(ErrorResponse.connectionWide(kind, cause)).addListener(ChannelFutureListener.CLOSE)
+    }
+  }
+
+  /** The client closes the connection (CloseRequest) or it went away: drop every reader. */
+  def releaseAll(): Unit = if (!closed) {
+    closed = true
+    val all = new java.util.ArrayList(readers.values())
+    all.forEach(r => remove(r))
+    available.clear()
+    errors.clear()
+  }
+}
+
+private[netty] object PartitionRequestQueue {
+  private val log = LoggerFactory.getLogger(classOf[PartitionRequestQueue])
+
+  /** Error responses a client may leave unread before the server gives up on it. */
+  val MaxPendingErrors = 1024
+
+  def kindOf(e: Throwable): ErrorKind = e match {
+    case _: PartitionNotFoundException => ErrorKind.PartitionNotFound
+    case _: ProducerFailedException => ErrorKind.ProducerFailed
+    case _ => ErrorKind.Other
+  }
+}

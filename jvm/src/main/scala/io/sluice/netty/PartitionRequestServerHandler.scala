@@ -1,0 +1,66 @@
+package io.sluice.netty
+
+import java.util.concurrent.TimeUnit
+
+import io.netty.channel.{ChannelHandlerContext, ChannelInboundHandlerAdapter}
+import io.sluice.partition.{PartitionNotFoundException, ResultPartitionManager}
+
+/**
+ * Serves the requests of one connection (Flink's PartitionRequestServerHandler): a
+ * PartitionRequest opens a reader on the requested subpartitions (or leaves it waiting for a
+ * pipelined producer that has not registered yet, at most `requestTimeoutMs`), AddCredit and
+ * CancelPartitionRequest reach the reader, CloseRequest releases them all. The writing is the
+ * [[PartitionRequestQueue]]'s. Confined to the connection's event loop.
+ */
+private[netty] final class PartitionRequestServerHandler(
+    partitionManager: ResultPartitionManager,
+    queue: PartitionRequestQueue,
+    requestTimeoutMs: Long) extends ChannelInboundHandlerAdapter {
+
+  import PartitionRequestServerHandler._
+
+  override def channelRead(ctx: ChannelHandlerContext, msg: AnyRef): Unit = msg match {
+    case r: PartitionRequest => onPartitionRequest(ctx, r)
+    case AddCredit(id, credit) => queue.addCredit(id, credit)
+    case CancelPartitionRequest(id) => queue.cancel(id)
+    case CloseRequest =>
+      queue.releaseAll()
+      ctx.close()
+    case other => ctx.fireChannelRead(other)
+  }
+
+  private def onPartitionRequest(ctx: ChannelHandlerContext, r: PartitionRequest): Unit = {
+    if (queue.hasReader(r.receiverId)) {
+      queue.fatal(new TransportProtocolException(s"${ctx.channel().remoteAddress()} requested a second partition " +
+        s"for receiver ${r.receiverId}"))
+      return
+    }
+    if (queue.numReaders >= MaxReadersPerConnection) {
+      queue.fatal(new TransportProtocolException(s"${ctx.channel().remoteAddress()} opened more than " +
+        s"$MaxReadersPerConnection readers on one connection"))
+      return
+    }
+    val reader = new CreditBasedSequenceNumberingViewReader(r.receiverId, r.partitionId, r.subpartitionStart,
+      r.subpartitionEnd, r.credit, r.creditBased, queue)
+    queue.register(reader)
+    try {
+      if (!r.waitForProducer) {
+        reader.requestSubpartitionView(partitionManager)
+        queue.notifyReaderCreated(reader)
+      } else if (!partitionManager.createSubpartitionViewOrWait(r.partitionId, reader)) {
+        ctx.executor().schedule(new Runnable {
+          override def run(): Unit = if (!reader.hasView && !reader.isReleased) {
+            queue.failReader(reader, ErrorKind.PartitionNotFound, new PartitionNotFoundException(r.partitionId))
+          }
+        }, requestTimeoutMs, TimeUnit.MILLISECONDS)
+      }
+    } catch {
+      case e: Throwable => queue.failReader(reader, PartitionRequestQueue.kindOf(e), e)
+    }
+  }
+}
+
+private[netty] object PartitionRequestServerHandler {
+  /** Readers one connection may hold at once: bounds what a misbehaving client can pin. */
+  val MaxReadersPerConnection: Int = 1 << 16
+}

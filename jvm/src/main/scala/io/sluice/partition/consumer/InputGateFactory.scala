@@ -1,0 +1,85 @@
+package io.sluice.partition.consumer
+
+import scala.collection.mutable
+
+import io.sluice.buffer.BlockCodec
+import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.memory.NetworkBufferPool
+import io.sluice.netty.{NettyConnectionManager, PartitionRequestClient}
+import io.sluice.partition.{ResultPartitionID, ResultPartitionManager, ResultPartitionType}
+
+/** One input of a gate: subpartitions [start, end) of a producer's partition, and where it runs. */
+final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int, producer: ProducerLocation)
+
+/**
+ * Builds the input gates of one executor (Flink's SingleInputGateFactory): the entry point the
+ * Spark layer's reader calls. Each gate gets a [[LocalInputChannel]] for inputs produced in this
+ * executor and a [[RemoteInputChannel]] for the others, and a floating buffer pool:
+ *  - credit-based: at least 1 and at most floatingBuffersPerGate buffers, on top of each remote
+ *    channel's buffersPerChannel exclusive ones;
+ *  - credit-less: no exclusive buffers, so the pool may grow to floatingBuffersPerGate +
+ *    buffersPerChannel x remote channels (the same total as with credit), shared by every channel.
+ * Thread-safe (gates are created by task threads).
+ */
+final class InputGateFactory(
+    conf: SluiceConf,
+    networkBufferPool: NetworkBufferPool,
+    partitionManager: ResultPartitionManager,
+    connectionManager: NettyConnectionManager,
+    localExecutorId: String) {
+
+  private val creditBased = conf.get(SluiceOptions.CreditBased)
+  private val buffersPerChannel = conf.get(SluiceOptions.BuffersPerChannel)
+  private val floatingPerGate = conf.get(SluiceOptions.FloatingBuffersPerGate)
+  private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
+  private val bufferRequestTimeoutMs = conf.get(SluiceOptions.RequestBufferTimeout)
+
+  /**
+   * A gate with a LocalInputChannel for inputs whose producer.executorId == localExecutorId and a
+   * RemoteInputChannel for the rest; `waitForProducers` (pipelined) lets requests wait for
+   * producers that have not registered yet. Partitions are requested before it returns. A remote
+   * producer that cannot be reached fails its channels (reported by the gate's getNext, naming
+   * the channel); a missing local partition, or too little network memory, fails this call.
+   */
+  def create(owner: String, inputs: IndexedSeq[GateInput], codec: Option[BlockCodec], waitForProducers: Boolean): SingleInputGate = {
+    val numRemote = inputs.count(_.producer.executorId != localExecutorId)
+    val (required, max) =
+      if (numRemote == 0) (0, 1)
+      else if (creditBased) (1, math.max(1, floatingPerGate))
+      else (1, math.max(1, floatingPerGate + buffersPerChannel * numRemote))
+    val pool = networkBufferPool.createBufferPool(required, max, s"input gate of $owner")
+    val gate = try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs) catch {
+      case e: Throwable => pool.lazyDestroy(); throw e
+    }
+    try {
+      // One connection attempt per remote server for the whole gate: a dead server fails its
+      // channels once, not once per channel.
+      val clients = mutable.HashMap.empty[(String, Int), Either[Throwable, PartitionRequestClient]]
+      val connect: ProducerLocation => PartitionRequestClient = p => clients.synchronized {
+        clients.getOrElseUpdate((p.host, p.port),
+          try Right(connectionManager.createPartitionRequestClient(p.host, p.port)) catch { case e: Throwable => Left(e) })
+      } match {
+        case Right(c) => c
+        case Left(e) => throw e
+      }
+      val channels: Array[InputChannel] = inputs.zipWithIndex.map { case (in, i) =>
+        if (in.producer.executorId == localExecutorId) {
+          new LocalInputChannel(gate, i, in.partitionId, in.subpartitionStart, in.subpartitionEnd, in.producer,
+            partitionManager, waitForProducers)
+        } else {
+          new RemoteInputChannel(gate, i, in.partitionId, in.subpartitionStart, in.subpartitionEnd, in.producer,
+            connect, creditBased, buffersPerChannel, waitForProducers, bufferRequestTimeoutMs)
+        }
+      }.toArray
+      gate.setChannels(channels)
+      val readsSpilledLocally = inputs.exists(in => in.producer.executorId == localExecutorId &&
+        partitionManager.getPartition(in.partitionId).exists(_.partitionType == ResultPartitionType.Blocking))
+      gate.requestPartitions(readsSpilledLocally)
+      gate
+    } catch {
+      case e: Throwable =>
+        try gate.close() catch { case c: Throwable => e.addSuppressed(c) }
+        throw e
+    }
+  }
+}

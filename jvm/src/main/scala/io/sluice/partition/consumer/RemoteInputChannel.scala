@@ -1,0 +1,369 @@
+package io.sluice.partition.consumer
+
+import java.util.concurrent.atomic.AtomicLong
+
+import io.sluice.memory.{BufferListener, BufferRecycler, MemorySegment, NetworkBuffer}
+import io.sluice.netty._
+import io.sluice.partition.ResultPartitionID
+
+/**
+ * An input channel whose producer runs in another executor (Flink's RemoteInputChannel): it
+ * receives the producer's subpartitions over the executor pair's shared connection.
+ *
+ * Credit-based (the default): the channel owns `exclusiveBuffersPerChannel` exclusive buffers, taken
+ * from the NetworkBufferPool as unpooled segments and announced as the request's initial credit.
+ * Each buffer that arrives names the sender's backlog; the channel then asks the gate's floating
+ * pool for enough buffers to cover it, waits as a [[BufferListener]] when the pool is empty, and
+ * announces as credit only the buffers it actually got. Every buffer the channel holds free is
+ * one credit the sender has (announced or about to be), so data can always be received without
+ * waiting; an exclusive buffer the task releases comes back here as new credit (or replaces a
+ * floating one, which goes back to the gate's pool).
+ *
+ * Credit-less (`creditBased = false`): no exclusive buffers and no credit; the decoder takes a
+ * buffer of the gate's pool for each arriving buffer and stalls the whole connection when there
+ * is none (seed 3).
+ *
+ * Received buffers queue here until the gate's task thread takes them; sequence numbers are
+ * checked. When the channel is released, every buffer goes back where it came from: exclusive
+ * segments to the NetworkBufferPool (also those still held by the task, when it releases them),
+ * floating buffers to the gate's pool.
+ *
+ * Thread-safety: the connection's event loop delivers buffers, ends and errors; the task thread
+ * reads and releases; pools call back from recycling threads. The channel's monitor guards the
+ * queues and the credit; buffers are never released while holding it.
+ */
+final class RemoteInputChannel(
+    gate: SingleInputGate,
+    channelIndex: Int,
+    partitionId: ResultPartitionID,
+    subpartitionStart: Int,
+    subpartitionEnd: Int,
+    producer: ProducerLocation,
+    connect: ProducerLocation => PartitionRequestClient,
+    val creditBased: Boolean,
+    exclusiveBuffersPerChannel: Int,
+    waitForProducer: Boolean,
+    bufferRequestTimeoutMs: Long)
+  extends InputChannel(gate, channelIndex, partitionId, subpartitionStart, subpartitionEnd, producer)
+    with BufferListener {
+
+  import RemoteInputChannel._
+
+  /** This channel's name on the wire. */
+  val id: InputChannelID = InputChannelID.random()
+
+  private val received = new java.util.ArrayDeque[Received]()
+  private val availableExclusive = new java.util.ArrayDeque[NetworkBuffer]()
+  private val availableFloating = new java.util.ArrayDeque[NetworkBuffer]()
+  private var numRequiredBuffers = 0
+  private var exclusiveHeld = 0 // exclusive segments owned (free here or lent out)
+  private var unannouncedCredit = 0
+  /** An announcement was requested and not yet taken by the connection. */
+  private var announcementPending = false
+  private var waitingForFloating = false
+  private var expectedSequenceNumber = 0
+  private var ended = false
+  @volatile private var released = false
+  @volatile private var client: PartitionRequestClient = _
+
+  // Counters for tests and metrics (flow-control invariants).
+  private val creditsAnnounced = new AtomicLong
+  private val buffersReceived = new AtomicLong
+  private val creditOverruns = new AtomicLong
+
+  private object exclusiveRecycler extends BufferRecycler {
+    override def recycle(segment: MemorySegment): Unit = recycleExclusive(segment)
+  }
+
+  override def isRemote: Boolean = true
+
+  // ---- request -------------------------------------------------------------------------------
+
+  /**
+   * Takes the exclusive buffers (failing when the executor's network memory cannot give them),
+   * opens or reuses the connection and sends the request. A connection that cannot be opened
+   * fails the channel, not the call: the gate reports it with the channel's name.
+   */
+  override def requestSubpartitions(): Unit = {
+    var initialCredit = 0
+    if (creditBased) {
+      val segments = gate.networkBufferPool.requestUnpooledSegments(exclusiveBuffersPerChannel, bufferRequestTimeoutMs,
+        s"${gate.owner} $description")
+      synchronized {
+        segments.forEach(s => availableExclusive.add(new NetworkBuffer(s, exclusiveRecycler)))
+        numRequiredBuffers = exclusiveBuffersPerChannel
+        exclusiveHeld = exclusiveBuffersPerChannel
+      }
+      initialCredit = exclusiveBuffersPerChannel
+      creditsAnnounced.set(initialCredit.toLong)
+    }
+    val c = try connect(producer) catch {
+      case e: Throwable =>
+        setError(new RemoteTransportException(s"Could not connect to $producer: ${e.getMessage}", e))
+        return
+    }
+    client = c
+    if (released) return
+    c.requestSubpartitions(this, initialCredit, creditBased, waitForProducer)
+  }
+
+  // ---- from the connection (event loop) -----------------------------------------------------
+
+  /**
+   * A buffer for the payload of an arriving BufferResponse: a free one of this channel (credit-
+   * based; none free means the sender exceeded its credit), or one of the gate's pool
+   * (credit-less; null after registering `listener` when the pool is empty). Null when released.
+   */
+  private[sluice] def requestBufferForData(listener: BufferListener): NetworkBuffer = {
+    if (creditBased) synchronized {
+      if (released) null
+      else {
+        var b = availableFloating.poll()
+        if (b == null) b = availableExclusive.poll()
+        if (b == null) {
+          throw new TransportProtocolException(s"$producer sent a buffer for $description beyond its credit " +
+            s"(${creditsAnnounced.get} announced, ${buffersReceived.get} received)")
+        }
+        b
+      }
+    } else if (released) null
+    else {
+      try gate.floatingBuffers.requestBufferOrListen(listener)
+      catch { case _: IllegalStateException => null } // the gate's pool was destroyed: the gate closed
+    }
+  }
+
+  /** Forgets a stalled decoder's wait for the gate's pool (its connection closed). */
+  private[sluice] def removeBufferListener(listener: BufferListener): Unit = gate.floatingBuffers.removeListener(listener)
+
+  /** A buffer arrived (its payload is in `r.data`, a buffer this channel handed out). */
+  private[sluice] def onBuffer(r: BufferResponse): Unit = {
+    var error: Throwable = null
+    var drop = false
+    var wasEmpty = false
+    var announce = false
+    synchronized {
+      if (released) drop = true
+      else if (r.sequenceNumber != expectedSequenceNumber) {
+        drop = true
+        error = new TransportProtocolException(s"$description received buffer number ${r.sequenceNumber} from " +
+          s"$producer, expected number $expectedSequenceNumber (lost or reordered data)")
+      } else {
+        expectedSequenceNumber += 1
+        val n = buffersReceived.incrementAndGet()
+        if (creditBased && n > creditsAnnounced.get) creditOverruns.incrementAndGet()
+        wasEmpty = received.isEmpty
+        received.add(new Received(r))
+        if (creditBased) {
+          if (r.backlog > 0) onSenderBacklog(r.backlog)
+          announce = shouldAnnounceLocked()
+        }
+      }
+    }
+    if (drop) r.releasePayload()
+    if (error != null) setError(error)
+    else if (wasEmpty) notifyChannelNonEmpty()
+    if (announce) announceCredit()
+  }
+
+  private[sluice] def onEndOfPartition(sequenceNumber: Int, subpartition: Int): Unit = {
+    val error = synchronized {
+      if (released) null
+      else if (sequenceNumber != expectedSequenceNumber) {
+        new TransportProtocolException(s"$description received the end as message number $sequenceNumber from " +
+          s"$producer, expected number $expectedSequenceNumber (lost or reordered data)")
+      } else {
+        expectedSequenceNumber += 1
+        ended = true
+        received.add(Received.end(subpartition))
+        null
+      }
+    }
+    if (error != null) setError(error) else notifyChannelNonEmpty()
+  }
+
+  /** The server reported that this channel's request failed. */
+  private[sluice] def onError(cause: Throwable): Unit = setError(cause)
+
+  /** The connection failed or closed under this channel. */
+  private[sluice] def onConnectionError(cause: Throwable): Unit = if (!released) {
+    setError(new RemoteTransportException(s"Lost the connection to $producer while reading $partitionId: " +
+      s"${cause.getClass.getSimpleName}: ${cause.getMessage}", cause))
+  }
+
+  // ---- credit ---------------------------------------------------------------------------------
+
+  /**
+   * The sender has `backlog` more buffers: get floating buffers until this channel holds
+   * `backlog + numExclusiveBuffers` free, or the pool is empty (then wait as its listener).
+   * Holds the channel's lock.
+   */
+  private def onSenderBacklog(backlog: Int): Unit = {
+    numRequiredBuffers = backlog + exclusiveBuffersPerChannel
+    requestFloatingLocked()
+  }
+
+  /**
+   * Whether to announce the unannounced credit now. Credit is batched: it is announced once it
+   * is at least the credit the sender still holds (so the sender never runs dry while credit waits
+   * here: at the latest when its credit reaches 0, anything unannounced goes out), which halves
+   * the AddCredit messages (and the wake-ups of both event loops) of a busy channel or better.
+   * Sets the pending flag it returns. Lock held.
+   */
+  private def shouldAnnounceLocked(): Boolean = {
+    val senderCredit = creditsAnnounced.get - buffersReceived.get
+    val announce = !announcementPending && !released && unannouncedCredit > 0 && unannouncedCredit >= senderCredit
+    if (announce) announcementPending = true
+    announce
+  }
+
+  /** Takes floating buffers until enough are free or the pool is empty (then listens). Lock held. */
+  private def requestFloatingLocked(): Unit = {
+    try {
+      while (!waitingForFloating && !released && numAvailableLocked < numRequiredBuffers) {
+        val b = gate.floatingBuffers.requestBufferOrListen(this)
+        if (b == null) waitingForFloating = true
+        else {
+          availableFloating.add(b)
+          unannouncedCredit += 1
+        }
+      }
+    } catch {
+      case _: IllegalStateException => // the gate's pool was destroyed: the gate is closing
+    }
+  }
+
+  private def numAvailableLocked: Int = availableExclusive.size + availableFloating.size
+
+  /** A floating buffer for this channel (the gate's pool, from a recycling thread). */
+  override def notifyBufferAvailable(buffer: NetworkBuffer): Boolean = {
+    var announce = false
+    val taken = synchronized {
+      waitingForFloating = false
+      if (released || numAvailableLocked >= numRequiredBuffers) false
+      else {
+        availableFloating.add(buffer)
+        unannouncedCredit += 1
+        requestFloatingLocked()
+        announce = shouldAnnounceLocked()
+        true
+      }
+    }
+    if (announce) announceCredit()
+    taken
+  }
+
+  override def notifyBufferDestroyed(): Unit = synchronized { waitingForFloating = false }
+
+  /** The task released an exclusive buffer: it becomes credit again, or takes a floating one's place. */
+  private def recycleExclusive(segment: MemorySegment): Unit = {
+    var toGlobal = false
+    var floating: NetworkBuffer = null
+    var announce = false
+    synchronized {
+      if (released) toGlobal = true
+      else {
+        availableExclusive.add(new NetworkBuffer(segment, exclusiveRecycler))
+        if (numAvailableLocked > numRequiredBuffers && !availableFloating.isEmpty) floating = availableFloating.poll()
+        else { unannouncedCredit += 1; announce = shouldAnnounceLocked() }
+      }
+    }
+    if (toGlobal) gate.networkBufferPool.recycleUnpooledSegments(java.util.Collections.singletonList(segment))
+    if (floating != null) floating.release()
+    if (announce) announceCredit()
+  }
+
+  /**
+   * Asks the connection to announce this channel's credit (after [[shouldAnnounceLocked]]); until
+   * the announcement is written, more credit just accumulates.
+   */
+  private def announceCredit(): Unit = {
+    val c = client
+    if (c != null && !released) c.notifyCreditAvailable(this)
+    else synchronized { announcementPending = false }
+  }
+
+  /** Credit not announced yet, now to be sent in an AddCredit (event loop). */
+  private[sluice] def getAndResetUnannouncedCredit(): Int = synchronized {
+    val c = unannouncedCredit
+    unannouncedCredit = 0
+    announcementPending = false
+    creditsAnnounced.addAndGet(c.toLong)
+    c
+  }
+
+  // ---- the task's side --------------------------------------------------------------------------
+
+  override def getNextBuffer(): BufferAndAvailability = {
+    checkError()
+    val (next, more) = synchronized {
+      val n = received.poll()
+      (n, !received.isEmpty)
+    }
+    if (next == null) null
+    else if (next.response == null) BufferAndAvailability.endOfPartition(next.subpartition)
+    else {
+      val r = next.response
+      new BufferAndAvailability(r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum, r.crc, more)
+    }
+  }
+
+  override def numQueuedBuffers: Int = synchronized(received.size)
+
+  override def numExclusiveBuffers: Int = synchronized(exclusiveHeld)
+
+  override def numExclusiveBuffersUsed: Int = synchronized(exclusiveHeld - availableExclusive.size)
+
+  override def numFloatingBuffersAvailable: Int = synchronized(availableFloating.size)
+
+  override def releaseAllResources(): Unit = {
+    val (queued, free, sendCancel) = synchronized {
+      if (released) return
+      released = true
+      exclusiveHeld = 0
+      val q = new java.util.ArrayList[Received](received)
+      received.clear()
+      val f = new java.util.ArrayList[NetworkBuffer](availableExclusive)
+      f.addAll(availableFloating)
+      availableExclusive.clear()
+      availableFloating.clear()
+      (q, f, !ended)
+    }
+    gate.floatingBuffers.removeListener(this)
+    queued.forEach(r => if (r.response != null) r.response.releasePayload())
+    free.forEach(b => b.release())
+    val c = client
+    if (c != null) c.cancelRequest(this, sendCancel)
+  }
+
+  def isReleased: Boolean = released
+
+  // ---- observability ---------------------------------------------------------------------------
+
+  /** Credit announced to the sender so far (the initial credit included). */
+  def numCreditsAnnounced: Long = creditsAnnounced.get
+
+  /** Buffers received so far; never more than [[numCreditsAnnounced]] when credit-based. */
+  def numBuffersReceived: Long = buffersReceived.get
+
+  /** Free buffers the channel holds for the sender: its credit, announced or not. */
+  /** Buffers that arrived while the sender had no credit left; must stay 0. */
+  def numCreditOverruns: Long = creditOverruns.get
+
+  def numAvailableBuffers: Int = synchronized(numAvailableLocked)
+
+  def numUnannouncedCredit: Int = synchronized(unannouncedCredit)
+
+  override def toString: String = s"RemoteInputChannel($description, id $id)"
+}
+
+private object RemoteInputChannel {
+  /** A buffer as it arrived, or (response == null) the end of the partition. */
+  final class Received(val response: BufferResponse, val subpartition: Int) {
+    def this(r: BufferResponse) = this(r, r.subpartition)
+  }
+
+  object Received {
+    def end(subpartition: Int): Received = new Received(null, subpartition)
+  }
+}

@@ -1,0 +1,160 @@
+package io.sluice.netty
+
+import io.netty.buffer.{ByteBuf, Unpooled}
+import io.netty.channel.embedded.EmbeddedChannel
+import io.sluice.partition.ResultPartitionID
+import io.sluice.netty.TestingReceivers.{bytes, encode}
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The decoder rejects every malformed frame by name, never leaks a buffer, and stalls credit-less connections. */
+class NettyMessageDecoderSuite extends AnyFunSuite {
+
+  private val someId = InputChannelID(1, 2)
+
+  private def frame(length: Int, magic: Int, id: Int, body: Array[Byte]): Array[Byte] = {
+    val b = Unpooled.buffer()
+    b.writeInt(length).writeInt(magic).writeByte(id).writeBytes(body)
+    val a = new Array[Byte](b.readableBytes()); b.readBytes(a); a
+  }
+
+  /** Feeds `data` and returns the protocol error the decoder raised. */
+  private def rejected(ch: EmbeddedChannel, data: Array[Byte]): TransportProtocolException = {
+    val input = bytes(data)
+    val e = intercept[TransportProtocolException](ch.writeInbound(input))
+    assert(input.refCnt() == 0, "the rejected input was released")
+    assert(e.getMessage.contains("embedded"), s"names the remote address: ${e.getMessage}")
+    // Everything after a failure is dropped (and released).
+    val more = bytes(encode(CloseRequest))
+    ch.writeInbound(more)
+    assert(more.refCnt() == 0)
+    assert(ch.readInbound[AnyRef]() == null)
+    e
+  }
+
+  test("bad magic, unknown ids, wrong direction and impossible lengths close the connection with a named error") {
+    val ok = encode(AddCredit(someId, 3))
+    val cases: Seq[(Array[Byte], String)] = Seq(
+      frame(9, 0x12345678, 4, Array.empty) -> "bad magic 0x12345678",
+      frame(9, NettyMessage.Magic, 99, Array.empty) -> "unknown message id 99",
+      frame(9 + 24, NettyMessage.Magic, EndOfPartition.Id, new Array[Byte](24)) -> "EndOfPartition sent in the wrong direction",
+      frame(-5, NettyMessage.Magic, 4, Array.empty) -> "frame length -5",
+      frame(3, NettyMessage.Magic, 4, Array.empty) -> "frame length 3",
+      frame(Int.MaxValue, NettyMessage.Magic, 0, Array.empty) -> s"frame length ${Int.MaxValue}",
+      frame(9 + 5, NettyMessage.Magic, AddCredit.Id, new Array[Byte](5)) -> "AddCredit with a 5-byte body (expected 20)",
+      frame(9 + 1, NettyMessage.Magic, CloseRequest.Id, new Array[Byte](1)) -> "CloseRequest with a 1-byte body",
+      (ok.take(9) ++ Array.fill[Byte](16)(0) ++ Array[Byte](0, 0, 0, 0)) -> "AddCredit of 0",
+      encode(PartitionRequest(ResultPartitionID(1, 1), 3, 3, someId, 1, true, false)) -> "subpartitions [3, 3)")
+    cases.foreach { case (data, expected) =>
+      val e = rejected(TestingReceivers.serverChannel(), data)
+      assert(e.getMessage.contains(expected), s"expected '$expected' in: ${e.getMessage}")
+    }
+  }
+
+  test("frames of the client direction with inconsistent fields are rejected") {
+    val r = new TestingReceivers()
+    val id = r.channels.head.id
+    val good = encode(BufferResponse(id, 0, 0, 0, bytes(new Array[Byte](100))))
+    // Announce 50 payload bytes in a frame carrying 100.
+    val lying = good.clone(); java.nio.ByteBuffer.wrap(lying).putInt(9 + BufferResponse.HeaderLength - 4, 50)
+    assert(rejected(r.clientChannel(), lying).getMessage.contains("announcing a 50-byte payload"))
+    val unknown = encode(BufferResponse(InputChannelID(9, 9), 0, 0, 0, bytes(new Array[Byte](10))))
+    assert(rejected(r.clientChannel(), unknown).getMessage.contains("unknown receiver"))
+    val tooBig = encode(BufferResponse(id, 0, 0, 0, bytes(new Array[Byte](5000))))
+    assert(rejected(r.clientChannel(), tooBig).getMessage.contains("5000-byte payload for a 4096-byte buffer"))
+    val err = encode(ErrorResponse(Some(id), ErrorKind.Other, "c", "m"))
+    java.nio.ByteBuffer.wrap(err).putShort(9 + 1 + 16 + 1, 900.toShort) // class-name length beyond the body
+    assert(rejected(r.clientChannel(), err).getMessage.contains("900-byte class name"))
+    val kind = encode(ErrorResponse(Some(id), ErrorKind.Other, "c", "m"))
+    kind(9 + 1 + 16) = 77
+    assert(rejected(r.clientChannel(), kind).getMessage.contains("unknown kind 77"))
+    val big = frame(9 + BufferResponse.HeaderLength + 70000, NettyMessage.Magic, BufferResponse.Id, Array.empty)
+    assert(rejected(r.clientChannel(), big).getMessage.contains("maxFrameLength"))
+    r.close()
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64, "no buffer leaked")
+  }
+
+  test("a truncated frame followed by the connection closing leaks nothing") {
+    val r = new TestingReceivers()
+    val data = encode(BufferResponse(r.channels.head.id, 0, 0, 0, bytes(new Array[Byte](3000))))
+    val ch = r.clientChannel()
+    ch.writeInbound(bytes(data.take(2000)))
+    assert(ch.readInbound[AnyRef]() == null)
+    ch.close()
+    r.close()
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64, "the half-filled buffer went back")
+  }
+
+  test("data for a released channel is dropped and its buffer is not leaked") {
+    val r = new TestingReceivers(numChannels = 2)
+    val ch = r.clientChannel()
+    val (gone, live) = (r.channels(0), r.channels(1))
+    r.release(gone)
+    ch.writeInbound(bytes(encode(BufferResponse(gone.id, 0, 0, 0, bytes(new Array[Byte](1000))),
+      BufferResponse(live.id, 0, 0, 0, bytes(Array.fill[Byte](10)(5))))))
+    val first = ch.readInbound[BufferResponse]()
+    assert(first.receiverId == gone.id && first.data == null, "the released channel's payload was skipped")
+    val second = ch.readInbound[BufferResponse]()
+    assert(second.receiverId == live.id && second.data.readableBytes() == 10)
+    second.data.release()
+    r.close()
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+  }
+
+  test("credit-based: a buffer beyond the channel's credit is a protocol error") {
+    val r = new TestingReceivers(creditBased = true, exclusive = 2)
+    val id = r.channels.head.id
+    val ch = r.clientChannel()
+    ch.writeInbound(bytes(encode((0 until 2).map(i => BufferResponse(id, i, 0, 0, bytes(new Array[Byte](10)))): _*)))
+    val got = Seq(ch.readInbound[BufferResponse](), ch.readInbound[BufferResponse]())
+    val e = rejected(ch, encode(BufferResponse(id, 2, 0, 0, bytes(new Array[Byte](10)))))
+    assert(e.getMessage.contains("beyond its credit"), e.getMessage)
+    assert(r.counters.creditOverruns.sum == 1)
+    got.foreach(_.data.release())
+    r.close()
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+  }
+
+  test("credit-less: no free buffer turns auto-read off and waits; a recycled buffer resumes decoding") {
+    val r = new TestingReceivers(gateBuffers = 1)
+    val id = r.channels.head.id
+    val ch = r.clientChannel()
+    val decoder = ch.pipeline().get(classOf[NettyMessageDecoder])
+    val data = encode((0 until 3).map(i => BufferResponse(id, i, 0, 0, bytes(Array.fill[Byte](1000)(i.toByte)))): _*)
+    ch.writeInbound(bytes(data))
+    val first = ch.readInbound[BufferResponse]()
+    assert(first.data.getByte(0) == 0)
+    assert(ch.readInbound[AnyRef]() == null)
+    assert(decoder.isStalled && !ch.config().isAutoRead, "the whole connection stops reading")
+    assert(r.counters.readStalls.sum == 1)
+    // Input that was already read when auto-read went off is kept, in order.
+    ch.writeInbound(bytes(encode(EndOfPartition(id, 3, 0))))
+    first.data.release() // the task recycles the buffer: the decoder takes it and goes on
+    ch.runPendingTasks()
+    val second = ch.readInbound[BufferResponse]()
+    assert(second.sequenceNumber == 1 && second.data.getByte(999) == 1)
+    assert(decoder.isStalled, "stalls again for the third buffer")
+    second.data.release(); ch.runPendingTasks()
+    val third = ch.readInbound[BufferResponse]()
+    assert(third.sequenceNumber == 2)
+    assert(ch.readInbound[EndOfPartition]() == EndOfPartition(id, 3, 0))
+    assert(!decoder.isStalled && ch.config().isAutoRead)
+    third.data.release()
+    r.close()
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+  }
+
+  test("credit-less: a stalled connection skips the payload when the gate closes instead of waiting forever") {
+    val r = new TestingReceivers(gateBuffers = 1)
+    val id = r.channels.head.id
+    val ch = r.clientChannel()
+    ch.writeInbound(bytes(encode((0 until 2).map(i => BufferResponse(id, i, 0, 0, bytes(new Array[Byte](100)))): _*)))
+    val first = ch.readInbound[BufferResponse]()
+    r.close() // the gate goes: its pool is destroyed
+    ch.runPendingTasks()
+    val second = ch.readInbound[BufferResponse]()
+    assert(second.data == null && ch.config().isAutoRead)
+    first.data.release()
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+  }
+
+}

@@ -1,0 +1,118 @@
+package io.sluice.netty
+
+import java.io.File
+import java.nio.file.Files
+
+import scala.util.Random
+
+import io.netty.buffer.{ByteBuf, Unpooled}
+import io.netty.channel.embedded.EmbeddedChannel
+import io.sluice.buffer.BlockCodec
+import io.sluice.partition.{PartitionFile, ResultPartitionID}
+import io.sluice.netty.TestingReceivers.{bytes, encode}
+import org.scalatest.funsuite.AnyFunSuite
+
+/** Every message survives encode then decode unchanged (Spark's ProtocolSuite, Flink's NettyMessageSerializationTest). */
+class NettyMessageSuite extends AnyFunSuite {
+
+  private val id = InputChannelID(0x0123456789abcdefL, -42L)
+
+  private val clientToServer: Seq[NettyMessage] = Seq(
+    PartitionRequest(ResultPartitionID(3, 1L << 40), 0, 1, id, 2, creditBased = true, waitForProducer = false),
+    PartitionRequest(ResultPartitionID(0, 0), 5, 9, id, 0, creditBased = false, waitForProducer = true),
+    PartitionRequest(ResultPartitionID(Int.MaxValue, -1L), 7, 8, id, Int.MaxValue, creditBased = true, waitForProducer = true),
+    AddCredit(id, 1),
+    AddCredit(id, Int.MaxValue),
+    CancelPartitionRequest(id),
+    CloseRequest)
+
+  private val errors: Seq[ErrorResponse] = ErrorKind.all.flatMap { k =>
+    Seq(ErrorResponse(Some(id), k, "java.lang.IllegalStateException", s"boom: ${k.name} \u00e9\u4e2d"),
+      ErrorResponse(None, k, "", ""))
+  }
+
+  private def decodeAll(ch: EmbeddedChannel, data: Array[Byte], chunked: Boolean): Seq[NettyMessage] = {
+    if (!chunked) ch.writeInbound(bytes(data))
+    else {
+      val r = new Random(7)
+      var at = 0
+      while (at < data.length) {
+        val n = math.min(data.length - at, 1 + r.nextInt(23))
+        ch.writeInbound(Unpooled.wrappedBuffer(data, at, n))
+        at += n
+      }
+    }
+    Iterator.continually(ch.readInbound[NettyMessage]()).takeWhile(_ != null).toSeq
+  }
+
+  for (chunked <- Seq(false, true)) {
+    val how = if (chunked) "arriving in small random pieces" else "in one piece"
+
+    test(s"client-to-server messages round-trip, $how") {
+      val ch = TestingReceivers.serverChannel()
+      assert(decodeAll(ch, encode(clientToServer: _*), chunked) == clientToServer)
+      assert(!ch.finish())
+    }
+
+    test(s"ErrorResponse and EndOfPartition round-trip, $how") {
+      val r = new TestingReceivers()
+      val messages = errors ++ Seq(EndOfPartition(r.channels.head.id, 0, 0), EndOfPartition(r.channels.head.id, 12, 3))
+      val ch = r.clientChannel()
+      assert(decodeAll(ch, encode(messages: _*), chunked) == messages)
+      r.close()
+    }
+
+    test(s"BufferResponse with an in-memory payload round-trips into the channel's buffer, $how") {
+      val r = new TestingReceivers()
+      val payloads = Seq.tabulate(5)(i => Array.tabulate[Byte](100 + i * 900)(j => (j * 13 + i).toByte))
+      val sent = payloads.zipWithIndex.map { case (p, i) => BufferResponse(r.channels.head.id, i, 4 - i, i % 2, bytes(p)) }
+      val encoded = encode(sent: _*)
+      assert(encoded.length == sent.map(_.frameLength).sum)
+      val got = decodeAll(r.clientChannel(), encoded, chunked).map(_.asInstanceOf[BufferResponse])
+      assert(got == sent) // headers
+      got.zip(payloads).foreach { case (m, p) =>
+        assert(m.data.isInstanceOf[io.sluice.memory.NetworkBuffer], "the payload lands in a buffer of the gate")
+        assert(contents(m.data).sameElements(p))
+        m.data.release()
+      }
+      r.close()
+      assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+    }
+  }
+
+  test("BufferResponse with a spilled (FileRegion) payload, compressed or not, round-trips with CRC and raw length") {
+    val dir = Files.createTempDirectory("sluice-msg").toFile
+    val file = new PartitionFile(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)))
+    val compressible = Array.fill[Byte](3000)(7)
+    val random = Array.tabulate[Byte](2000)(_ => Random.nextInt().toByte)
+    Seq(compressible, random).foreach { a =>
+      val b = Unpooled.directBuffer(a.length).writeBytes(a)
+      file.write(0, b); b.release()
+    }
+    file.finishWriting()
+    val r = new TestingReceivers()
+    val spilled = Seq(file.buffer(0, 0), file.buffer(0, 1))
+    assert(spilled(0).isCompressed && !spilled(1).isCompressed)
+    val sent = spilled.zipWithIndex.map { case (s, i) => BufferResponse(r.channels.head.id, i, 1 - i, 0, s) }
+    val got = decodeAll(r.clientChannel(), encode(sent: _*), chunked = true).map(_.asInstanceOf[BufferResponse])
+    assert(got == sent)
+    assert(got(0).compressed && got(0).rawLength == 3000 && got(0).hasChecksum && got(0).crc == spilled(0).crc)
+    assert(!got(1).compressed && got(1).rawLength == -1 && got(1).payloadSize == 2000)
+    assert(contents(got(1).data).sameElements(random))
+    val stored = Unpooled.directBuffer(spilled(0).storedLength); spilled(0).readInto(stored)
+    assert(contents(got(0).data).sameElements(contents(stored)))
+    stored.release(); got.foreach(_.data.release())
+    r.close(); file.delete(); dir.delete()
+  }
+
+  test("long error texts are cut to their bounds without splitting a character") {
+    val long = ErrorResponse(Some(id), ErrorKind.Other, "x" * 1000, "\u00e9" * 5000)
+    val got = decodeAll(new TestingReceivers().clientChannel(), encode(long), chunked = false).head.asInstanceOf[ErrorResponse]
+    assert(got.causeClass == "x" * ErrorResponse.MaxClassNameBytes)
+    assert(got.message == "\u00e9" * (ErrorResponse.MaxMessageBytes / 2))
+  }
+
+  private def contents(b: ByteBuf): Array[Byte] = {
+    val a = new Array[Byte](b.readableBytes()); b.getBytes(b.readerIndex(), a); a
+  }
+}

@@ -1,0 +1,153 @@
+package io.sluice.netty
+
+import java.io.File
+import java.nio.file.Files
+
+import scala.jdk.CollectionConverters._
+
+import io.sluice.buffer.BlockCodec
+import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.memory.NetworkBufferPool
+import io.sluice.partition._
+import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocation, SingleInputGate}
+import org.apache.spark.network.sasl.SecretKeyHolder
+import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
+import org.apache.spark.unsafe.Platform
+
+/**
+ * One simulated executor for transport tests: its own NetworkBufferPool, ResultPartitionManager
+ * and NettyConnectionManager on loopback, so several of them in one JVM talk over real TCP.
+ * Small 4 KiB segments make tests move many buffers quickly.
+ */
+final class TestingExecutor(
+    val executorId: String,
+    settings: Map[String, String] = Map.empty,
+    transportSettings: Map[String, String] = Map.empty,
+    auth: Option[(SecretKeyHolder, String)] = None,
+    val numSegments: Int = 512) {
+
+  val conf: SluiceConf = SluiceConf(TestingExecutor.DefaultSettings ++ settings)
+  val networkBufferPool = new NetworkBufferPool(numSegments, conf.segmentSize)
+  val partitionManager = new ResultPartitionManager
+  val transportConf = new TransportConf("sluice",
+    new MapConfigProvider((TestingExecutor.DefaultTransport ++ transportSettings).asJava))
+  val connectionManager = new NettyConnectionManager(conf, transportConf, partitionManager, auth, "127.0.0.1")
+  val port: Int = connectionManager.start()
+  val location: ProducerLocation = ProducerLocation(executorId, "127.0.0.1", port)
+  val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId)
+  private lazy val spillDir: File = Files.createTempDirectory(s"sluice-$executorId").toFile
+
+  def counters: TransportCounters = connectionManager.counters
+
+  /** A registered pipelined partition of `numSubpartitions` with a pool of `poolSize` buffers. */
+  def pipelinedPartition(id: ResultPartitionID, numSubpartitions: Int, poolSize: Int = -1): PipelinedResultPartition = {
+    val size = if (poolSize > 0) poolSize else numSubpartitions + conf.get(SluiceOptions.FloatingBuffersPerGate)
+    val pool = networkBufferPool.createBufferPool(math.min(numSubpartitions, size), size, s"partition $id")
+    val p = new PipelinedResultPartition(id, numSubpartitions, pool, conf.get(SluiceOptions.MaxBuffersPerSubpartition),
+      conf.get(SluiceOptions.RequestBufferTimeout), partitionManager.unregister)
+    partitionManager.registerResultPartition(p)
+    p
+  }
+
+  /** A registered, not yet written blocking partition spilling to a temp dir. */
+  def blockingPartition(id: ResultPartitionID, numSubpartitions: Int, codec: Option[BlockCodec], poolSize: Int = 4): BlockingResultPartition = {
+    val pool = networkBufferPool.createBufferPool(1, poolSize, s"partition $id")
+    val file = new PartitionFile(new File(spillDir, s"${id.shuffleId}-${id.producerId}-${System.nanoTime()}.data"),
+      numSubpartitions, codec)
+    val p = new BlockingResultPartition(id, numSubpartitions, pool, file, conf.get(SluiceOptions.RequestBufferTimeout))
+    partitionManager.registerResultPartition(p)
+    p
+  }
+
+  def gate(owner: String, inputs: IndexedSeq[GateInput], codec: Option[BlockCodec] = None,
+      waitForProducers: Boolean = false): SingleInputGate =
+    gateFactory.create(owner, inputs, codec, waitForProducers)
+
+  /** Waits until every segment is back in the NetworkBufferPool and nothing is required; fails otherwise. */
+  def awaitAllBuffersBack(timeoutMs: Long = 10000): Unit = {
+    val deadline = System.currentTimeMillis() + timeoutMs
+    while ((networkBufferPool.numberOfAvailableSegments != numSegments || networkBufferPool.numberOfRequiredSegments != 0) &&
+      System.currentTimeMillis() < deadline) Thread.sleep(10)
+    assert(networkBufferPool.numberOfAvailableSegments == numSegments && networkBufferPool.numberOfRequiredSegments == 0,
+      s"$executorId leaks network buffers: ${networkBufferPool.numberOfAvailableSegments} of $numSegments available, " +
+        s"${networkBufferPool.numberOfRequiredSegments} still required, pools ${networkBufferPool.numberOfPools}")
+  }
+
+  /** The flow-control invariants of this executor's transport. */
+  def assertNoCreditViolations(): Unit = {
+    assert(counters.negativeCredits.sum == 0, s"$executorId: a server reader's credit went negative: $counters")
+    assert(counters.creditOverruns.sum == 0, s"$executorId: a channel received data beyond its credit: $counters")
+  }
+
+  def shutdown(): Unit = {
+    connectionManager.shutdown()
+    partitionManager.shutdown()
+    if (spillDir.exists()) { Option(spillDir.listFiles()).foreach(_.foreach(_.delete())); spillDir.delete() }
+  }
+}
+
+object TestingExecutor {
+  val DefaultSettings: Map[String, String] = Map(
+    SluiceOptions.SegmentSize.key -> "4k",
+    SluiceOptions.MaxFrameLength.key -> "64k",
+    SluiceOptions.RequestTimeout.key -> "20s",
+    SluiceOptions.ConnectTimeout.key -> "10s",
+    SluiceOptions.RequestBufferTimeout.key -> "20s")
+
+  val DefaultTransport: Map[String, String] = Map(
+    "spark.sluice.io.serverThreads" -> "2",
+    "spark.sluice.io.clientThreads" -> "2",
+    "spark.sluice.io.mode" -> "NIO")
+
+  private val threads = java.util.concurrent.Executors.newCachedThreadPool { r =>
+    val t = new Thread(r, "sluice-test-task"); t.setDaemon(true); t
+  }
+
+  /** Runs `body` on another thread (a producer or consumer task). */
+  def async[T](body: => T): java.util.concurrent.CompletableFuture[T] =
+    java.util.concurrent.CompletableFuture.supplyAsync(() => body, threads)
+
+  /** The result of `f`, waiting at most `timeoutMs`; rethrows what the task threw. */
+  def await[T](f: java.util.concurrent.CompletableFuture[T], timeoutMs: Long = 30000): T =
+    try f.get(timeoutMs, java.util.concurrent.TimeUnit.MILLISECONDS)
+    catch { case e: java.util.concurrent.ExecutionException => throw e.getCause }
+
+  /** Runs `body` with executors that are shut down afterwards, even when it fails. */
+  def withExecutors[T](executors: TestingExecutor*)(body: => T): T =
+    try body finally executors.foreach(e => try e.shutdown() catch { case _: Throwable => () })
+}
+
+/** Deterministic test records: who wrote them, where, which one, and a checkable body. */
+object TestingRecords {
+
+  def record(producer: Long, subpartition: Int, seq: Int, size: Int): Array[Byte] = {
+    require(size >= 16)
+    val b = java.nio.ByteBuffer.allocate(size)
+    b.putLong(producer).putInt(subpartition).putInt(seq)
+    var i = 16
+    while (i < size) { b.put(i, (producer * 31 + subpartition * 17 + seq * 7 + i).toByte); i += 1 }
+    b.array()
+  }
+
+  /** Checks a record read back and returns (producer, subpartition, seq). */
+  def check(bytes: Array[Byte]): (Long, Int, Int) = {
+    val b = java.nio.ByteBuffer.wrap(bytes)
+    val producer = b.getLong(0); val sub = b.getInt(8); val seq = b.getInt(12)
+    var i = 16
+    while (i < bytes.length) {
+      assert(bytes(i) == (producer * 31 + sub * 17 + seq * 7 + i).toByte,
+        s"record $seq of producer $producer subpartition $sub is corrupt at byte $i")
+      i += 1
+    }
+    (producer, sub, seq)
+  }
+
+  def write(p: ResultPartition, subpartition: Int, rec: Array[Byte]): Unit =
+    p.emitRecord(subpartition, rec, Platform.BYTE_ARRAY_OFFSET, rec.length)
+
+  /** Writes `count` records of `size` bytes to `subpartition`, then nothing else. */
+  def writeMany(p: ResultPartition, subpartition: Int, count: Int, size: Int): Unit = {
+    var i = 0
+    while (i < count) { write(p, subpartition, record(p.partitionId.producerId, subpartition, i, size)); i += 1 }
+  }
+}
