@@ -54,6 +54,7 @@ class NettyConnectionManagerSuite extends AnyFunSuite {
       assert(got.forall(_ eq got.head))
       assert(b.counters.connectionsOpened.sum == 1)
       assert(a.connectionManager.numAcceptedConnections == 1)
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }
 
