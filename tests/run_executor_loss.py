@@ -71,7 +71,7 @@ def main(argv: List[str]) -> int:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
         rows = spark.range(0, N, 1, 8).select(((F.col("id") * 7919) % KEYS).alias("k"), F.col("id"))
         # A 30 ms pause every 500 rows, evaluated in the JVM as the reduce task pulls its input.
-        pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(30 as bigint))"))
+        pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 30 as bigint))"))
         slow = rows.repartition(4, "k").select("k", (F.col("id") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("id"))
         summed = slow.groupBy("k").agg(F.sum("id").alias("s"))
         thread = threading.Thread(target=killer, args=(spark, state), daemon=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from pyspark import InheritableThread
 from pyspark.sql import SparkSession
@@ -73,20 +73,67 @@ class Background:
         return self.result
 
 
-def slow_consumer_job(
-    spark: SparkSession, tasks: int = 2, records: int = 3000, pause_ms: int = 2
-) -> Background:
-    """Starts SlowConsumerJob (the test jar): each task's producer writes into a Sluice pipelined
-    partition that a slow consumer thread of the same task reads, so the task thread really
-    blocks on buffer requests. Returns the running job; ``join()`` gives the records read."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    job = jvm.org.apache.spark.shuffle.sluice.SlowConsumerJob
-    jsc = spark.sparkContext._jsc
-    assert jsc is not None
-    return Background(
-        spark, "sluice-slow-consumer", lambda: job.run(jsc.sc(), tasks, records, 1000, pause_ms)
-    )
+def active_stages(spark: SparkSession) -> List[int]:
+    """Stages with running tasks, oldest first."""
+    tracker = spark.sparkContext.statusTracker()
+    running = []
+    for stage in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(stage)
+        if info is not None and info.numActiveTasks > 0:
+            running.append(stage)
+    return sorted(running)
+
+
+class SlowConsumerQuery:
+    """A Real-Time Mode query whose consumer pauses 2 ms on every record while its producers
+    shuffle 2 KB records through Sluice's pipelined shuffle: the producers fill their buffers and
+    then block on buffer requests (credit-based backpressure reaching the producer). Needs 4 free
+    task slots (2 producers, 2 consumers)."""
+
+    def __init__(self, spark: SparkSession, name: str = "slow_consumer") -> None:
+        from pyspark.sql import DataFrame
+        from pyspark.sql import functions as F
+
+        from streaming import StreamingRun
+
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        # The argument depends on the row, so the optimizer cannot fold the call into one sleep.
+        pause = F.expr("reflect('java.lang.Thread', 'sleep', cast(value * 0 + 2 as bigint))")
+
+        def query(df: DataFrame) -> DataFrame:
+            padded = df.withColumn("pad", F.expr("repeat('x', 2000)"))
+            aggregated = padded.groupBy("value").agg(F.max("pad").alias("pad"))
+            return aggregated.select((F.col("value") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("v"),
+                                     F.length("pad").alias("n"))
+
+        self.spark = spark
+        self.run = StreamingRun(spark, query, name, real_time=True)
+        for start in range(0, 200_000, 50_000):
+            self.run.add(range(start, start + 50_000))
+
+    def backpressured_stages(self, timeout: float = 90.0) -> Tuple[int, int, Dict[str, Any], List[Dict[str, Any]]]:
+        """Watches the query's 5 s batches (each a producer and a consumer stage) until a sample
+        of a producer stage is HIGH while its tasks' outPoolUsage is near 1.0. Returns (producer
+        stage, consumer stage, its backpressure row, its tasks' metric rows)."""
+        import sluice
+
+        deadline = time.monotonic() + timeout
+        row: Dict[str, Any] = {}
+        tasks: List[Dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            stages = active_stages(self.spark)
+            if len(stages) >= 2:
+                producer, consumer = stages[:2]
+                time.sleep(0.5)  # the consumer falls behind; the producers fill their buffers
+                tasks = [r for r in sluice.metrics(self.spark, wait=False).to_pylist() if r["stage_id"] == producer]
+                row = sample_until_all_tasks_seen(self.spark, producer, tasks=2, timeout=10)
+                if row["level"] == "HIGH" and len(tasks) == 2 and max(r["outPoolUsage"] for r in tasks) >= 0.9:
+                    return producer, consumer, row, tasks
+            time.sleep(0.2)
+        raise AssertionError(f"no producer stage of the slow-consumer query was HIGH within {timeout}s: {row} {tasks}")
+
+    def stop(self) -> None:
+        self.run.stop()
 
 
 def sample_until_all_tasks_seen(

@@ -11,7 +11,7 @@ import pytest
 
 import sluice
 from sluice.demo import network_metrics_by_stage, print_network_metrics
-from sluice.monitoring import FLINK_METRICS, ID_COLUMNS
+from sluice.monitoring import FLINK_METRICS, ID_COLUMNS, OUTPUT_COLUMNS
 
 from conftest import MASTER, http_json, ui_url
 from sparkjobs import run_in_group, shuffle_rows
@@ -36,7 +36,7 @@ def total(table: Any, column: str) -> int:
 
 def test_columns_are_the_ids_and_flinks_metric_names(known_job: Tuple[List[int], Any]) -> None:
     stages, table = known_job
-    expected = [name for name, _ in ID_COLUMNS + FLINK_METRICS]
+    expected = [name for name, _ in ID_COLUMNS + OUTPUT_COLUMNS + FLINK_METRICS]
     assert table.schema.names[: len(expected)] == expected
     # Latency columns follow only if some job of the session tracked latency; this one did not.
     extra = table.schema.names[len(expected) :]
@@ -47,6 +47,10 @@ def test_columns_are_the_ids_and_flinks_metric_names(known_job: Tuple[List[int],
     assert table.schema.field("outPoolUsage").type == pa.float64()
     assert table.schema.field("executor_id").type == pa.string()
     assert table.num_rows > 0
+    # A regular shuffle: blocking outputs, no buffer timeout (that is for pipelined producers).
+    ours = rows_of(table, stages).to_pylist()
+    assert {r["output_type"] for r in ours} <= {"blocking", ""} and "blocking" in {r["output_type"] for r in ours}
+    assert all(r["bufferTimeoutMs"] is None for r in ours)
 
 
 def test_records_out_and_in_are_exact(known_job: Tuple[List[int], Any]) -> None:
@@ -99,8 +103,10 @@ def test_rates_and_time_shares_of_finished_tasks(known_job: Tuple[List[int], Any
         for name in ("backPressuredTimeMsPerSecond", "busyTimeMsPerSecond", "idleTimeMsPerSecond"):
             assert 0.0 <= row[name] <= 1000.0
         assert 0.0 <= row["outPoolUsage"] <= 1.0 and 0.0 <= row["inPoolUsage"] <= 1.0
-        assert row["exclusiveBuffersUsage"] == 0.0  # no remote channels yet: no exclusive buffers
-        assert row["inputQueueLength"] == 0
+        assert 0.0 <= row["exclusiveBuffersUsage"] <= 1.0 and 0.0 <= row["floatingBuffersUsage"] <= 1.0
+        assert row["inputQueueLength"] >= 0 and row["outputQueueLength"] >= 0
+        if not row["numBytesInRemote"]:  # no remote channel: no exclusive buffers, nothing queued
+            assert row["exclusiveBuffersUsage"] == 0.0 and row["inputQueueLength"] == 0
 
 
 def test_executor_memory_segments(spark: Any, known_job: Tuple[List[int], Any]) -> None:

@@ -4,12 +4,16 @@ blocking shuffles, also through Sluice)."""
 
 from __future__ import annotations
 
-from typing import Any, List
+import time
+from typing import Any, Dict, List, Tuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streaming import latest_counts, run_to_completion
+import sluice
+from conftest import http_json, ui_url
+from sparkjobs import SlowConsumerQuery
+from streaming import StreamingRun, latest_counts, run_to_completion
 
 N = 6_000
 BATCHES = [list(range(i, i + 1_000)) for i in range(0, N, 1_000)]
@@ -47,3 +51,100 @@ def test_repartition_matches_micro_batch(spark: SparkSession) -> None:
 
     real_time, micro_batch = _both_modes(spark, "repart", query, lambda rows: len(rows) >= N)
     assert sorted(r[0] for r in real_time) == sorted(r[0] for r in micro_batch) == [3 * v for v in range(N)]
+
+
+def _executor_segments(spark: SparkSession) -> List[Dict[str, Any]]:
+    executors = http_json(ui_url(spark).rstrip("/") + "/sluice/json")["executors"]
+    return [e for e in executors if e["executor_id"] != "driver"]
+
+
+def test_slow_consumer_backpressures_its_producer_and_a_stopped_query_leaves_nothing(spark: SparkSession) -> None:
+    """A consumer that pauses on every record: its producers block on buffer requests (HIGH,
+    outPoolUsage near 1.0) instead of queueing without bound; stopping the query mid-batch returns
+    every network buffer and leaves no extra threads."""
+    threads_before = _sluice_threads(spark)
+    slow = SlowConsumerQuery(spark)
+    try:
+        producer, consumer, row, tasks = slow.backpressured_stages()
+        assert row["ratio"] > 0.5
+        [consumer_row] = sluice.backpressure(spark, consumer).to_pylist()
+        assert consumer_row["level"] != "HIGH", consumer_row
+        assert all(r["backPressuredTimeMsPerSecond"] > 0 for r in tasks)
+        # Pipelined producers report the buffer timeout in effect (the session's 5 ms).
+        assert all(r["output_type"] == "pipelined" and r["bufferTimeoutMs"] == 5 for r in tasks), tasks
+        # Bounded: a producer holds at most its pool (2 subpartitions x 2 + 8 floating = 12
+        # buffers), and no executor uses more than its network memory.
+        assert all(r["outputQueueLength"] <= 12 for r in tasks), [r["outputQueueLength"] for r in tasks]
+        for e in _executor_segments(spark):
+            assert e["UsedMemorySegments"] <= e["TotalMemorySegments"]
+    finally:
+        slow.stop()  # mid-batch: the producer and consumer tasks are killed
+    deadline = time.monotonic() + 60
+    used: List[int] = []
+    while time.monotonic() < deadline:
+        used = [e["UsedMemorySegments"] for e in _executor_segments(spark)]
+        if used and all(u == 0 for u in used):
+            break
+        time.sleep(0.5)
+    assert used and all(u == 0 for u in used), f"network buffers still in use after the query stopped: {used}"
+    assert _sluice_threads(spark) <= threads_before, "stopping the query left Sluice threads behind"
+
+
+def _sluice_threads(spark: SparkSession) -> int:
+    """Threads named sluice-* across the executors (the flusher, Netty's event loops)."""
+    sc = spark.sparkContext
+
+    def count(_: Any) -> Any:
+        import subprocess
+
+        out = subprocess.run(["ps", "-eLo", "comm"], capture_output=True, text=True).stdout
+        return [sum(1 for line in out.splitlines() if "sluice" in line.lower())]
+
+    return max(sc.parallelize(range(2), 2).mapPartitions(count).collect())
+
+
+def _sluice_connections() -> Dict[Tuple[int, int], int]:
+    """Established TCP connections between Sluice servers' ports and their clients, from the kernel:
+    {(server port, client port): count}."""
+    connections: Dict[Tuple[int, int], int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # the JVM's sockets are often IPv6 (mapped IPv4)
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                local, remote, state = fields[1], fields[2], fields[3]
+                if state != "01":  # ESTABLISHED
+                    continue
+                key = (int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16))
+                connections[key] = connections.get(key, 0) + 1
+    return connections
+
+
+def test_batches_reuse_the_executors_connections(spark: SparkSession) -> None:
+    """Every Real-Time Mode batch is a new job with a new shuffle: the second and third batch run
+    over the same executor-pair connections as the first."""
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+
+    def sluice_links() -> set:
+        # (server port, client port) pairs whose server side is a Sluice server; the servers
+        # start with the executors' first Sluice task, so they are known after the first batch.
+        ports = {e["server_port"] for e in _executor_segments(spark) if e.get("server_port")}
+        assert len(ports) == 2, f"expected two executors' Sluice servers, got {ports}"
+        return {k for k in _sluice_connections() if k[0] in ports}
+
+    def query(df: DataFrame) -> DataFrame:
+        return df.withColumn("k", F.col("value") % 5).groupBy("k").count()
+
+    run = StreamingRun(spark, query, "reuse", real_time=True)
+    seen: List[set] = []
+    try:
+        for batch in range(3):
+            run.add(range(batch * 100, batch * 100 + 100))
+            run.wait_until(lambda rows: sum(latest_counts(rows).values()) == (batch + 1) * 100)
+            seen.append(sluice_links())
+            time.sleep(5.5)  # the next 5 s batch: a new job and a new shuffle id
+    finally:
+        run.stop()
+    assert seen[0], "no Sluice connection between the executors"
+    assert seen[0] == seen[1] == seen[2], seen
+    # One connection per executor pair and direction: at most one client connection per server.
+    assert len(seen[0]) <= 2, seen[0]

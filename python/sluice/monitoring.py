@@ -57,6 +57,13 @@ ID_COLUMNS: Tuple[Tuple[str, Any], ...] = (
     ("task_attempt_id", pa.int64()),
 )
 
+# What the task wrote: "blocking", "pipelined" or "" (read only), and for a pipelined partition the
+# buffer timeout in effect (ms; 0 flushes every record, -1 only full buffers; null otherwise).
+OUTPUT_COLUMNS: Tuple[Tuple[str, Any], ...] = (
+    ("output_type", pa.string()),
+    ("bufferTimeoutMs", pa.int64()),
+)
+
 # Latency statistics over all of a task's latency markers, in milliseconds (only when tracked).
 LATENCY_STATS: Tuple[str, ...] = ("count", "min", "max", "mean", "p50", "p95", "p99", "p999")
 
@@ -85,7 +92,7 @@ def _latency_column(stat: str) -> str:
 
 def metrics_schema(with_latency: bool) -> Any:
     """The schema of :func:`metrics`' table, with or without the latency columns."""
-    fields: List[Tuple[str, Any]] = list(ID_COLUMNS) + list(FLINK_METRICS)
+    fields: List[Tuple[str, Any]] = list(ID_COLUMNS) + list(OUTPUT_COLUMNS) + list(FLINK_METRICS)
     if with_latency:
         fields += [
             (_latency_column(stat), pa.int64() if stat == "count" else pa.float64()) for stat in LATENCY_STATS
@@ -97,8 +104,9 @@ def metrics_schema(with_latency: bool) -> Any:
 def metrics(spark: SparkSession, *, wait: bool = True) -> Any:
     """Sluice's network metrics of every task attempt the driver heard of, one row each.
 
-    Columns: ``executor_id``, ``stage_id``, ``stage_attempt_id``, ``task_attempt_id``, then
-    Flink's metric names (``outPoolUsage``, ``inPoolUsage``, ``floatingBuffersUsage``,
+    Columns: ``executor_id``, ``stage_id``, ``stage_attempt_id``, ``task_attempt_id``,
+    ``output_type`` (``"blocking"``, ``"pipelined"`` or ``""``), ``bufferTimeoutMs`` (the buffer
+    timeout in effect for a pipelined producer, else null), then Flink's metric names (``outPoolUsage``, ``inPoolUsage``, ``floatingBuffersUsage``,
     ``exclusiveBuffersUsage``, ``numRecordsOut``, ``numRecordsIn``, ``numBytesOut``,
     ``numBytesInLocal``, ``numBytesInRemote``, ``numBuffersOut``, ``numBuffersInLocal``,
     ``numBuffersInRemote``, their ``...PerSecond`` rates, ``outputQueueLength``,
@@ -126,7 +134,7 @@ def metrics(spark: SparkSession, *, wait: bool = True) -> Any:
     schema = metrics_schema(with_latency)
     columns: Dict[str, List[Any]] = {name: [] for name in schema.names}
     for task in tasks:
-        for name, _ in ID_COLUMNS + FLINK_METRICS:
+        for name, _ in ID_COLUMNS + OUTPUT_COLUMNS + FLINK_METRICS:
             columns[name].append(task.get(name))
         if with_latency:
             total: Optional[Dict[str, Any]] = task.get("latency_total")

@@ -46,6 +46,8 @@ final class ShuffleEnvironment(
   val serverPort: Int = try connectionManager.start() catch {
     case e: Throwable => outputFlusher.shutdown(); throw e
   }
+  metrics.setTransportProbe(() => io.sluice.metrics.TransportSnapshot(serverPort,
+    connectionManager.numServerConnections, connectionManager.numClientConnections))
   private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId)
   private val fileCounter = new AtomicInteger
   @volatile private var stopped = false
@@ -83,7 +85,7 @@ final class ShuffleEnvironment(
       .min(Int.MaxValue).toInt
     val pool = networkBufferPool.createBufferPool(numSubpartitions + 1, max, s"pipelined result partition ($id)")
     new PipelinedResultPartition(id, numSubpartitions, pool, conf.get(SluiceOptions.MaxBuffersPerSubpartition),
-      bufferRequestTimeout, p => partitionManager.unregister(p))
+      bufferRequestTimeout, p => partitionManager.unregister(p), conf.get(SluiceOptions.BufferTimeout))
   }
 
   /** Makes a partition visible to readers (blocking: once finished; pipelined: at once). */

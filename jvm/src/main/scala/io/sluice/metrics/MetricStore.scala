@@ -8,7 +8,8 @@ final case class ExecutorEntry(
     lastReportMillis: Long,
     segments: SegmentsSnapshot,
     totals: Map[String, Long] = Map.empty,
-    rates: Map[String, Double] = Map.empty)
+    rates: Map[String, Double] = Map.empty,
+    transport: TransportSnapshot = TransportSnapshot.none)
 
 /** The latest snapshot of one task attempt and the executor it ran on. Immutable. */
 final case class TaskEntry(executorId: String, snapshot: TaskIOSnapshot) {
@@ -28,7 +29,8 @@ final class MetricStore(maxTasks: Int = MetricStore.DefaultMaxTasks) {
 
   def add(report: ExecutorSnapshot): Unit = synchronized {
     executors(report.executorId) =
-      ExecutorEntry(report.executorId, report.timestampMillis, report.segments, report.totals, report.rates)
+      ExecutorEntry(report.executorId, report.timestampMillis, report.segments, report.totals, report.rates,
+        report.transport)
     report.tasks.foreach { s =>
       val id = s.key.taskAttemptId
       tasks.get(id) match {

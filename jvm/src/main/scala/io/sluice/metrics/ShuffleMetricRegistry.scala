@@ -81,6 +81,13 @@ final class ShuffleMetricRegistry(
     }
   }
 
+  @volatile private var transportProbe: () => TransportSnapshot = () => TransportSnapshot.none
+
+  /** Where the executor's transport state comes from, once its server runs. */
+  def setTransportProbe(probe: () => TransportSnapshot): Unit = transportProbe = probe
+
+  def transport: TransportSnapshot = transportProbe()
+
   def segments: SegmentsSnapshot = {
     val total = bufferPool.totalSegments
     val available = bufferPool.numberOfAvailableSegments
@@ -116,14 +123,16 @@ final class ShuffleMetricRegistry(
     val now = clock.nanoTime()
     val rates = MetricNames.Counters.zip(totalMeters).map { case (n, m) => (n + MetricNames.PerSecond) -> m.update(now, t(n)) }.toMap
     latest = ExecutorAggregate(liveSnapshots, rates)
-    ExecutorSnapshot(executorId, clock.currentTimeMillis(), segments, liveSnapshots.filter(_.running) ++ drained, t, rates)
+    ExecutorSnapshot(executorId, clock.currentTimeMillis(), segments, liveSnapshots.filter(_.running) ++ drained, t, rates,
+      transport)
   }
 
   /** Everything retained: live tasks sampled now and the finished ones (a local view; no tick). */
   def snapshot(): ExecutorSnapshot = {
     val liveSnapshots = live.values().toArray(new Array[TaskIOMetricGroup](0)).toSeq.map(_.sample())
     val done = lock.synchronized(finished.values().toArray(new Array[TaskIOSnapshot](0)).toSeq)
-    ExecutorSnapshot(executorId, clock.currentTimeMillis(), segments, liveSnapshots.filter(_.running) ++ done)
+    ExecutorSnapshot(executorId, clock.currentTimeMillis(), segments, liveSnapshots.filter(_.running) ++ done,
+      transport = transport)
   }
 
   /** The executor-wide view computed at the last tick (what Spark's metrics system exports). */

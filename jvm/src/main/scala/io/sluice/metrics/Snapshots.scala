@@ -36,6 +36,8 @@ final case class LatencySnapshot(
  * task's markers together) None unless latency tracking was on for the task. Immutable.
  *
  * @param outputType the type of the task's result partition ("blocking", "pipelined"), "" if it wrote none
+ * @param bufferTimeoutMs the buffer timeout in effect for a pipelined result partition (0: flush
+ *                        after every record, -1: only full buffers); None for other tasks
  */
 final case class TaskIOSnapshot(
     key: TaskKey,
@@ -69,7 +71,8 @@ final case class TaskIOSnapshot(
     busyTimeMsPerSecond: Double,
     idleTimeMsPerSecond: Double,
     latency: Seq[LatencySnapshot],
-    latencyTotal: Option[LatencySnapshot]) {
+    latencyTotal: Option[LatencySnapshot],
+    bufferTimeoutMs: Option[Long] = None) {
 
   /** Every metric by its Flink name, in [[MetricNames.TaskMetrics]] order. */
   def metrics: Seq[(String, AnyVal)] = Seq(
@@ -108,6 +111,16 @@ final case class TaskIOSnapshot(
 final case class SegmentsSnapshot(segmentSize: Int, total: Int, available: Int, used: Int)
 
 /**
+ * The executor's transport: its Sluice server's port, the connections other executors opened to
+ * it, and the connections it opened to others (one per remote executor). Immutable.
+ */
+final case class TransportSnapshot(serverPort: Int, serverConnections: Int, clientConnections: Int)
+
+object TransportSnapshot {
+  val none: TransportSnapshot = TransportSnapshot(0, 0, 0)
+}
+
+/**
  * Everything an executor reports at one tick: its network memory, its running tasks, the tasks
  * that finished since its previous report (or all retained ones, for a local view), and its
  * totals of every counter over all tasks it ran with their rates (by Flink name). Immutable.
@@ -118,4 +131,5 @@ final case class ExecutorSnapshot(
     segments: SegmentsSnapshot,
     tasks: Seq[TaskIOSnapshot],
     totals: Map[String, Long] = Map.empty,
-    rates: Map[String, Double] = Map.empty)
+    rates: Map[String, Double] = Map.empty,
+    transport: TransportSnapshot = TransportSnapshot.none)

@@ -3,7 +3,7 @@ package io.sluice.metrics
 import java.util.concurrent.CopyOnWriteArrayList
 
 import io.sluice.memory.LocalBufferPool
-import io.sluice.partition.ResultPartition
+import io.sluice.partition.{PipelinedResultPartition, ResultPartition}
 import io.sluice.partition.consumer.SingleInputGate
 
 /**
@@ -151,9 +151,12 @@ final class TaskIOMetricGroup(
       exclTotal += g.numExclusiveBuffers
       inQueue += g.inputQueueLength
     }
-    val outputType = {
+    val (outputType, bufferTimeout) = {
       val it = partitions.iterator()
-      if (it.hasNext) it.next().partitionType.name else if (last != null) last.outputType else ""
+      if (it.hasNext) it.next() match {
+        case p: PipelinedResultPartition => (p.partitionType.name, Some(p.bufferTimeoutMs))
+        case p => (p.partitionType.name, None)
+      } else if (last != null) (last.outputType, last.bufferTimeoutMs) else ("", None)
     }
     TaskIOSnapshot(key, running, startedAtMillis, clock.currentTimeMillis(), outputType,
       outPoolUsage = ratio(outUsed, outTotal),
@@ -168,7 +171,8 @@ final class TaskIOMetricGroup(
       outputQueueLength = outQueue.toInt, inputQueueLength = inQueue.toInt,
       backPressuredTimeMsPerSecond = backPressured, busyTimeMsPerSecond = busy, idleTimeMsPerSecond = idle,
       latency = Option(latencyStats).map(_.snapshot).getOrElse(Nil),
-      latencyTotal = Option(latencyStats).flatMap(_.total))
+      latencyTotal = Option(latencyStats).flatMap(_.total),
+      bufferTimeoutMs = bufferTimeout)
   }
 
   private def clampMs(v: Double): Double = math.min(1000.0, math.max(0.0, v))

@@ -19,7 +19,8 @@ final class PipelinedResultPartition(
     bufferPool: LocalBufferPool,
     maxBuffersPerSubpartition: Int,
     bufferRequestTimeoutMs: Long,
-    onReleased: PipelinedResultPartition => Unit = _ => ())
+    onReleased: PipelinedResultPartition => Unit = _ => (),
+    val bufferTimeoutMs: Long = -1L)
   extends ResultPartition(partitionId, ResultPartitionType.Pipelined, numSubpartitions, bufferPool) {
 
   private val subpartitions = Array.tabulate(numSubpartitions)(new PipelinedSubpartition(_, this))

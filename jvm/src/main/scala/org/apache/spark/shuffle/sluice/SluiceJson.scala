@@ -32,7 +32,8 @@ private[sluice] object SluiceJson {
       "executor_id" -> JString(e.executorId), "stage_id" -> JInt(s.key.stageId),
       "stage_attempt_id" -> JInt(s.key.stageAttemptId), "partition_id" -> JInt(s.key.partitionId),
       "task_attempt_id" -> JLong(s.key.taskAttemptId), "running" -> JBool(s.running),
-      "output_type" -> JString(s.outputType), "started_at_ms" -> JLong(s.startedAtMillis),
+      "output_type" -> JString(s.outputType), "bufferTimeoutMs" -> s.bufferTimeoutMs.map(JLong(_)).getOrElse(JNull),
+      "started_at_ms" -> JLong(s.startedAtMillis),
       "timestamp_ms" -> JLong(s.timestampMillis)) ++ metrics ++ List(
       "latency_total" -> s.latencyTotal.map(latency).getOrElse(JNull),
       "latency" -> JArray(s.latency.map(latency).toList)))
@@ -73,7 +74,9 @@ private[sluice] object SluiceJson {
     "segment_size" -> JInt(e.segments.segmentSize),
     MetricNames.TotalMemorySegments -> JInt(e.segments.total),
     MetricNames.AvailableMemorySegments -> JInt(e.segments.available),
-    MetricNames.UsedMemorySegments -> JInt(e.segments.used))
+    MetricNames.UsedMemorySegments -> JInt(e.segments.used),
+    "server_port" -> JInt(e.transport.serverPort), "server_connections" -> JInt(e.transport.serverConnections),
+    "client_connections" -> JInt(e.transport.clientConnections))
 
   /** Everything the driver holds. */
   def all(m: SluiceDriverMetrics): JValue = JObject(
