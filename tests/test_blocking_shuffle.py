@@ -98,3 +98,16 @@ def test_spark_submit_with_properties_file(reference: Dict[str, Any]) -> None:
     """The spark-submit path: every setting from a --properties-file with plain Spark keys."""
     report = run_app("preconfigured", {"buffers_per_channel": "3"}, via_submit=True)
     check_sluice_report(report, reference)
+
+
+def test_shuffle_20_times_the_network_memory_spills_and_completes() -> None:
+    """1 MiB of network memory (32 buffers) per executor and a shuffle of well over 20 MiB: map
+    outputs spill to the local dirs, every buffer is reused, and the answer is exact."""
+    report = run_app("sluice", {"network_memory": "1m"}, names=["spill_heavy"])
+    assert not report["errors"], report["errors"]
+    assert report["answers"]["spill_heavy"] == workloads.spill_heavy_expected()
+    counters = report["counters"]
+    assert "error" not in counters, counters
+    assert counters["numBytesOut"] >= 20 * (1 << 20), counters
+    assert counters["numBytesInRemote"] > 0
+    assert report["files"]["sluice"] and not report["files"]["sort"]

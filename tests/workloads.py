@@ -190,6 +190,25 @@ def aqe_local_shuffle_reader(spark: SparkSession) -> Answer:
     return answer
 
 
+SPILL_ROWS = 1_500_000
+SPILL_KEYS = 50_000
+
+
+def spill_heavy(spark: SparkSession) -> Answer:
+    """A shuffle far larger than a small network memory (every row carries a 64-byte hash): the
+    blocking partitions must spill. The answer is known without Spark."""
+    df = spark.range(0, SPILL_ROWS, 1, 6).select(
+        (F.col("id") % SPILL_KEYS).alias("k"), "id", F.sha2(F.col("id").cast("string"), 256).alias("h"))
+    per_key = df.repartition(12, "k").groupBy("k").agg(
+        F.count("*").alias("n"), F.sum("id").alias("s"), F.max("h").alias("h"))
+    return _rows(per_key.agg(F.count("*"), F.sum("n"), F.sum("s"), F.sum(F.length("h"))))
+
+
+def spill_heavy_expected() -> Answer:
+    return [[SPILL_KEYS, SPILL_ROWS, SPILL_ROWS * (SPILL_ROWS - 1) // 2, SPILL_KEYS * 64]]
+
+
+# The workloads every configuration runs (spill_heavy runs on its own, see its test).
 WORKLOADS: Dict[str, Workload] = {
     "df_group_by": df_group_by,
     "df_join": df_join,
@@ -208,6 +227,8 @@ WORKLOADS: Dict[str, Workload] = {
     "aqe_skew_join": aqe_skew_join,
     "aqe_local_shuffle_reader": aqe_local_shuffle_reader,
 }
+
+EXTRA_WORKLOADS: Dict[str, Workload] = {"spill_heavy": spill_heavy}
 
 # Settings every workload starts from (each may change its own on top).
 BASE_SQL_CONF = {
