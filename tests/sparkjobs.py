@@ -126,7 +126,11 @@ class SlowConsumerQuery:
                 producer, consumer = stages[:2]
                 time.sleep(0.5)  # the consumer falls behind; the producers fill their buffers
                 tasks = [r for r in sluice.metrics(self.spark, wait=False).to_pylist() if r["stage_id"] == producer]
-                row = sample_until_all_tasks_seen(self.spark, producer, tasks=2, timeout=10)
+                # A batch lasts 5 s: the stage may end while we sample it; then watch the next batch.
+                sampled = sample_while_running(self.spark, producer, tasks=2)
+                if sampled is None:
+                    continue
+                row = sampled
                 if row["level"] == "HIGH" and len(tasks) == 2 and max(r["outPoolUsage"] for r in tasks) >= 0.9:
                     return producer, consumer, row, tasks
             time.sleep(0.2)
@@ -134,6 +138,20 @@ class SlowConsumerQuery:
 
     def stop(self) -> None:
         self.run.stop()
+
+
+def sample_while_running(spark: SparkSession, stage: int, tasks: int) -> Optional[Dict[str, Any]]:
+    """One backpressure row of ``stage`` whose sample covered ``tasks`` running tasks, or None once
+    the stage is no longer active (a streaming batch ended while it was sampled)."""
+    import sluice
+
+    tracker = spark.sparkContext.statusTracker()
+    while stage in tracker.getActiveStageIds():
+        [row] = sluice.backpressure(spark, stage).to_pylist()
+        if row["sampled_tasks"] >= tasks:
+            return row
+        time.sleep(0.2)
+    return None
 
 
 def sample_until_all_tasks_seen(

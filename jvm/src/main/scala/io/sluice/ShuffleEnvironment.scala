@@ -85,7 +85,8 @@ final class ShuffleEnvironment(
       .min(Int.MaxValue).toInt
     val pool = networkBufferPool.createBufferPool(numSubpartitions + 1, max, s"pipelined result partition ($id)")
     new PipelinedResultPartition(id, numSubpartitions, pool, conf.get(SluiceOptions.MaxBuffersPerSubpartition),
-      bufferRequestTimeout, p => partitionManager.unregister(p), conf.get(SluiceOptions.BufferTimeout))
+      bufferRequestTimeout, p => partitionManager.unregister(p), conf.get(SluiceOptions.BufferTimeout),
+      conf.get(SluiceOptions.IdleFlushInterval))
   }
 
   /** Makes a partition visible to readers (blocking: once finished; pipelined: at once). */

@@ -69,6 +69,15 @@ object SluiceOptions {
       |full. Blocking partitions are consumed when complete and ignore it."""
   }
 
+  val IdleFlushInterval: ConfigOption[Long] = opt("spark.sluice.idleFlushInterval", "idle_flush_interval",
+    DurationMsType, 1L, "(none: a Sluice extension)", Effect.TaskStart, atLeast(-1L)) {
+    """When the reader of a pipelined subpartition has taken everything readable (the consumer, or
+      |the network with credit to spare, is idle), the next record is flushed at once instead of
+      |waiting for the buffer timeout, at most once per this interval. Under load the reader is
+      |never idle and buffers fill as usual, so this only cuts latency at low load. -1 turns it off
+      |(records then wait for the buffer timeout, as in Flink); it is off when bufferTimeout is -1."""
+  }
+
   // ---- transport ----------------------------------------------------------------------------
 
   val CreditBased: ConfigOption[Boolean] = opt("spark.sluice.network.creditBased", "credit_based",
@@ -162,7 +171,7 @@ object SluiceOptions {
   /** Every definition, in the order the docs list them. */
   val all: Seq[ConfigOption[_]] = Seq(
     SegmentSize, NetworkMemory, BuffersPerChannel, FloatingBuffersPerGate, MaxBuffersPerSubpartition,
-    RequestBufferTimeout, BufferTimeout, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
+    RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
     RequestTimeout, MaxFrameLength, MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval)
 

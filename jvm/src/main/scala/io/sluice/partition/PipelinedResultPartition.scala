@@ -20,10 +20,32 @@ final class PipelinedResultPartition(
     maxBuffersPerSubpartition: Int,
     bufferRequestTimeoutMs: Long,
     onReleased: PipelinedResultPartition => Unit = _ => (),
-    val bufferTimeoutMs: Long = -1L)
+    val bufferTimeoutMs: Long = -1L,
+    idleFlushIntervalMs: Long = -1L)
   extends ResultPartition(partitionId, ResultPartitionType.Pipelined, numSubpartitions, bufferPool) {
 
   private val subpartitions = Array.tabulate(numSubpartitions)(new PipelinedSubpartition(_, this))
+  // Eager "idle" flushing (spark.sluice.idleFlushInterval): off with a -1 buffer timeout, and
+  // pointless with 0 (every record is flushed anyway).
+  private val idleFlushNanos =
+    if (idleFlushIntervalMs < 0 || bufferTimeoutMs <= 0) -1L else idleFlushIntervalMs * 1000000L
+
+  /**
+   * Flushes `subpartition` right after a record when its reader has taken everything readable and
+   * the last such flush was at least the idle-flush interval ago: an idle reader (or an idle
+   * network with credit to spare) need not wait for the buffer timeout. A busy reader leaves data
+   * queued, so under load buffers fill as usual. One volatile read per record otherwise.
+   */
+  override protected def onRecordWritten(subpartition: Int): Unit = if (idleFlushNanos >= 0) {
+    val s = subpartitions(subpartition)
+    if (s.isDrained) {
+      val now = System.nanoTime()
+      if (now - s.lastIdleFlushNanos >= idleFlushNanos) {
+        s.lastIdleFlushNanos = now
+        s.flush()
+      }
+    }
+  }
   private val unconsumed = new CountDownLatch(numSubpartitions)
 
   override protected def requestBufferBuilder(subpartition: Int): BufferBuilder = try {

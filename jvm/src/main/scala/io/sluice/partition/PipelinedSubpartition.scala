@@ -23,6 +23,11 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   private var released = false
   private var listener: BufferAvailabilityListener = _
   private var waitingForRoom = false
+  // The reader took everything readable at its last look (written by the reader under the lock,
+  // read by the producer without it: a stale value only delays or advances one idle flush).
+  @volatile private var drained = false
+  /** When the producer last flushed because the reader was idle (producer thread only). */
+  private[partition] var lastIdleFlushNanos: Long = Long.MinValue / 2
 
   // ---- producer side --------------------------------------------------------------------------
 
@@ -101,7 +106,9 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
         "pipelined and already being read; it can be read only once")
       if (released) throw new ProducerFailedException(parent.partitionId, parent.failureCause)
       listener = l
-      isReadyLocked
+      val ready = isReadyLocked
+      drained = !ready
+      ready
     }
     val view = new PipelinedSubpartitionView(this)
     if (notify) l.notifyDataAvailable()
@@ -130,7 +137,7 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
           else result = BufferAndBacklog.inMemory(slice, index, backlogLocked)
         }
       }
-      hasReadableDataLocked // clears a flush request the reader has now drained
+      drained = !hasReadableDataLocked // also clears a flush request the reader has now drained
       if (result == null && !released && finished && buffers.isEmpty && !endDelivered) {
         endDelivered = true
         ended = true
@@ -205,6 +212,9 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   def isReleased: Boolean = synchronized(released)
 
   def isConsumed: Boolean = synchronized(endDelivered)
+
+  /** Whether the reader has taken everything readable (then the next record need not wait). */
+  def isDrained: Boolean = drained
 
   def queueLength: Int = synchronized(buffers.size)
 

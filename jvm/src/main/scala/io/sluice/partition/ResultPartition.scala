@@ -90,7 +90,11 @@ abstract class ResultPartition(
   final def emitRecord(subpartition: Int, base: AnyRef, offset: Long, length: Int): Unit = {
     writeFrame(subpartition, length, base, offset, length)
     numRecordsOut.increment()
+    onRecordWritten(subpartition)
   }
+
+  /** A whole record was written to `subpartition` (producer thread): a hook for eager flushing. */
+  protected def onRecordWritten(subpartition: Int): Unit = ()
 
   /**
    * Appends a latency marker (frame length -1, then its 16 bytes: creation time, producer stage

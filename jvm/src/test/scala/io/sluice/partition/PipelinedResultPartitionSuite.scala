@@ -163,4 +163,55 @@ class PipelinedResultPartitionSuite extends AnyFunSuite {
       assert(p.numQueuedBuffers == 0)
     }
   }
+
+  test("an idle reader gets the next record at once (idle flush); a busy one lets buffers fill") {
+    withNetworkBufferPool(16) { global =>
+      // A buffer timeout of ten minutes: only the idle flush can make partial buffers readable.
+      val p = pipelined(global, 1, poolMax = 16, bufferTimeoutMs = 600000L, idleFlushIntervalMs = 0L)
+      val listener = new TestingAvailabilityListener
+      val view = p.createSubpartitionView(0, 1, listener)
+      val reader = new TestingElementReader
+      assert(p.subpartition(0).isDrained, "a reader that found nothing is idle")
+      emit(p, 0, bytes(0, 0, 100))
+      assert(view.isAvailable(1), "the idle reader's next record was flushed at once")
+      assert(listener.notifications.get == 1)
+      // The reader has not taken it yet: the next records wait in the buffer (no flush each).
+      emit(p, 0, bytes(0, 1, 100))
+      emit(p, 0, bytes(0, 2, 100))
+      assert(listener.notifications.get == 1)
+      assert(!drain(view, reader))
+      assert(reader.records.size == 3, "the flush request covers what was committed after it")
+      assert(p.subpartition(0).isDrained)
+      emit(p, 0, bytes(0, 3, 100))
+      assert(view.isAvailable(1) && listener.notifications.get == 2, "idle again: flushed at once")
+      p.finish()
+      assert(drain(view, reader))
+      assert(reader.records.size == 4)
+      assert(p.isReleased, "consumed to the end: the partition released itself")
+    }
+  }
+
+  test("idle flushes are spaced by their interval, and off with a buffer timeout of -1") {
+    withNetworkBufferPool(16) { global =>
+      val spaced = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = 600000L, idleFlushIntervalMs = 600000L)
+      val view = spaced.createSubpartitionView(0, 1, new TestingAvailabilityListener)
+      val reader = new TestingElementReader
+      emit(spaced, 0, bytes(0, 0, 100))
+      assert(view.isAvailable(1), "the first idle flush is due at once")
+      assert(!drain(view, reader))
+      emit(spaced, 0, bytes(0, 1, 100))
+      assert(!view.isAvailable(1), "the next one only after ten minutes")
+      spaced.release(null)
+      spaced.closeBufferBuilders()
+      view.releaseAllResources()
+
+      val off = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = -1L, idleFlushIntervalMs = 0L)
+      val offView = off.createSubpartitionView(0, 1, new TestingAvailabilityListener)
+      emit(off, 0, bytes(0, 0, 100))
+      assert(!offView.isAvailable(1), "buffer timeout -1: only full buffers are sent")
+      off.release(null)
+      off.closeBufferBuilders()
+      offView.releaseAllResources()
+    }
+  }
 }

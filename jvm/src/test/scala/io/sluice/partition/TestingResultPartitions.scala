@@ -23,10 +23,12 @@ object TestingResultPartitions {
       producerId: Long = 0L,
       shuffleId: Int = 0,
       bufferRequestTimeoutMs: Long = 60000L,
-      onReleased: PipelinedResultPartition => Unit = _ => ()): PipelinedResultPartition = {
+      onReleased: PipelinedResultPartition => Unit = _ => (),
+      bufferTimeoutMs: Long = -1L,
+      idleFlushIntervalMs: Long = -1L): PipelinedResultPartition = {
     val pool = global.createBufferPool(1, poolMax, s"pipelined producer $producerId of shuffle $shuffleId")
     new PipelinedResultPartition(ResultPartitionID(shuffleId, producerId), numSubpartitions, pool,
-      maxBuffersPerSubpartition, bufferRequestTimeoutMs, onReleased)
+      maxBuffersPerSubpartition, bufferRequestTimeoutMs, onReleased, bufferTimeoutMs, idleFlushIntervalMs)
   }
 
   def blocking(
