@@ -76,6 +76,8 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
             "Sluice: segments allocated\n(high-water mark)": s["sluice_allocated_bytes"] / MIB,
             "Sluice: JVM direct\nmemory (peak)": s["peak_direct_bytes"]["sluice"] / MIB,
             "sort: JVM direct\nmemory (peak)": s["peak_direct_bytes"]["sort"] / MIB,
+            "Sluice: Netty direct\nmemory (peak)": s["peak_netty_direct_bytes"]["sluice"] / MIB,
+            "sort: Netty direct\nmemory (peak)": s["peak_netty_direct_bytes"]["sort"] / MIB,
         },
         budget / MIB,
         f"shuffle {s['shuffle_bytes'] / MIB:.0f} MiB = {s['shuffle_over_budget']:.0f}x the budget, "
@@ -105,6 +107,11 @@ def summarize(recorder: Recorder, budget: int) -> None:
         c: max((int(e["peak_direct_bytes"]) for r in recorder.runs if r["contender"] == c for e in r["after"]), default=0)
         for c in ("sluice", "sort")
     }
+    s["peak_netty_direct_bytes"] = {
+        c: max((int(e.get("peak_netty_direct_bytes", 0)) for r in recorder.runs if r["contender"] == c for e in r["after"]),
+               default=0)
+        for c in ("sluice", "sort")
+    }
     s["seconds"] = {c: median([r["job"]["seconds"] for r in recorder.runs if r["contender"] == c]) for c in ("sluice", "sort")}
     s["time_ratio"] = ratio(s["seconds"]["sluice"], s["seconds"]["sort"])
     # The shuffle's size: what the sort shuffle wrote (compressed) and the rows' in-memory size.
@@ -127,6 +134,8 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
     print(f"Sluice peak used segments: {s['sluice_peak_used_bytes'] / MIB:.1f} MiB; allocated high-water: "
           f"{s['sluice_allocated_bytes'] / MIB:.1f} MiB; JVM direct peak: {s['peak_direct_bytes']['sluice'] / MIB:.1f} MiB")
     print(f"sort shuffle JVM direct peak: {s['peak_direct_bytes']['sort'] / MIB:.1f} MiB")
+    print(f"Netty's own direct memory peak: Sluice {s['peak_netty_direct_bytes']['sluice'] / MIB:.1f} MiB, "
+          f"sort {s['peak_netty_direct_bytes']['sort'] / MIB:.1f} MiB")
     print(f"job time: Sluice {s['seconds']['sluice']:.1f}s, sort {s['seconds']['sort']:.1f}s (ratio {s['time_ratio']:.2f})")
     for g in recorder.goals:
         print(f"goal {g['goal']} <= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")

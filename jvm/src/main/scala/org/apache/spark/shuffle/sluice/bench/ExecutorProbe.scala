@@ -13,18 +13,22 @@ import org.apache.spark.shuffle.sluice.SluiceEnvironment
  * What `sluice bench memory` and `sluice bench scale` read from each executor JVM: its process id
  * and Sluice server port, and its network memory: Flink's Total/Used memory segments, the
  * segments the NetworkBufferPool ever allocated (its real high-water mark, since segments are
- * kept for reuse), and the peak of the used segments and of the JVM's direct memory, sampled
+ * kept for reuse), and the peak of the used segments and of the JVM's and Netty's direct memory, sampled
  * every millisecond by a daemon thread started by the first probe. Thread-safe.
  */
 object ExecutorProbe {
 
   private val peakUsedSegments = new AtomicLong
   private val peakDirectBytes = new AtomicLong
+  private val peakNettyBytes = new AtomicLong
 
   private lazy val directPool: Option[BufferPoolMXBean] =
     ManagementFactory.getPlatformMXBeans(classOf[BufferPoolMXBean]).asScala.find(_.getName == "direct")
 
   private def directBytes: Long = directPool.map(_.getMemoryUsed).getOrElse(0L)
+
+  /** What Netty allocated off-heap without the JDK's accounting (-1 when Netty does not count it). */
+  private def nettyBytes: Long = io.netty.util.internal.PlatformDependent.usedDirectMemory()
 
   private lazy val sampler: Thread = {
     val t = new Thread(() => {
@@ -32,6 +36,7 @@ object ExecutorProbe {
         SluiceEnvironment.ifStarted.foreach(e => peakUsedSegments.accumulateAndGet(
           e.networkBufferPool.numberOfUsedSegments.toLong, math.max))
         peakDirectBytes.accumulateAndGet(directBytes, math.max)
+        peakNettyBytes.accumulateAndGet(nettyBytes, math.max)
         Thread.sleep(1)
       }
     }, "sluice-bench-memory-sampler")
@@ -55,10 +60,13 @@ object ExecutorProbe {
       "allocated_segments" -> pool.map(_.numberOfAllocatedSegments).getOrElse(0).toString,
       "peak_used_segments" -> peakUsedSegments.get.toString,
       "direct_bytes" -> directBytes.toString,
-      "peak_direct_bytes" -> peakDirectBytes.get.toString)
+      "peak_direct_bytes" -> peakDirectBytes.get.toString,
+      "netty_direct_bytes" -> nettyBytes.toString,
+      "peak_netty_direct_bytes" -> peakNettyBytes.get.toString)
     if (reset) {
       peakUsedSegments.set(pool.map(_.numberOfUsedSegments.toLong).getOrElse(0L))
       peakDirectBytes.set(directBytes)
+      peakNettyBytes.set(nettyBytes)
     }
     fields.map { case (k, v) => "\"" + k + "\":" + v }.mkString("{", ",", "}")
   }
