@@ -28,7 +28,7 @@ from sluice.bench._common import (
 from sluice.bench.compare import difference, plain_rows
 
 CONTENDERS = ("sluice", "sort")
-HEAVY_ROWS = 5_600_000  # about 1 GB of shuffle writes with the sort shuffle (lz4)
+HEAVY_ROWS = 8_000_000  # about 1 GB of shuffle writes with the sort shuffle (lz4): 125 bytes a row
 QUICK_HEAVY_ROWS = 200_000
 DUCKDB_QUERIES = (1, 6)
 

@@ -132,7 +132,7 @@ def latency_chart(path: Path, rows: List[Dict[str, Any]], subtitle: str) -> Path
         ax.set_ylabel("end-to-end latency, ms (median over rounds)")
         ax.grid(True, which="both", axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"sluice bench latency: Real-Time Mode groupBy count: {subtitle}", fontsize=10)
+    fig.suptitle(f"sluice bench latency: Real-Time Mode groupBy count\n{subtitle}", fontsize=10)
     return _save(fig, path)
 
 

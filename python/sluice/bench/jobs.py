@@ -32,22 +32,24 @@ def wide_rows(spark: SparkSession, rows: int, partitions: int, seed: int, keys: 
 
 def heavy_job(spark: SparkSession, rows: int, partitions: int) -> List[List[Any]]:
     """Groups one wide input by key and joins the groups with a second wide input (a sort-merge
-    join: broadcast joins are off), then reduces everything to checksums. With AQE off, both
-    shuffles run the same plan: the grouped input and the joined input are each shuffled once
-    in full (partial aggregation saves little with four rows per key)."""
+    join: broadcast joins are off), then reduces everything to checksums. Both big shuffles carry
+    rows of about 100 bytes: the first input's partial aggregates (partial aggregation saves
+    little with four rows per key, spread over all map tasks) and the second input whole. With
+    AQE off, both shuffle managers run the same plan."""
     keys = max(1, rows // 4)
     left = wide_rows(spark, rows, partitions, seed=11, keys=keys)
-    right = wide_rows(spark, rows // 2, partitions, seed=31, keys=keys).select(
-        "k", F.col("v1").alias("w1"), F.col("s").alias("t")
-    )
+    right = wide_rows(spark, rows // 2, partitions, seed=31, keys=keys)
     groups = left.groupBy("k").agg(
-        F.count(F.lit(1)).alias("n"), F.sum(F.pmod("v1", F.lit(1_000_003))).alias("sv"), F.max("s").alias("ms"), F.min("v2").alias("mv")
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.pmod("v1", F.lit(1_000_003))).alias("sv"),
+        F.max("s").alias("ms"),
+        *[(F.min if i % 2 == 0 else F.max)(f"v{i}").alias(f"m{i}") for i in range(2, 7)],
     )
     joined = groups.join(right, "k")
     out = joined.agg(
         F.count(F.lit(1)).alias("rows"),
         F.sum("n").alias("n"),
-        F.bit_xor(F.xxhash64("k", "sv", "ms", "mv", "w1", "t")).alias("checksum"),
+        F.bit_xor(F.xxhash64(*groups.columns, *[c for c in right.columns if c != "k"])).alias("checksum"),
     )
     return plain_rows([list(r) for r in out.collect()])
 

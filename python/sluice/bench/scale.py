@@ -26,7 +26,7 @@ from sluice.bench._common import (
 )
 from sluice.bench.compare import difference
 
-BASE_ROWS = 1_000_000
+BASE_ROWS = 500_000
 QUICK_BASE_ROWS = 20_000
 
 
