@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 DEFAULT_OUT = Path("docs") / "benchmarks"
+# Each application's output (Spark's log, the worker's traceback) lands here, named in errors.
+LOG_DIR = Path(os.environ.get("SLUICE_CACHE", Path.home() / ".cache" / "sluice")) / "bench-logs"
 
 
 class BenchError(RuntimeError):

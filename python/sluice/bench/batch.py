@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from sluice.bench import charts, tpch
 from sluice.bench._common import (
+    LOG_DIR,
     BenchError,
     Progress,
     Recorder,
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     try:
         for round_number, contender in plan:
             progress.step(f"round {round_number}: {contender}")
-            result = run_app("batch", contender, spec, timeout=4 * 3600, log_dir=Path(args.out) / "logs")
+            result = run_app("batch", contender, spec, timeout=4 * 3600, log_dir=LOG_DIR)
             result["round"] = round_number
             results[contender].append(result)
             recorder.runs.append(_without_answers(result))

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from sluice.bench import charts
 from sluice.bench._common import (
+    LOG_DIR,
     Progress,
     Recorder,
     alternation,
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     try:
         for round_number, name, contender in plan:
             progress.step(f"round {round_number}: {name}: {contender}")
-            result = run_app("latency", contender, specs[name], timeout=1800, log_dir=Path(args.out) / "logs")
+            result = run_app("latency", contender, specs[name], timeout=1800, log_dir=LOG_DIR)
             result.update(round=round_number, config=name)
             recorder.runs.append(result)
             progress.advance()

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from sluice.bench import charts
 from sluice.bench._common import (
+    LOG_DIR,
     Progress,
     Recorder,
     alternation,
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     try:
         for round_number, contender in plan:
             progress.step(f"round {round_number}: {contender}")
-            result = run_app("memory", contender, spec, timeout=3600, log_dir=Path(args.out) / "logs")
+            result = run_app("memory", contender, spec, timeout=3600, log_dir=LOG_DIR)
             result["round"] = round_number
             recorder.runs.append(result)
             progress.advance()

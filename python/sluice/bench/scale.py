@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from sluice.bench import charts
 from sluice.bench._common import (
+    LOG_DIR,
     Progress,
     Recorder,
     alternation,
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     try:
         for round_number, contender in plan:
             progress.step(f"round {round_number}: {contender}")
-            result = run_app("scale", contender, spec, timeout=7200, log_dir=Path(args.out) / "logs")
+            result = run_app("scale", contender, spec, timeout=7200, log_dir=LOG_DIR)
             result["round"] = round_number
             recorder.runs.append(result)
             progress.advance()
