@@ -1,8 +1,8 @@
 # Sets up and enters Sluice's development environment; sourced by the other dev/ scripts.
 #
 # Installs what is missing and nothing else: Gradle, a JDK, iperf3 and Chromium (apt), the
-# virtualenv .venv, and the Python packages pyproject.toml asks for (again only when pyproject.toml changed since they were
-# installed). Then exports:
+# virtualenv .venv, and the Python packages pyproject.toml asks for (again only when
+# pyproject.toml changed since they were installed). Then exports:
 #   SLUICE_ROOT     the repository root
 #   SPARK_JARS_DIR  the jars of .venv's pyspark, the JVM plugin's compile classpath
 #   SPARK_LOCAL_IP  127.0.0.1 (this machine only has loopback networking); SPARK_HOME is unset
