@@ -93,7 +93,7 @@ def test_batch_summary_and_result_json_shape(tmp_path: Path) -> None:
     for key in ("nproc", "cpu_model", "memory_gib", "load_before", "load_after", "java", "spark", "sluice"):
         assert key in result["machine"]
     json.dumps(result, allow_nan=False)  # standard JSON: no NaN
-    assert batch.draw(tmp_path / "batch.png", recorder).is_file()
+    assert batch.draw(tmp_path / "batch.png", result).is_file()
 
 
 def test_histogram_quantiles_and_merging(tmp_path: Path) -> None:

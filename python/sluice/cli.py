@@ -125,6 +125,7 @@ def _bench_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]
         sub.add_argument("--rounds", type=int, help="rounds (each contender once per round; default 3, --quick 1)")
         sub.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the code paths")
         sub.add_argument("--out", default="docs/benchmarks", help="where the JSON and PNG go (default %(default)s)")
+        sub.add_argument("--replot", action="store_true", help="only redraw NAME.png from the NAME.json in --out")
         _bench_module(name).add_arguments(sub)
 
 
@@ -139,8 +140,17 @@ def _bench(parsed: argparse.Namespace, argv: List[str]) -> int:
 
     if parsed.rounds is not None and parsed.rounds < 1:
         raise SystemExit("sluice bench: --rounds must be at least 1")
+    module = _bench_module(parsed.benchmark)
+    if parsed.replot:
+        import json
+
+        saved = Path(parsed.out) / f"{parsed.benchmark}.json"
+        if not saved.is_file():
+            raise SystemExit(f"sluice bench {parsed.benchmark} --replot: {saved} does not exist")
+        print(module.draw(Path(parsed.out) / f"{parsed.benchmark}.png", json.loads(saved.read_text())))
+        return 0
     try:
-        code: int = _bench_module(parsed.benchmark).run(parsed, argv)
+        code: int = module.run(parsed, argv)
     except BenchError as e:
         raise SystemExit(f"sluice bench {parsed.benchmark}: {e}") from None
     return code

@@ -160,6 +160,13 @@ class Recorder:
         }
 
 
+def subtitle_of(result: Dict[str, Any]) -> str:
+    """A chart's subtitle: rounds, cores and the load average before and after the run."""
+    m = result["machine"]
+    rounds = result["settings"].get("rounds", "?")
+    return f"{rounds} rounds, {m['nproc']} cores, load average {m['load_before'][0]:.1f} -> {m['load_after'][0]:.1f}"
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 

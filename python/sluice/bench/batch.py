@@ -24,6 +24,7 @@ from sluice.bench._common import (
     goal,
     median,
     ratio,
+    subtitle_of,
     write_result,
 )
 from sluice.bench.compare import difference, plain_rows
@@ -96,8 +97,9 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         check_duckdb(results["sort"][0].get("tpch", {}), Path(spec["tpch"]["data_dir"]), recorder, duck)
     summarize(results, recorder, spec)
     out = Path(args.out)
-    path = write_result(out, "batch", clean_floats(recorder.result()))
-    chart = draw(out / "batch.png", recorder)
+    result = clean_floats(recorder.result())
+    path = write_result(out, "batch", result)
+    chart = draw(out / "batch.png", result)
     print_summary(recorder, path, chart)
     if recorder.mismatches:
         print("\nANSWER MISMATCHES: Sluice's answers differ from the reference; the timings are void:")
@@ -186,15 +188,14 @@ def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec
         recorder.goals.append(goal("TPC-H total: Sluice time / sort time", s["tpch_ratio"], 0.90, at_most=True))
 
 
-def draw(path: Path, recorder: Recorder) -> Path:
-    s = recorder.summary
+def draw(path: Path, result: Dict[str, Any]) -> Path:
+    """The chart of a result (also from a saved JSON: ``sluice bench batch --replot``)."""
+    s = result["summary"]
     heavy = None
     if "heavy" in s:
         heavy = {c: (v["median"], v["min"], v["max"]) for c, v in s["heavy"].items()}
     queries = {f"Q{q}": v["ratio"] for q, v in s.get("tpch_queries", {}).items()}
-    machine = recorder.result()["machine"]
-    subtitle = (f"{recorder.settings['rounds']} rounds, {machine['nproc']} cores, "
-                f"load {machine['load_before'][0]:.1f} -> {machine['load_after'][0]:.1f}")
+    subtitle = subtitle_of(result)
     return charts.batch_chart(path, heavy, queries, s.get("tpch_ratio"), subtitle)
 
 

@@ -84,9 +84,10 @@ def transport_chart(
     positions = list(range(len(timeouts)))
     width = 0.8 / (len(series) + 1)
     for i, (name, values) in enumerate(series.items()):
-        left.bar([p + i * width for p in positions], [v * 100 for v in values], width, label=name)
+        left.bar([p + i * width for p in positions], [(v if v is not None else float("nan")) * 100 for v in values], width,
+                 label=name)
     flink_values = [flink.get(t, float("nan")) * 100 for t in timeouts]
-    left.bar([p + len(series) * width for p in positions], flink_values, width, label="Flink 1.5 (seed 1)",
+    left.bar([p + len(series) * width for p in positions], flink_values, width, label="Flink 1.5 (seed 1; no 10 ms point)",
              color=COLORS["flink"])
     left.axhline(100, color="black", linewidth=0.8)
     left.axhline(90, color="gray", linewidth=0.8, linestyle="--", label="goal at 1 ms: 90 %")
@@ -95,12 +96,14 @@ def transport_chart(
     left.set_xlabel("buffer timeout")
     left.set_ylabel("throughput, % of the 100 ms throughput")
     left.set_title("Latency vs. throughput")
-    left.legend(fontsize=8, loc="lower right")
+    left.set_ylim(0, 135)
+    left.legend(fontsize=8, loc="upper left", ncol=2)
     names = list(iperf_fraction)
-    right.bar(names, [iperf_fraction[n] * 100 for n in names], color=COLORS["sluice"])
+    right.bar(names, [(iperf_fraction[n] or 0.0) * 100 for n in names], color=COLORS["sluice"])
     right.axhline(100, color=COLORS["iperf3"], linewidth=1.2, label="iperf3 (one TCP connection)")
     right.axhline(80, color="gray", linewidth=0.8, linestyle="--", label="goal: 80 %")
-    right.set_ylabel("% of iperf3's throughput")
+    right.set_ylim(0, max([120.0] + [iperf_fraction[n] * 100 + 25 for n in names if iperf_fraction[n] is not None]))
+    right.set_ylabel("% of iperf3's throughput (at 100 ms)")
     right.set_title("one connection vs iperf3")
     right.legend(fontsize=8, loc="upper right")
     right.tick_params(axis="x", labelsize=8)

@@ -30,6 +30,7 @@ from sluice.bench._common import (
     goal,
     median,
     ratio,
+    subtitle_of,
     write_result,
 )
 
@@ -102,13 +103,16 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         progress.close()
     summarize(recorder, configs)
     out = Path(args.out)
-    path = write_result(out, "latency", clean_floats(recorder.result()))
-    machine = recorder.result()["machine"]
-    subtitle = (f"{rounds} rounds, {machine['nproc']} cores, load {machine['load_before'][0]:.1f} -> "
-                f"{machine['load_after'][0]:.1f}")
-    chart = charts.latency_chart(out / "latency.png", recorder.summary["table"], subtitle)
+    result = clean_floats(recorder.result())
+    path = write_result(out, "latency", result)
+    chart = draw(out / "latency.png", result)
     print_summary(recorder, path, chart)
     return 0
+
+
+def draw(path: Path, result: Dict[str, Any]) -> Path:
+    """The chart of a result (also from a saved JSON: ``sluice bench latency --replot``)."""
+    return charts.latency_chart(path, result["summary"]["table"], subtitle_of(result))
 
 
 def summarize(recorder: Recorder, configs: Tuple[Tuple[str, Optional[int], Optional[int]], ...]) -> None:

@@ -26,6 +26,7 @@ from sluice.bench._common import (
     median,
     parse_size,
     ratio,
+    subtitle_of,
     write_result,
 )
 
@@ -67,11 +68,19 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         progress.close()
     summarize(recorder, budget)
     out = Path(args.out)
-    path = write_result(out, "memory", clean_floats(recorder.result()))
-    s = recorder.summary
-    machine = recorder.result()["machine"]
-    chart = charts.memory_chart(
-        out / "memory.png",
+    result = clean_floats(recorder.result())
+    path = write_result(out, "memory", result)
+    chart = draw(out / "memory.png", result)
+    print_summary(recorder, path, chart)
+    return 1 if recorder.mismatches else 0
+
+
+def draw(path: Path, result: Dict[str, Any]) -> Path:
+    """The chart of a result (also from a saved JSON: ``sluice bench memory --replot``)."""
+    s = result["summary"]
+    budget = result["settings"]["budget_bytes"]
+    return charts.memory_chart(
+        path,
         {
             "Sluice: used segments\n(peak, 1 ms samples)": s["sluice_peak_used_bytes"] / MIB,
             "Sluice: segments allocated\n(high-water mark)": s["sluice_allocated_bytes"] / MIB,
@@ -81,11 +90,8 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
             "sort: Netty direct\nmemory (peak)": s["peak_netty_direct_bytes"]["sort"] / MIB,
         },
         budget / MIB,
-        f"shuffle {s['shuffle_bytes'] / MIB:.0f} MiB = {s['shuffle_over_budget']:.0f}x the budget, "
-        f"{rounds} rounds, load {machine['load_before'][0]:.1f} -> {machine['load_after'][0]:.1f}",
+        f"shuffle {s['shuffle_bytes'] / MIB:.0f} MiB = {s['shuffle_over_budget']:.0f}x the budget, " + subtitle_of(result),
     )
-    print_summary(recorder, path, chart)
-    return 1 if recorder.mismatches else 0
 
 
 def summarize(recorder: Recorder, budget: int) -> None:

@@ -23,6 +23,7 @@ from sluice.bench._common import (
     goal,
     median,
     ratio,
+    subtitle_of,
     write_result,
 )
 from sluice.bench.compare import difference
@@ -69,13 +70,17 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         progress.close()
     summarize(recorder, spec["configs"])
     out = Path(args.out)
-    path = write_result(out, "scale", clean_floats(recorder.result()))
-    machine = recorder.result()["machine"]
-    groups = {name: {"sluice": v["sluice_s"], "sort": v["sort_s"]} for name, v in recorder.summary["configs"].items()}
-    chart = charts.scale_chart(out / "scale.png", groups, f"{rounds} rounds, {machine['nproc']} cores, load "
-                               f"{machine['load_before'][0]:.1f} -> {machine['load_after'][0]:.1f}")
+    result = clean_floats(recorder.result())
+    path = write_result(out, "scale", result)
+    chart = draw(out / "scale.png", result)
     print_summary(recorder, path, chart)
     return 1 if recorder.mismatches else 0
+
+
+def draw(path: Path, result: Dict[str, Any]) -> Path:
+    """The chart of a result (also from a saved JSON: ``sluice bench scale --replot``)."""
+    groups = {name: {"sluice": v["sluice_s"], "sort": v["sort_s"]} for name, v in result["summary"]["configs"].items()}
+    return charts.scale_chart(path, groups, subtitle_of(result))
 
 
 def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:

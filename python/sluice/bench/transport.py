@@ -32,6 +32,7 @@ from sluice.bench._common import (
     goal,
     median,
     ratio,
+    subtitle_of,
     write_result,
 )
 
@@ -162,8 +163,9 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         progress.close()
     summarize(recorder, iperf, sluice_runs)
     out = Path(args.out)
-    path = write_result(out, "transport", clean_floats(recorder.result()))
-    chart = draw(out / "transport.png", recorder)
+    result = clean_floats(recorder.result())
+    path = write_result(out, "transport", result)
+    chart = draw(out / "transport.png", result)
     print_summary(recorder, path, chart)
     return 0
 
@@ -197,15 +199,14 @@ def summarize(recorder: Recorder, iperf: List[float], runs: List[Dict[str, Any]]
         recorder.goals.append(goal("one connection / iperf3 (best series)", best_iperf, 0.80, at_most=False))
 
 
-def draw(path: Path, recorder: Recorder) -> Path:
-    s = recorder.summary
+def draw(path: Path, result: Dict[str, Any]) -> Path:
+    """The chart of a result (also from a saved JSON: ``sluice bench transport --replot``)."""
+    s = result["summary"]
     series: Dict[str, Sequence[float]] = {
         name: [float(v["fraction_of_100ms"][str(t)]) for t in TIMEOUTS] for name, v in s["series"].items()
     }
     iperf_fraction = {name.replace("Sluice, ", ""): v["fraction_of_iperf3_at_100ms"] for name, v in s["series"].items()}
-    machine = recorder.result()["machine"]
-    subtitle = (f"{recorder.settings['rounds']} rounds, iperf3 {s['iperf3_gbps']:.1f} Gbit/s, {machine['nproc']} cores, "
-                f"load {machine['load_before'][0]:.1f} -> {machine['load_after'][0]:.1f}")
+    subtitle = f"iperf3 {s['iperf3_gbps']:.1f} Gbit/s, " + subtitle_of(result)
     return charts.transport_chart(path, TIMEOUTS, series, FLINK_1_5, iperf_fraction, subtitle)
 
 
