@@ -172,6 +172,8 @@ def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec
         s["heavy"] = heavy
         s["heavy_shuffle_write_bytes"] = {c: median([r["heavy"]["shuffle_write_bytes"] for r in results[c]]) for c in CONTENDERS}
         s["heavy_ratio"] = ratio(heavy["sluice"]["median"], heavy["sort"]["median"])
+        for metric in ("executor_run_ms", "shuffle_fetch_wait_ms", "shuffle_write_time_ns", "jvm_gc_ms", "tasks"):
+            s[f"heavy_{metric}"] = {c: median([r["heavy"].get(metric, 0) for r in results[c]]) for c in CONTENDERS}
         recorder.goals.append(goal("heavy job: Sluice time / sort time", s["heavy_ratio"], 0.80, at_most=True))
     if spec["tpch"] is not None:
         queries = [str(q) for q in spec["tpch"]["queries"]]
@@ -181,6 +183,9 @@ def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec
             shuffled = median([r["tpch"][q]["shuffle_write_bytes"] for r in results["sort"]])
             per_query[q] = {"sluice_s": times["sluice"], "sort_s": times["sort"],
                             "ratio": ratio(times["sluice"], times["sort"]), "sort_shuffle_write_bytes": shuffled}
+            for metric in ("executor_run_ms", "shuffle_fetch_wait_ms", "shuffle_write_time_ns", "jvm_gc_ms", "tasks"):
+                for c in CONTENDERS:
+                    per_query[q][f"{c}_{metric}"] = median([r["tpch"][q].get(metric, 0) for r in results[c]])
         totals = {c: _spread([sum(r["tpch"][q]["seconds"] for q in queries) for r in results[c]]) for c in CONTENDERS}
         s["tpch_queries"] = per_query
         s["tpch_total"] = totals

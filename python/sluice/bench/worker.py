@@ -74,9 +74,21 @@ def stages_of_group(spark: SparkSession, group: str) -> List[int]:
     return sorted(stages)
 
 
+# Spark's stage metrics (REST API names) summed per job, for reading where time goes.
+STAGE_METRICS = {
+    "executor_run_ms": "executorRunTime",
+    "executor_cpu_ns": "executorCpuTime",
+    "jvm_gc_ms": "jvmGcTime",
+    "shuffle_fetch_wait_ms": "shuffleFetchWaitTime",
+    "shuffle_write_time_ns": "shuffleWriteTime",
+    "tasks": "numCompleteTasks",
+}
+
+
 def shuffle_bytes(spark: SparkSession, stages: List[int]) -> Dict[str, int]:
-    """Spark's shuffle metrics summed over ``stages`` (skipped stages count nothing)."""
-    totals = {"shuffle_write_bytes": 0, "shuffle_read_bytes": 0, "shuffle_write_records": 0}
+    """Spark's shuffle metrics and stage times summed over ``stages`` (skipped stages count nothing)."""
+    totals = {"shuffle_write_bytes": 0, "shuffle_read_bytes": 0, "shuffle_write_records": 0, "stages": 0}
+    totals.update({name: 0 for name in STAGE_METRICS})
     for stage in stages:
         try:
             attempts = rest(spark, f"stages/{stage}")
@@ -88,6 +100,9 @@ def shuffle_bytes(spark: SparkSession, stages: List[int]) -> Dict[str, int]:
             totals["shuffle_write_bytes"] += int(attempt.get("shuffleWriteBytes", 0))
             totals["shuffle_read_bytes"] += int(attempt.get("shuffleReadBytes", 0))
             totals["shuffle_write_records"] += int(attempt.get("shuffleWriteRecords", 0))
+            totals["stages"] += 1
+            for name, rest_name in STAGE_METRICS.items():
+                totals[name] += int(attempt.get(rest_name, 0) or 0)
     return totals
 
 
