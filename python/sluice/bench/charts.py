@@ -141,15 +141,15 @@ def latency_chart(path: Path, rows: List[Dict[str, Any]], subtitle: str) -> Path
 
 def memory_chart(path: Path, samples: Dict[str, float], budget_mib: float, subtitle: str) -> Path:
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.4))
+    fig, ax = plt.subplots(figsize=(11, 4.8))
     names = list(samples)
-    ax.bar(names, list(samples.values()), color=COLORS["sluice"])
+    ax.bar(names, list(samples.values()), color=[COLORS["sort"] if n.startswith("sort") else COLORS["sluice"] for n in names])
     ax.axhline(budget_mib, color="#d62728", linestyle="--", label=f"budget (network_memory) {budget_mib:.0f} MiB")
     for i, v in enumerate(samples.values()):
         ax.text(i, v, f"{v:.1f}", ha="center", va="bottom")
     ax.set_ylabel("MiB per executor (max over executors and rounds)")
-    ax.legend()
-    ax.tick_params(axis="x", labelsize=8)
+    ax.legend(loc="upper left")
+    ax.tick_params(axis="x", labelsize=7.5)
     fig.suptitle(f"sluice bench memory: {subtitle}", fontsize=10)
     return _save(fig, path)
 
