@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict
 
+from sluice.bench._common import BenchError
+
 TABLES = ("nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem")
 
 QUERIES: Dict[int, str] = {
@@ -361,7 +363,7 @@ def ensure_data(data_dir: Path, scale: float = 1) -> Path:
         return data_dir
     tool = shutil.which("tpchgen-cli")
     if tool is None:
-        raise RuntimeError("tpchgen-cli is missing: pip install tpchgen-cli (or pip install 'spark-sluice[bench]')")
+        raise BenchError("tpchgen-cli is missing: pip install tpchgen-cli (or pip install 'spark-sluice[bench]')")
     staging = data_dir.with_name(data_dir.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -375,4 +377,4 @@ def ensure_data(data_dir: Path, scale: float = 1) -> Path:
             shutil.rmtree(data_dir, ignore_errors=True)
             staging.rename(data_dir)
             return data_dir
-    raise RuntimeError(f"tpchgen-cli could not generate TPC-H scale {scale} into {staging}")
+    raise BenchError(f"tpchgen-cli could not generate TPC-H scale {scale} into {staging}")
