@@ -185,7 +185,8 @@ class ConnectionWatcher:
 def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
     """``spec``: ``configs``, a list of {name, rows, maps, reduces}; each runs once, timed."""
     configs: List[Dict[str, Any]] = spec["configs"]
-    scale_job(spark, 50_000, 8, 8)  # warm-up
+    first = configs[0]
+    scale_job(spark, int(first["rows"]), int(first["maps"]), int(first["reduces"]))  # warm-up: the first config, unmeasured
     executors = executor_probe(spark, reset=False) if contender == "sluice" else []
     runs: Dict[str, Any] = {}
     for config in configs:
