@@ -157,7 +157,8 @@ def memory_chart(path: Path, samples: Dict[str, float], budget_mib: float, subti
 def scale_chart(path: Path, groups: Dict[str, Dict[str, float]], subtitle: str) -> Path:
     """Median seconds per configuration, Sluice beside sort, two panels (size, partitions)."""
     plt = _pyplot()
-    panels = [("size", [k for k in groups if k.startswith("size")]), ("partitions", [k for k in groups if k.startswith("parts")])]
+    panels = [("data size (16 maps x 16 reduces)", [k for k in groups if k.startswith("size")]),
+              ("partitions, maps x reduces (data x1)", [k for k in groups if k.startswith("parts")])]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for ax, (title, keys) in zip(axes, panels):
         positions = list(range(len(keys)))
@@ -167,7 +168,7 @@ def scale_chart(path: Path, groups: Dict[str, Dict[str, float]], subtitle: str) 
         ax.set_xticks(positions)
         ax.set_xticklabels(keys, fontsize=8)
         ax.set_ylabel("seconds (median)")
-        ax.set_title(f"cost as the {title} grows")
+        ax.set_title(f"cost as it grows: {title}", fontsize=10)
         ax.legend()
     fig.suptitle(f"sluice bench scale: {subtitle}", fontsize=10)
     return _save(fig, path)
