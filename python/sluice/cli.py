@@ -126,6 +126,10 @@ def _bench_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]
         sub.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the code paths")
         sub.add_argument("--out", default="docs/benchmarks", help="where the JSON and PNG go (default %(default)s)")
         sub.add_argument("--replot", action="store_true", help="only redraw NAME.png from the NAME.json in --out")
+        if name != "transport":
+            sub.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                             help="a Sluice option for Sluice's runs, by its Python name (e.g. buffers_per_channel=8); "
+                             "repeatable")
         _bench_module(name).add_arguments(sub)
 
 
@@ -141,6 +145,9 @@ def _bench(parsed: argparse.Namespace, argv: List[str]) -> int:
     if parsed.rounds is not None and parsed.rounds < 1:
         raise SystemExit("sluice bench: --rounds must be at least 1")
     module = _bench_module(parsed.benchmark)
+    for option in getattr(parsed, "option", []):
+        if "=" not in option:
+            raise SystemExit(f"sluice bench: --option takes NAME=VALUE, got {option!r}")
     if parsed.replot:
         import json
 

@@ -72,6 +72,11 @@ def goal(name: str, value: float, target: float, *, at_most: bool, unit: str = "
     return {"goal": name, "value": value, "target": target, "at_most": at_most, "unit": unit, "met": bool(met)}
 
 
+def sluice_options(args: Any) -> Dict[str, str]:
+    """The ``--option NAME=VALUE`` pairs of a ``sluice bench`` command line."""
+    return dict(option.split("=", 1) for option in getattr(args, "option", None) or [])
+
+
 # --- the machine ------------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from sluice.bench._common import (
     goal,
     median,
     ratio,
+    sluice_options,
     subtitle_of,
     write_result,
 )
@@ -59,6 +60,7 @@ def spec_for(args: argparse.Namespace) -> Dict[str, Any]:
             "spark.sql.adaptive.enabled": "false",
             "spark.sql.shuffle.partitions": "64",
         },
+        "sluice_options": sluice_options(args),
         "heavy": None if args.no_heavy else {"rows": rows, "partitions": 16},
         "tpch": None,
         "scale": scale,

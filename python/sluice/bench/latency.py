@@ -30,6 +30,7 @@ from sluice.bench._common import (
     goal,
     median,
     ratio,
+    sluice_options,
     subtitle_of,
     write_result,
 )
@@ -56,9 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Optional[int]) -> Dict[str, Any]:
     quick = bool(args.quick)
     rates = [int(r) for r in args.rates.split(",")] if args.rates else list(QUICK_RATES if quick else RATES)
-    sluice_options: Dict[str, Any] = {"latency_tracking_interval": "50ms"}
+    options: Dict[str, Any] = {"latency_tracking_interval": "50ms", **sluice_options(args)}
     if sluice_ms is not None:
-        sluice_options["buffer_timeout"] = f"{sluice_ms}ms"
+        options["buffer_timeout"] = f"{sluice_ms}ms"
     builtin_conf: Dict[str, Any] = {"spark.shuffle.manager.incremental": "streaming"}
     if builtin_ms is not None:
         builtin_conf["spark.shuffle.streaming.networkBufferMaxWaitTimeMs"] = str(builtin_ms)
@@ -69,7 +70,7 @@ def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Opt
             # The map-side time stamp is a Scala UDF, which Real-Time Mode's allowlist does not list.
             "spark.sql.streaming.realTimeMode.allowlistCheck": "false",
         },
-        "sluice_options": sluice_options,
+        "sluice_options": options,
         "builtin_conf": builtin_conf,
         "rates": rates,
         "warmup_s": 3 if quick else 5,

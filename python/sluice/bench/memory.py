@@ -26,6 +26,7 @@ from sluice.bench._common import (
     median,
     parse_size,
     ratio,
+    sluice_options,
     subtitle_of,
     write_result,
 )
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     spec: Dict[str, Any] = {
         "master": f"local-cluster[2,1,{args.memory}]",
         "conf": {"spark.sql.adaptive.enabled": "false", "spark.executor.metrics.pollingInterval": "100ms"},
-        "sluice_options": {"network_memory": args.budget},
+        "sluice_options": {**sluice_options(args), "network_memory": args.budget},
         "rows": rows,
         "partitions": 16,
     }

@@ -23,6 +23,7 @@ from sluice.bench._common import (
     goal,
     median,
     ratio,
+    sluice_options,
     subtitle_of,
     write_result,
 )
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     spec: Dict[str, Any] = {
         "master": f"local-cluster[2,1,{args.memory}]",
         "conf": {"spark.sql.adaptive.enabled": "false"},
+        "sluice_options": sluice_options(args),
         "configs": configs(base, quick),
     }
     recorder = Recorder("scale", command_line(argv), {"rounds": rounds, "quick": quick, "spec": spec})
