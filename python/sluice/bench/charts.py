@@ -44,7 +44,10 @@ def batch_chart(
         high = [heavy[n][2] - heavy[n][0] for n in names]
         left.bar(names, medians, yerr=[low, high], capsize=6, color=[COLORS.get(n, "#999") for n in names])
         for i, m in enumerate(medians):
-            left.text(i, m, f"{m:.1f}s", ha="center", va="bottom")
+            left.text(i, m / 2, f"{m:.1f} s", ha="center", va="center", color="white", fontweight="bold")
+        if "sort" in heavy:
+            left.axhline(0.8 * heavy["sort"][0], color="gray", linewidth=0.8, linestyle="--", label="goal: 0.80 x sort")
+            left.legend(loc="lower right", fontsize=8)
         left.set_ylabel("seconds (median; whiskers min/max)")
         left.set_title("shuffle-heavy job")
     else:
