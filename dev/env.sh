@@ -1,8 +1,8 @@
 # Sets up and enters Sluice's development environment; sourced by the other dev/ scripts.
 #
-# Installs what is missing and nothing else: Gradle, a JDK and Chromium (apt), the virtualenv .venv, and the Python
-# packages pyproject.toml asks for (again only when pyproject.toml changed since they were
-# installed). Then exports:
+# Installs what is missing and nothing else: Gradle, a JDK, iperf3 and Chromium (apt), the
+# virtualenv .venv, and the Python packages pyproject.toml asks for (again only when
+# pyproject.toml changed since they were installed). Then exports:
 #   SLUICE_ROOT     the repository root
 #   SPARK_JARS_DIR  the jars of .venv's pyspark, the JVM plugin's compile classpath
 #   SPARK_LOCAL_IP  127.0.0.1 (this machine only has loopback networking); SPARK_HOME is unset
@@ -30,6 +30,10 @@ if ! command -v gradle >/dev/null 2>&1; then
 fi
 if ! command -v javac >/dev/null 2>&1; then
     sluice_apt_install default-jdk-headless
+fi
+# `sluice bench transport` compares one Sluice connection with iperf3's.
+if ! command -v iperf3 >/dev/null 2>&1; then
+    sluice_apt_install iperf3
 fi
 # The UI test renders the Sluice tab in headless Chromium.
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then

@@ -6,6 +6,9 @@
     sluice submit [spark-submit args] app.py [app args]
                                         pyspark's spark-submit with Sluice switched on
     sluice demo                         a shuffle-heavy job on a local two-executor cluster
+    sluice bench NAME [--rounds N] [--quick] [--out DIR]
+                                        benchmarks against Spark's shuffles (batch, transport,
+                                        latency, memory, scale); results in docs/benchmarks/
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from sluice import _options
 from sluice.config import APPENDED_KEYS, append_to_list, spark_conf
@@ -48,6 +51,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from sluice import demo
 
         demo.main(rows=parsed.rows, partitions=parsed.partitions, master=parsed.master)
+    elif parsed.command == "bench":
+        return _bench(parsed, args)
     return 0
 
 
@@ -93,7 +98,69 @@ def _parser() -> argparse.ArgumentParser:
         "--partitions", type=int, default=demo.PARTITIONS, help="shuffle partitions (default %(default)s)"
     )
     run_demo.add_argument("--master", default=demo.MASTER, help="Spark master (default %(default)s)")
+
+    _bench_parser(commands)
     return parser
+
+
+_BENCH_HELP = {
+    "batch": "a ~1 GB shuffle-heavy job and TPC-H SF1 (22 queries), Sluice vs the sort shuffle",
+    "transport": "throughput per buffer timeout (seed 1's latency vs throughput) and vs iperf3",
+    "latency": "Real-Time Mode p50/p99/p99.9 latency, Sluice vs Spark's streaming shuffle",
+    "memory": "peak network memory against the budget while a 20x larger shuffle runs",
+    "scale": "cost as data and partitions grow, and TCP connections per executor pair",
+}
+
+
+def _bench_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="benchmarks against Spark's own shuffles (batch, transport, latency, memory, scale)",
+        description="Runs a benchmark, alternating Sluice with Spark's own shuffle over several rounds, "
+        "and writes NAME.json and NAME.png (into docs/benchmarks/ unless --out says otherwise).",
+    )
+    names = bench.add_subparsers(dest="benchmark", required=True, metavar="NAME")
+    for name, text in _BENCH_HELP.items():
+        sub = names.add_parser(name, help=text, description=text)
+        sub.add_argument("--rounds", type=int, help="rounds (each contender once per round; default 3, --quick 1)")
+        sub.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the code paths")
+        sub.add_argument("--out", default="docs/benchmarks", help="where the JSON and PNG go (default %(default)s)")
+        sub.add_argument("--replot", action="store_true", help="only redraw NAME.png from the NAME.json in --out")
+        if name != "transport":
+            sub.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                             help="a Sluice option for Sluice's runs, by its Python name (e.g. buffers_per_channel=8); "
+                             "repeatable")
+        _bench_module(name).add_arguments(sub)
+
+
+def _bench_module(name: str) -> Any:
+    import importlib
+
+    return importlib.import_module(f"sluice.bench.{name}")
+
+
+def _bench(parsed: argparse.Namespace, argv: List[str]) -> int:
+    from sluice.bench._common import BenchError
+
+    if parsed.rounds is not None and parsed.rounds < 1:
+        raise SystemExit("sluice bench: --rounds must be at least 1")
+    module = _bench_module(parsed.benchmark)
+    for option in getattr(parsed, "option", []):
+        if "=" not in option:
+            raise SystemExit(f"sluice bench: --option takes NAME=VALUE, got {option!r}")
+    if parsed.replot:
+        import json
+
+        saved = Path(parsed.out) / f"{parsed.benchmark}.json"
+        if not saved.is_file():
+            raise SystemExit(f"sluice bench {parsed.benchmark} --replot: {saved} does not exist")
+        print(module.draw(Path(parsed.out) / f"{parsed.benchmark}.png", json.loads(saved.read_text())))
+        return 0
+    try:
+        code: int = module.run(parsed, argv)
+    except BenchError as e:
+        raise SystemExit(f"sluice bench {parsed.benchmark}: {e}") from None
+    return code
 
 
 def _jar() -> str:

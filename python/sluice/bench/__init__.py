@@ -1,0 +1,13 @@
+"""``sluice bench``: benchmarks a user can rerun, Sluice against Spark's own shuffles.
+
+One module per question: ``batch`` (a shuffle-heavy job and TPC-H SF1 against the sort
+shuffle), ``transport`` (throughput per buffer timeout, and against iperf3), ``latency``
+(Real-Time Mode against Spark's streaming shuffle), ``memory`` (peak network memory against
+the budget) and ``scale`` (data size, partitions, connections). Each alternates its contenders
+(A B A B ...) over several rounds, each run a separate Spark application in its own process,
+and writes a JSON result and a PNG chart (into ``docs/benchmarks/`` unless told otherwise).
+"""
+
+BENCHMARKS = ("batch", "transport", "latency", "memory", "scale")
+
+__all__ = ["BENCHMARKS"]

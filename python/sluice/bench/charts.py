@@ -1,0 +1,177 @@
+"""The PNG charts of the benchmarks (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+COLORS = {"sluice": "#1f77b4", "sort": "#ff7f0e", "builtin": "#ff7f0e", "flink": "#2ca02c", "iperf3": "#7f7f7f"}
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+    return path
+
+
+def batch_chart(
+    path: Path,
+    heavy: Optional[Dict[str, Tuple[float, float, float]]],
+    queries: Dict[str, float],
+    total_ratio: Optional[float],
+    subtitle: str,
+) -> Path:
+    """Left: the heavy job's median seconds per contender (whiskers: min and max over rounds).
+    Right: each TPC-H query's median time through Sluice as a fraction of the sort shuffle's."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1, 3.2]})
+    left, right = axes
+    if heavy:
+        names = list(heavy)
+        medians = [heavy[n][0] for n in names]
+        low = [heavy[n][0] - heavy[n][1] for n in names]
+        high = [heavy[n][2] - heavy[n][0] for n in names]
+        left.bar(names, medians, yerr=[low, high], capsize=6, color=[COLORS.get(n, "#999") for n in names])
+        for i, m in enumerate(medians):
+            left.text(i, m / 2, f"{m:.1f} s", ha="center", va="center", color="white", fontweight="bold")
+        if "sort" in heavy:
+            left.axhline(0.8 * heavy["sort"][0], color="gray", linewidth=0.8, linestyle="--", label="goal: 0.80 x sort")
+            left.legend(loc="lower right", fontsize=8)
+        left.set_ylabel("seconds (median; whiskers min/max)")
+        left.set_title("shuffle-heavy job")
+    else:
+        left.axis("off")
+    if queries:
+        labels = list(queries)
+        values = [queries[q] for q in labels]
+        colors = ["#2ca02c" if v <= 1.0 else "#d62728" for v in values]
+        right.bar(labels, values, color=colors)
+        right.axhline(1.0, color="black", linewidth=0.8)
+        right.axhline(0.9, color="gray", linewidth=0.8, linestyle="--", label="goal for the total: 0.90")
+        right.set_ylabel("Sluice time / sort time (median)")
+        title = "TPC-H SF1 per query"
+        if total_ratio is not None:
+            title += f" (total: {total_ratio:.2f})"
+        right.set_title(title)
+        right.legend(loc="upper right")
+    else:
+        right.axis("off")
+    fig.suptitle(f"sluice bench batch: Sluice vs Spark's sort shuffle: {subtitle}", fontsize=10)
+    return _save(fig, path)
+
+
+def transport_chart(
+    path: Path,
+    timeouts: Sequence[int],
+    series: Dict[str, Sequence[float]],
+    flink: Dict[int, float],
+    iperf_fraction: Dict[str, float],
+    subtitle: str,
+) -> Path:
+    """Seed 1's "Latency vs. Throughput" figure: throughput per buffer timeout as a fraction of
+    the 100 ms throughput, Sluice's series beside Flink 1.5's published ratios; on the right,
+    Sluice's 100 ms throughput as a fraction of iperf3's."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [2.4, 1]})
+    positions = list(range(len(timeouts)))
+    width = 0.8 / (len(series) + 1)
+    for i, (name, values) in enumerate(series.items()):
+        left.bar([p + i * width for p in positions], [(v if v is not None else float("nan")) * 100 for v in values], width,
+                 label=name)
+    flink_values = [flink.get(t, float("nan")) * 100 for t in timeouts]
+    left.bar([p + len(series) * width for p in positions], flink_values, width, label="Flink 1.5 (seed 1; no 10 ms point)",
+             color=COLORS["flink"])
+    left.axhline(100, color="black", linewidth=0.8)
+    left.axhline(90, color="gray", linewidth=0.8, linestyle="--", label="goal at 1 ms: 90 %")
+    left.set_xticks([p + width * len(series) / 2 for p in positions])
+    left.set_xticklabels([f"{t} ms" for t in timeouts])
+    left.set_xlabel("buffer timeout")
+    left.set_ylabel("throughput, % of the 100 ms throughput")
+    left.set_title("Latency vs. throughput")
+    left.set_ylim(0, 135)
+    left.legend(fontsize=8, loc="upper left", ncol=2)
+    names = list(iperf_fraction)
+    right.bar(names, [(iperf_fraction[n] or 0.0) * 100 for n in names], color=COLORS["sluice"])
+    right.axhline(100, color=COLORS["iperf3"], linewidth=1.2, label="iperf3 (one TCP connection)")
+    right.axhline(80, color="gray", linewidth=0.8, linestyle="--", label="goal: 80 %")
+    right.set_ylim(0, max([120.0] + [iperf_fraction[n] * 100 + 25 for n in names if iperf_fraction[n] is not None]))
+    right.set_ylabel("% of iperf3's throughput (at 100 ms)")
+    right.set_title("one connection vs iperf3")
+    right.legend(fontsize=8, loc="upper right")
+    right.tick_params(axis="x", labelsize=8)
+    fig.suptitle(f"sluice bench transport: {subtitle}", fontsize=10)
+    return _save(fig, path)
+
+
+def latency_chart(path: Path, rows: List[Dict[str, Any]], subtitle: str) -> Path:
+    """p50/p99/p99.9 end-to-end latency per configuration and rate, Sluice beside built-in."""
+    plt = _pyplot()
+    configs = sorted({r["config"] for r in rows}, key=lambda c: [r["config"] for r in rows].index(c))
+    rates = sorted({int(r["rate"]) for r in rows})
+    fig, axes = plt.subplots(1, len(configs), figsize=(4.6 * len(configs), 4.6), squeeze=False)
+    for ax, config in zip(axes[0], configs):
+        for contender, offset in (("sluice", -0.2), ("builtin", 0.2)):
+            for stat, marker in (("p50_ms", "o"), ("p99_ms", "s"), ("p999_ms", "^")):
+                xs, ys = [], []
+                for i, rate in enumerate(rates):
+                    match = [r for r in rows if r["config"] == config and r["contender"] == contender and r["rate"] == rate]
+                    if match and match[0][stat] == match[0][stat]:
+                        xs.append(i + offset)
+                        ys.append(match[0][stat])
+                ax.scatter(xs, ys, marker=marker, color=COLORS[contender],
+                           label=f"{contender} {stat.replace('_ms', '').replace('p999', 'p99.9')}")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(rates)))
+        ax.set_xticklabels([f"{r // 1000}k/s" for r in rates])
+        ax.set_title(config, fontsize=9)
+        ax.set_ylabel("end-to-end latency, ms (median over rounds)")
+        ax.grid(True, which="both", axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"sluice bench latency: Real-Time Mode groupBy count\n{subtitle}", fontsize=10)
+    return _save(fig, path)
+
+
+def memory_chart(path: Path, samples: Dict[str, float], budget_mib: float, subtitle: str) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    names = list(samples)
+    ax.bar(names, list(samples.values()), color=[COLORS["sort"] if n.startswith("sort") else COLORS["sluice"] for n in names])
+    ax.axhline(budget_mib, color="#d62728", linestyle="--", label=f"budget (network_memory) {budget_mib:.0f} MiB")
+    for i, v in enumerate(samples.values()):
+        ax.text(i, v, f"{v:.1f}", ha="center", va="bottom")
+    ax.set_ylabel("MiB per executor (max over executors and rounds)")
+    ax.legend(loc="upper left")
+    ax.tick_params(axis="x", labelsize=7.5)
+    fig.suptitle(f"sluice bench memory: {subtitle}", fontsize=10)
+    return _save(fig, path)
+
+
+def scale_chart(path: Path, groups: Dict[str, Dict[str, float]], subtitle: str) -> Path:
+    """Median seconds per configuration, Sluice beside sort, two panels (size, partitions)."""
+    plt = _pyplot()
+    panels = [("data size (16 maps x 16 reduces)", [k for k in groups if k.startswith("size")]),
+              ("partitions, maps x reduces (data x1)", [k for k in groups if k.startswith("parts")])]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    for ax, (title, keys) in zip(axes, panels):
+        positions = list(range(len(keys)))
+        for i, contender in enumerate(("sluice", "sort")):
+            ax.bar([p + (i - 0.5) * 0.4 for p in positions], [groups[k].get(contender, float("nan")) for k in keys], 0.4,
+                   label=contender, color=COLORS[contender])
+        ax.set_xticks(positions)
+        ax.set_xticklabels(keys, fontsize=8)
+        ax.set_ylabel("seconds (median)")
+        ax.set_title(f"cost as it grows: {title}", fontsize=10)
+        ax.legend()
+    fig.suptitle(f"sluice bench scale: {subtitle}", fontsize=10)
+    return _save(fig, path)

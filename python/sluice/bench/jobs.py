@@ -1,0 +1,201 @@
+"""The batch jobs the benchmarks time inside one contender's application (see ``worker``): the
+shuffle-heavy DataFrame job, TPC-H's 22 queries, the memory job and the scale matrix."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sluice.bench import connections, tpch
+from sluice.bench.compare import plain_rows
+from sluice.bench.worker import executor_probe, rest, timed
+
+# --- the shuffle-heavy job --------------------------------------------------------------------
+
+
+def wide_rows(spark: SparkSession, rows: int, partitions: int, seed: int, keys: int) -> DataFrame:
+    """``rows`` rows of about 100 bytes: a key over ``keys`` values, six pseudo-random longs and a
+    32-character hex string, all derived from the row id (so they compress poorly, like real
+    data, and every run sees the same rows)."""
+    base = spark.range(0, rows, 1, partitions)
+    return base.select(
+        F.pmod(F.xxhash64("id", F.lit(seed)), F.lit(keys)).alias("k"),
+        *[F.xxhash64("id", F.lit(seed + i)).alias(f"v{i}") for i in range(1, 7)],
+        F.concat(F.hex(F.xxhash64("id", F.lit(seed + 7))), F.hex(F.xxhash64("id", F.lit(seed + 8)))).alias("s"),
+    )
+
+
+def heavy_job(spark: SparkSession, rows: int, partitions: int) -> List[List[Any]]:
+    """Groups one wide input by key and joins the groups with a second wide input (a sort-merge
+    join: broadcast joins are off), then reduces everything to checksums. Both big shuffles carry
+    rows of about 100 bytes: the first input's partial aggregates (partial aggregation saves
+    little with four rows per key, spread over all map tasks) and the second input whole. With
+    AQE off, both shuffle managers run the same plan."""
+    keys = max(1, rows // 4)
+    left = wide_rows(spark, rows, partitions, seed=11, keys=keys)
+    right = wide_rows(spark, rows // 2, partitions, seed=31, keys=keys)
+    groups = left.groupBy("k").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.pmod("v1", F.lit(1_000_003))).alias("sv"),
+        F.max("s").alias("ms"),
+        *[(F.min if i % 2 == 0 else F.max)(f"v{i}").alias(f"m{i}") for i in range(2, 7)],
+    )
+    joined = groups.join(right, "k")
+    out = joined.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum("n").alias("n"),
+        F.bit_xor(F.xxhash64(*groups.columns, *[c for c in right.columns if c != "k"])).alias("checksum"),
+    )
+    return plain_rows([list(r) for r in out.collect()])
+
+
+# --- TPC-H ----------------------------------------------------------------------------------
+
+
+def register_tpch(spark: SparkSession, data_dir: str) -> None:
+    for table in tpch.TABLES:
+        spark.read.parquet(str(Path(data_dir) / f"{table}.parquet")).createOrReplaceTempView(table)
+
+
+def run_query(spark: SparkSession, number: int) -> List[List[Any]]:
+    return plain_rows([list(r) for r in spark.sql(tpch.QUERIES[number]).collect()])
+
+
+def _query_job(spark: SparkSession, number: int) -> Callable[[], List[List[Any]]]:
+    return lambda: run_query(spark, number)
+
+
+def run_batch(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
+    """``spec``: ``heavy`` ({rows, partitions} or null), ``tpch`` ({data_dir, queries} or null)."""
+    out: Dict[str, Any] = {"contender": contender}
+    heavy: Optional[Dict[str, Any]] = spec.get("heavy")
+    query_spec: Optional[Dict[str, Any]] = spec.get("tpch")
+    # Warm-up, unmeasured and the same for every contender: a small heavy job (shuffles, joins,
+    # aggregations) and one TPC-H query (parquet scans).
+    # The heavy job's joins are sort-merge joins (both inputs shuffled); TPC-H keeps Spark's
+    # default broadcast threshold, as a user would.
+    broadcast_default = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    warm_rows = max(10_000, int((heavy or {"rows": 500_000})["rows"]) // 50)
+    heavy_job(spark, warm_rows, int((heavy or {"partitions": 8})["partitions"]))
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", broadcast_default or "10485760")
+    if query_spec is not None:
+        register_tpch(spark, query_spec["data_dir"])
+        run_query(spark, 3)
+    if heavy is not None:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+        out["heavy"] = timed(spark, "heavy", lambda: heavy_job(spark, int(heavy["rows"]), int(heavy["partitions"])))
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", broadcast_default or "10485760")
+    if query_spec is not None:
+        queries: Dict[str, Any] = {}
+        for number in query_spec["queries"]:
+            queries[str(number)] = timed(spark, f"q{number}", _query_job(spark, int(number)))
+        out["tpch"] = queries
+    return out
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+
+def memory_job(spark: SparkSession, rows: int, partitions: int) -> List[List[Any]]:
+    """A plain repartition of wide rows: every byte crosses the shuffle once."""
+    df = wide_rows(spark, rows, partitions, seed=5, keys=max(1, rows))
+    out = df.repartition(partitions, "k").agg(
+        F.count(F.lit(1)).alias("rows"), F.bit_xor(F.xxhash64("k", "v1", "s")).alias("checksum")
+    )
+    return plain_rows([list(r) for r in out.collect()])
+
+
+def executor_peaks(spark: SparkSession) -> Dict[str, Dict[str, Any]]:
+    """Spark's own peak executor memory metrics (heap, off-heap, direct pool) per executor."""
+    peaks: Dict[str, Dict[str, Any]] = {}
+    try:
+        for e in rest(spark, "executors"):
+            if e.get("id") != "driver":
+                peaks[str(e["id"])] = dict(e.get("peakMemoryMetrics") or {})
+    except Exception as err:  # the REST API is informative only
+        peaks["error"] = {"message": repr(err)}
+    return peaks
+
+
+def run_memory(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
+    """``spec``: ``rows``, ``partitions``. Probes each executor's network memory around the job."""
+    rows, partitions = int(spec["rows"]), int(spec["partitions"])
+    memory_job(spark, max(10_000, rows // 50), partitions)  # warm-up
+    before = executor_probe(spark, reset=True)
+    run = timed(spark, "memory", lambda: memory_job(spark, rows, partitions))
+    after = executor_probe(spark, reset=False)
+    time.sleep(1.0)
+    return {"contender": contender, "job": run, "before": before, "after": after, "spark_peaks": executor_peaks(spark)}
+
+
+# --- scale ----------------------------------------------------------------------------------
+
+
+def scale_job(spark: SparkSession, rows: int, maps: int, reduces: int) -> List[List[Any]]:
+    spark.conf.set("spark.sql.shuffle.partitions", str(reduces))
+    df = wide_rows(spark, rows, maps, seed=3, keys=max(1, rows // 4))
+    out = df.groupBy("k").agg(F.count(F.lit(1)).alias("n"), F.sum(F.pmod("v1", F.lit(1_000_003))).alias("sv")).agg(
+        F.count(F.lit(1)), F.sum("n"), F.bit_xor(F.xxhash64("k", "n", "sv"))
+    )
+    return plain_rows([list(r) for r in out.collect()])
+
+
+class ConnectionWatcher:
+    """Samples, from this machine's /proc, the established TCP connections between the executors'
+    Sluice ports while a job runs; keeps the most seen per (client executor, server executor)."""
+
+    def __init__(self, executors: List[Dict[str, Any]]) -> None:
+        self.executors = [e for e in executors if int(e.get("sluice_port", -1)) > 0]
+        self.peak: Dict[str, int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "ConnectionWatcher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(0.2):
+                break
+        self.sample()
+
+    def sample(self) -> None:
+        counts = connections.sluice_connections(
+            {str(e["executor_id"]): int(e["pid"]) for e in self.executors},
+            {str(e["executor_id"]): int(e["sluice_port"]) for e in self.executors},
+        )
+        self.samples += 1
+        for pair, n in counts.items():
+            self.peak[pair] = max(self.peak.get(pair, 0), n)
+
+
+def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
+    """``spec``: ``configs``, a list of {name, rows, maps, reduces}; each runs once, timed."""
+    configs: List[Dict[str, Any]] = spec["configs"]
+    first = configs[0]
+    scale_job(spark, int(first["rows"]), int(first["maps"]), int(first["reduces"]))  # warm-up: the first config, unmeasured
+    executors = executor_probe(spark, reset=False) if contender == "sluice" else []
+    runs: Dict[str, Any] = {}
+    for config in configs:
+        watcher = ConnectionWatcher(executors)
+        rows, maps, reduces = int(config["rows"]), int(config["maps"]), int(config["reduces"])
+        with watcher:
+            run = timed(spark, config["name"], lambda: scale_job(spark, rows, maps, reduces))
+        if watcher.executors:
+            run["connections"] = watcher.peak
+            run["connection_samples"] = watcher.samples
+        runs[config["name"]] = run
+    return {"contender": contender, "runs": runs, "executors": executors}

@@ -1,0 +1,159 @@
+"""One contender's Spark application of a benchmark, run in its own Python process:
+
+    python -m sluice.bench.worker KIND CONTENDER SPEC.json OUT.json
+
+KIND is ``batch``, ``latency``, ``memory`` or ``scale``; CONTENDER is ``sluice``, ``sort`` (Spark's
+sort shuffle) or ``builtin`` (the sort shuffle for batch, Spark's streaming shuffle for Real-Time
+Mode). SPEC says what to run; OUT receives the timings, answers and probes as JSON. Every
+application first runs one unmeasured warm-up job, the same for every contender.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.request
+from typing import Any, Callable, Dict, List
+
+from pyspark.sql import SparkSession
+
+from sluice._jars import jar_path
+
+CONTENDERS = ("sluice", "sort", "builtin")
+
+
+def build_session(contender: str, spec: Dict[str, Any]) -> SparkSession:
+    """A session for ``contender``: the plugin jar is always on the class path (the benchmark's
+    probes live in it); only ``sluice`` switches the shuffle managers and the plugin on."""
+    if contender not in CONTENDERS:
+        raise ValueError(f"unknown contender {contender!r}; one of {CONTENDERS}")
+    builder = (
+        SparkSession.builder.master(spec.get("master", "local-cluster[2,1,2048]"))
+        .appName(f"sluice-bench-{spec.get('kind', 'app')}-{contender}")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.enabled", "true")
+    )
+    for key, value in spec.get("conf", {}).items():
+        builder = builder.config(key, str(value))
+    if contender == "sluice":
+        import sluice
+
+        builder = sluice.configure(builder, **spec.get("sluice_options", {}))
+    else:
+        builder = builder.config("spark.jars", jar_path()).config("spark.shuffle.manager", "sort")
+        for key, value in spec.get("builtin_conf", {}).items():
+            builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def jvm_class(spark: SparkSession, name: str) -> Any:
+    node: Any = spark.sparkContext._jvm
+    for part in name.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def rest(spark: SparkSession, path: str) -> Any:
+    """GET ``/api/v1/applications/<app>/<path>`` of the driver's UI."""
+    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/{path}"
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+def stages_of_group(spark: SparkSession, group: str) -> List[int]:
+    tracker = spark.sparkContext.statusTracker()
+    stages = set()
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        if info is not None:
+            stages.update(info.stageIds)
+    return sorted(stages)
+
+
+# Spark's stage metrics (REST API names) summed per job, for reading where time goes.
+STAGE_METRICS = {
+    "executor_run_ms": "executorRunTime",
+    "executor_cpu_ns": "executorCpuTime",
+    "jvm_gc_ms": "jvmGcTime",
+    "shuffle_fetch_wait_ms": "shuffleFetchWaitTime",
+    "shuffle_write_time_ns": "shuffleWriteTime",
+    "tasks": "numCompleteTasks",
+}
+
+
+def shuffle_bytes(spark: SparkSession, stages: List[int]) -> Dict[str, int]:
+    """Spark's shuffle metrics and stage times summed over ``stages`` (skipped stages count nothing)."""
+    totals = {"shuffle_write_bytes": 0, "shuffle_read_bytes": 0, "shuffle_write_records": 0, "stages": 0}
+    totals.update({name: 0 for name in STAGE_METRICS})
+    for stage in stages:
+        try:
+            attempts = rest(spark, f"stages/{stage}")
+        except Exception:  # a stage the UI no longer (or never) knew: counts nothing
+            continue
+        for attempt in attempts:
+            if attempt.get("status") == "SKIPPED":
+                continue
+            totals["shuffle_write_bytes"] += int(attempt.get("shuffleWriteBytes", 0))
+            totals["shuffle_read_bytes"] += int(attempt.get("shuffleReadBytes", 0))
+            totals["shuffle_write_records"] += int(attempt.get("shuffleWriteRecords", 0))
+            totals["stages"] += 1
+            for name, rest_name in STAGE_METRICS.items():
+                totals[name] += int(attempt.get(rest_name, 0) or 0)
+    return totals
+
+
+def timed(spark: SparkSession, group: str, job: Callable[[], Any]) -> Dict[str, Any]:
+    """Runs ``job`` in job group ``group``; its seconds, answer and Spark's shuffle metrics."""
+    spark.sparkContext.setJobGroup(group, group)
+    started = time.monotonic()
+    answer = job()
+    seconds = time.monotonic() - started
+    spark.sparkContext.setJobGroup("", "")
+    out: Dict[str, Any] = {"seconds": round(seconds, 3), "answer": answer}
+    out.update(shuffle_bytes(spark, stages_of_group(spark, group)))
+    return out
+
+
+def executor_probe(spark: SparkSession, reset: bool) -> List[Dict[str, Any]]:
+    probe = jvm_class(spark, "org.apache.spark.shuffle.sluice.bench.ExecutorProbe")
+    found: List[Dict[str, Any]] = json.loads(str(probe.collect(spark.sparkContext._jsc, reset, 20)))
+    return found
+
+
+def main(argv: List[str]) -> int:
+    if len(argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    kind, contender, spec_path, out_path = argv
+    with open(spec_path) as f:
+        spec: Dict[str, Any] = json.load(f)
+    spec["kind"] = kind
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.pop("SPARK_HOME", None)
+    if kind == "batch":
+        from sluice.bench.jobs import run_batch as run
+    elif kind == "latency":
+        from sluice.bench.jobs_streaming import run_latency as run
+    elif kind == "memory":
+        from sluice.bench.jobs import run_memory as run
+    elif kind == "scale":
+        from sluice.bench.jobs import run_scale as run
+    else:
+        print(f"unknown benchmark kind {kind!r}", file=sys.stderr)
+        return 2
+    spark = build_session(contender, spec)
+    try:
+        result = run(spark, contender, spec)
+    finally:
+        spark.stop()
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,189 @@
+"""`sluice bench`'s pure parts, without Spark: statistics, the alternation of contenders, answer
+comparison, histograms, connection counting, result JSON shape, and the CLI's wiring. (The
+benchmarks themselves take minutes; `sluice bench NAME --quick` is their smoke run.)"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import decimal
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from sluice.bench import batch, connections, latency, scale, tpch, transport
+from sluice.bench._common import Recorder, alternation, clean_floats, goal, median, parse_size, percentile, ratio
+from sluice.bench.compare import difference, plain, plain_rows
+from sluice.bench.histogram import Histogram, from_buckets, merge_files
+
+
+def test_median_ratio_and_percentile() -> None:
+    assert median([3, 1, 2]) == 2
+    assert median([4, 1, 2, 3]) == 2.5
+    assert math.isnan(median([]))
+    assert ratio(1, 4) == 0.25
+    assert math.isnan(ratio(1, 0)) and math.isnan(ratio(1, float("nan")))
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.5) == 3.0
+    assert percentile([0.0, 10.0], 0.99) == pytest.approx(9.9)
+
+
+def test_alternation_is_a_b_a_b() -> None:
+    assert alternation(["sluice", "sort"], 3) == [
+        (1, "sluice"), (1, "sort"), (2, "sluice"), (2, "sort"), (3, "sluice"), (3, "sort")]
+    with pytest.raises(ValueError):
+        alternation(["a"], 0)
+
+
+def test_goal_and_sizes() -> None:
+    assert goal("g", 0.7, 0.8, at_most=True)["met"]
+    assert not goal("g", 0.9, 0.8, at_most=True)["met"]
+    assert goal("g", 0.95, 0.9, at_most=False)["met"]
+    assert not goal("g", float("nan"), 0.9, at_most=False)["met"]
+    assert parse_size("32m") == 32 << 20 and parse_size("1g") == 1 << 30 and parse_size("512") == 512
+
+
+def test_answers_compare_as_multisets_with_a_float_tolerance() -> None:
+    expected = plain_rows([[decimal.Decimal("1.10"), "a", datetime.date(1995, 3, 15)], [2, "b", None]])
+    assert expected[0] == [1.1, "a", "1995-03-15"]
+    same_other_order = [[2, "b", None], [1.1 + 1e-12, "a", "1995-03-15"]]
+    assert difference(expected, same_other_order) is None
+    assert difference(expected, expected[:1]) == "1 rows instead of 2"
+    off = [[1.2, "a", "1995-03-15"], [2, "b", None]]
+    message = difference(expected, off)
+    assert message is not None and "differs" in message
+    assert plain(b"\x01\x02") == "0102" and plain([decimal.Decimal("3")]) == [3.0]
+
+
+def test_batch_reports_every_mismatch() -> None:
+    def app(contender: str, q1: List[List[Any]]) -> Dict[str, Any]:
+        return {"contender": contender, "round": 1, "heavy": {"answer": [[1, 2]], "seconds": 1.0},
+                "tpch": {"1": {"answer": q1, "seconds": 1.0}, "6": {"answer": [[5.0]], "seconds": 1.0}}}
+
+    recorder = Recorder("batch", "sluice bench batch", {"rounds": 1})
+    batch.check_answers({"sluice": [app("sluice", [[1.0]])], "sort": [app("sort", [[2.0]])]}, recorder)
+    assert len(recorder.mismatches) == 1 and "Q1" in recorder.mismatches[0]
+    assert recorder.summary["answers_checked"] == 3
+    clean = Recorder("batch", "sluice bench batch", {"rounds": 1})
+    batch.check_answers({"sluice": [app("sluice", [[1.0]])], "sort": [app("sort", [[1.0]])]}, clean)
+    assert clean.mismatches == []
+
+
+def test_batch_summary_and_result_json_shape(tmp_path: Path) -> None:
+    runs = {
+        c: [{"contender": c, "round": r, "heavy": {"seconds": t, "shuffle_write_bytes": 10, "answer": []},
+             "tpch": {"1": {"seconds": t / 2, "shuffle_write_bytes": 5, "answer": []},
+                      "2": {"seconds": t / 4, "shuffle_write_bytes": 5, "answer": []}}}
+            for r, t in ((1, base), (2, base + 2))]
+        for c, base in (("sluice", 6.0), ("sort", 10.0))
+    }
+    recorder = Recorder("batch", "sluice bench batch --rounds 2", {"rounds": 2})
+    spec = {"heavy": {"rows": 1}, "tpch": {"queries": [1, 2]}}
+    batch.summarize(runs, recorder, spec)
+    assert recorder.summary["heavy_ratio"] == pytest.approx(7 / 11)
+    assert recorder.summary["tpch_total"]["sluice"]["median"] == pytest.approx(7 * 0.75)
+    assert [g["met"] for g in recorder.goals] == [True, True]
+    result = clean_floats(recorder.result())
+    for key in ("benchmark", "command", "machine", "settings", "summary", "goals", "mismatches", "runs"):
+        assert key in result
+    for key in ("nproc", "cpu_model", "memory_gib", "load_before", "load_after", "java", "spark", "sluice"):
+        assert key in result["machine"]
+    json.dumps(result, allow_nan=False)  # standard JSON: no NaN
+    assert batch.draw(tmp_path / "batch.png", result).is_file()
+
+
+def test_histogram_quantiles_and_merging(tmp_path: Path) -> None:
+    h = from_buckets([[0, 1, 50], [1000, 1016, 49], [10000, 10160, 1]])
+    assert h.count == 100
+    assert h.quantile_us(0.5) == 0.0
+    assert 1000 <= h.quantile_us(0.99) < 1016
+    assert 10000 <= h.quantile_us(1.0) < 10160
+    assert math.isnan(Histogram().quantile_us(0.5))
+    summary = h.summary()
+    assert summary["count"] == 100 and summary["p99_ms"] == pytest.approx(1.0075, abs=0.01)
+    for i, rows in enumerate(([[1000, 1016, 3]], [[1000, 1016, 2], [2000, 2032, 1]])):
+        (tmp_path / f"latency-p{i}.json").write_text(json.dumps({"rows": 3, "histograms": {"e2e/2": rows}}))
+    (tmp_path / "latency-broken.json").write_text("{not json")
+    merged = merge_files(sorted(tmp_path.glob("latency-*.json")))
+    assert merged["e2e/2"].count == 6
+
+
+PROC_NET_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:B0A7 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 100 1
+   1: 0100007F:D431 0100007F:B0A7 01 00000000:00000000 00:00000000 00000000     0        0 200 1
+   2: 0100007F:B0A7 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 201 1
+   3: 0100007F:9C40 0100007F:AAAA 01 00000000:00000000 00:00000000 00000000     0        0 300 1
+   4: 0100007F:9C41 0100007F:AAAA 06 00000000:00000000 00:00000000 00000000     0        0 301 1
+"""
+
+
+def test_connections_between_sluice_ports_are_counted_per_direction() -> None:
+    table = list(connections.parse_proc_net_tcp(PROC_NET_TCP))
+    assert table[1] == (0xD431, 0xB0A7, "01", 200)
+    ports = {"0": 0xB0A7, "1": 0xAAAA}
+    inodes = {"0": {100, 201, 300, 301}, "1": {200}}
+    # 1 -> 0: inode 200 (executor 1) to executor 0's port; 0 -> 1: inode 300 (301 is TIME_WAIT).
+    assert connections.count_connections(table, inodes, ports) == {"0->1": 1, "1->0": 1}
+    assert connections.sluice_connections({}, {}) == {}
+
+
+def test_transport_parses_the_benchmarks_json_lines() -> None:
+    output = "\n".join([
+        "WARN something",
+        '{"kind":"run","mode":"remote","channels":1,"recordSize":100,"bufferTimeoutMs":1,"gbps":9.5}',
+        '{"kind":"median","mode":"remote","channels":1,"recordSize":100,"bufferTimeoutMs":1,"gbps":9.5}',
+    ])
+    runs = transport.parse_runs(output)
+    assert len(runs) == 1 and runs[0]["gbps"] == 9.5
+    command = transport.java_command(["--seconds", "1"])
+    assert command[0] == "java" and "io.sluice.bench.TransportBenchmark" in command
+    assert "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED" in command
+    recorder = Recorder("transport", "sluice bench transport", {"rounds": 1})
+    fake = [{"channels": 1, "recordSize": 100, "bufferTimeoutMs": t, "gbps": 10.0 if t else 4.0}
+            for t in transport.TIMEOUTS]
+    transport.summarize(recorder, [20.0], fake)
+    series = recorder.summary["series"]["Sluice, 1 ch, 100 B records"]
+    assert series["fraction_of_100ms"]["1"] == 1.0 and series["fraction_of_100ms"]["0"] == 0.4
+    assert [g["met"] for g in recorder.goals] == [True, False]
+
+
+def test_latency_goals_compare_equal_intervals_only() -> None:
+    def phase(rate: int, p99: float) -> Dict[str, Any]:
+        stats = {"p50_ms": p99 / 2, "p99_ms": p99, "p999_ms": p99 * 2, "mean_ms": p99 / 2}
+        return {"rate": rate, "scheduled": 10, "received": 10, "e2e": stats, "shuffle": stats}
+
+    recorder = Recorder("latency", "sluice bench latency", {"rounds": 1})
+    for config in latency.CONFIGS:
+        recorder.runs.append({"config": config[0], "contender": "sluice", "phases": [phase(1000, 2.0)]})
+        recorder.runs.append({"config": config[0], "contender": "builtin", "phases": [phase(1000, 6.0)]})
+    latency.summarize(recorder, latency.CONFIGS)
+    ratio_goals = [g for g in recorder.goals if g["goal"].startswith("p99")]
+    assert len(ratio_goals) == 2 and all(g["met"] for g in ratio_goals)  # not for the defaults
+    assert len(recorder.summary["table"]) == 6
+
+
+def test_tpch_has_all_22_queries_and_scale_configs() -> None:
+    assert sorted(tpch.QUERIES) == list(range(1, 23))
+    for number, text in tpch.QUERIES.items():
+        assert text.strip().lower().startswith(("select", "with")), number
+    assert tpch.default_data_dir(1).name == "tpch-sf1"
+    assert tpch.default_data_dir(0.01).name == "tpch-sf0.01"
+    names = [c["name"] for c in scale.configs(1000, quick=False)]
+    assert names == ["size x1", "size x4", "size x16", "parts 10x10", "parts 50x50", "parts 200x200"]
+
+
+def test_cli_lists_the_benchmarks() -> None:
+    done = subprocess.run([sys.executable, "-m", "sluice.cli", "bench", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for name in ("batch", "transport", "latency", "memory", "scale"):
+        assert name in done.stdout
+    done = subprocess.run([sys.executable, "-m", "sluice.cli", "bench", "batch", "--help"], capture_output=True, text=True)
+    assert "--rounds" in done.stdout and "--quick" in done.stdout and "--out" in done.stdout
+    spec = batch.spec_for(argparse.Namespace(quick=True, heavy_rows=None, scale=None, queries="1,6", no_heavy=False,
+                                             no_tpch=False, memory="1024"))
+    assert spec["heavy"]["rows"] == batch.QUICK_HEAVY_ROWS and spec["tpch"]["queries"] == [1, 6]
+    assert spec["conf"]["spark.sql.adaptive.enabled"] == "false"
