@@ -24,6 +24,7 @@ final class BlockingResultPartition(
   private val queues = Array.fill(numSubpartitions)(new java.util.ArrayDeque[BufferConsumer]())
   @volatile private var queued = 0
   @volatile private var spills = 0
+  @volatile private var spillTimeNanos = 0L // written by the producer thread only
 
   override protected def requestBufferBuilder(subpartition: Int): BufferBuilder = {
     var buffer = bufferPool.requestBuffer()
@@ -46,6 +47,7 @@ final class BlockingResultPartition(
    * producer).
    */
   private def spill(cutUnfinished: Boolean): Unit = {
+    val start = System.nanoTime()
     var i = 0
     while (i < numSubpartitions) {
       if (cutUnfinished) finishBufferBuilder(i)
@@ -59,6 +61,7 @@ final class BlockingResultPartition(
       i += 1
     }
     spills += 1
+    spillTimeNanos += System.nanoTime() - start
   }
 
   override protected def addToSubpartition(subpartition: Int, consumer: BufferConsumer): Unit = {
@@ -72,7 +75,9 @@ final class BlockingResultPartition(
 
   override protected def onFinish(): Unit = {
     spill(cutUnfinished = true)
+    val start = System.nanoTime()
     file.finishWriting()
+    spillTimeNanos += System.nanoTime() - start
     bufferPool.lazyDestroy()
   }
 
@@ -94,6 +99,9 @@ final class BlockingResultPartition(
   }
 
   override def numQueuedBuffers: Int = queued
+
+  /** Waiting for buffers plus compressing and writing spills (including the last, at finish). */
+  override def blockedWriteTimeNanos: Long = super.blockedWriteTimeNanos + spillTimeNanos
 
   /** How many times the producer had to spill before finishing. */
   def numSpills: Int = spills

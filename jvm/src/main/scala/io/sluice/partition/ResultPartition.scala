@@ -63,6 +63,12 @@ abstract class ResultPartition(
     if (since == 0L) done else done + math.max(0L, System.nanoTime() - since)
   }
 
+  /**
+   * Nanoseconds the producer spent blocked on output rather than producing: waiting for buffers,
+   * plus (blocking partitions) writing spills to disk. What Spark reports as shuffle write time.
+   */
+  def blockedWriteTimeNanos: Long = backPressuredTimeNanos.sum()
+
   /** A fresh buffer for `subpartition`; may block (pipelined) or spill (blocking). */
   protected def requestBufferBuilder(subpartition: Int): BufferBuilder
 

@@ -205,7 +205,7 @@ final class SingleInputGate(
     }
     if (channel.isRemote) { numBytesInRemote.add(size.toLong); numBuffersInRemote.increment() }
     else { numBytesInLocal.add(size.toLong); numBuffersInLocal.increment() }
-    new InputBuffer(data, channel.channelIndex, next.subpartition, channel.isRemote)
+    new InputBuffer(data, channel.channelIndex, next.subpartition, channel.isRemote, size)
   }
 
   /** The scratch buffer a local channel reads a spilled buffer of `length` bytes into. */
@@ -267,8 +267,12 @@ final class SingleInputGate(
   override def toString: String = s"SingleInputGate($owner, ${channels.length} channels, ended $numEnded)"
 }
 
-/** A buffer the gate hands the task: ready to deserialise; released by the task. */
-final class InputBuffer(val buffer: ByteBuf, val channelIndex: Int, val subpartition: Int, val isRemote: Boolean)
+/**
+ * A buffer the gate hands the task: ready to deserialise (decompressed); released by the task.
+ * `transferredBytes` is its size as its producer stored and sent it (compressed, when it was).
+ */
+final class InputBuffer(val buffer: ByteBuf, val channelIndex: Int, val subpartition: Int, val isRemote: Boolean,
+    val transferredBytes: Int)
 
 /** A buffer's bytes are not what its producer stored (checksum or compression mismatch). */
 final class CorruptBufferException(msg: String) extends java.io.IOException(msg)

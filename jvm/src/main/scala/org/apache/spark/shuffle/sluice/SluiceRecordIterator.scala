@@ -89,7 +89,8 @@ private[sluice] final class SluiceRecordIterator(
           decoder.startStream(ch)
           if (next.isRemote) metrics.incRemoteBlocksFetched(1) else metrics.incLocalBlocksFetched(1)
         }
-        val size = next.buffer.readableBytes()
+        // Spark's read bytes are the bytes as shuffled (compressed when spark.shuffle.compress).
+        val size = next.transferredBytes
         if (next.isRemote) metrics.incRemoteBytesRead(size) else metrics.incLocalBytesRead(size)
         deserializers(ch).setNextBuffer(next.buffer)
         current = next
