@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 DEFAULT_OUT = Path("docs") / "benchmarks"
 # Each application's output (Spark's log, the worker's traceback) lands here, named in errors.
@@ -244,6 +244,43 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+T = TypeVar("T")
+
+
+def run_plan(plan: Sequence[T], description: str, label: Callable[[T], str], run_one: Callable[[T], None]) -> None:
+    """Runs ``run_one`` for every planned item in order under a progress bar labelled ``label``."""
+    progress = Progress(len(plan), description)
+    try:
+        for item in plan:
+            progress.step(label(item))
+            run_one(item)
+            progress.advance()
+    finally:
+        progress.close()
+
+
+def run_alternating_apps(recorder: "Recorder", kind: str, spec: Dict[str, Any], rounds: int,
+                         timeout: float, contenders: Sequence[str] = ("sluice", "sort")) -> None:
+    """One application per contender per round, alternated, each run (with its round number)
+    appended to ``recorder.runs``."""
+
+    def one(item: Tuple[int, str]) -> None:
+        round_number, contender = item
+        result = run_app(kind, contender, spec, timeout=timeout, log_dir=LOG_DIR)
+        result["round"] = round_number
+        recorder.runs.append(result)
+
+    run_plan(alternation(contenders, rounds), f"bench {kind}", lambda i: f"round {i[0]}: {i[1]}", one)
+
+
+def save_result(recorder: "Recorder", out: str, name: str,
+                draw: Callable[[Path, Dict[str, Any]], Path]) -> Tuple[Path, Path]:
+    """Writes ``NAME.json`` (NaN as null) and draws ``NAME.png`` from it into ``out``."""
+    result = clean_floats(recorder.result())
+    path = write_result(Path(out), name, result)
+    return path, draw(Path(out) / f"{name}.png", result)
 
 
 # --- one Spark application per process ------------------------------------------------------

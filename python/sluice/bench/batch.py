@@ -10,23 +10,23 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from sluice.bench import charts, tpch
 from sluice.bench._common import (
     LOG_DIR,
     BenchError,
-    Progress,
     Recorder,
     alternation,
-    clean_floats,
     command_line,
     goal,
     median,
     ratio,
+    run_app,
+    run_plan,
+    save_result,
     sluice_options,
     subtitle_of,
-    write_result,
 )
 from sluice.bench.compare import difference, plain_rows
 
@@ -72,36 +72,29 @@ def spec_for(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
-    from sluice.bench._common import run_app
-
     rounds = args.rounds or (1 if args.quick else 3)
     spec = spec_for(args)
     if spec["tpch"] is not None:
         tpch.ensure_data(Path(spec["tpch"]["data_dir"]), float(spec["scale"]))
     recorder = Recorder("batch", command_line(argv), {"rounds": rounds, "quick": bool(args.quick), "spec": spec})
     plan = alternation(CONTENDERS, rounds)
-    progress = Progress(len(plan), "bench batch")
     results: Dict[str, List[Dict[str, Any]]] = {c: [] for c in CONTENDERS}
-    try:
-        for round_number, contender in plan:
-            progress.step(f"round {round_number}: {contender}")
-            result = run_app("batch", contender, spec, timeout=4 * 3600, log_dir=LOG_DIR)
-            result["round"] = round_number
-            results[contender].append(result)
-            recorder.runs.append(_without_answers(result))
-            progress.advance()
-    finally:
-        progress.close()
+
+    def one(item: Tuple[int, str]) -> None:
+        round_number, contender = item
+        result = run_app("batch", contender, spec, timeout=4 * 3600, log_dir=LOG_DIR)
+        result["round"] = round_number
+        results[contender].append(result)
+        recorder.runs.append(_without_answers(result))
+
+    run_plan(plan, "bench batch", lambda i: f"round {i[0]}: {i[1]}", one)
 
     check_answers(results, recorder)
     if spec["tpch"] is not None and not args.no_duckdb:
         duck = [int(q) for q in args.duckdb_queries.split(",") if q.strip()]
         check_duckdb(results["sort"][0].get("tpch", {}), Path(spec["tpch"]["data_dir"]), recorder, duck)
     summarize(results, recorder, spec)
-    out = Path(args.out)
-    result = clean_floats(recorder.result())
-    path = write_result(out, "batch", result)
-    chart = draw(out / "batch.png", result)
+    path, chart = save_result(recorder, args.out, "batch", draw)
     print_summary(recorder, path, chart)
     if recorder.mismatches:
         print("\nANSWER MISMATCHES: Sluice's answers differ from the reference; the timings are void:")

@@ -22,17 +22,17 @@ from typing import Any, Dict, List, Optional, Tuple
 from sluice.bench import charts
 from sluice.bench._common import (
     LOG_DIR,
-    Progress,
     Recorder,
     alternation,
-    clean_floats,
     command_line,
     goal,
     median,
     ratio,
+    run_app,
+    run_plan,
+    save_result,
     sluice_options,
     subtitle_of,
-    write_result,
 )
 
 RATES = (1000, 10000, 50000)
@@ -83,8 +83,6 @@ def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Opt
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
-    from sluice.bench._common import run_app
-
     quick = bool(args.quick)
     rounds = args.rounds or (1 if quick else 3)
     configs = CONFIGS[:1] if quick else CONFIGS
@@ -92,21 +90,16 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     recorder = Recorder("latency", command_line(argv), {"rounds": rounds, "quick": quick, "specs": specs})
     plan = [(r, name, contender) for r, name in alternation([c[0] for c in configs], rounds)
             for contender in ("sluice", "builtin")]
-    progress = Progress(len(plan), "bench latency")
-    try:
-        for round_number, name, contender in plan:
-            progress.step(f"round {round_number}: {name}: {contender}")
-            result = run_app("latency", contender, specs[name], timeout=1800, log_dir=LOG_DIR)
-            result.update(round=round_number, config=name)
-            recorder.runs.append(result)
-            progress.advance()
-    finally:
-        progress.close()
+
+    def one(item: Tuple[int, str, str]) -> None:
+        round_number, name, contender = item
+        result = run_app("latency", contender, specs[name], timeout=1800, log_dir=LOG_DIR)
+        result.update(round=round_number, config=name)
+        recorder.runs.append(result)
+
+    run_plan(plan, "bench latency", lambda i: f"round {i[0]}: {i[1]}: {i[2]}", one)
     summarize(recorder, configs)
-    out = Path(args.out)
-    result = clean_floats(recorder.result())
-    path = write_result(out, "latency", result)
-    chart = draw(out / "latency.png", result)
+    path, chart = save_result(recorder, args.out, "latency", draw)
     print_summary(recorder, path, chart)
     return 0
 

@@ -16,19 +16,16 @@ from typing import Any, Dict, List, Optional
 
 from sluice.bench import charts
 from sluice.bench._common import (
-    LOG_DIR,
-    Progress,
     Recorder,
-    alternation,
-    clean_floats,
     command_line,
     goal,
     median,
     parse_size,
     ratio,
+    run_alternating_apps,
+    save_result,
     sluice_options,
     subtitle_of,
-    write_result,
 )
 
 MIB = 1 << 20
@@ -42,8 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
-    from sluice.bench._common import run_app
-
     quick = bool(args.quick)
     rounds = args.rounds or (1 if quick else 3)
     budget = parse_size(args.budget)
@@ -56,22 +51,9 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         "partitions": 16,
     }
     recorder = Recorder("memory", command_line(argv), {"rounds": rounds, "quick": quick, "budget_bytes": budget, "spec": spec})
-    plan = alternation(("sluice", "sort"), rounds)
-    progress = Progress(len(plan), "bench memory")
-    try:
-        for round_number, contender in plan:
-            progress.step(f"round {round_number}: {contender}")
-            result = run_app("memory", contender, spec, timeout=3600, log_dir=LOG_DIR)
-            result["round"] = round_number
-            recorder.runs.append(result)
-            progress.advance()
-    finally:
-        progress.close()
+    run_alternating_apps(recorder, "memory", spec, rounds, timeout=3600)
     summarize(recorder, budget)
-    out = Path(args.out)
-    result = clean_floats(recorder.result())
-    path = write_result(out, "memory", result)
-    chart = draw(out / "memory.png", result)
+    path, chart = save_result(recorder, args.out, "memory", draw)
     print_summary(recorder, path, chart)
     return 1 if recorder.mismatches else 0
 

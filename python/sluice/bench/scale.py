@@ -14,18 +14,15 @@ from typing import Any, Dict, List, Optional
 
 from sluice.bench import charts
 from sluice.bench._common import (
-    LOG_DIR,
-    Progress,
     Recorder,
-    alternation,
-    clean_floats,
     command_line,
     goal,
     median,
     ratio,
+    run_alternating_apps,
+    save_result,
     sluice_options,
     subtitle_of,
-    write_result,
 )
 from sluice.bench.compare import difference
 
@@ -47,8 +44,6 @@ def configs(base: int, quick: bool) -> List[Dict[str, Any]]:
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
-    from sluice.bench._common import run_app
-
     quick = bool(args.quick)
     rounds = args.rounds or (1 if quick else 2)
     base = args.base_rows or (QUICK_BASE_ROWS if quick else BASE_ROWS)
@@ -59,22 +54,9 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         "configs": configs(base, quick),
     }
     recorder = Recorder("scale", command_line(argv), {"rounds": rounds, "quick": quick, "spec": spec})
-    plan = alternation(("sluice", "sort"), rounds)
-    progress = Progress(len(plan), "bench scale")
-    try:
-        for round_number, contender in plan:
-            progress.step(f"round {round_number}: {contender}")
-            result = run_app("scale", contender, spec, timeout=7200, log_dir=LOG_DIR)
-            result["round"] = round_number
-            recorder.runs.append(result)
-            progress.advance()
-    finally:
-        progress.close()
+    run_alternating_apps(recorder, "scale", spec, rounds, timeout=7200)
     summarize(recorder, spec["configs"])
-    out = Path(args.out)
-    result = clean_floats(recorder.result())
-    path = write_result(out, "scale", result)
-    chart = draw(out / "scale.png", result)
+    path, chart = save_result(recorder, args.out, "scale", draw)
     print_summary(recorder, path, chart)
     return 1 if recorder.mismatches else 0
 

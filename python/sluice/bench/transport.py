@@ -19,21 +19,20 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sluice.bench import charts
 from sluice.bench._common import (
     BenchError,
-    Progress,
     Recorder,
     alternation,
-    clean_floats,
     command_line,
     goal,
     median,
     ratio,
+    run_plan,
+    save_result,
     subtitle_of,
-    write_result,
 )
 
 TIMEOUTS = (0, 1, 2, 5, 10, 100)
@@ -139,33 +138,28 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         "iperf3_command": f"iperf3 -s -1 -p PORT & iperf3 -c 127.0.0.1 -p PORT -l 32K -t {iperf_seconds} -J",
     })
     plan = alternation(("iperf3", "sluice"), rounds)
-    progress = Progress(len(plan), "bench transport")
     iperf: List[float] = []
     sluice_runs: List[Dict[str, Any]] = []
-    try:
-        for round_number, contender in plan:
-            progress.step(f"round {round_number}: {contender}")
-            if contender == "iperf3":
-                gbps = iperf3(iperf_seconds)
-                iperf.append(gbps)
-                recorder.runs.append({"round": round_number, "contender": "iperf3", "gbps": gbps})
-            else:
-                done = subprocess.run(java_command(bench_args), capture_output=True, text=True, timeout=3600)
-                runs = parse_runs(done.stdout)
-                if done.returncode != 0 or not runs:
-                    raise BenchError(f"TransportBenchmark failed (exit {done.returncode}): {done.stderr[-2000:]}")
-                for r in runs:
-                    r["round"] = round_number
-                sluice_runs += runs
-                recorder.runs.append({"round": round_number, "contender": "sluice", "runs": runs})
-            progress.advance()
-    finally:
-        progress.close()
+
+    def one(item: Tuple[int, str]) -> None:
+        round_number, contender = item
+        if contender == "iperf3":
+            gbps = iperf3(iperf_seconds)
+            iperf.append(gbps)
+            recorder.runs.append({"round": round_number, "contender": "iperf3", "gbps": gbps})
+            return
+        done = subprocess.run(java_command(bench_args), capture_output=True, text=True, timeout=3600)
+        runs = parse_runs(done.stdout)
+        if done.returncode != 0 or not runs:
+            raise BenchError(f"TransportBenchmark failed (exit {done.returncode}): {done.stderr[-2000:]}")
+        for r in runs:
+            r["round"] = round_number
+        sluice_runs.extend(runs)
+        recorder.runs.append({"round": round_number, "contender": "sluice", "runs": runs})
+
+    run_plan(plan, "bench transport", lambda i: f"round {i[0]}: {i[1]}", one)
     summarize(recorder, iperf, sluice_runs)
-    out = Path(args.out)
-    result = clean_floats(recorder.result())
-    path = write_result(out, "transport", result)
-    chart = draw(out / "transport.png", result)
+    path, chart = save_result(recorder, args.out, "transport", draw)
     print_summary(recorder, path, chart)
     return 0
 
