@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -26,7 +26,7 @@ MASTER = os.environ.get("SLUICE_TEST_MASTER", "local-cluster[2,1,1024]")
 
 
 def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
-            names: List[str] = list(workloads.WORKLOADS)) -> Dict[str, Any]:
+            names: List[str] = list(workloads.WORKLOADS), conf: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Runs the workloads in a fresh Spark application and returns the runner's report."""
     work = tempfile.mkdtemp(prefix=f"sluice-{shuffle}-")
     local_dirs = os.path.join(work, "local")
@@ -51,6 +51,7 @@ def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
     else:
         cmd = [sys.executable, RUNNER, "--shuffle", shuffle] + args
         cmd += [f"--option={k}={v}" for k, v in options.items()]
+        cmd += [f"--conf={k}={v}" for k, v in (conf or {}).items()]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0 or not os.path.exists(out):
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
@@ -99,6 +100,17 @@ VARIANTS = {
 def test_answers_equal_sort_shuffle(variant: str, reference: Dict[str, Any]) -> None:
     options, names = VARIANTS[variant]
     report = run_app("sluice", options, names=names)
+    check_sluice_report(report, {name: reference[name] for name in names})
+
+
+def test_spark_authentication_and_encryption(reference: Dict[str, Any]) -> None:
+    """spark.authenticate and spark.network.crypto.enabled on: Sluice's connections between the
+    executors authenticate with the application's secret and encrypt (Spark's AES-GCM channel),
+    and the answers stay exact."""
+    names = ["df_group_by", "large_records", "rdd_group_by_key"]
+    conf = {"spark.authenticate": "true", "spark.authenticate.secret": "sluice-test-secret",
+            "spark.network.crypto.enabled": "true"}
+    report = run_app("sluice", {}, names=names, conf=conf)
     check_sluice_report(report, {name: reference[name] for name in names})
 
 

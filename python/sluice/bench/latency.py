@@ -63,6 +63,13 @@ def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Opt
     builtin_conf: Dict[str, Any] = {"spark.shuffle.manager.incremental": "streaming"}
     if builtin_ms is not None:
         builtin_conf["spark.shuffle.streaming.networkBufferMaxWaitTimeMs"] = str(builtin_ms)
+    warmup_s = 3 if quick else 5
+    measure_s = args.measure_seconds or (5 if quick else 20)
+    initial_warmup_s = 8 if quick else 15
+    # One real-time batch spans the whole schedule: a batch boundary (the query stops its tasks
+    # and starts the next batch's) would stall every record in flight for about a second and
+    # land in whichever rate's window it falls.
+    batch_s = int(initial_warmup_s + len(rates) * (warmup_s + measure_s) + 60)
     return {
         "master": f"local-cluster[2,2,{args.memory}]",
         "conf": {
@@ -73,10 +80,10 @@ def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Opt
         "sluice_options": options,
         "builtin_conf": builtin_conf,
         "rates": rates,
-        "warmup_s": 3 if quick else 5,
-        "measure_s": args.measure_seconds or (5 if quick else 20),
-        "initial_warmup_s": 8 if quick else 15,
-        "batch_duration": "60 seconds",
+        "warmup_s": warmup_s,
+        "measure_s": measure_s,
+        "initial_warmup_s": initial_warmup_s,
+        "batch_duration": f"{batch_s} seconds",
         "keys": 1000,
         "partitions": 2,
     }

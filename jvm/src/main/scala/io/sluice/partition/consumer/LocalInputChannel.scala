@@ -26,9 +26,19 @@ final class LocalInputChannel(
 
   override def isRemote: Boolean = false
 
+  /**
+   * Opens the view. A partition that is gone (released, or never here) fails this channel, not the
+   * call, as a remote channel's error response would: the task sees it when it reads the channel,
+   * so the reader can name the map output to recompute.
+   */
   override def requestSubpartitions(): Unit = {
     if (waitForProducer) partitionManager.createSubpartitionViewOrWait(partitionId, this)
-    else view = partitionManager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
+    else {
+      try view = partitionManager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
+      catch {
+        case e @ (_: PartitionNotFoundException | _: ProducerFailedException) => setError(e)
+      }
+    }
   }
 
   /** The producer registered its partition (maybe on its own thread). */

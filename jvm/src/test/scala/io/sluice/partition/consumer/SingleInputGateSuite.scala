@@ -214,6 +214,21 @@ class SingleInputGateSuite extends AnyFunSuite {
     }
   }
 
+  test("a local partition that is gone fails its channel when read, naming the channel, and the gate gives back its buffers") {
+    withNetworkBufferPool(16, 4096) { global =>
+      val manager = new ResultPartitionManager
+      val missing = ResultPartitionID(4, 7)
+      val gate = localGate(global, manager, Seq((missing, 0, 1)))
+      gate.requestPartitions(needsReadBuffer = true) // does not throw: the reader decides what to do
+      val e = intercept[InputChannelException](gate.getNext())
+      assert(e.channel.channelIndex == 0)
+      assert(e.getCause.isInstanceOf[PartitionNotFoundException], e.getCause)
+      assert(e.getMessage.contains(missing.toString), e.getMessage)
+      gate.close()
+      assert(global.numberOfAvailableSegments == 16)
+    }
+  }
+
   test("a channel waits for a producer that registers after the consumer started") {
     withNetworkBufferPool(32, 4096) { global =>
       val manager = new ResultPartitionManager
