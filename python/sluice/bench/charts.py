@@ -17,9 +17,10 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Any, path: Path, bottom: float = 0.0) -> Path:
+    """Lays out (keeping ``bottom`` of the figure free, e.g. for a shared legend) and writes it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, bottom, 1.0, 1.0))
     fig.savefig(path, dpi=110)
     _pyplot().close(fig)
     return path
@@ -137,9 +138,10 @@ def latency_chart(path: Path, rows: List[Dict[str, Any]], subtitle: str) -> Path
         ax.set_title(config, fontsize=9)
         ax.set_ylabel("end-to-end latency, ms (median over rounds)")
         ax.grid(True, which="both", axis="y", alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="upper left")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=6, frameon=False)
     fig.suptitle(f"sluice bench latency: Real-Time Mode groupBy count\n{subtitle}", fontsize=10)
-    return _save(fig, path)
+    return _save(fig, path, bottom=0.07)
 
 
 def memory_chart(path: Path, samples: Dict[str, float], budget_mib: float, subtitle: str) -> Path:
