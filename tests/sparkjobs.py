@@ -8,16 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from pyspark import InheritableThread
 from pyspark.sql import SparkSession
 
-
-def stages_of_group(spark: SparkSession, group: str) -> List[int]:
-    """The ids of every stage of every job of ``group`` (skipped ones included)."""
-    tracker = spark.sparkContext.statusTracker()
-    stages = set()
-    for job in tracker.getJobIdsForGroup(group):
-        info = tracker.getJobInfo(job)
-        if info is not None:
-            stages.update(info.stageIds)
-    return sorted(stages)
+from sluice.bench.worker import stages_of_group  # the ids of every stage of a job group
 
 
 def run_in_group(spark: SparkSession, group: str, job: Callable[[], Any]) -> List[int]:

@@ -65,6 +65,7 @@ def rest(spark: SparkSession, path: str) -> Any:
 
 
 def stages_of_group(spark: SparkSession, group: str) -> List[int]:
+    """The ids of every stage of every job of job group ``group`` (skipped ones included)."""
     tracker = spark.sparkContext.statusTracker()
     stages = set()
     for job in tracker.getJobIdsForGroup(group):

@@ -46,6 +46,17 @@ final class PipelinedResultPartition(
       }
     }
   }
+
+  /**
+   * A latency marker measures the network stack, so it must not sit behind the idle-flush
+   * interval: it is flushed at once when the reader is idle. Markers come once per tracking
+   * interval, so this adds at most one flush per interval.
+   */
+  override protected def onLatencyMarkerWritten(subpartition: Int): Unit = if (idleFlushNanos >= 0) {
+    val s = subpartitions(subpartition)
+    if (s.isDrained) s.flush()
+  }
+
   private val unconsumed = new CountDownLatch(numSubpartitions)
 
   override protected def requestBufferBuilder(subpartition: Int): BufferBuilder = try {

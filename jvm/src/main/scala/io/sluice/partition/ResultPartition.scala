@@ -111,9 +111,13 @@ abstract class ResultPartition(
     var i = 0
     while (i < numSubpartitions) {
       writeFrame(i, RecordFraming.LatencyMarker, bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length)
+      onLatencyMarkerWritten(i)
       i += 1
     }
   }
+
+  /** A latency marker was written to `subpartition` (producer thread): a hook for eager flushing. */
+  protected def onLatencyMarkerWritten(subpartition: Int): Unit = ()
 
   private def writeFrame(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Unit = {
     checkWritable()

@@ -191,6 +191,26 @@ class PipelinedResultPartitionSuite extends AnyFunSuite {
     }
   }
 
+  test("a latency marker reaches an idle reader at once, even inside the idle-flush interval") {
+    withNetworkBufferPool(16) { global =>
+      val p = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = 600000L, idleFlushIntervalMs = 600000L)
+      val view = p.createSubpartitionView(0, 1, new TestingAvailabilityListener)
+      val reader = new TestingElementReader
+      emit(p, 0, bytes(0, 0, 100))
+      assert(!drain(view, reader))
+      emit(p, 0, bytes(0, 1, 100))
+      assert(!view.isAvailable(1), "a record inside the interval waits")
+      p.broadcastLatencyMarker(1234L, 5, 0)
+      assert(view.isAvailable(1), "the marker (and the record before it) was flushed for the idle reader")
+      assert(!drain(view, reader))
+      assert(reader.elements.size == 3)
+      assert(reader.elements.last == TestingRecords.Marker(1234L, 5, 0))
+      p.release(null)
+      p.closeBufferBuilders()
+      view.releaseAllResources()
+    }
+  }
+
   test("idle flushes are spaced by their interval, and off with a buffer timeout of -1") {
     withNetworkBufferPool(16) { global =>
       val spaced = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = 600000L, idleFlushIntervalMs = 600000L)
