@@ -104,8 +104,9 @@ class SlowConsumerQuery:
 
     def backpressured_stages(self, timeout: float = 90.0) -> Tuple[int, int, Dict[str, Any], List[Dict[str, Any]]]:
         """Watches the query's 5 s batches (each a producer and a consumer stage) until a sample
-        of a producer stage is HIGH while its tasks' outPoolUsage is near 1.0. Returns (producer
-        stage, consumer stage, its backpressure row, its tasks' metric rows)."""
+        of a producer stage is HIGH while its tasks' outPoolUsage is near 1.0 and both report
+        time blocked on buffers (a task's first metrics report may come before it blocks).
+        Returns (producer stage, consumer stage, its backpressure row, its tasks' metric rows)."""
         import sluice
 
         deadline = time.monotonic() + timeout
@@ -122,7 +123,8 @@ class SlowConsumerQuery:
                 if sampled is None:
                     continue
                 row = sampled
-                if row["level"] == "HIGH" and len(tasks) == 2 and max(r["outPoolUsage"] for r in tasks) >= 0.9:
+                if (row["level"] == "HIGH" and len(tasks) == 2 and max(r["outPoolUsage"] for r in tasks) >= 0.9
+                        and all(r["backPressuredTimeMsPerSecond"] > 0 for r in tasks)):
                     return producer, consumer, row, tasks
             time.sleep(0.2)
         raise AssertionError(f"no producer stage of the slow-consumer query was HIGH within {timeout}s: {row} {tasks}")
