@@ -30,31 +30,32 @@ final class PipelinedResultPartition(
   private val idleFlushNanos =
     if (idleFlushIntervalMs < 0 || bufferTimeoutMs <= 0) -1L else idleFlushIntervalMs * 1000000L
 
+  /** When each subpartition was last flushed after a record for an idle reader (producer thread only). */
+  private val lastIdleFlushNanos = Array.fill(numSubpartitions)(Long.MinValue / 2)
+
   /**
-   * Flushes `subpartition` right after a record when its reader has taken everything readable and
-   * the last such flush was at least the idle-flush interval ago: an idle reader (or an idle
-   * network with credit to spare) need not wait for the buffer timeout. A busy reader leaves data
-   * queued, so under load buffers fill as usual. One volatile read per record otherwise.
+   * A record: flushed at once when its reader has taken everything readable and the last such
+   * flush was at least the idle-flush interval ago. An idle reader (or an idle network with credit
+   * to spare) need not wait for the buffer timeout; a busy one leaves data queued, so under load
+   * buffers fill as usual. One volatile read per record otherwise.
    */
-  override protected def onRecordWritten(subpartition: Int): Unit = if (idleFlushNanos >= 0) {
-    val s = subpartitions(subpartition)
-    if (s.isDrained) {
-      val now = System.nanoTime()
-      if (now - s.lastIdleFlushNanos >= idleFlushNanos) {
-        s.lastIdleFlushNanos = now
-        s.flush()
-      }
-    }
-  }
+  override protected def onRecordWritten(subpartition: Int): Unit = flushForIdleReader(subpartition, spaced = true)
 
   /**
    * A latency marker measures the network stack, so it must not sit behind the idle-flush
    * interval: it is flushed at once when the reader is idle. Markers come once per tracking
    * interval, so this adds at most one flush per interval.
    */
-  override protected def onLatencyMarkerWritten(subpartition: Int): Unit = if (idleFlushNanos >= 0) {
-    val s = subpartitions(subpartition)
-    if (s.isDrained) s.flush()
+  override protected def onLatencyMarkerWritten(subpartition: Int): Unit = flushForIdleReader(subpartition, spaced = false)
+
+  private def flushForIdleReader(subpartition: Int, spaced: Boolean): Unit = {
+    if (idleFlushNanos < 0 || !subpartitions(subpartition).isDrained) return
+    if (spaced) {
+      val now = System.nanoTime()
+      if (now - lastIdleFlushNanos(subpartition) < idleFlushNanos) return
+      lastIdleFlushNanos(subpartition) = now
+    }
+    subpartitions(subpartition).flush()
   }
 
   private val unconsumed = new CountDownLatch(numSubpartitions)

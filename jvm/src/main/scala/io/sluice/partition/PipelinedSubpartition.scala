@@ -26,8 +26,6 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   // The reader took everything readable at its last look (written by the reader under the lock,
   // read by the producer without it: a stale value only delays or advances one idle flush).
   @volatile private var drained = false
-  /** When the producer last flushed because the reader was idle (producer thread only). */
-  private[partition] var lastIdleFlushNanos: Long = Long.MinValue / 2
 
   // ---- producer side --------------------------------------------------------------------------
 
