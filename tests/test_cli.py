@@ -63,3 +63,9 @@ def test_help_lists_the_commands() -> None:
     assert done.returncode == 0, done.stderr
     for command in ("jar", "conf", "submit", "demo"):
         assert command in done.stdout
+
+
+def test_version_prints_the_installed_version() -> None:
+    done = subprocess.run([sys.executable, "-m", "sluice.cli", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"sluice {sluice.__version__} (spark-sluice)"

@@ -1,5 +1,6 @@
 """The ``sluice`` command: the jar's path, spark-submit settings, spark-submit itself, the demo.
 
+    sluice --version                    the installed Sluice version
     sluice jar                          path of the plugin jar
     sluice conf [--buffer-timeout 10ms ...] [--prometheus]
                                         --jars/--conf arguments for spark-submit
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from sluice import _options
+from sluice._version import __version__
 from sluice.config import APPENDED_KEYS, append_to_list, spark_conf
 
 # spark-submit's options that take no value (SparkSubmitOptionParser's switches); every other
@@ -60,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sluice", description="Sluice: Flink's network stack as a Spark shuffle."
     )
+    parser.add_argument("--version", action="version", version=f"sluice {__version__} (spark-sluice)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("jar", help="print the path of the Sluice plugin jar")
 
@@ -105,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
 _BENCH_HELP = {
     "batch": "a ~1 GB shuffle-heavy job and TPC-H SF1 (22 queries), Sluice vs the sort shuffle",
-    "transport": "throughput per buffer timeout (seed 1's latency vs throughput) and vs iperf3",
+    "transport": "throughput per buffer timeout (Flink's latency vs throughput figure) and vs iperf3",
     "latency": "Real-Time Mode p50/p99/p99.9 latency, Sluice vs Spark's streaming shuffle",
     "memory": "peak network memory against the budget while a 20x larger shuffle runs",
     "scale": "cost as data and partitions grow, and TCP connections per executor pair",

@@ -162,7 +162,7 @@ def backpressure(spark: SparkSession, stage_id: Optional[int] = None) -> Any:
     blocked on a buffer request gives the level: ``OK`` up to 0.10, ``LOW`` up to 0.5, ``HIGH``
     above. A stage's ratio is its highest task's. Stages that no longer run keep their last
     sample, or ratio 0 and ``OK`` with ``sampled_tasks`` 0 when none was taken. ``root_cause``
-    reads the stage's and its upstream stage's pool usages as seed 4's tables do, and
+    reads the stage's and its upstream stage's pool usages as the tables of "Flink Network Stack Vol. 2" do, and
     ``suggested_buffer_timeout_ms`` follows from the fill rate of remote buffers (null without
     remote pipelined input).
 

@@ -80,7 +80,7 @@ def transport_chart(
     iperf_fraction: Dict[str, float],
     subtitle: str,
 ) -> Path:
-    """Seed 1's "Latency vs. Throughput" figure: throughput per buffer timeout as a fraction of
+    """The "Latency vs. Throughput" figure of "A Deep-Dive into Flink's Network Stack": throughput per buffer timeout as a fraction of
     the 100 ms throughput, Sluice's series beside Flink 1.5's published ratios; on the right,
     Sluice's 100 ms throughput as a fraction of iperf3's."""
     plt = _pyplot()
@@ -91,7 +91,7 @@ def transport_chart(
         left.bar([p + i * width for p in positions], [(v if v is not None else float("nan")) * 100 for v in values], width,
                  label=name)
     flink_values = [flink.get(t, float("nan")) * 100 for t in timeouts]
-    left.bar([p + len(series) * width for p in positions], flink_values, width, label="Flink 1.5 (seed 1; no 10 ms point)",
+    left.bar([p + len(series) * width for p in positions], flink_values, width, label="Flink 1.5 (Flink blog, 2019; no 10 ms point)",
              color=COLORS["flink"])
     left.axhline(100, color="black", linewidth=0.8)
     left.axhline(90, color="gray", linewidth=0.8, linestyle="--", label="goal at 1 ms: 90 %")

@@ -2,7 +2,7 @@
 timeout, measured by ``io.sluice.bench.TransportBenchmark`` (two executors in one JVM over
 loopback), alternated with ``iperf3`` over loopback as the ceiling of one TCP connection.
 
-The chart redraws seed 1's "Latency vs. Throughput" figure: Sluice's throughput at each buffer
+The chart redraws "A Deep-Dive into Flink's Network Stack"'s "Latency vs. Throughput" figure: Sluice's throughput at each buffer
 timeout as a fraction of its throughput at 100 ms, beside Flink 1.5's published ratios.
 
 Goals: 1 ms reaches at least 90 % of the 100 ms throughput; one connection at least 80 % of
@@ -36,7 +36,7 @@ from sluice.bench._common import (
 )
 
 TIMEOUTS = (0, 1, 2, 5, 10, 100)
-# Seed 1's figure: Flink 1.5+ throughput at each buffer timeout, as a fraction of 100 ms.
+# The article's figure: Flink 1.5+ throughput at each buffer timeout, as a fraction of 100 ms.
 FLINK_1_5 = {0: 0.39, 1: 0.75, 2: 0.79, 5: 0.86, 100: 1.0}
 
 # The --add-opens Spark's launcher gives its JVMs on Java 17 (build.gradle's sparkJvmArgs).

@@ -22,7 +22,7 @@ object MetricNames {
   val NumBuffersInLocal = "numBuffersInLocal"
   val NumBuffersInRemote = "numBuffersInRemote"
 
-  // Queue lengths (discouraged by seed 4, reported for completeness).
+  // Queue lengths (discouraged by "Flink Network Stack Vol. 2", reported for completeness).
   val OutputQueueLength = "outputQueueLength"
   val InputQueueLength = "inputQueueLength"
 

@@ -1,7 +1,8 @@
 package io.sluice.metrics
 
 /**
- * Seed 4's reasoning turned into code (beyond Flink, which leaves it to the reader): the decision
+ * The reasoning of "Flink Network Stack Vol. 2: Monitoring, Metrics, and that Backpressure Thing"
+ * (Flink blog, 2019) turned into code (beyond Flink, which leaves it to the reader): the decision
  * tables that combine a stage's pool usages with its upstream stage's outPoolUsage into one
  * sentence about the likely cause of backpressure, and the buffer-timeout suggestion drawn from
  * the buffer fill rate of remote input. Pure functions.
@@ -44,7 +45,7 @@ object NetworkDiagnosis {
       suggestBufferTimeout(bytesRemote, buffersRemote, segmentSize, bufferTimeoutMs, pipelinedInput))
   }
 
-  /** Average bytes per remote buffer over the segment size (seed 4: numBytesInRemote / numBuffersInRemote). */
+  /** Average bytes per remote buffer over the segment size (Flink Network Stack Vol. 2: numBytesInRemote / numBuffersInRemote). */
   def fillRate(bytesInRemote: Long, buffersInRemote: Long, segmentSize: Int): Option[Double] =
     if (buffersInRemote <= 0 || segmentSize <= 0) None
     else Some(math.min(1.0, bytesInRemote.toDouble / buffersInRemote / segmentSize))
@@ -52,7 +53,7 @@ object NetworkDiagnosis {
   /**
    * A buffer timeout for throughput: buffers flushed at timeout T while `fill` full would take
    * about T / fill to fill up, so T x 0.8 / fill fills them to 80 % (capped at 1 s). Buffers that
-   * already fill keep the current timeout; flushing every record (T = 0) gets 1 ms, which seed 1
+   * already fill keep the current timeout; flushing every record (T = 0) gets 1 ms, which "A Deep-Dive into Flink's Network Stack"
    * shows keeps about 75 % of the maximum throughput. None for local-only input (buffering has
    * little effect there), blocking input (buffers are cut when full or at the end, the timeout is
    * unused) and T = -1 (flush only when full).
@@ -78,7 +79,7 @@ object NetworkDiagnosis {
   def isBackPressured(t: TaskIOSnapshot): Boolean =
     t.outPoolUsage >= High || t.backPressuredTimeMsPerSecond > BackPressuredMsHigh
 
-  /** The root-cause sentence of seed 4's tables for one stage and its upstream stage(s). */
+  /** The root-cause sentence of the Vol. 2 article's tables for one stage and its upstream stage(s). */
   def rootCause(tasks: Seq[TaskIOSnapshot], upstream: Seq[TaskIOSnapshot]): String = {
     if (tasks.isEmpty) return "No Sluice network metrics for this stage yet."
     val consumers = tasks.filter(_.readsInput)

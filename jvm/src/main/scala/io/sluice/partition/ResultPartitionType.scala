@@ -1,6 +1,6 @@
 package io.sluice.partition
 
-/** The two output types of seed 1: consumed while produced, or only once complete. */
+/** The two output types of "A Deep-Dive into Flink's Network Stack": consumed while produced, or only once complete. */
 sealed abstract class ResultPartitionType(val name: String) {
   override def toString: String = name
 }

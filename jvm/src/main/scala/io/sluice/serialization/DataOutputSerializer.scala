@@ -6,7 +6,7 @@ import org.apache.spark.unsafe.Platform
 
 /**
  * A growable on-heap byte array that serialisation streams write into (Flink's
- * DataOutputSerializer): the "flexible on-heap byte array" of seed 1 that a record is serialised
+ * DataOutputSerializer): the "flexible on-heap byte array" of "A Deep-Dive into Flink's Network Stack" that a record is serialised
  * into before the partition copies it into network buffers. Reused across records; not
  * thread-safe.
  */

@@ -11,7 +11,7 @@ class NetworkDiagnosisSuite extends AnyFunSuite {
 
   private def cause(tasks: Seq[TaskIOSnapshot], upstream: Seq[TaskIOSnapshot]): String = rootCause(tasks, upstream)
 
-  // ---- seed 4, first table: inPoolUsage x outPoolUsage -----------------------------------------
+  // ---- "Flink Network Stack Vol. 2", first table: inPoolUsage x outPoolUsage -------------------
 
   test("in low, out low: no backpressure") {
     assert(cause(Seq(consumer(floating = low)), Seq(producer(outPoolUsage = low))) ==
@@ -40,7 +40,7 @@ class NetworkDiagnosisSuite extends AnyFunSuite {
     assert(c.contains("forwards that backpressure upstream"), c)
   }
 
-  // ---- seed 4, second table: floating x exclusive x upstream outPoolUsage --------------------
+  // ---- "Flink Network Stack Vol. 2", second table: floating x exclusive x upstream outPoolUsage
 
   test("floating high, exclusive low, upstream high: only some input channels") {
     val c = cause(Seq(consumer(floating = high, exclusive = low)), Seq(producer(outPoolUsage = high)))

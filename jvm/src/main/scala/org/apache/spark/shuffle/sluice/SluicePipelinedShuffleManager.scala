@@ -19,6 +19,7 @@ class SluicePipelinedShuffleManager(conf: SparkConf, isDriver: Boolean) extends 
 
   def this(conf: SparkConf) = this(conf, false)
 
+  SparkVersionCheck.verify()
   SluiceEnvironment.sluiceConf(conf)
   logInfo(s"Using Sluice for pipelined shuffles (driver=$isDriver)")
 

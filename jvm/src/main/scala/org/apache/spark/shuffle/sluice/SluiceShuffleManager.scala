@@ -18,6 +18,7 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingS
 
   def this(conf: SparkConf) = this(conf, false)
 
+  SparkVersionCheck.verify()
   SluiceEnvironment.sluiceConf(conf)
   SluiceEnvironment.codec(conf)
   logInfo(s"Using Sluice for regular shuffles (driver=$isDriver)")
