@@ -12,7 +12,8 @@ import org.scalatest.funsuite.AnyFunSuite
  * Hung peers: a server that stops answering without closing its sockets fails the channels that
  * read from it after the heartbeat timeout (not after the gate's request timeout, and not never),
  * while a healthy connection that carries no data for a long time (an idle pipelined partition, a
- * channel without credit) stays up, answering the heartbeat, and delivers everything afterwards.
+ * channel without credit, a credit-less client that stopped reading) stays up and delivers
+ * everything afterwards.
  */
 class ConnectionHeartbeatSuite extends AnyFunSuite {
 
@@ -80,6 +81,31 @@ class ConnectionHeartbeatSuite extends AnyFunSuite {
       assert(a.counters.pongsSent.sum >= 8 && b.counters.pongsReceived.sum >= 8, "the heartbeat was answered")
       reader.close()
       a.assertNoCreditViolations(); b.assertNoCreditViolations()
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("credit-less: a connection the client stopped reading (no buffer free) is not declared hung") {
+    val timeoutMs = 1000L
+    val settings = Map(SluiceOptions.CreditBased.key -> "false", SluiceOptions.HeartbeatTimeout.key -> s"${timeoutMs}ms",
+      SluiceOptions.RequestTimeout.key -> "10min", SluiceOptions.RequestBufferTimeout.key -> "10min")
+    val smallSockets = Map("spark.sluice.io.receiveBuffer" -> "16384", "spark.sluice.io.sendBuffer" -> "16384")
+    val a = new TestingExecutor("A", settings, smallSockets)
+    val b = new TestingExecutor("B", settings, smallSockets)
+    withExecutors(a, b) {
+      val p = a.pipelinedPartition(ResultPartitionID(1, 0), 1)
+      val reader = new TestingGateReader(b.gate("r", Vector(GateInput(p.partitionId, 0, 1, a.location))))
+      val records = 2000
+      val producing = async { TestingRecords.writeMany(p, 0, records, 1000); p.finish() }
+      assert(await(async(reader.readOne())), "the channel is open and reads")
+      // Nobody reads on: the gate's pool fills and the client stops reading the connection.
+      waitUntil(b.connectionManager.isAnyClientStalled, "the client stopped reading")
+      waitSilentFor(3 * timeoutMs, b.connectionManager.isAnyClientStalled)
+      assert(b.counters.hungConnections.sum == 0, b.counters.toString)
+      assert(await(async { reader.readAll() }, 60000) == Map((0L, 0) -> records))
+      await(producing)
+      assert(b.counters.hungConnections.sum == 0 && b.counters.connectionsOpened.sum == 1, b.counters.toString)
+      reader.close()
       a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }
