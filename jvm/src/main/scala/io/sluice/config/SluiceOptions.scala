@@ -118,6 +118,14 @@ object SluiceOptions {
       |end of partition, no error) before it fails naming the executor and partition."""
   }
 
+  val HeartbeatTimeout: ConfigOption[Long] = opt("spark.sluice.network.heartbeatTimeout", "heartbeat_timeout",
+    DurationMsType, 0L, "(none: Flink relies on the JobManager's heartbeat, heartbeat.timeout)", Effect.ExecutorStart,
+    atLeast(0L)) {
+    """How long a connection that is reading shuffle data may stay completely silent (no data, no
+      |answer to Sluice's heartbeat) before its peer is declared hung and its channels fail, so Spark
+      |recomputes the peer's map outputs. 0 follows spark.network.timeout."""
+  }
+
   val MaxFrameLength: ConfigOption[Long] = opt("spark.sluice.network.maxFrameLength", "max_frame_length",
     BytesType, 1L << 20, "(none: Flink bounds frames by the segment size)", Effect.ExecutorStart,
     between(1024L, 1L << 30)) {
@@ -172,7 +180,7 @@ object SluiceOptions {
   val all: Seq[ConfigOption[_]] = Seq(
     SegmentSize, NetworkMemory, BuffersPerChannel, FloatingBuffersPerGate, MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
-    RequestTimeout, MaxFrameLength, MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
+    RequestTimeout, HeartbeatTimeout, MaxFrameLength, MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval)
 
   val byKey: Map[String, ConfigOption[_]] = all.map(o => o.key -> o).toMap

@@ -20,7 +20,7 @@ import io.sluice.partition.consumer.RemoteInputChannel
  * to the event loop.
  */
 private[netty] final class CreditBasedPartitionRequestClientHandler(
-    remoteAddress: String,
+    val remoteAddress: String,
     counters: TransportCounters) extends ChannelInboundHandlerAdapter with ReceiverLookup {
 
   import CreditBasedPartitionRequestClientHandler._
@@ -105,6 +105,7 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
       val channel = receiver(e.receiverId, "EndOfPartition")
       if (channel != null) channel.onEndOfPartition(e.sequenceNumber, e.subpartition)
     case e: ErrorResponse => onError(e)
+    case _: Pong => counters.pongsReceived.increment() // its bytes already told the heartbeat the peer lives
     case other => ctx.fireChannelRead(other)
   }
 

@@ -1,9 +1,11 @@
 package io.sluice.netty
 
-import java.io.IOException
+import java.io.{IOException, InterruptedIOException}
 import java.net.InetSocketAddress
 import java.nio.ByteBuffer
-import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, ExecutionException, TimeUnit, TimeoutException}
+import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, ExecutionException, LinkedBlockingQueue,
+  RejectedExecutionException, ThreadPoolExecutor, TimeUnit, TimeoutException}
+import java.util.concurrent.atomic.AtomicInteger
 
 import scala.jdk.CollectionConverters._
 
@@ -23,6 +25,13 @@ import org.apache.spark.network.util.{ConfigProvider, TransportConf}
  * exactly one TCP connection per remote server (host, port), shared by every input channel of
  * every gate and reused across shuffles. Concurrent first requests for the same server share one
  * connection attempt; a connection that closes is forgotten, and the next request opens a new one.
+ *
+ * Connection attempts run on the manager's own connector threads, never on the task thread that
+ * asked: Spark interrupts task threads (speculative losers, cancelled jobs), and an interrupt that
+ * reached Spark's connect or authentication would end the attempt that other readers wait for too
+ * (and may leave a half-open channel behind). An interrupted task only stops waiting; the attempt
+ * goes on and its connection serves the next reader. Each client connection carries a
+ * [[ConnectionHeartbeat]] that fails it when its peer stays silent past the heartbeat timeout.
  *
  * Both sides are Spark TransportContexts, so Spark's authentication and encryption settings apply
  * (see [[NettyProtocol]]): with `auth` (Spark's SecretKeyHolder and the application id) every
@@ -50,6 +59,8 @@ final class NettyConnectionManager(
   private val maxFrameLength = conf.get(SluiceOptions.MaxFrameLength).toInt
   private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
   private val connectTimeoutMs = conf.get(SluiceOptions.ConnectTimeout)
+  /** spark.sluice.network.heartbeatTimeout as resolved by the Spark layer (0: Spark's default 120s). */
+  val heartbeatTimeoutMs: Long = NettyConnectionManager.heartbeatTimeoutMs(conf)
 
   private val connections = new ConcurrentHashMap[(String, Int), CompletableFuture[PartitionRequestClient]]()
   private val acceptedChannels = ConcurrentHashMap.newKeySet[Channel]()
@@ -60,6 +71,18 @@ final class NettyConnectionManager(
   @volatile private var server: TransportServer = _
   @volatile private var clientFactory: TransportClientFactory = _
   @volatile private var shutDown = false
+
+  private val connector = {
+    val threadCount = new AtomicInteger
+    val pool = new ThreadPoolExecutor(NettyConnectionManager.ConnectThreads, NettyConnectionManager.ConnectThreads,
+      60L, TimeUnit.SECONDS, new LinkedBlockingQueue[Runnable](), (r: Runnable) => {
+        val t = new Thread(r, s"sluice-connect-$bindHost-${threadCount.incrementAndGet()}")
+        t.setDaemon(true)
+        t
+      })
+    pool.allowCoreThreadTimeOut(true) // no thread lives on while nobody connects
+    pool
+  }
 
   /** Binds the server (spark.sluice.network.port; 0 picks a free port) and returns its port. */
   def start(): Int = synchronized {
@@ -100,7 +123,7 @@ final class NettyConnectionManager(
   /** The client asked for the Sluice protocol (after authentication): install it (event loop). */
   private def upgradeServerChannel(ch: Channel): Unit = {
     val queue = new PartitionRequestQueue(partitionManager, counters)
-    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs)
+    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters)
     NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters)
     upgradedServerChannels.add(ch)
     counters.activeServerConnections.incrementAndGet()
@@ -126,36 +149,51 @@ final class NettyConnectionManager(
 
   /**
    * The connection to the Sluice server at (host, port): the existing one, or a new one opened
-   * (and authenticated) now, waiting at most spark.sluice.network.connectTimeout.
+   * (and authenticated) now, waiting at most spark.sluice.network.connectTimeout. An interrupt ends
+   * the wait (InterruptedIOException, the thread's interrupt status kept) but not the attempt.
    */
   def createPartitionRequestClient(host: String, port: Int): PartitionRequestClient = {
     if (shutDown) throw new IllegalStateException("The Sluice connection manager is shut down")
     if (clientFactory == null) throw new IllegalStateException("The Sluice connection manager is not started")
     val key = (host, port)
-    val deadline = System.nanoTime() + connectTimeoutMs * 1000000L
+    val deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(connectTimeoutMs)
     while (true) {
-      val existing = connections.get(key)
-      if (existing != null) {
-        val client = await(existing, host, port, deadline)
-        if (client.isActive) return client
-        connections.remove(key, existing)
-      } else {
-        val attempt = new CompletableFuture[PartitionRequestClient]()
-        if (connections.putIfAbsent(key, attempt) == null) {
-          val client = try connect(host, port, deadline) catch {
-            case e: Throwable =>
-              connections.remove(key, attempt)
-              attempt.completeExceptionally(e)
-              throw e
-          }
-          attempt.complete(client)
-          client.channel.closeFuture().addListener(onClose(connections.remove(key, attempt)))
-          if (shutDown) client.close()
-          return client
+      var attempt = connections.get(key)
+      if (attempt == null) {
+        val fresh = new CompletableFuture[PartitionRequestClient]()
+        attempt = connections.putIfAbsent(key, fresh)
+        if (attempt == null) {
+          attempt = fresh
+          startConnecting(key, fresh)
         }
       }
+      val client = await(attempt, host, port, deadline)
+      if (client.isActive) return client
+      connections.remove(key, attempt)
     }
     throw new IllegalStateException("unreachable")
+  }
+
+  /** Opens the connection for `attempt` on a connector thread; a failed attempt is forgotten. */
+  private def startConnecting(key: (String, Int), attempt: CompletableFuture[PartitionRequestClient]): Unit = {
+    val (host, port) = key
+    val task: Runnable = () => {
+      try {
+        val client = connect(host, port, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(connectTimeoutMs))
+        client.channel.closeFuture().addListener(onClose(connections.remove(key, attempt)))
+        attempt.complete(client)
+        if (shutDown) client.close()
+      } catch {
+        case e: Throwable =>
+          connections.remove(key, attempt)
+          attempt.completeExceptionally(e)
+      }
+    }
+    try connector.execute(task) catch {
+      case e: RejectedExecutionException =>
+        connections.remove(key, attempt)
+        attempt.completeExceptionally(new IOException("The Sluice connection manager is shut down", e))
+    }
   }
 
   private def await(f: CompletableFuture[PartitionRequestClient], host: String, port: Int, deadline: Long): PartitionRequestClient = {
@@ -168,10 +206,14 @@ final class NettyConnectionManager(
         case io: IOException => new IOException(io.getMessage, io)
         case other => new IOException(s"Could not connect to the Sluice server at $host:$port: $other", other)
       }
+      case _: InterruptedException =>
+        Thread.currentThread().interrupt()
+        throw new InterruptedIOException(s"Interrupted while waiting for the connection to the Sluice server at " +
+          s"$host:$port (the connection attempt goes on for other readers)")
     }
   }
 
-  /** Opens, authenticates and upgrades one connection (the calling thread waits). */
+  /** Opens, authenticates and upgrades one connection (a connector thread, which waits). */
   private def connect(host: String, port: Int, deadline: Long): PartitionRequestClient = {
     val transport = try clientFactory.createUnmanagedClient(host, port) catch {
       case e: IOException => throw new IOException(s"Could not connect to the Sluice server at $host:$port: ${e.getMessage}", e)
@@ -187,7 +229,7 @@ final class NettyConnectionManager(
               throw new IOException(s"$host:$port answered the Sluice upgrade with something else (not a Sluice server?)")
             }
             val handler = new CreditBasedPartitionRequestClientHandler(s"$host:$port", counters)
-            NettyProtocol.installClient(ch, handler, maxFrameLength, counters)
+            NettyProtocol.installClient(ch, handler, maxFrameLength, heartbeatTimeoutMs, counters)
             upgraded.complete(new PartitionRequestClient(ch, handler, remote))
           } catch {
             case e: Throwable => upgraded.completeExceptionally(e)
@@ -230,7 +272,9 @@ final class NettyConnectionManager(
       if (f.isDone && !f.isCompletedExceptionally) Some(f.join().close()) else None
     }
     connections.clear()
+    connector.shutdownNow()
     closing.foreach(_.awaitUninterruptibly(1000))
+    try connector.awaitTermination(1, TimeUnit.SECONDS) catch { case _: InterruptedException => Thread.currentThread().interrupt() }
     upgradedServerChannels.asScala.toList.foreach(_.close())
     if (clientFactory != null) clientFactory.close()
     if (server != null) server.close()
@@ -248,6 +292,15 @@ final class NettyConnectionManager(
 }
 
 object NettyConnectionManager {
+
+  /** Connections opened at once; further attempts queue (their waiters' connect timeout runs). */
+  val ConnectThreads = 16
+
+  /** spark.sluice.network.heartbeatTimeout, with 0 (follow spark.network.timeout) as Spark's default. */
+  def heartbeatTimeoutMs(conf: SluiceConf): Long = {
+    val t = conf.get(SluiceOptions.HeartbeatTimeout)
+    if (t > 0) t else ConnectionHeartbeat.DefaultTimeoutMs
+  }
 
   /**
    * `base` with Sluice's thread counts and connect timeout laid over its `spark.<module>.io.*`

@@ -55,8 +55,8 @@ object NettyMessage {
 
   /** Ids the server accepts; the rest only travel from server to client. */
   val ClientToServer: Set[Byte] =
-    Set(PartitionRequest.Id, CancelPartitionRequest.Id, CloseRequest.Id, AddCredit.Id)
-  val ServerToClient: Set[Byte] = Set(BufferResponse.Id, ErrorResponse.Id, EndOfPartition.Id)
+    Set(PartitionRequest.Id, CancelPartitionRequest.Id, CloseRequest.Id, AddCredit.Id, Ping.Id)
+  val ServerToClient: Set[Byte] = Set(BufferResponse.Id, ErrorResponse.Id, EndOfPartition.Id, Pong.Id)
 
   def nameOf(id: Byte): String = id match {
     case PartitionRequest.Id => "PartitionRequest"
@@ -66,6 +66,8 @@ object NettyMessage {
     case CloseRequest.Id => "CloseRequest"
     case AddCredit.Id => "AddCredit"
     case EndOfPartition.Id => "EndOfPartition"
+    case Ping.Id => "Ping"
+    case Pong.Id => "Pong"
     case other => s"unknown message id $other"
   }
 
@@ -354,4 +356,35 @@ object EndOfPartition {
     check(seq >= 0 && sub >= 0, s"EndOfPartition with sequence number $seq, subpartition $sub")
     EndOfPartition(receiver, seq, sub)
   }
+}
+
+/**
+ * Client to server: the heartbeat of a connection that reads but has received nothing for a while
+ * (see [[ConnectionHeartbeat]]). The server answers with a [[Pong]] echoing `sequenceNumber`.
+ */
+final case class Ping(sequenceNumber: Long) extends NettyMessage {
+  override def id: Byte = Ping.Id
+  override def encodedLength: Int = Ping.Length
+  override def encode(buf: ByteBuf): Unit = buf.writeLong(sequenceNumber)
+}
+
+object Ping {
+  final val Id: Byte = 7
+  val Length: Int = 8
+
+  def decode(buf: ByteBuf): Ping = Ping(buf.readLong())
+}
+
+/** Server to client: the answer to a [[Ping]], carrying its sequence number. Needs no credit. */
+final case class Pong(sequenceNumber: Long) extends NettyMessage {
+  override def id: Byte = Pong.Id
+  override def encodedLength: Int = Pong.Length
+  override def encode(buf: ByteBuf): Unit = buf.writeLong(sequenceNumber)
+}
+
+object Pong {
+  final val Id: Byte = 8
+  val Length: Int = 8
+
+  def decode(buf: ByteBuf): Pong = Pong(buf.readLong())
 }

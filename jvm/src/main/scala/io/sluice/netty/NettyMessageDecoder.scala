@@ -125,6 +125,8 @@ private[netty] final class NettyMessageDecoder(
       case CancelPartitionRequest.Id => CancelPartitionRequest.decode(header)
       case AddCredit.Id => AddCredit.decode(header)
       case EndOfPartition.Id => EndOfPartition.decode(header)
+      case Ping.Id => Ping.decode(header)
+      case Pong.Id => Pong.decode(header)
     }
     header.clear()
     msg match {
@@ -269,6 +271,8 @@ private[netty] object NettyMessageDecoder {
     case CloseRequest.Id => (0, 0)
     case AddCredit.Id => (AddCredit.Length, AddCredit.Length)
     case EndOfPartition.Id => (EndOfPartition.Length, EndOfPartition.Length)
+    case Ping.Id => (Ping.Length, Ping.Length)
+    case Pong.Id => (Pong.Length, Pong.Length)
   }
 }
 

@@ -1,8 +1,10 @@
 package io.sluice.netty
 
+import scala.util.control.NonFatal
+
 import io.netty.buffer.ByteBuf
 import io.netty.channel.ChannelHandler.Sharable
-import io.netty.channel.{ChannelHandlerContext, ChannelOutboundHandlerAdapter, ChannelPromise}
+import io.netty.channel.{ChannelHandlerContext, ChannelOutboundHandlerAdapter, ChannelPromise, FileRegion}
 import io.netty.handler.ssl.SslHandler
 
 /**
@@ -10,8 +12,9 @@ import io.netty.handler.ssl.SslHandler
  * BufferResponse's payload is never copied into the frame: an in-memory payload goes out as a
  * composite of a small header buffer and the payload slice, a spilled one as the header followed
  * by a FileRegion of the partition file (sendfile), except behind TLS, which cannot encrypt a
- * FileRegion, where the region is read into a buffer first. Stateless and shared by every
- * connection.
+ * FileRegion, where the region is read into a buffer first. A spilled payload that cannot be
+ * read fails only its own write, with an [[UnreadablePayloadException]] (see [[GuardedFileRegion]]).
+ * Stateless and shared by every connection.
  */
 @Sharable
 private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAdapter {
@@ -27,29 +30,39 @@ private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAda
   private def writeBufferResponse(ctx: ChannelHandlerContext, r: BufferResponse, promise: ChannelPromise): Unit = {
     var header: ByteBuf = null
     var payload: ByteBuf = r.data
+    var region: FileRegion = null
     try {
+      if (payload == null && r.spilled != null) {
+        // Anything the file throws here fails this buffer's reader before a byte of its frame is out.
+        try {
+          if (ctx.pipeline().get(classOf[SslHandler]) != null) {
+            payload = ctx.alloc().directBuffer(r.payloadSize)
+            r.spilled.readInto(payload)
+          } else region = r.spilled.toFileRegion
+        } catch {
+          case NonFatal(e) => throw new UnreadablePayloadException(r.receiverId, e, r.payloadSize.toLong)
+        }
+      }
       header = ctx.alloc().directBuffer(NettyMessage.FrameHeaderLength + r.encodedLength)
       NettyMessage.writeFrameHeader(header, r.frameLength, r.id)
       r.encode(header)
-      if (payload == null && r.spilled != null && ctx.pipeline().get(classOf[SslHandler]) != null) {
-        payload = ctx.alloc().directBuffer(r.payloadSize)
-        r.spilled.readInto(payload)
-      }
       if (payload != null) {
         val frame = ctx.alloc().compositeDirectBuffer(2)
         frame.addComponents(true, header, payload)
         header = null; payload = null
         ctx.write(frame, promise)
       } else {
-        val region = r.spilled.toFileRegion
+        val guarded = new GuardedFileRegion(region, r.receiverId, promise)
+        region = null
         ctx.write(header)
         header = null
-        ctx.write(region, promise)
+        ctx.write(guarded).addListener(guarded)
       }
     } catch {
       case e: Throwable =>
         if (header != null) header.release()
         if (payload != null) payload.release()
+        if (region != null) region.release()
         promise.tryFailure(e)
     }
   }

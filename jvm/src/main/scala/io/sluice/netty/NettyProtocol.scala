@@ -21,10 +21,12 @@ import org.apache.spark.network.server.{RpcHandler, StreamManager}
  * the request and its answer, so no bytes are left in Spark's frame decoder when it goes. What
  * Spark put in front of its codec (TLS, cipher, logging handlers) stays where it is:
  * {{{
- *   [TLS | cipher | logging]  sluiceEncoder  sluiceDecoder  sluiceServerHandler  sluiceQueue   (server)
- *   [TLS | cipher | logging]  sluiceEncoder  sluiceDecoder  sluiceClientHandler                (client)
+ *   [TLS | cipher | logging]  sluiceEncoder                   sluiceDecoder  sluiceServerHandler  sluiceQueue  (server)
+ *   [TLS | cipher | logging]  sluiceEncoder  sluiceHeartbeat  sluiceDecoder  sluiceClientHandler               (client)
  * }}}
- * The installs run on the connection's event loop.
+ * Spark's idleStateHandler goes with its codec: a connection reading shuffle data may rightly carry
+ * nothing for long (no credit, an idle pipelined partition), so the client's [[ConnectionHeartbeat]]
+ * asks the server instead. The installs run on the connection's event loop.
  */
 private[netty] object NettyProtocol {
 
@@ -44,17 +46,21 @@ private[netty] object NettyProtocol {
       maxFrameLength: Int,
       counters: TransportCounters): Unit =
     install(ch.pipeline(), new NettyMessageDecoder(NettyMessage.ClientToServer, maxFrameLength, null, counters),
-      Seq("sluiceServerHandler" -> handler, "sluiceQueue" -> queue))
+      None, Seq("sluiceServerHandler" -> handler, "sluiceQueue" -> queue))
 
   def installClient(
       ch: Channel,
       handler: CreditBasedPartitionRequestClientHandler,
       maxFrameLength: Int,
-      counters: TransportCounters): Unit =
-    install(ch.pipeline(), new NettyMessageDecoder(NettyMessage.ServerToClient, maxFrameLength, handler, counters),
-      Seq("sluiceClientHandler" -> handler))
+      heartbeatTimeoutMs: Long,
+      counters: TransportCounters): Unit = {
+    val decoder = new NettyMessageDecoder(NettyMessage.ServerToClient, maxFrameLength, handler, counters)
+    val heartbeat = new ConnectionHeartbeat(handler.remoteAddress, handler, decoder, heartbeatTimeoutMs, counters)
+    install(ch.pipeline(), decoder, Some(heartbeat), Seq("sluiceClientHandler" -> handler))
+  }
 
-  private def install(p: ChannelPipeline, decoder: NettyMessageDecoder, handlers: Seq[(String, ChannelHandler)]): Unit = {
+  private def install(p: ChannelPipeline, decoder: NettyMessageDecoder, heartbeat: Option[ConnectionHeartbeat],
+      handlers: Seq[(String, ChannelHandler)]): Unit = {
     val missing = SparkCodec.filter(p.get(_) == null)
     if (missing.nonEmpty) {
       throw new IllegalStateException(s"Spark's network pipeline has no ${missing.mkString(", ")} handler " +
@@ -62,6 +68,7 @@ private[netty] object NettyProtocol {
     }
     p.replace("encoder", "sluiceEncoder", encoder)
     p.replace("frameDecoder", "sluiceDecoder", decoder)
+    heartbeat.foreach(h => p.addBefore("sluiceDecoder", "sluiceHeartbeat", h))
     (Seq("decoder", "idleStateHandler") ++ SparkOptional.filter(p.get(_) != null)).foreach(p.remove)
     p.replace("handler", handlers.head._1, handlers.head._2)
     var previous = handlers.head._1

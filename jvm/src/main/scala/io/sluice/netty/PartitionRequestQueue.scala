@@ -15,6 +15,12 @@ import org.slf4j.LoggerFactory
  * failure to report; after each buffer it goes to the back of the queue, so the readers of a
  * connection take turns. Error responses go first.
  *
+ * A failure while serving one reader fails that reader only (an ErrorResponse for its receiver,
+ * the reader removed and its view released) and the others go on: its view throwing, its partition
+ * released, its spilled payload unreadable ([[UnreadablePayloadException]], whose frame went out
+ * whole or not at all). Only a write that failed for the connection itself (a broken socket) or a
+ * protocol violation closes the connection.
+ *
  * Confined to the connection's event loop; other threads only hand readers over
  * ([[notifyReaderNonEmpty]], [[notifyReaderCreated]], [[notifyReaderFailed]]).
  */
@@ -34,8 +40,18 @@ private[netty] final class PartitionRequestQueue(
   private val writeListener = new ChannelFutureListener {
     override def operationComplete(f: ChannelFuture): Unit = {
       writeInFlight = false
-      if (f.isSuccess) writeNextMessageIfPossible()
+      if (f.isSuccess || f.cause().isInstanceOf[UnreadablePayloadException]) writeNextMessageIfPossible()
       else fatal(new IOException(s"Writing to ${f.channel().remoteAddress()} failed", f.cause()))
+    }
+  }
+
+  /** Fails the reader of a spilled buffer the encoder could not read (its frame is whole or absent). */
+  private final class SpilledWriteListener(reader: CreditBasedSequenceNumberingViewReader) extends ChannelFutureListener {
+    override def operationComplete(f: ChannelFuture): Unit = f.cause() match {
+      case e: UnreadablePayloadException =>
+        counters.unreadablePayloads.increment()
+        failReader(reader, ErrorKind.Other, new IOException(s"Could not send ${reader.partitionId}: ${e.getMessage}", e))
+      case _ => // success, or the connection failed: the batch's listener deals with that
     }
   }
 
@@ -125,27 +141,26 @@ private[netty] final class PartitionRequestQueue(
    * Writes what can go now: error responses first, then buffers of available readers in turn, up
    * to [[MaxBytesPerFlush]] per flush (one system call for several buffers instead of one each),
    * and flushes once. The next batch starts when the flush completed and the channel is writable.
+   * A reader that fails meanwhile ends the batch, so that its error goes next. `writeInFlight` is
+   * set for the whole batch: listeners that complete at once (a write that failed in the encoder)
+   * only queue their errors.
    */
   private def writeNextMessageIfPossible(): Unit = {
     if (closed || writeInFlight || !ctx.channel().isWritable) return
+    writeInFlight = true
     val error = errors.poll()
-    if (error != null) { writeAndFlush(error); return }
+    if (error != null) { ctx.writeAndFlush(error).addListener(writeListener); return }
     var batchBytes = 0L
     var last: ChannelFuture = null
     var stop = false
-    while (!stop) {
+    while (!stop && !closed) {
       val reader = available.poll()
       if (reader == null) stop = true
       else {
         reader.registeredAsAvailable = false
         val next =
           try reader.getNextMessage(counters)
-          catch {
-            case e: Throwable =>
-              if (last != null) { ctx.flush(); writeInFlight = true; last.addListener(writeListener) }
-              failReader(reader, kindOf(e), e)
-              return
-          }
+          catch { case e: Throwable => failReader(reader, kindOf(e), e); null }
         if (next != null) {
           next match {
             case _: EndOfPartition => remove(reader)
@@ -157,20 +172,22 @@ private[netty] final class PartitionRequestQueue(
             case _ =>
           }
           last = ctx.write(next)
+          next match {
+            case b: BufferResponse if b.spilled != null => last.addListener(new SpilledWriteListener(reader))
+            case _ =>
+          }
           if (batchBytes >= MaxBytesPerFlush || !ctx.channel().isWritable) stop = true
         }
+        if (!errors.isEmpty) stop = true
       }
     }
     if (last != null) {
-      writeInFlight = true
       ctx.flush()
       last.addListener(writeListener)
+    } else {
+      writeInFlight = false
+      if (!errors.isEmpty) writeNextMessageIfPossible()
     }
-  }
-
-  private def writeAndFlush(m: NettyMessage): Unit = {
-    writeInFlight = true
-    ctx.writeAndFlush(m).addListener(writeListener)
   }
 
   private def remove(reader: CreditBasedSequenceNumberingViewReader): Unit = {

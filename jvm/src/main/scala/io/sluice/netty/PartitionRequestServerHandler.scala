@@ -9,13 +9,16 @@ import io.sluice.partition.{PartitionNotFoundException, ResultPartitionManager}
  * Serves the requests of one connection (Flink's PartitionRequestServerHandler): a
  * PartitionRequest opens a reader on the requested subpartitions (or leaves it waiting for a
  * pipelined producer that has not registered yet, at most `requestTimeoutMs`), AddCredit and
- * CancelPartitionRequest reach the reader, CloseRequest releases them all. The writing is the
+ * CancelPartitionRequest reach the reader, CloseRequest releases them all, and a client's heartbeat
+ * [[Ping]] is answered with a [[Pong]] at once (dropped while the connection is not writable: the
+ * client then has data coming, which tells it as much). The writing of data is the
  * [[PartitionRequestQueue]]'s. Confined to the connection's event loop.
  */
 private[netty] final class PartitionRequestServerHandler(
     partitionManager: ResultPartitionManager,
     queue: PartitionRequestQueue,
-    requestTimeoutMs: Long) extends ChannelInboundHandlerAdapter {
+    requestTimeoutMs: Long,
+    counters: TransportCounters) extends ChannelInboundHandlerAdapter {
 
   import PartitionRequestServerHandler._
 
@@ -23,6 +26,11 @@ private[netty] final class PartitionRequestServerHandler(
     case r: PartitionRequest => onPartitionRequest(ctx, r)
     case AddCredit(id, credit) => queue.addCredit(id, credit)
     case CancelPartitionRequest(id) => queue.cancel(id)
+    case Ping(seq) =>
+      if (ctx.channel().isWritable) {
+        counters.pongsSent.increment()
+        ctx.writeAndFlush(Pong(seq))
+      }
     case CloseRequest =>
       queue.releaseAll()
       ctx.close()

@@ -28,6 +28,14 @@ final class TransportCounters {
   /** Connections opened by this executor's client / accepted by its server (cumulative). */
   val connectionsOpened = new LongAdder
   val connectionsAccepted = new LongAdder
+  /** Heartbeats: Pings sent by clients, Pongs the server answered with, Pongs clients received. */
+  val pingsSent = new LongAdder
+  val pongsSent = new LongAdder
+  val pongsReceived = new LongAdder
+  /** Client connections closed because their peer stayed silent past the heartbeat timeout. */
+  val hungConnections = new LongAdder
+  /** Spilled buffers the server could not read while sending them: only their reader failed. */
+  val unreadablePayloads = new LongAdder
   /** Upgraded (Sluice) server connections open now. */
   val activeServerConnections = new AtomicInteger
   /** Server readers (one per remote channel being served) alive now. */
@@ -37,5 +45,6 @@ final class TransportCounters {
     s"TransportCounters(sent=${buffersSent.sum}/${bytesSent.sum}b, received=${buffersReceived.sum}/${bytesReceived.sum}b, " +
       s"credit=${creditAnnounced.sum}, protocolErrors=${protocolErrors.sum}, stalls=${readStalls.sum}, " +
       s"negativeCredits=${negativeCredits.sum}, creditOverruns=${creditOverruns.sum}, opened=${connectionsOpened.sum}, " +
-      s"accepted=${connectionsAccepted.sum}, serverConnections=${activeServerConnections.get}, readers=${activeReaders.get})"
+      s"accepted=${connectionsAccepted.sum}, pings=${pingsSent.sum}/${pongsSent.sum}/${pongsReceived.sum}, " +
+      s"hung=${hungConnections.sum}, unreadable=${unreadablePayloads.sum}, serverConnections=${activeServerConnections.get}, readers=${activeReaders.get})"
 }

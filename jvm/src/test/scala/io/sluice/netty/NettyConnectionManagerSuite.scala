@@ -102,6 +102,72 @@ class NettyConnectionManagerSuite extends AnyFunSuite {
     dir.delete()
   }
 
+  test("a task interrupted while its connection is being opened leaves no poisoned connection: the next reader gets it") {
+    val serverAuthenticating = new CountDownLatch(1)
+    val letAuthenticate = new CountDownLatch(1)
+    // The server's authentication (on its event loop) waits: the connection attempt is in flight.
+    val slowKeys = new SecretKeyHolder {
+      override def getSaslUser(appId: String): String = "sparkSaslUser"
+      override def getSecretKey(appId: String): String = {
+        serverAuthenticating.countDown()
+        letAuthenticate.await(60, java.util.concurrent.TimeUnit.SECONDS)
+        "s3cr3t"
+      }
+    }
+    val a = new TestingExecutor("A", auth = Some((slowKeys, appId)))
+    val b = new TestingExecutor("B", auth = secret("s3cr3t"))
+    withExecutors(a, b) {
+      val interrupted = new TestingTaskThread(b.connectionManager.createPartitionRequestClient("127.0.0.1", a.port))
+      assert(serverAuthenticating.await(60, java.util.concurrent.TimeUnit.SECONDS), "the attempt reached the server")
+      interrupted.interrupt()
+      val e = interrupted.failure(60000)
+      assert(e.isInstanceOf[java.io.InterruptedIOException], e)
+      assert(e.getMessage.contains(s"127.0.0.1:${a.port}"), e.getMessage)
+      assert(interrupted.wasInterruptedAtEnd, "the task thread keeps its interrupt status")
+
+      val next = async(b.connectionManager.createPartitionRequestClient("127.0.0.1", a.port))
+      letAuthenticate.countDown()
+      val client = await(next, 60000)
+      assert(client.isActive)
+      val p = a.pipelinedPartition(ResultPartitionID(1, 0), 1)
+      val reader = new TestingGateReader(b.gate("r", Vector(GateInput(p.partitionId, 0, 1, a.location))))
+      val reading = async(reader.readAll())
+      TestingRecords.writeMany(p, 0, 500, 300)
+      p.finish()
+      assert(await(reading) == Map((0L, 0) -> 500))
+      assert(b.connectionManager.clientConnection("127.0.0.1", a.port).get eq client)
+      assert(b.counters.connectionsOpened.sum == 1 && b.connectionManager.numClientConnections == 1)
+      assert(a.connectionManager.numAcceptedConnections == 1 && a.connectionManager.numServerConnections == 1)
+      TestingTcp.establishedTo(a.port).foreach(n => assert(n == 1, s"/proc/net/tcp shows $n connections to ${a.port}"))
+      reader.close()
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("a task interrupted before it asks for a connection does not stop the attempt it started") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      val interrupted = new TestingTaskThread({
+        Thread.currentThread().interrupt()
+        b.connectionManager.createPartitionRequestClient("127.0.0.1", a.port)
+      })
+      val e = interrupted.failure(60000)
+      assert(e.isInstanceOf[java.io.InterruptedIOException], e)
+      val client = b.connectionManager.createPartitionRequestClient("127.0.0.1", a.port)
+      assert(client.isActive && b.counters.connectionsOpened.sum == 1 && a.connectionManager.numAcceptedConnections == 1)
+      val p = a.pipelinedPartition(ResultPartitionID(1, 0), 1)
+      val reader = new TestingGateReader(b.gate("r", Vector(GateInput(p.partitionId, 0, 1, a.location))))
+      val reading = async(reader.readAll())
+      TestingRecords.writeMany(p, 0, 100, 300)
+      p.finish()
+      assert(await(reading) == Map((0L, 0) -> 100))
+      assert(b.counters.connectionsOpened.sum == 1)
+      reader.close()
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
   for ((what, clientAuth) <- Seq("the wrong secret" -> secret("guess"), "no authentication" -> None)) {
     test(s"a client with $what is refused and receives no data") {
       val a = new TestingExecutor("A", auth = secret("s3cr3t"))
@@ -130,6 +196,30 @@ class NettyConnectionManagerSuite extends AnyFunSuite {
 final class TestingSecretKeyHolder(secret: String) extends SecretKeyHolder {
   override def getSaslUser(appId: String): String = "sparkSaslUser"
   override def getSecretKey(appId: String): String = secret
+}
+
+/** A task thread of its own (so that a test can interrupt it) running `body` once. */
+final class TestingTaskThread(body: => Any) {
+  @volatile private var error: Throwable = _
+  @volatile private var interruptedAtEnd = false
+  private val thread = new Thread(() => {
+    try body catch { case e: Throwable => error = e }
+    interruptedAtEnd = Thread.currentThread().isInterrupted
+  }, "sluice-test-interrupted-task")
+  thread.setDaemon(true)
+  thread.start()
+
+  def interrupt(): Unit = thread.interrupt()
+
+  /** What `body` threw (fails when it returned or did not end within `timeoutMs`). */
+  def failure(timeoutMs: Long): Throwable = {
+    thread.join(timeoutMs)
+    assert(!thread.isAlive, s"the task did not end within ${timeoutMs}ms")
+    assert(error != null, "the task returned without failing")
+    error
+  }
+
+  def wasInterruptedAtEnd: Boolean = interruptedAtEnd
 }
 
 /** What the kernel says about TCP connections (Linux). */

@@ -42,6 +42,9 @@ class NettyMessageDecoderSuite extends AnyFunSuite {
       frame(Int.MaxValue, NettyMessage.Magic, 0, Array.empty) -> s"frame length ${Int.MaxValue}",
       frame(9 + 5, NettyMessage.Magic, AddCredit.Id, new Array[Byte](5)) -> "AddCredit with a 5-byte body (expected 20)",
       frame(9 + 1, NettyMessage.Magic, CloseRequest.Id, new Array[Byte](1)) -> "CloseRequest with a 1-byte body",
+      frame(9 + 4, NettyMessage.Magic, Ping.Id, new Array[Byte](4)) -> "Ping with a 4-byte body (expected 8)",
+      frame(9 + 12, NettyMessage.Magic, Ping.Id, new Array[Byte](12)) -> "Ping with a 12-byte body (expected 8)",
+      frame(9 + 8, NettyMessage.Magic, Pong.Id, new Array[Byte](8)) -> "Pong sent in the wrong direction",
       (ok.take(9) ++ Array.fill[Byte](16)(0) ++ Array[Byte](0, 0, 0, 0)) -> "AddCredit of 0",
       encode(PartitionRequest(ResultPartitionID(1, 1), 3, 3, someId, 1, true, false)) -> "subpartitions [3, 3)")
     cases.foreach { case (data, expected) =>
@@ -67,6 +70,10 @@ class NettyMessageDecoderSuite extends AnyFunSuite {
     val kind = encode(ErrorResponse(Some(id), ErrorKind.Other, "c", "m"))
     kind(9 + 1 + 16) = 77
     assert(rejected(r.clientChannel(), kind).getMessage.contains("unknown kind 77"))
+    val shortPong = frame(9 + 7, NettyMessage.Magic, Pong.Id, new Array[Byte](7))
+    assert(rejected(r.clientChannel(), shortPong).getMessage.contains("Pong with a 7-byte body (expected 8)"))
+    val ping = frame(9 + 8, NettyMessage.Magic, Ping.Id, new Array[Byte](8))
+    assert(rejected(r.clientChannel(), ping).getMessage.contains("Ping sent in the wrong direction"))
     val big = frame(9 + BufferResponse.HeaderLength + 70000, NettyMessage.Magic, BufferResponse.Id, Array.empty)
     assert(rejected(r.clientChannel(), big).getMessage.contains("maxFrameLength"))
     r.close()

@@ -24,7 +24,10 @@ class NettyMessageSuite extends AnyFunSuite {
     AddCredit(id, 1),
     AddCredit(id, Int.MaxValue),
     CancelPartitionRequest(id),
-    CloseRequest)
+    CloseRequest,
+    Ping(0L),
+    Ping(Long.MaxValue),
+    Ping(-1L))
 
   private val errors: Seq[ErrorResponse] = ErrorKind.all.flatMap { k =>
     Seq(ErrorResponse(Some(id), k, "java.lang.IllegalStateException", s"boom: ${k.name} \u00e9\u4e2d"),
@@ -54,9 +57,10 @@ class NettyMessageSuite extends AnyFunSuite {
       assert(!ch.finish())
     }
 
-    test(s"ErrorResponse and EndOfPartition round-trip, $how") {
+    test(s"ErrorResponse, EndOfPartition and Pong round-trip, $how") {
       val r = new TestingReceivers()
-      val messages = errors ++ Seq(EndOfPartition(r.channels.head.id, 0, 0), EndOfPartition(r.channels.head.id, 12, 3))
+      val messages = errors ++ Seq(EndOfPartition(r.channels.head.id, 0, 0), Pong(7L), EndOfPartition(r.channels.head.id, 12, 3),
+        Pong(Long.MinValue), Pong(0x0102030405060708L))
       val ch = r.clientChannel()
       assert(decodeAll(ch, encode(messages: _*), chunked) == messages)
       r.close()
@@ -103,6 +107,16 @@ class NettyMessageSuite extends AnyFunSuite {
     assert(contents(got(0).data).sameElements(contents(stored)))
     stored.release(); got.foreach(_.data.release())
     r.close(); file.delete(); dir.delete()
+  }
+
+  test("Ping and Pong are frames of 17 bytes carrying the sequence number the Pong echoes") {
+    val ping = encode(Ping(0x0102030405060708L))
+    assert(ping.length == NettyMessage.FrameHeaderLength + 8)
+    val b = java.nio.ByteBuffer.wrap(ping)
+    assert(b.getInt(0) == 17 && b.getInt(4) == NettyMessage.Magic && b.get(8) == Ping.Id && b.getLong(9) == 0x0102030405060708L)
+    val pong = java.nio.ByteBuffer.wrap(encode(Pong(42L)))
+    assert(pong.getInt(0) == 17 && pong.get(8) == Pong.Id && pong.getLong(9) == 42L)
+    assert(Ping.Id != Pong.Id && (0 to 6).forall(i => i != Ping.Id && i != Pong.Id), "new ids, never reused")
   }
 
   test("long error texts are cut to their bounds without splitting a character") {

@@ -123,11 +123,12 @@ class PartitionRequestServerHandlerSuite extends AnyFunSuite {
   private def randomId(r: Random) = InputChannelID(r.nextLong(), r.nextLong())
 
   /** Frames a correct server must accept without closing (answers are errors at most). */
-  private def validFrame(r: Random): Array[Byte] = TestingReceivers.encode(r.nextInt(4) match {
+  private def validFrame(r: Random): Array[Byte] = TestingReceivers.encode(r.nextInt(5) match {
     case 0 => PartitionRequest(ResultPartitionID(r.nextInt(), r.nextLong()), 0, 1 + r.nextInt(3), randomId(r),
       r.nextInt(5), r.nextBoolean(), r.nextBoolean())
     case 1 => AddCredit(randomId(r), 1 + r.nextInt(Int.MaxValue - 1))
     case 2 => CancelPartitionRequest(randomId(r))
+    case 3 => Ping(r.nextLong()) // answered with a Pong
     case _ => PartitionRequest(ResultPartitionID(1, 0), 0, 1, randomId(r), 1, true, false) // already being read
   })
 
@@ -138,7 +139,7 @@ class PartitionRequestServerHandlerSuite extends AnyFunSuite {
       case 0 => r.nextBytes(b.array()); b.putInt(4, r.nextInt() | 1) // random bytes, magic ruled out below
       case 1 => b.putInt(-1 - r.nextInt(1000)).putInt(NettyMessage.Magic).put(PartitionRequest.Id)
       case 2 => b.putInt((64 << 10) + 1 + r.nextInt(1 << 20)).putInt(NettyMessage.Magic).put(AddCredit.Id)
-      case 3 => b.putInt(9 + r.nextInt(50)).putInt(NettyMessage.Magic).put((7 + r.nextInt(120)).toByte)
+      case 3 => b.putInt(9 + r.nextInt(50)).putInt(NettyMessage.Magic).put((Pong.Id + 1 + r.nextInt(100)).toByte)
       case 4 => b.putInt(9 + BufferResponse.HeaderLength + 10).putInt(NettyMessage.Magic).put(BufferResponse.Id)
       case 5 => b.putInt(9 + 21 + r.nextInt(10)).putInt(NettyMessage.Magic).put(AddCredit.Id)
       case 6 => b.putInt(9 + 20).putInt(NettyMessage.Magic).put(AddCredit.Id).putLong(1).putLong(2).putInt(-r.nextInt(5))

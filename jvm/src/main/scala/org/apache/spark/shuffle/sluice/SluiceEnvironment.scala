@@ -2,7 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import io.sluice.{ShuffleEnvironment, TransportSettings}
 import io.sluice.buffer.BlockCodec
-import io.sluice.config.SluiceConf
+import io.sluice.config.{SluiceConf, SluiceOptions}
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 
@@ -35,6 +35,21 @@ private[sluice] object SluiceEnvironment extends Logging {
   /** Sluice's settings from a Spark configuration; fails naming the key on a bad value. */
   def sluiceConf(conf: SparkConf): SluiceConf = SluiceConf(conf.getAll.toSeq)
 
+  /**
+   * The settings the executor's engine runs with: [[sluiceConf]], with what follows Spark's own
+   * settings resolved. spark.sluice.network.heartbeatTimeout=0 (the default) becomes
+   * spark.network.timeout (Spark's default 120s), so a hung peer fails its readers with a
+   * FetchFailedException in the time Spark's own shuffle would take.
+   */
+  def engineConf(conf: SparkConf): SluiceConf = {
+    val sluice = sluiceConf(conf)
+    if (sluice.get(SluiceOptions.HeartbeatTimeout) > 0) sluice
+    else sluice.withSettings(SluiceOptions.HeartbeatTimeout.key -> s"${networkTimeoutMs(conf)}ms")
+  }
+
+  /** spark.network.timeout in milliseconds (Spark's default 120s). */
+  def networkTimeoutMs(conf: SparkConf): Long = conf.getTimeAsMs("spark.network.timeout", "120s")
+
   /** A per-buffer codec factory honouring spark.shuffle.compress and spark.io.compression.codec. */
   def codec(conf: SparkConf): Option[() => BlockCodec] =
     if (!conf.getBoolean("spark.shuffle.compress", true)) None
@@ -46,7 +61,7 @@ private[sluice] object SluiceEnvironment extends Logging {
     }
 
   private def create(conf: SparkConf): ShuffleEnvironment = {
-    val sluice = sluiceConf(conf)
+    val sluice = engineConf(conf)
     val host = SparkInternals.blockManagerId.host
     val cores = conf.getInt("spark.executor.cores", Runtime.getRuntime.availableProcessors())
     val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None
@@ -54,7 +69,8 @@ private[sluice] object SluiceEnvironment extends Logging {
     val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport)
     logInfo(s"Started Sluice's shuffle environment on executor ${SparkInternals.executorId}: server $host:" +
       s"${env.serverPort}${if (auth.isDefined) " (authenticated)" else ""}, ${sluice.numberOfSegments} network " +
-      s"buffers of ${sluice.segmentSize} bytes")
+      s"buffers of ${sluice.segmentSize} bytes, hung peers detected after " +
+      s"${sluice.get(SluiceOptions.HeartbeatTimeout)}ms of silence")
     env
   }
 }

@@ -1,0 +1,70 @@
+package io.sluice.netty
+
+import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
+import io.sluice.partition.consumer.{CorruptBufferException, GateInput, InputChannelException}
+import io.sluice.partition.{BlockingResultPartition, ProducerFailedException, ResultPartitionID}
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * One reader's failure on the server stays that reader's: two readers share a connection, the
+ * partition of one breaks mid-stream, and the other still receives every buffer over the same
+ * connection, which stays open.
+ */
+class PartitionRequestQueueSuite extends AnyFunSuite {
+
+  private val records = 3000
+  private val recordSize = 1000
+
+  private val breakages: Seq[(String, BlockingResultPartition => TestingExecutor => Unit)] = Seq(
+    "its file is deleted" -> (p => _ => p.file.delete()),
+    "its partition is released" -> (p => a => a.partitionManager.releasePartition(p.partitionId,
+      new IllegalStateException("released by the test"))))
+
+  for ((how, break) <- breakages) {
+    test(s"a reader whose partition fails mid-stream ($how) fails alone; the other reader on the connection completes") {
+      val a = new TestingExecutor("A")
+      val b = new TestingExecutor("B")
+      withExecutors(a, b) {
+        val good = a.blockingPartition(ResultPartitionID(1, 0), 1, None)
+        val bad = a.blockingPartition(ResultPartitionID(1, 1), 1, None)
+        Seq(good, bad).foreach { p => TestingRecords.writeMany(p, 0, records, recordSize); p.finish() }
+        val goodReader = new TestingGateReader(b.gate("good", Vector(GateInput(good.partitionId, 0, 1, a.location))))
+        val badReader = new TestingGateReader(b.gate("bad", Vector(GateInput(bad.partitionId, 0, 1, a.location))))
+        for (_ <- 0 until 100) assert(badReader.readOne())
+        assert(goodReader.readOne())
+        break(bad)(a)
+        val readingGood = async(goodReader.readAll())
+        val e = intercept[InputChannelException](await(async { while (badReader.readOne()) (); "ended" }, 60000))
+        assert(e.getMessage.contains(bad.partitionId.toString), e.getMessage)
+        e.getCause match {
+          case r: RemoteTransportException =>
+            assert(r.getMessage.contains(bad.partitionId.toString) && r.getMessage.contains(s"127.0.0.1:${a.port}"),
+              r.getMessage)
+          case f: ProducerFailedException =>
+            assert(how.contains("released") && f.getMessage.contains(bad.partitionId.toString), f.getMessage)
+          case c: CorruptBufferException => // the zeros that replaced an unreadable payload arrived first
+            assert(a.counters.unreadablePayloads.sum >= 1, c.getMessage)
+          case other => fail(s"unexpected cause of the failure: $other", e)
+        }
+        assert(badReader.recordsRead.get < records)
+
+        assert(await(readingGood, 60000) == Map((0L, 0) -> records), "the other reader received every record")
+        assert(a.connectionManager.numServerConnections == 1 && b.connectionManager.numClientConnections == 1 &&
+          b.counters.connectionsOpened.sum == 1, "the connection stayed up")
+        assert(a.counters.protocolErrors.sum == 0 && b.counters.protocolErrors.sum == 0)
+        goodReader.close(); badReader.close()
+        waitUntil(a.counters.activeReaders.get == 0, s"${a.counters.activeReaders.get} readers left on the server")
+        a.partitionManager.releasePartition(good.partitionId, null)
+        a.partitionManager.releasePartition(bad.partitionId, null)
+        a.assertNoCreditViolations(); b.assertNoCreditViolations()
+        a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+      }
+    }
+  }
+
+  private def waitUntil(condition: => Boolean, what: => String, timeoutMs: Long = 30000): Unit = {
+    val deadline = System.currentTimeMillis() + timeoutMs
+    while (!condition && System.currentTimeMillis() < deadline) Thread.sleep(10)
+    assert(condition, what)
+  }
+}
