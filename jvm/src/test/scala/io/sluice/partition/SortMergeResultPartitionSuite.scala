@@ -309,6 +309,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite {
           assert(buffers.size <= frameBytes(s) / Segment + spills, s"subpartition $s")
         }
         assert(p.file.numBuffersTotal <= frameBytes.sum / Segment + spills.toLong * n)
+        info(s"200000 records, ${frameBytes.sum} bytes: $spills regions, ${p.file.numBuffersTotal} buffers")
         (0 until n).foreach(ch => assert(sameRecords(readRange(p, ch, ch + 1), written(ch).toSeq), s"subpartition $ch"))
         assert(sameRecords(readRange(p, 0, n), written.flatten.toSeq), "one view over every subpartition")
         p.release(null)
@@ -329,6 +330,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite {
         assert(p.file.numBuffersTotal <= frameBytes.sum / Segment + 1 + spills * hot.size,
           s"${p.file.numBuffersTotal} buffers for ${frameBytes.sum} bytes in $spills regions")
         assert((0 until 4000).filterNot(hot.contains).forall(p.file.numBuffers(_) == 0))
+        info(s"100000 records, ${frameBytes.sum} bytes: $spills regions, ${p.file.numBuffersTotal} buffers")
         hot.foreach(ch => assert(sameRecords(readRange(p, ch, ch + 1), written(ch).toSeq), s"subpartition $ch"))
         p.release(null)
       }
