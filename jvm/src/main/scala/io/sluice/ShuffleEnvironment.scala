@@ -57,19 +57,20 @@ final class ShuffleEnvironment(
   private def bufferRequestTimeout = conf.get(SluiceOptions.RequestBufferTimeout)
 
   /**
-   * A blocking partition for one map output, writing its file into one of the local dirs. It
-   * needs a single buffer to make progress (it spills) and may use up to one per channel plus the
-   * floating ones, like Flink's result partitions.
+   * A blocking partition for one map output, written sort-merge into a file in one of the local
+   * dirs. Its sort buffer needs a single buffer to make progress (it spills) and takes its fair
+   * share of the executor's pool up to spark.sluice.memory.sortBufferSize, whatever the number of
+   * reduce partitions (Flink's sort-shuffle, FLIP-148).
    */
-  def createBlockingPartition(id: ResultPartitionID, numSubpartitions: Int): BlockingResultPartition = {
+  def createBlockingPartition(id: ResultPartitionID, numSubpartitions: Int): SortMergeResultPartition = {
     checkRunning()
-    val max = math.max(1L, numSubpartitions.toLong * buffersPerChannel + floatingPerGate).min(Int.MaxValue).toInt
+    val max = math.max(1L, conf.get(SluiceOptions.SortBufferSize) / conf.segmentSize).min(Int.MaxValue).toInt
     val pool = networkBufferPool.createBufferPool(1, max, s"blocking result partition ($id)")
     try {
       val dir = localDirs(math.abs((id.hashCode + fileCounter.getAndIncrement()) % localDirs.size))
       val file = new PartitionFile(new File(dir, s"sluice-shuffle-${id.shuffleId}-${id.producerId}.part"),
         numSubpartitions, codec.map(_.apply()))
-      new BlockingResultPartition(id, numSubpartitions, pool, file, bufferRequestTimeout)
+      new SortMergeResultPartition(id, numSubpartitions, pool, file, bufferRequestTimeout)
     } catch {
       case e: Throwable => pool.lazyDestroy(); throw e
     }

@@ -84,14 +84,14 @@ public class WritePathBenchmark {
 
     private static final class Pointing implements RecordSerializer<byte[]> {
         @Override
-        public void serialize(byte[] record, SerializedRecord target) {
+        public void serialize(byte[] record, int subpartition, SerializedRecord target) {
             target.point(record, Platform.BYTE_ARRAY_OFFSET, record.length);
         }
     }
 
     private static final class Scratch implements RecordSerializer<byte[]> {
         @Override
-        public void serialize(byte[] record, SerializedRecord target) {
+        public void serialize(byte[] record, int subpartition, SerializedRecord target) {
             target.scratch().write(record, 0, record.length);
             target.useScratch();
         }
@@ -102,7 +102,7 @@ public class WritePathBenchmark {
         global = new NetworkBufferPool(1024, SEGMENT_SIZE);
         LocalBufferPool pool = global.createBufferPool(SUBPARTITIONS + 1, 512, "benchmark producer");
         partition = new PipelinedResultPartition(new ResultPartitionID(0, 0L), SUBPARTITIONS, pool, 1024, 60000L,
-            p -> BoxedUnit.UNIT);
+            p -> BoxedUnit.UNIT, -1L, -1L);
         views = new ResultSubpartitionView[SUBPARTITIONS];
         for (int i = 0; i < SUBPARTITIONS; i++) {
             views[i] = partition.createSubpartitionView(i, i + 1, () -> { });

@@ -31,6 +31,15 @@ object SluiceOptions {
       |Blocking shuffles larger than this spill to Spark's local dirs; nothing ever exceeds it."""
   }
 
+  val SortBufferSize: ConfigOption[Long] = opt("spark.sluice.memory.sortBufferSize", "sort_buffer_size", BytesType,
+    16L << 20, "taskmanager.network.sort-shuffle.min-buffers", Effect.TaskStart,
+    between(4096L, 1L << 30)) {
+    """The most network memory one map task's sort buffer takes from the executor's pool (blocking
+      |shuffles are written sort-merge: every reduce partition's records share this buffer, which
+      |is spilled sorted by reduce partition when full). It gets its fair share of the pool up to
+      |this, and at least one segment; larger means fewer, longer regions in the partition file."""
+  }
+
   val BuffersPerChannel: ConfigOption[Int] = opt("spark.sluice.network.buffersPerChannel",
     "buffers_per_channel", IntType, 2, "taskmanager.network.memory.buffers-per-channel",
     Effect.TaskStart, between(1, 1024)) {
@@ -178,7 +187,7 @@ object SluiceOptions {
 
   /** Every definition, in the order the docs list them. */
   val all: Seq[ConfigOption[_]] = Seq(
-    SegmentSize, NetworkMemory, BuffersPerChannel, FloatingBuffersPerGate, MaxBuffersPerSubpartition,
+    SegmentSize, NetworkMemory, SortBufferSize, BuffersPerChannel, FloatingBuffersPerGate, MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
     RequestTimeout, HeartbeatTimeout, MaxFrameLength, MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval)

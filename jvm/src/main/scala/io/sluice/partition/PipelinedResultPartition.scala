@@ -22,7 +22,7 @@ final class PipelinedResultPartition(
     onReleased: PipelinedResultPartition => Unit = _ => (),
     val bufferTimeoutMs: Long = -1L,
     idleFlushIntervalMs: Long = -1L)
-  extends ResultPartition(partitionId, ResultPartitionType.Pipelined, numSubpartitions, bufferPool) {
+  extends BufferWritingResultPartition(partitionId, ResultPartitionType.Pipelined, numSubpartitions, bufferPool) {
 
   private val subpartitions = Array.tabulate(numSubpartitions)(new PipelinedSubpartition(_, this))
   // Eager "idle" flushing (spark.sluice.idleFlushInterval): off with a -1 buffer timeout, and

@@ -2,23 +2,20 @@ package io.sluice.partition
 
 import java.util.concurrent.atomic.LongAdder
 
-import io.sluice.buffer.{BufferBuilder, BufferConsumer}
 import io.sluice.memory.LocalBufferPool
 import io.sluice.serialization.RecordFraming
 import org.apache.spark.unsafe.Platform
 
 /**
- * The output of one producer (Flink's ResultPartition, with BufferWritingResultPartition's
- * write path): one [[ResultSubpartition]]-like queue per consumer channel and the
- * [[LocalBufferPool]] its buffers come from.
+ * The output of one producer (Flink's ResultPartition): its ids, its task I/O counters, its
+ * lifecycle (finish, release, failure) and the entry points of the write path, which hand each
+ * length-framed element (a 4-byte big-endian length, then the bytes; see [[RecordFraming]]) to
+ * the subclass's [[writeFrame]]. How frames reach buffers is the subclass's business:
+ * [[BufferWritingResultPartition]] keeps a buffer per subpartition (pipelined), while
+ * [[SortMergeResultPartition]] shares one sort buffer among all of them (blocking).
  *
- * Records arrive length-framed (a 4-byte big-endian length, then the bytes) and are copied once
- * into the target subpartition's current [[BufferBuilder]], spanning as many buffers as they
- * need. A full buffer is finished and handed on at once ("flush after buffer full"); partly filled
- * ones become readable through [[flush]] (the output flusher, or every record with timeout 0).
- *
- * The writing methods belong to the producer's task thread; [[flush]], [[flushAll]] and the
- * metrics may be called from any thread; subclasses lock their queues.
+ * The writing methods belong to the producer's task thread; [[flush]], [[flushAll]], [[release]]
+ * and the metrics may be called from any thread.
  */
 abstract class ResultPartition(
     val partitionId: ResultPartitionID,
@@ -28,7 +25,6 @@ abstract class ResultPartition(
 
   require(numSubpartitions > 0, s"$partitionId needs at least one subpartition")
 
-  private val builders = new Array[BufferBuilder](numSubpartitions)
   @volatile private var finished = false
   @volatile private var released = false
   @volatile private var failure: Throwable = _
@@ -69,32 +65,42 @@ abstract class ResultPartition(
    */
   def blockedWriteTimeNanos: Long = backPressuredTimeNanos.sum()
 
-  /** A fresh buffer for `subpartition`; may block (pipelined) or spill (blocking). */
-  protected def requestBufferBuilder(subpartition: Int): BufferBuilder
+  /**
+   * Appends one frame to `subpartition` (producer thread): the 4-byte big-endian `header` (the
+   * record's length, or [[RecordFraming.LatencyMarker]]) and then `length` bytes at (base, offset)
+   * as for Platform.copyMemory.
+   */
+  protected def writeFrame(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Unit
 
-  /** Appends a new, still empty buffer to the subpartition's queue. */
-  protected def addToSubpartition(subpartition: Int, consumer: BufferConsumer): Unit
-
-  /** The current buffer of `subpartition` was finished: readers may take all of it. */
-  protected def onBufferFinished(subpartition: Int): Unit
-
+  /** Makes what is written to `subpartition` readable now, if this kind of partition can. */
   protected def flushSubpartition(subpartition: Int): Unit
 
-  /** Called once, after every buffer was finished, to end the subpartitions. */
-  protected def onFinish(): Unit
+  /** Writes out everything still held by the writer (producer thread, before the partition is finished). */
+  protected def finishWriting(): Unit
+
+  /** Called once, after [[finishWriting]] and after the partition was marked finished. */
+  protected def onFinish(): Unit = ()
 
   protected def onRelease(cause: Throwable): Unit
 
+  /**
+   * The producer's clean-up after a failure (producer thread): gives back the buffers it was still
+   * writing into, which a [[release]] from another thread leaves alone.
+   */
+  def closeBufferBuilders(): Unit
+
   def createSubpartitionView(start: Int, end: Int, listener: BufferAvailabilityListener): ResultSubpartitionView
 
-  /** Buffers queued in the subpartitions and not yet taken by readers (outputQueueLength). */
+  /** Buffers held by the partition and not yet taken by readers (outputQueueLength). */
   def numQueuedBuffers: Int
 
   // ---- the write path (producer thread) ----------------------------------------------------
 
   /** Appends one record, its bytes at (base, offset) as for Platform.copyMemory, to `subpartition`. */
   final def emitRecord(subpartition: Int, base: AnyRef, offset: Long, length: Int): Unit = {
+    checkWritable()
     writeFrame(subpartition, length, base, offset, length)
+    numBytesOut.add(RecordFraming.HeaderSize.toLong + length)
     numRecordsOut.increment()
     onRecordWritten(subpartition)
   }
@@ -107,10 +113,12 @@ abstract class ResultPartition(
    * and producer index) to every subpartition, behind the records already written there.
    */
   final def broadcastLatencyMarker(createdAtMillis: Long, producerStage: Int, producerIndex: Int): Unit = {
+    checkWritable()
     val bytes = ResultPartition.latencyMarkerBytes(createdAtMillis, producerStage, producerIndex)
     var i = 0
     while (i < numSubpartitions) {
       writeFrame(i, RecordFraming.LatencyMarker, bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length)
+      numBytesOut.add(RecordFraming.HeaderSize.toLong + bytes.length)
       onLatencyMarkerWritten(i)
       i += 1
     }
@@ -118,55 +126,6 @@ abstract class ResultPartition(
 
   /** A latency marker was written to `subpartition` (producer thread): a hook for eager flushing. */
   protected def onLatencyMarkerWritten(subpartition: Int): Unit = ()
-
-  private def writeFrame(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Unit = {
-    checkWritable()
-    var builder = builders(subpartition)
-    if (builder == null) builder = newBufferBuilder(subpartition)
-    if (!builder.appendIntIfFits(header)) {
-      var shift = 24
-      while (shift >= 0) {
-        if (builder.isFull) builder = nextBufferBuilder(subpartition)
-        builder.appendByte((header >>> shift).toByte)
-        shift -= 8
-      }
-    }
-    var copied = 0
-    while (copied < length) {
-      if (builder.isFull) builder = nextBufferBuilder(subpartition)
-      copied += builder.append(base, offset + copied, length - copied)
-    }
-    builder.commit()
-    numBytesOut.add(4L + length)
-    if (builder.isFull) finishBufferBuilder(subpartition)
-  }
-
-  private def nextBufferBuilder(subpartition: Int): BufferBuilder = {
-    finishBufferBuilder(subpartition)
-    newBufferBuilder(subpartition)
-  }
-
-  private def newBufferBuilder(subpartition: Int): BufferBuilder = {
-    val b = requestBufferBuilder(subpartition)
-    builders(subpartition) = b
-    addToSubpartition(subpartition, b.createBufferConsumer())
-    b
-  }
-
-  /** Finishes the current buffer of `subpartition` (if any) and drops the writer's reference. */
-  protected final def finishBufferBuilder(subpartition: Int): Unit = {
-    val b = builders(subpartition)
-    if (b != null) {
-      builders(subpartition) = null
-      b.finish()
-      b.close()
-      numBuffersOut.increment()
-      onBufferFinished(subpartition)
-    }
-  }
-
-  /** Whether `subpartition` has a buffer being written (the writer's unfinished buffer). */
-  protected final def hasBufferBuilder(subpartition: Int): Boolean = builders(subpartition) != null
 
   // ---- flushing (any thread) ----------------------------------------------------------------
 
@@ -180,17 +139,16 @@ abstract class ResultPartition(
 
   // ---- lifecycle ------------------------------------------------------------------------------
 
-  /** Ends the partition: every buffer is finished and readers see the end after the last one. */
+  /** Ends the partition: everything written becomes readable, and readers see the end after it. */
   final def finish(): Unit = {
     checkWritable()
-    var i = 0
-    while (i < numSubpartitions) { finishBufferBuilder(i); i += 1 }
+    finishWriting()
     finished = true
     onFinish()
   }
 
   /**
-   * Releases the partition: queued buffers go back to the pool, readers get `cause` (null: a clean
+   * Releases the partition: held buffers go back to the pool, readers get `cause` (null: a clean
    * release after consumption), and the pool is destroyed, which wakes a producer waiting for a
    * buffer. Idempotent, any thread. The buffers the producer is writing stay its own until it
    * calls [[closeBufferBuilders]] on its thread.
@@ -207,23 +165,14 @@ abstract class ResultPartition(
     }
   }
 
-  /** The producer's clean-up after a failure (producer thread): drops its unfinished buffers. */
-  final def closeBufferBuilders(): Unit = {
-    var i = 0
-    while (i < numSubpartitions) {
-      val b = builders(i)
-      if (b != null) { builders(i) = null; b.finish(); b.close() }
-      i += 1
-    }
-  }
-
   def isFinished: Boolean = finished
 
   def isReleased: Boolean = released
 
   def failureCause: Throwable = failure
 
-  private def checkWritable(): Unit = {
+  /** Throws when the producer may no longer write: the partition was released or finished. */
+  protected final def checkWritable(): Unit = {
     if (released) throw new ProducerFailedException(partitionId, failure)
     if (finished) throw new IllegalStateException(s"Result partition ($partitionId) is already finished")
   }

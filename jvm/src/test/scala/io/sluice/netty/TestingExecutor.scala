@@ -50,11 +50,11 @@ final class TestingExecutor(
   }
 
   /** A registered, not yet written blocking partition spilling to a temp dir. */
-  def blockingPartition(id: ResultPartitionID, numSubpartitions: Int, codec: Option[BlockCodec], poolSize: Int = 4): BlockingResultPartition = {
+  def blockingPartition(id: ResultPartitionID, numSubpartitions: Int, codec: Option[BlockCodec], poolSize: Int = 4): SortMergeResultPartition = {
     val pool = networkBufferPool.createBufferPool(1, poolSize, s"partition $id")
     val file = new PartitionFile(new File(spillDir, s"${id.shuffleId}-${id.producerId}-${System.nanoTime()}.data"),
       numSubpartitions, codec)
-    val p = new BlockingResultPartition(id, numSubpartitions, pool, file, conf.get(SluiceOptions.RequestBufferTimeout))
+    val p = new SortMergeResultPartition(id, numSubpartitions, pool, file, conf.get(SluiceOptions.RequestBufferTimeout))
     partitionManager.registerResultPartition(p)
     p
   }

@@ -5,9 +5,12 @@ import java.nio.channels.Channels
 
 import io.netty.buffer.{ByteBuf, Unpooled}
 import io.sluice.buffer.BlockCodec
+import io.sluice.partition.TestingFileHandles.openUnder
 import io.sluice.partition.TestingLocalDirs._
+import org.apache.spark.unsafe.Platform
 import org.scalatest.funsuite.AnyFunSuite
 
+/** The partition file: its index, its write path, checksums and who holds its file handles. */
 class PartitionFileSuite extends AnyFunSuite {
 
   private def buf(bytes: Array[Byte]): ByteBuf = Unpooled.directBuffer(math.max(1, bytes.length)).writeBytes(bytes)
@@ -70,6 +73,87 @@ class PartitionFileSuite extends AnyFunSuite {
       val path = new File(dir, "taken.data")
       assert(path.createNewFile())
       intercept[java.nio.file.FileAlreadyExistsException](new PartitionFile(path, 1, None))
+    }
+  }
+
+  Seq(None, Some("zstd")).foreach { codecName =>
+    test(s"beginBuffer / endBuffer store the bytes written at the address it gives (codec $codecName)") {
+      withTempDir { dir =>
+        val codec = codecName.map(BlockCodec.forSparkCodec(_, 1))
+        val f = new PartitionFile(new File(dir, "p.data"), 2, codec)
+        val data = (0 until 200).map(i => Array.tabulate(3000 + i * 13)(j => ((i * j) % 11).toByte))
+        data.zipWithIndex.foreach { case (d, i) =>
+          val at = f.beginBuffer(8192)
+          Platform.copyMemory(d, Platform.BYTE_ARRAY_OFFSET, null, at, d.length)
+          f.endBuffer(i % 2, d.length)
+        }
+        f.beginBuffer(8192)
+        f.endBuffer(1, 0) // an empty buffer is not stored
+        intercept[IllegalStateException](f.endBuffer(0, 1)) // nothing begun
+        f.finishWriting()
+        assert(f.numBuffers(0) == 100 && f.numBuffers(1) == 100 && f.numBuffersTotal == 200)
+        (0 until 100).foreach { i =>
+          Seq(0, 1).foreach { s =>
+            val b = f.buffer(s, i)
+            assert(b.isCompressed == codec.isDefined)
+            val stored = read(b)
+            val raw = if (!b.isCompressed) stored else {
+              val out = java.nio.ByteBuffer.allocateDirect(b.rawLength)
+              val in = java.nio.ByteBuffer.allocateDirect(stored.length).put(stored)
+              codec.get.decompress(in, 0, stored.length, out, 0, b.rawLength)
+              val a = new Array[Byte](b.rawLength); out.get(0, a); a
+            }
+            assert(raw.sameElements(data(2 * i + s)), s"buffer $i of subpartition $s")
+          }
+        }
+        intercept[IndexOutOfBoundsException](f.buffer(0, 100))
+        f.delete()
+      }
+    }
+  }
+
+  test("the writer's handle is closed by finishWriting; each reader opens and closes its own") {
+    assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
+    withTempDir { dir =>
+      val f = new PartitionFile(new File(dir, "p.data"), 1, None)
+      assert(openUnder(dir) == 1)
+      val b = buf(Array.fill[Byte](5000)(3)); f.write(0, b); b.release()
+      intercept[java.io.IOException](f.openReader()) // not complete yet
+      f.finishWriting()
+      assert(openUnder(dir) == 0, "a finished file holds no handle")
+      val r1 = f.openReader()
+      val r2 = f.openReader()
+      assert(openUnder(dir) == 2, "one handle per reader")
+      assert(r1.tryRetain())
+      r1.release()
+      assert(openUnder(dir) == 2)
+      r1.release()
+      assert(openUnder(dir) == 1 && !r1.tryRetain() && r1.refCnt == 0)
+      intercept[IllegalStateException](r1.release())
+      f.delete()
+      assert(!f.path.exists())
+      val target = Unpooled.directBuffer(5000)
+      try {
+        r2.read(0, 5000, target) // an open handle of a deleted file still reads (POSIX)
+        assert(target.readableBytes() == 5000 && target.getByte(4999) == 3)
+      } finally target.release()
+      r2.release()
+      assert(openUnder(dir) == 0)
+      intercept[java.io.IOException](f.openReader())
+    }
+  }
+
+  test("delete while writing closes the writer's handle and fails further writes") {
+    withTempDir { dir =>
+      val f = new PartitionFile(new File(dir, "p.data"), 1, None)
+      val b = buf(Array.fill[Byte](100)(1))
+      f.write(0, b)
+      f.delete()
+      assert(!f.path.exists())
+      intercept[java.io.IOException](f.write(0, b))
+      b.release()
+      f.abortWriting()
+      if (TestingFileHandles.isSupported) assert(openUnder(dir) == 0)
     }
   }
 }

@@ -31,6 +31,7 @@ object TestingResultPartitions {
       maxBuffersPerSubpartition, bufferRequestTimeoutMs, onReleased, bufferTimeoutMs, idleFlushIntervalMs)
   }
 
+  /** A sort-merge blocking partition whose sort buffer may take up to `poolMax` buffers. */
   def blocking(
       global: NetworkBufferPool,
       dir: File,
@@ -38,10 +39,10 @@ object TestingResultPartitions {
       poolMax: Int,
       codec: Option[BlockCodec] = None,
       producerId: Long = 0L,
-      shuffleId: Int = 0): BlockingResultPartition = {
+      shuffleId: Int = 0): SortMergeResultPartition = {
     val pool = global.createBufferPool(1, poolMax, s"blocking producer $producerId of shuffle $shuffleId")
     val file = new PartitionFile(new File(dir, s"shuffle-$shuffleId-$producerId.data"), numSubpartitions, codec)
-    new BlockingResultPartition(ResultPartitionID(shuffleId, producerId), numSubpartitions, pool, file, 60000L)
+    new SortMergeResultPartition(ResultPartitionID(shuffleId, producerId), numSubpartitions, pool, file, 60000L)
   }
 
   def emit(partition: ResultPartition, subpartition: Int, bytes: Array[Byte]): Unit =

@@ -5,7 +5,7 @@ import scala.util.control.NonFatal
 import io.sluice.ShuffleEnvironment
 import io.sluice.config.SluiceOptions
 import io.sluice.metrics.SystemClock
-import io.sluice.partition.{BlockingResultPartition, PipelinedResultPartition, ResultPartition, ResultPartitionID}
+import io.sluice.partition.{SortMergeResultPartition, PipelinedResultPartition, ResultPartition, ResultPartitionID}
 import io.sluice.writer.{ChannelSelector, LatencyMarkerEmitter, OutputFlusher, RecordWriter}
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
@@ -96,7 +96,7 @@ private[sluice] final class SluiceShuffleWriter[K, V](
     } finally flusher.foreach(_.cancel())
     var waitForReaders = 0L
     val bytesWritten = partition match {
-      case b: BlockingResultPartition =>
+      case b: SortMergeResultPartition =>
         lengths = b.subpartitionSizes
         env.registerPartition(b)
         lengths.sum

@@ -1,0 +1,57 @@
+package io.sluice.partition
+
+import java.io.IOException
+import java.nio.channels.{FileChannel, WritableByteChannel}
+import java.util.concurrent.atomic.AtomicInteger
+
+import io.netty.buffer.ByteBuf
+
+/**
+ * One reader's read-only handle of a [[PartitionFile]] (the file channel Flink's
+ * PartitionedFileReader owns), reference counted: the [[BlockingSubpartitionView]] that opened it
+ * holds one reference until it has read its range or is released, and every FileRegion still on
+ * its way through a Netty connection holds another; the channel is closed when the last goes.
+ *
+ * Reads are positional, so the view's thread and the event loop sending its regions never share a
+ * position. A thread interrupted in a read closes this channel (Java NIO's interruptible
+ * channels): this reader fails with ClosedByInterruptException, other readers of the file keep
+ * their own channels. Thread-safe.
+ */
+final class PartitionFileReader private[partition] (val file: PartitionFile, channel: FileChannel) {
+
+  private val refs = new AtomicInteger(1)
+
+  /** Takes another reference unless the reader was already closed; whether it did. */
+  def tryRetain(): Boolean = {
+    var n = refs.get()
+    while (n > 0 && !refs.compareAndSet(n, n + 1)) n = refs.get()
+    n > 0
+  }
+
+  /** Drops one reference; the last one closes the channel. */
+  def release(): Unit = {
+    val n = refs.decrementAndGet()
+    if (n == 0) channel.close()
+    else if (n < 0) throw new IllegalStateException(s"$this was released once too often")
+  }
+
+  def refCnt: Int = math.max(0, refs.get())
+
+  /** Copies `length` bytes at `offset` into `target` at its writer index, which it advances. */
+  def read(offset: Long, length: Int, target: ByteBuf): Unit = {
+    val bb = target.nioBuffer(target.writerIndex(), length)
+    var pos = offset
+    while (bb.hasRemaining) {
+      val n = channel.read(bb, pos)
+      if (n < 0) throw new IOException(s"${file.path} ends at $pos, before the buffer at $offset (+$length) is complete")
+      pos += n
+    }
+    target.writerIndex(target.writerIndex() + length)
+  }
+
+  /** Sends up to `count` bytes at `position` to `target` (sendfile where the OS has it). */
+  def transferTo(position: Long, count: Long, target: WritableByteChannel): Long =
+    channel.transferTo(position, count, target)
+
+  override def toString: String = s"PartitionFileReader(${file.path.getName}, refCnt=$refCnt)"
+}

@@ -1,0 +1,147 @@
+package io.sluice.partition
+
+import java.io.IOException
+
+import io.sluice.memory.LocalBufferPool
+import io.sluice.serialization.RecordFraming
+import org.apache.spark.unsafe.Platform
+
+/**
+ * A result partition consumed only once complete, written sort-merge style (Flink's
+ * SortMergeResultPartition, FLIP-148 / FLINK-19582): the records of every subpartition go into one
+ * shared [[PartitionSortedBuffer]] of network buffers; when it can grow no more it is spilled to
+ * the partition's file sorted by subpartition (one "region" per spill) and reused. Its memory and
+ * the number and size of the buffers it writes do not depend on the number of subpartitions, so a
+ * map task writing thousands of reduce partitions costs what one writing ten does, where a buffer
+ * per subpartition would exhaust the pool or write thousands of tiny buffers.
+ *
+ * [[finish]] spills the rest, closes the file and hands the pool back; from then on the partition
+ * lives in its file, holds no file handle, and can be read any number of times, by any number of
+ * [[BlockingSubpartitionView]]s at once (each with a handle of its own), until released.
+ *
+ * Writing belongs to the producer's task thread; views are created once the partition is finished.
+ *
+ * @param bufferPool the sort buffer's memory: 1 required buffer (spilling always makes progress),
+ *                   at most spark.sluice.memory.sortBufferSize
+ */
+final class SortMergeResultPartition(
+    partitionId: ResultPartitionID,
+    numSubpartitions: Int,
+    bufferPool: LocalBufferPool,
+    val file: PartitionFile,
+    bufferRequestTimeoutMs: Long)
+  extends ResultPartition(partitionId, ResultPartitionType.Blocking, numSubpartitions, bufferPool) {
+
+  private val segmentSize = bufferPool.segmentSize
+  private val sortBuffer = new PartitionSortedBuffer(bufferPool, numSubpartitions)
+  @volatile private var spills = 0
+  @volatile private var spillTimeNanos = 0L // written by the producer thread only
+
+  override protected def writeFrame(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Unit =
+    try {
+      if (!sortBuffer.append(subpartition, header, base, offset, length)) {
+        if (!sortBuffer.isEmpty) spill()
+        if (sortBuffer.numBuffers == 0) {
+          // Not one buffer yet: the executor's other pools hold this pool's share. Wait for it.
+          sortBuffer.addBuffer(whileBackPressured(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs)))
+        }
+        if (!sortBuffer.append(subpartition, header, base, offset, length)) {
+          writeLargeFrame(subpartition, header, base, offset, length)
+        }
+      }
+    } catch {
+      // A release from another thread destroys the pool and deletes the file under the producer.
+      case e @ (_: IllegalStateException | _: IOException) if isReleased && !e.isInstanceOf[ProducerFailedException] =>
+        throw new ProducerFailedException(partitionId, failureCause)
+    }
+
+  /** Writes the sort buffer's frames to the file, sorted by subpartition: one region. */
+  private def spill(): Unit = {
+    val start = System.nanoTime()
+    try {
+      numBuffersOut.add(sortBuffer.spillTo(file))
+      spills += 1
+      sortBuffer.trimTo(bufferPool.numBuffers)
+    } finally spillTimeNanos += System.nanoTime() - start
+  }
+
+  /**
+   * A frame larger than the whole sort buffer (which was just spilled, so the subpartition's order
+   * holds): streamed to the file in segment-sized buffers, a region of its own.
+   */
+  private def writeLargeFrame(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Unit = {
+    val start = System.nanoTime()
+    try {
+      var out = file.beginBuffer(segmentSize)
+      val h = if (SortMergeResultPartition.LittleEndian) Integer.reverseBytes(header) else header
+      Platform.putInt(null, out, h)
+      var filled = RecordFraming.HeaderSize
+      var done = 0
+      while (done < length) {
+        if (filled == segmentSize) {
+          file.endBuffer(subpartition, filled)
+          numBuffersOut.increment()
+          out = file.beginBuffer(segmentSize)
+          filled = 0
+        }
+        val n = math.min(length - done, segmentSize - filled)
+        Platform.copyMemory(base, offset + done, null, out + filled, n)
+        done += n
+        filled += n
+      }
+      file.endBuffer(subpartition, filled)
+      numBuffersOut.increment()
+      spills += 1
+    } finally spillTimeNanos += System.nanoTime() - start
+  }
+
+  override protected def flushSubpartition(subpartition: Int): Unit = () // read only when complete
+
+  /** Spills the rest, closes the file and gives the sort buffer's memory back. */
+  override protected def finishWriting(): Unit = {
+    val start = System.nanoTime()
+    try {
+      if (!sortBuffer.isEmpty) spill()
+      file.finishWriting()
+    } finally {
+      sortBuffer.release()
+      spillTimeNanos += System.nanoTime() - start
+    }
+    bufferPool.lazyDestroy()
+  }
+
+  override protected def onRelease(cause: Throwable): Unit = file.delete()
+
+  /** Gives the sort buffer's memory and the file's write buffers back (producer thread, after a failure). */
+  override def closeBufferBuilders(): Unit = {
+    sortBuffer.release()
+    file.abortWriting()
+  }
+
+  override def createSubpartitionView(start: Int, end: Int, listener: BufferAvailabilityListener): ResultSubpartitionView = {
+    if (!isFinished) throw new IllegalStateException(s"$this is not complete yet; blocking partitions are read once finished")
+    if (isReleased) throw new ProducerFailedException(partitionId, failureCause)
+    if (start < 0 || end > numSubpartitions || start >= end) {
+      throw new IndexOutOfBoundsException(s"$this has no subpartitions [$start, $end)")
+    }
+    val view = new BlockingSubpartitionView(this, start, end)
+    listener.notifyDataAvailable()
+    view
+  }
+
+  /** Network buffers held by the sort buffer (outputQueueLength). */
+  override def numQueuedBuffers: Int = sortBuffer.numBuffers
+
+  /** Waiting for buffers plus compressing and writing spills (including the last, at finish). */
+  override def blockedWriteTimeNanos: Long = super.blockedWriteTimeNanos + spillTimeNanos
+
+  /** How many regions the producer wrote (spills of the sort buffer, the last one included). */
+  def numSpills: Int = spills
+
+  /** Stored bytes of each subpartition: the sizes MapStatus reports. */
+  def subpartitionSizes: Array[Long] = Array.tabulate(numSubpartitions)(file.storedBytes)
+}
+
+private object SortMergeResultPartition {
+  private val LittleEndian = java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN
+}
