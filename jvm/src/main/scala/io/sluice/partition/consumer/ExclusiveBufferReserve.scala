@@ -76,6 +76,7 @@ private[consumer] final class ExclusiveBufferReserve(global: NetworkBufferPool, 
 
   private def giveBackIdle(close: Boolean): Unit = {
     val back = synchronized {
+      if (!keeping && idle.isEmpty && (closed || !close)) return
       keeping = false
       if (close) closed = true
       val b = new java.util.ArrayList[MemorySegment](idle)

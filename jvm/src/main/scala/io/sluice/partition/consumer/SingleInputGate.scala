@@ -132,9 +132,9 @@ final class SingleInputGate(
       // a channel it has not requested yet (a deadlock). So every channel is requested at once,
       // with every exclusive buffer taken in one wait (all or nothing: two gates never each hold
       // a part of what both need).
-      var need = 0
+      var need = 0L
       channels.foreach(c => need += exclusiveNeed(c))
-      awaitIdle(exclusive.fill(need))
+      awaitIdle(exclusive.fill(need.min(Int.MaxValue).toInt))
     }
     requestMoreChannels()
   }
@@ -243,15 +243,11 @@ final class SingleInputGate(
 
   /** The next queued channel that has not ended, or null once every channel ended. */
   private def waitForChannelWithData(): InputChannel = {
-    var c = channelsWithData.synchronized(pollNotEnded())
-    if (c == null) {
-      // Nothing to read right now: a good moment to request channels memory was short for before.
-      if (nextToRequest < channels.length && inFlight < maxChannelsInFlight) requestMoreChannels()
-      c = channelsWithData.synchronized(awaitChannelWithData())
-      if (c == null) return null
-    }
-    channelsWithData.synchronized(queued(c.channelIndex) = false)
-    c
+    val ready = channelsWithData.synchronized(pollNotEnded())
+    if (ready != null) return ready
+    // Nothing to read right now: a good moment to request channels memory was short for before.
+    if (nextToRequest < channels.length && inFlight < maxChannelsInFlight) requestMoreChannels()
+    channelsWithData.synchronized(awaitChannelWithData())
   }
 
   /** Waits for a queued channel; the request timeout fails one of the channels waited for. Lock held. */
@@ -296,10 +292,10 @@ final class SingleInputGate(
   private def closedError() = new IllegalStateException(s"$owner: the input gate is closed")
 
   /**
-   * The next queued channel that has not ended. A channel can be queued again while its end is
-   * being read (a pipelined partition releases itself when its last reader reaches the end, which
-   * notifies every reader; a late error), or notified between handing out its end and
-   * [[endChannel]]; once ended it has nothing more to give.
+   * Takes the next queued channel that has not ended off the queue. A channel can be queued again
+   * while its end is being read (a pipelined partition releases itself when its last reader
+   * reaches the end, which notifies every reader; a late error), or notified between handing out
+   * its end and [[endChannel]]; once ended it has nothing more to give. Lock held.
    */
   private def pollNotEnded(): InputChannel = {
     var c = channelsWithData.poll()
@@ -307,6 +303,7 @@ final class SingleInputGate(
       queued(c.channelIndex) = false
       c = channelsWithData.poll()
     }
+    if (c != null) queued(c.channelIndex) = false
     c
   }
 
@@ -432,16 +429,6 @@ object SingleInputGate {
   /** How many channels a timeout's message names before it only counts the rest. */
   private val ChannelsNamedInErrors = 20
 }
-
-/**
- * A buffer the gate hands the task: ready to deserialise (decompressed); released by the task.
- * `transferredBytes` is its size as its producer stored and sent it (compressed, when it was).
- */
-final class InputBuffer(val buffer: ByteBuf, val channelIndex: Int, val subpartition: Int, val isRemote: Boolean,
-    val transferredBytes: Int)
-
-/** A buffer's bytes are not what its producer stored (checksum or compression mismatch). */
-final class CorruptBufferException(msg: String) extends java.io.IOException(msg)
 
 /** Scratch segments stay with the gate; releasing their last slice must not recycle them. */
 private object NoRecycle extends io.sluice.memory.BufferRecycler {
