@@ -35,7 +35,8 @@ final class ShuffleEnvironment(
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
-  val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)
+  val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize,
+    conf.get(SluiceOptions.RequestBufferTimeout))
   val partitionManager = new ResultPartitionManager
   val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
   /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */

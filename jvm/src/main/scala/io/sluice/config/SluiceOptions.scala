@@ -54,6 +54,15 @@ object SluiceOptions {
       |Also the number of extra buffers each result partition may use beyond one per subpartition."""
   }
 
+  val MaxChannelsInFlightPerGate: ConfigOption[Int] = opt("spark.sluice.network.maxChannelsInFlightPerGate",
+    "max_channels_in_flight_per_gate", IntType, 128, "taskmanager.network.memory.read-buffer.required-per-gate.max",
+    Effect.TaskStart, between(1, 65536)) {
+    """Most channels of one input gate of a regular shuffle that are requested and not yet finished
+      |(FLINK-30473 bounds a gate's required buffers the same way). The gate's exclusive buffers are
+      |at most this times buffersPerChannel, whatever the number of map outputs; further channels are
+      |requested as earlier ones finish. Pipelined gates request all their channels at once."""
+  }
+
   val MaxBuffersPerSubpartition: ConfigOption[Int] = opt("spark.sluice.network.maxBuffersPerSubpartition",
     "max_buffers_per_subpartition", IntType, 10, "taskmanager.network.memory.max-buffers-per-channel",
     Effect.TaskStart, between(1, 65536)) {
@@ -187,7 +196,8 @@ object SluiceOptions {
 
   /** Every definition, in the order the docs list them. */
   val all: Seq[ConfigOption[_]] = Seq(
-    SegmentSize, NetworkMemory, SortBufferSize, BuffersPerChannel, FloatingBuffersPerGate, MaxBuffersPerSubpartition,
+    SegmentSize, NetworkMemory, SortBufferSize, BuffersPerChannel, FloatingBuffersPerGate, MaxChannelsInFlightPerGate,
+    MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
     RequestTimeout, HeartbeatTimeout, MaxFrameLength, MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval)

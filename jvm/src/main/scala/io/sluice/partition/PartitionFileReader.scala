@@ -49,9 +49,17 @@ final class PartitionFileReader private[partition] (val file: PartitionFile, cha
     target.writerIndex(target.writerIndex() + length)
   }
 
-  /** Sends up to `count` bytes at `position` to `target` (sendfile where the OS has it). */
-  def transferTo(position: Long, count: Long, target: WritableByteChannel): Long =
-    channel.transferTo(position, count, target)
+  /**
+   * Sends up to `count` bytes at `position` to `target` (sendfile where the OS has it). A file that
+   * ends before `position` fails, where FileChannel would answer 0 forever and Netty would retry.
+   */
+  def transferTo(position: Long, count: Long, target: WritableByteChannel): Long = {
+    val n = channel.transferTo(position, count, target)
+    if (n == 0 && count > 0 && position >= channel.size()) {
+      throw new IOException(s"${file.path} ends at ${channel.size()}, before the $count bytes at $position")
+    }
+    n
+  }
 
   override def toString: String = s"PartitionFileReader(${file.path.getName}, refCnt=$refCnt)"
 }

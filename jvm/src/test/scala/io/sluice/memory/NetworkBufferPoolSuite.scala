@@ -107,20 +107,93 @@ class NetworkBufferPoolSuite extends AnyFunSuite {
     }
   }
 
-  test("a pool whose minimum cannot fit is refused, naming the setting to raise") {
+  test("a requirement that can never fit fails at once, naming spark.sluice.network.memory") {
+    withNetworkBufferPool(10) { global =>
+      val e = intercept[InsufficientNetworkBuffersException](global.createBufferPool(11, 11, "huge gate", 600000L))
+      assert(e.getMessage.contains("huge gate") && e.getMessage.contains("needs at least 11"), e.getMessage)
+      assert(e.getMessage.contains("spark.sluice.network.memory"), e.getMessage)
+      val e2 = intercept[InsufficientNetworkBuffersException](global.requestUnpooledSegments(11, 600000L, "remote channel 7"))
+      assert(e2.getMessage.contains("remote channel 7") && e2.getMessage.contains("spark.sluice.network.memory"))
+      assert(global.numberOfPools == 0)
+      assert(global.numberOfRequiredSegments == 0)
+    }
+  }
+
+  test("a requirement that does not fit now waits until another pool gives its minimum back") {
     withNetworkBufferPool(10) { global =>
       val first = global.createBufferPool(8, 8, "first")
-      val e = intercept[InsufficientNetworkBuffersException](global.createBufferPool(3, 3, "second gate"))
-      assert(e.getMessage.contains("second gate"))
-      assert(e.getMessage.contains("spark.sluice.network.memory"))
-      assert(e.getMessage.contains("needs at least 3"))
-      assert(global.numberOfPools == 1)
-      assert(global.numberOfRequiredSegments == 8)
-      val e2 = intercept[InsufficientNetworkBuffersException](global.requestUnpooledSegments(3, 1000, "remote channel 7"))
-      assert(e2.getMessage.contains("remote channel 7") && e2.getMessage.contains("spark.sluice.network.memory"))
-      assert(global.numberOfRequiredSegments == 8)
-      val second = global.createBufferPool(2, 3, "fits")
-      Seq(first, second).foreach(_.lazyDestroy())
+      val gate = fork("second gate")(global.createBufferPool(3, 3, "second gate", 600000L))
+      val channel = fork("remote channel")(global.requestUnpooledSegments(3, 600000L, "remote channel"))
+      gate.awaitWaiting(); channel.awaitWaiting()
+      assert(global.numberOfRequiredSegments == 8 && global.numberOfPools == 1, "the waiting requests reserved nothing")
+      assert(global.tryRequestUnpooledSegments(1) == null, "an opportunistic request does not jump the queue")
+      first.lazyDestroy()
+      val second = gate.join()
+      val segments = channel.join()
+      assert(second.numBuffers == 3 && segments.size == 3)
+      assert(global.numberOfRequiredSegments == 6)
+      second.lazyDestroy()
+      global.recycleUnpooledSegments(segments)
+    }
+  }
+
+  test("a requirement that stays taken times out, naming its owner and spark.sluice.network.bufferRequestTimeout") {
+    withNetworkBufferPool(4) { global =>
+      val first = global.createBufferPool(3, 3, "first")
+      val e = intercept[TimeoutException](global.createBufferPool(2, 2, "late gate", 50L))
+      assert(e.getMessage.contains("late gate") && e.getMessage.contains("spark.sluice.network.bufferRequestTimeout"),
+        e.getMessage)
+      val e2 = intercept[TimeoutException](global.requestUnpooledSegments(2, 50L, "late channel"))
+      assert(e2.getMessage.contains("late channel") && e2.getMessage.contains("spark.sluice.network.bufferRequestTimeout"))
+      assert(global.numberOfRequiredSegments == 3 && global.numberOfPools == 1)
+      first.lazyDestroy()
+    }
+  }
+
+  test("an interrupted wait gives back every requirement and segment it took") {
+    withNetworkBufferPool(10) { global =>
+      // Waiting for room: nothing is reserved yet.
+      val first = global.createBufferPool(8, 8, "first")
+      val roomWaiter = fork("waits for room")(global.createBufferPool(5, 5, "second", 600000L))
+      roomWaiter.awaitWaiting()
+      roomWaiter.thread.interrupt()
+      assert(roomWaiter.failure().isInstanceOf[InterruptedException])
+      assert(global.numberOfRequiredSegments == 8 && global.numberOfPools == 1)
+      first.lazyDestroy()
+
+      // Waiting for segments: the requirement is reserved and one segment already taken.
+      val pool = global.createBufferPool(1, 10, "producer")
+      val held = Seq.fill(10)(pool.requestBuffer())
+      val segmentWaiter = fork("waits for segments")(global.requestUnpooledSegments(4, 600000L, "channel"))
+      eventually(what = "the pool to shrink")(pool.numBuffers == 6)
+      held.head.release() // over its size: the segment goes to the global pool, and to the waiting request
+      eventually(what = "the request to take the segment")(global.numberOfAvailableSegments == 0)
+      segmentWaiter.awaitWaiting()
+      segmentWaiter.thread.interrupt()
+      assert(segmentWaiter.failure().isInstanceOf[InterruptedException])
+      assert(global.numberOfRequiredSegments == 1)
+      assert(global.numberOfAvailableSegments == 1, "the segment it took came back")
+      assert(pool.numBuffers == 10, "the pool grows back")
+      held.tail.foreach(_.release())
+      pool.lazyDestroy()
+    }
+  }
+
+  test("an opportunistic request takes only segments free now, and leaves a quarter of the executor to others") {
+    withNetworkBufferPool(8) { global =>
+      val a = global.tryRequestUnpooledSegments(2)
+      val b = global.tryRequestUnpooledSegments(4)
+      assert(a.size == 2 && b.size == 4)
+      assert(global.tryRequestUnpooledSegments(1) == null, "beyond three quarters of the executor's segments")
+      assert(global.numberOfRequiredSegments == 6)
+      val c = global.requestUnpooledSegments(2, 600000L, "a gate's first channel") // may use anything that fits
+      Seq(a, b, c).foreach(global.recycleUnpooledSegments)
+      val pool = global.createBufferPool(1, 8, "holds everything")
+      val held = Seq.fill(8)(pool.requestBuffer())
+      assert(global.tryRequestUnpooledSegments(1) == null, "no segment is free right now")
+      assert(global.numberOfRequiredSegments == 1 && pool.numBuffers == 8, "a failed try changes nothing")
+      held.foreach(_.release())
+      pool.lazyDestroy()
     }
   }
 

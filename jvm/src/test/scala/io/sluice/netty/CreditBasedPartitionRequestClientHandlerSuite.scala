@@ -30,6 +30,8 @@ class CreditBasedPartitionRequestClientHandlerSuite extends AnyFunSuite {
     val forB4 = a.pipelinedPartition(ResultPartitionID(1, 4), 1)
     val b3 = new TestingGateReader(b.gate("B.3", Vector(GateInput(forB3.partitionId, 0, 1, a.location))))
     val b4 = new TestingGateReader(b.gate("B.4", Vector(GateInput(forB4.partitionId, 0, 1, a.location))))
+    // B.4 requests its partition but does not read it (a gate never read requests nothing at all).
+    b4.gate.requestPartitions()
 
     def produce(p: io.sluice.partition.PipelinedResultPartition, n: Int) = async {
       TestingRecords.writeMany(p, 0, n, recordSize)

@@ -6,6 +6,7 @@ import java.util.concurrent.CountDownLatch
 
 import scala.jdk.CollectionConverters._
 
+import io.sluice.TestingThreads
 import io.sluice.buffer.BlockCodec
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.ResultPartitionID
@@ -25,6 +26,11 @@ class NettyConnectionManagerSuite extends AnyFunSuite {
         val parts = (0 until 4).map(i => a.pipelinedPartition(ResultPartitionID(shuffle, i), 3))
         val readers = (0 until 3).map(s => new TestingGateReader(
           b.gate(s"shuffle $shuffle reader $s", parts.map(p => GateInput(p.partitionId, s, s + 1, a.location)))))
+        // Gates request their channels on their first read.
+        val reading = readers.map(r => async(r.readAll()))
+        TestingThreads.eventually(what = "12 channels on the connection") {
+          b.connectionManager.clientConnection("127.0.0.1", a.port).exists(_.numChannels == 12)
+        }
         val client = b.connectionManager.clientConnection("127.0.0.1", a.port).get
         if (firstClient == null) firstClient = client else assert(client eq firstClient, "reused across shuffles")
         assert(client.numChannels == 12, "12 channels of 3 gates share the connection")
@@ -33,7 +39,6 @@ class NettyConnectionManagerSuite extends AnyFunSuite {
         assert(b.connectionManager.numClientConnections == 1)
         assert(b.counters.connectionsOpened.sum == 1)
         TestingTcp.establishedTo(a.port).foreach(n => assert(n == 1, s"/proc/net/tcp shows $n connections to ${a.port}"))
-        val reading = readers.map(r => async(r.readAll()))
         parts.foreach { p => for (s <- 0 until 3) TestingRecords.writeMany(p, s, 200, 300); p.finish() }
         reading.foreach(r => assert(await(r).values.sum == 800))
         readers.foreach(_.close())

@@ -2,7 +2,7 @@ package io.sluice.netty
 
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.consumer.{CorruptBufferException, GateInput, InputChannelException}
-import io.sluice.partition.{BlockingResultPartition, ProducerFailedException, ResultPartitionID}
+import io.sluice.partition.{SortMergeResultPartition, ProducerFailedException, ResultPartitionID}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -15,7 +15,7 @@ class PartitionRequestQueueSuite extends AnyFunSuite {
   private val records = 3000
   private val recordSize = 1000
 
-  private val breakages: Seq[(String, BlockingResultPartition => TestingExecutor => Unit)] = Seq(
+  private val breakages: Seq[(String, SortMergeResultPartition => TestingExecutor => Unit)] = Seq(
     "its file is deleted" -> (p => _ => p.file.delete()),
     "its partition is released" -> (p => a => a.partitionManager.releasePartition(p.partitionId,
       new IllegalStateException("released by the test"))))

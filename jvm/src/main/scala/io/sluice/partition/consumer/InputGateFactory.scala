@@ -15,10 +15,14 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  * Builds the input gates of one executor (Flink's SingleInputGateFactory): the entry point the
  * Spark layer's reader calls. Each gate gets a [[LocalInputChannel]] for inputs produced in this
  * executor and a [[RemoteInputChannel]] for the others, and a floating buffer pool:
- *  - credit-based: at least 1 and at most floatingBuffersPerGate buffers, on top of each remote
- *    channel's buffersPerChannel exclusive ones;
+ *  - credit-based: at least 1 and at most floatingBuffersPerGate buffers, on top of the
+ *    buffersPerChannel exclusive ones of each remote channel in flight;
  *  - credit-less: no exclusive buffers, so the pool may grow to floatingBuffersPerGate +
- *    buffersPerChannel x remote channels (the same total as with credit), shared by every channel.
+ *    buffersPerChannel x remote channels in flight (the same total as with credit), shared by
+ *    every channel.
+ * A regular gate has at most maxChannelsInFlightPerGate channels in flight; a pipelined one has
+ * every channel in flight (see [[SingleInputGate]]). Creating a gate takes only its floating
+ * pool's minimum: channels and their exclusive buffers come with its first read.
  * Thread-safe (gates are created by task threads).
  */
 final class InputGateFactory(
@@ -33,22 +37,28 @@ final class InputGateFactory(
   private val floatingPerGate = conf.get(SluiceOptions.FloatingBuffersPerGate)
   private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
   private val bufferRequestTimeoutMs = conf.get(SluiceOptions.RequestBufferTimeout)
+  private val maxChannelsInFlight = conf.get(SluiceOptions.MaxChannelsInFlightPerGate)
 
   /**
    * A gate with a LocalInputChannel for inputs whose producer.executorId == localExecutorId and a
    * RemoteInputChannel for the rest; `waitForProducers` (pipelined) lets requests wait for
-   * producers that have not registered yet. Partitions are requested before it returns. A remote
-   * producer that cannot be reached fails its channels (reported by the gate's getNext, naming
-   * the channel); a missing local partition, or too little network memory, fails this call.
+   * producers that have not registered yet, and requests every channel at once. Nothing is
+   * requested before the gate's first getNext. A producer that cannot be reached or a missing
+   * partition fails its channel (reported by the gate's getNext, naming the channel). Waits (up
+   * to spark.sluice.network.bufferRequestTimeout) while the executor's network memory cannot give
+   * the floating pool its minimum.
    */
   def create(owner: String, inputs: IndexedSeq[GateInput], codec: Option[BlockCodec], waitForProducers: Boolean): SingleInputGate = {
+    val window = if (waitForProducers) SingleInputGate.AllAtOnce else maxChannelsInFlight
     val numRemote = inputs.count(_.producer.executorId != localExecutorId)
+    val remoteInFlight = math.min(numRemote, window)
     val (required, max) =
       if (numRemote == 0) (0, 1)
       else if (creditBased) (1, math.max(1, floatingPerGate))
-      else (1, math.max(1, floatingPerGate + buffersPerChannel * numRemote))
-    val pool = networkBufferPool.createBufferPool(required, max, s"input gate of $owner")
-    val gate = try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs) catch {
+      else (1, math.max(1L, floatingPerGate + buffersPerChannel.toLong * remoteInFlight).min(Int.MaxValue).toInt)
+    val pool = networkBufferPool.createBufferPool(required, max, s"input gate of $owner", bufferRequestTimeoutMs)
+    val gate = try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs, window)
+    catch {
       case e: Throwable => pool.lazyDestroy(); throw e
     }
     try {
@@ -71,10 +81,9 @@ final class InputGateFactory(
             connect, creditBased, buffersPerChannel, waitForProducers, bufferRequestTimeoutMs)
         }
       }.toArray
-      gate.setChannels(channels)
       val readsSpilledLocally = inputs.exists(in => in.producer.executorId == localExecutorId &&
         partitionManager.getPartition(in.partitionId).exists(_.partitionType == ResultPartitionType.Blocking))
-      gate.requestPartitions(readsSpilledLocally)
+      gate.setChannels(channels, readsSpilledLocally)
       gate
     } catch {
       case e: Throwable =>

@@ -10,8 +10,9 @@ import io.sluice.partition.ResultPartitionID
  * An input channel whose producer runs in another executor (Flink's RemoteInputChannel): it
  * receives the producer's subpartitions over the executor pair's shared connection.
  *
- * Credit-based (the default): the channel owns `exclusiveBuffersPerChannel` exclusive buffers, taken
- * from the NetworkBufferPool as unpooled segments and announced as the request's initial credit.
+ * Credit-based (the default): the channel owns `exclusiveBuffersPerChannel` exclusive buffers, which
+ * its gate hands it from its [[ExclusiveBufferReserve]] when it requests the channel, announced
+ * as the request's initial credit.
  * Each buffer that arrives names the sender's backlog; the channel then asks the gate's floating
  * pool for enough buffers to cover it, waits as a [[BufferListener]] when the pool is empty, and
  * announces as credit only the buffers it actually got. Every buffer the channel holds free is
@@ -21,12 +22,12 @@ import io.sluice.partition.ResultPartitionID
  *
  * Credit-less (`creditBased = false`): no exclusive buffers and no credit; the decoder takes a
  * buffer of the gate's pool for each arriving buffer and stalls the whole connection when there
- * is none (seed 3).
+ * is none (the pre-credit design of Flink 1.4, see "A Deep-Dive into Flink's Network Stack").
  *
  * Received buffers queue here until the gate's task thread takes them; sequence numbers are
  * checked. When the channel is released, every buffer goes back where it came from: exclusive
- * segments to the NetworkBufferPool (also those still held by the task, when it releases them),
- * floating buffers to the gate's pool.
+ * segments to the gate's reserve, for its next channel (also those still held by the task, when it
+ * releases them), floating buffers to the gate's pool.
  *
  * Thread-safety: the connection's event loop delivers buffers, ends and errors; the task thread
  * reads and releases; pools call back from recycling threads. The channel's monitor guards the
@@ -79,25 +80,42 @@ final class RemoteInputChannel(
 
   // ---- request -------------------------------------------------------------------------------
 
+  /** Exclusive segments the channel takes when requested (its initial credit); 0 when credit-less. */
+  def numExclusiveSegmentsNeeded: Int = if (creditBased) exclusiveBuffersPerChannel else 0
+
   /**
-   * Takes the exclusive buffers (failing when the executor's network memory cannot give them),
-   * opens or reuses the connection and sends the request. A connection that cannot be opened
-   * fails the channel, not the call: the gate reports it with the channel's name.
+   * Requests the channel outside its gate's window (decoder tests): takes its exclusive buffers
+   * through the gate, waiting for them, then as [[requestSubpartitions(segments)]].
    */
-  override def requestSubpartitions(): Unit = {
-    var initialCredit = 0
-    if (creditBased) {
-      val segments = gate.networkBufferPool.requestUnpooledSegments(exclusiveBuffersPerChannel, bufferRequestTimeoutMs,
-        s"${gate.owner} $description")
-      synchronized {
+  override def requestSubpartitions(): Unit = requestSubpartitions(
+    if (creditBased) gate.awaitExclusiveSegments(exclusiveBuffersPerChannel) else java.util.Collections.emptyList())
+
+  /**
+   * Takes `segments` as exclusive buffers (credit-based; the gate got them from its reserve),
+   * opens or reuses the connection and sends the request. A connection that cannot be opened
+   * fails the channel, not the call: the gate reports it with the channel's name. An interrupt
+   * of the task thread while connecting is thrown (the task is being killed).
+   */
+  private[consumer] def requestSubpartitions(segments: java.util.List[MemorySegment]): Unit = {
+    require(segments.size == numExclusiveSegmentsNeeded,
+      s"$description takes $numExclusiveSegmentsNeeded exclusive segments, not ${segments.size}")
+    val taken = synchronized {
+      if (!released) {
         segments.forEach(s => availableExclusive.add(new NetworkBuffer(s, exclusiveRecycler)))
-        numRequiredBuffers = exclusiveBuffersPerChannel
-        exclusiveHeld = exclusiveBuffersPerChannel
+        numRequiredBuffers = segments.size
+        exclusiveHeld = segments.size
       }
-      initialCredit = exclusiveBuffersPerChannel
-      creditsAnnounced.set(initialCredit.toLong)
+      !released
     }
+    if (!taken) { if (!segments.isEmpty) gate.recycleExclusiveSegments(segments); return }
+    val initialCredit = segments.size
+    creditsAnnounced.set(initialCredit.toLong)
     val c = try connect(producer) catch {
+      case e: InterruptedException => throw e
+      case e: Throwable if Thread.currentThread().isInterrupted =>
+        val i = new InterruptedException(s"Interrupted while connecting to $producer for $description")
+        i.initCause(e)
+        throw i
       case e: Throwable =>
         setError(new RemoteTransportException(s"Could not connect to $producer: ${e.getMessage}", e))
         return
@@ -268,7 +286,7 @@ final class RemoteInputChannel(
         else { unannouncedCredit += 1; announce = shouldAnnounceLocked() }
       }
     }
-    if (toGlobal) gate.networkBufferPool.recycleUnpooledSegments(java.util.Collections.singletonList(segment))
+    if (toGlobal) gate.recycleExclusiveSegments(java.util.Collections.singletonList(segment))
     if (floating != null) floating.release()
     if (announce) announceCredit()
   }

@@ -15,11 +15,23 @@ import io.sluice.memory.{LocalBufferPool, MemorySegment, NetworkBuffer, NetworkB
  * channel has one, never waiting on any single channel, verifies the checksum of spilled data and
  * decompresses compressed buffers, and answers null once every channel has ended.
  *
- * Channels notify the gate from Netty or producer threads ([[notifyChannelNonEmpty]]); everything
- * else belongs to the task thread.
+ * Channels are requested lazily, on the first [[getNext]]: a gate that is never read (the second
+ * input of a sort-merge join, until the first is read) costs no request and no exclusive buffer.
+ * A regular (blocking) gate then keeps at most `maxChannelsInFlight` channels requested and not
+ * yet ended, requesting the next as one ends, so its exclusive buffers are bounded whatever the
+ * number of map outputs (Flink bounds a gate's required buffers likewise, FLINK-30473; Spark's
+ * reader bounds its requests in flight). The exclusive segments come from the gate's
+ * [[ExclusiveBufferReserve]]; the gate waits for the executor's memory only while no channel of
+ * it is in flight, otherwise it takes segments only when they are free right now, so a gate never
+ * waits while holding buffers others wait for. A pipelined gate ([[SingleInputGate.AllAtOnce]])
+ * requests every channel at once.
  *
- * @param floatingBuffers   the gate's LocalBufferPool (floating buffers of remote channels)
- * @param codec             decompresses buffers stored compressed (spark.shuffle.compress)
+ * Channels notify the gate from Netty or producer threads ([[notifyChannelNonEmpty]]); [[close]]
+ * may come from any thread; everything else belongs to the task thread.
+ *
+ * @param floatingBuffers     the gate's LocalBufferPool (floating buffers of remote channels)
+ * @param codec               decompresses buffers stored compressed (spark.shuffle.compress)
+ * @param maxChannelsInFlight spark.sluice.network.maxChannelsInFlightPerGate, or AllAtOnce
  */
 final class SingleInputGate(
     val owner: String,
@@ -27,15 +39,24 @@ final class SingleInputGate(
     val floatingBuffers: LocalBufferPool,
     codec: Option[BlockCodec],
     requestTimeoutMs: Long,
-    bufferRequestTimeoutMs: Long) {
+    bufferRequestTimeoutMs: Long,
+    val maxChannelsInFlight: Int = SingleInputGate.AllAtOnce) {
+  require(maxChannelsInFlight > 0, s"a gate needs at least one channel in flight, not $maxChannelsInFlight")
 
   @volatile private var channels: Array[InputChannel] = Array.empty
   private val channelsWithData = new java.util.ArrayDeque[InputChannel]()
   private var queued: Array[Boolean] = Array.empty
   private var ended: Array[Boolean] = Array.empty
   private var numEnded = 0
-  private var requested = false
+  private var needsReadBuffer = false
+  private var started = false
+  /** Channels [0, nextToRequest) were requested; the rest wait for room in the window. */
+  @volatile private var nextToRequest = 0
+  /** Requested channels that have not ended (task thread writes; metrics read). */
+  @volatile private var inFlight = 0
+  @volatile private var peakInFlight = 0
   @volatile private var closed = false
+  private val exclusive = new ExclusiveBufferReserve(networkBufferPool, owner, bufferRequestTimeoutMs)
 
   // Scratch buffers (unpooled segments, counted in the network memory): spilled local data is
   // read into one, compressed data decompressed into the other. Each is lent to one buffer at a time.
@@ -54,33 +75,115 @@ final class SingleInputGate(
   /** When the task's current wait for input began (System.nanoTime), 0 when not waiting. */
   @volatile private var idleSince = 0L
 
-  def setChannels(cs: Array[InputChannel]): Unit = {
-    require(!requested, "channels are set before the partitions are requested")
+  /**
+   * The gate's channels, before the first [[getNext]]. `needsReadBuffer`: some local channel
+   * reads a spilled partition (the gate takes a scratch segment to read it into).
+   */
+  def setChannels(cs: Array[InputChannel], needsReadBuffer: Boolean = false): Unit = {
+    require(!started, "channels are set before the gate is read")
     channels = cs
     queued = new Array[Boolean](cs.length)
     ended = new Array[Boolean](cs.length)
+    this.needsReadBuffer = needsReadBuffer
   }
 
   def numberOfChannels: Int = channels.length
 
   def channel(i: Int): InputChannel = channels(i)
 
+  /** Channels requested and not ended yet; never more than [[maxChannelsInFlight]]. */
+  def numChannelsInFlight: Int = inFlight
+
+  /** The most channels this gate ever had in flight at once. */
+  def peakChannelsInFlight: Int = peakInFlight
+
+  /** Channels requested so far (ended ones included). */
+  def numChannelsRequested: Int = nextToRequest
+
+  /** Exclusive segments the gate holds: owned by its channels, or idle for its next ones. */
+  def numExclusiveSegmentsHeld: Int = exclusive.numHeld
+
+  // ---- requesting channels (task thread) --------------------------------------------------------
+
   /**
-   * Takes the gate's scratch segments and starts every channel (local views open, remote
-   * partition requests go out). `needsReadBuffer`: some local channel reads a spilled partition.
+   * Requests the first channels now rather than at the first [[getNext]] (as Flink's task does on
+   * set-up; tests use it to have a gate that requested but does not read). Task thread.
    */
-  def requestPartitions(needsReadBuffer: Boolean): Unit = {
-    require(!requested, "partitions are requested once")
-    requested = true
+  def requestPartitions(): Unit = {
+    if (closed) throw closedError()
+    if (!started) start()
+  }
+
+  /** Takes the scratch segments and requests the first channels (all of a pipelined gate). */
+  private def start(): Unit = {
+    started = true
     val n = (if (needsReadBuffer) 1 else 0) + (if (codec.isDefined) 1 else 0)
     if (n > 0) {
-      scratchSegments = networkBufferPool.requestUnpooledSegments(n, bufferRequestTimeoutMs, owner)
+      val segments = networkBufferPool.requestUnpooledSegments(n, bufferRequestTimeoutMs, s"$owner (scratch buffers)")
+      val open = exclusive.synchronized { if (!closed) scratchSegments = segments; !closed }
+      if (!open) { networkBufferPool.recycleUnpooledSegments(segments); throw closedError() }
       var i = 0
-      if (needsReadBuffer) { readScratch = new NetworkBuffer(scratchSegments.get(i), NoRecycle); i += 1 }
-      if (codec.isDefined) decompressScratch = new NetworkBuffer(scratchSegments.get(i), NoRecycle)
+      if (needsReadBuffer) { readScratch = new NetworkBuffer(segments.get(i), NoRecycle); i += 1 }
+      if (codec.isDefined) decompressScratch = new NetworkBuffer(segments.get(i), NoRecycle)
     }
-    channels.foreach(_.requestSubpartitions())
+    if (maxChannelsInFlight == SingleInputGate.AllAtOnce) {
+      // Producers of a pipelined shuffle run now and wait for their readers: each subpartition
+      // must be read while the others are, or its producer blocks on it while this gate waits for
+      // a channel it has not requested yet (a deadlock). So every channel is requested at once,
+      // with every exclusive buffer taken in one wait (all or nothing: two gates never each hold
+      // a part of what both need).
+      var need = 0L
+      channels.foreach(c => need += exclusiveNeed(c))
+      awaitIdle(exclusive.fill(need.min(Int.MaxValue).toInt))
+    }
+    requestMoreChannels()
   }
+
+  /**
+   * Requests pending channels while the window has room. The first channel of an empty window
+   * may wait for its exclusive buffers (the gate reads nothing meanwhile, so it holds nothing
+   * others wait for); further ones only take buffers that are free now, else wait for their turn.
+   */
+  private def requestMoreChannels(): Unit = {
+    while (nextToRequest < channels.length && inFlight < maxChannelsInFlight) {
+      val c = channels(nextToRequest)
+      val need = exclusiveNeed(c)
+      if (need == 0) c.requestSubpartitions()
+      else {
+        val segments =
+          if (inFlight == 0) awaitIdle(exclusive.take(need, mayWait = true))
+          else exclusive.take(need, mayWait = false)
+        if (segments == null) return
+        c.asInstanceOf[RemoteInputChannel].requestSubpartitions(segments)
+      }
+      nextToRequest += 1
+      inFlight += 1
+      if (inFlight > peakInFlight) peakInFlight = inFlight
+    }
+    if (nextToRequest == channels.length) exclusive.stopKeeping()
+  }
+
+  private def exclusiveNeed(c: InputChannel): Int = c match {
+    case r: RemoteInputChannel => r.numExclusiveSegmentsNeeded
+    case _ => 0
+  }
+
+  /** `body` is a wait for network memory: the task is idle meanwhile. */
+  private def awaitIdle[T](body: => T): T = {
+    val start = System.nanoTime()
+    idleSince = start
+    try body finally {
+      idleTimeNanos.add(System.nanoTime() - start)
+      idleSince = 0L
+    }
+  }
+
+  /** Exclusive segments of a remote channel that no longer needs them (any thread). */
+  private[consumer] def recycleExclusiveSegments(segments: java.util.Collection[MemorySegment]): Unit =
+    exclusive.recycle(segments)
+
+  /** `n` exclusive segments for a channel requested outside the gate's window (tests), waiting for them. */
+  private[consumer] def awaitExclusiveSegments(n: Int): java.util.List[MemorySegment] = exclusive.take(n, mayWait = true)
 
   /** Called by a channel, from any thread, when it has data, an error or its end. */
   def notifyChannelNonEmpty(channel: InputChannel): Unit = channelsWithData.synchronized {
@@ -94,24 +197,28 @@ final class SingleInputGate(
 
   /**
    * The next buffer ready for deserialisation, or null when every channel has ended. The caller
-   * releases the returned buffer before calling again. Throws the error of a failed channel
-   * ([[InputChannelException]]), or a timeout when no channel delivered anything for
-   * spark.sluice.network.requestTimeout.
+   * releases the returned buffer before calling again. The first call requests the channels.
+   * Throws the error of a failed channel ([[InputChannelException]]; also when no channel
+   * delivered anything for spark.sluice.network.requestTimeout), an InterruptedException when
+   * the task thread is interrupted (the task is killed; [[close]] gives everything back), or a
+   * TimeoutException when the executor's network memory stayed taken for the
+   * spark.sluice.network.bufferRequestTimeout.
    */
   def getNext(): InputBuffer = {
-    if (!requested) throw new IllegalStateException("requestPartitions() first")
+    requestPartitions()
     while (true) {
       if (numEnded == channels.length) return null
       val channel = waitForChannelWithData()
       if (channel == null) return null
       val next = try channel.getNextBuffer() catch {
-        case e: InputChannelException => throw e
-        case e: Throwable => throw new InputChannelException(channel, e)
+        case e: InputChannelException => throw interruptedOr(e)
+        case e: Throwable => throw interruptedOr(new InputChannelException(channel, e))
       }
       if (next != null) {
         if (next.moreAvailable) notifyChannelNonEmpty(channel)
         if (next.isEndOfPartition) {
           endChannel(channel)
+          requestMoreChannels()
         } else {
           return prepare(channel, next)
         }
@@ -120,8 +227,31 @@ final class SingleInputGate(
     null
   }
 
+  /**
+   * An interrupt of the task thread (the task is killed) surfaces as an InterruptedException, not
+   * as a channel failure: Spark must not report a FetchFailed, and so recompute a map output,
+   * because it killed the reader.
+   */
+  private def interruptedOr(e: InputChannelException): Throwable = e.getCause match {
+    case i: InterruptedException => i
+    case c: java.nio.channels.ClosedByInterruptException =>
+      val i = new InterruptedException(s"$owner was interrupted while reading ${e.channel.description}")
+      i.initCause(c)
+      i
+    case _ => e
+  }
+
   /** The next queued channel that has not ended, or null once every channel ended. */
-  private def waitForChannelWithData(): InputChannel = channelsWithData.synchronized {
+  private def waitForChannelWithData(): InputChannel = {
+    val ready = channelsWithData.synchronized(pollNotEnded())
+    if (ready != null) return ready
+    // Nothing to read right now: a good moment to request channels memory was short for before.
+    if (nextToRequest < channels.length && inFlight < maxChannelsInFlight) requestMoreChannels()
+    channelsWithData.synchronized(awaitChannelWithData())
+  }
+
+  /** Waits for a queued channel; the request timeout fails one of the channels waited for. Lock held. */
+  private def awaitChannelWithData(): InputChannel = {
     var c = pollNotEnded()
     if (c == null) {
       val start = System.nanoTime()
@@ -130,13 +260,9 @@ final class SingleInputGate(
       try {
         while (c == null) {
           if (numEnded == channels.length) return null
-          if (closed) throw new IllegalStateException(s"$owner: the input gate is closed")
+          if (closed) throw closedError()
           val left = deadline - System.nanoTime()
-          if (left <= 0) {
-            val waiting = channels.indices.filterNot(ended).map(channels(_).description)
-            throw new TimeoutException(s"$owner received nothing for ${requestTimeoutMs}ms " +
-              s"(spark.sluice.network.requestTimeout) from ${waiting.mkString("; ")}")
-          }
+          if (left <= 0) throw requestTimedOut()
           channelsWithData.wait(math.max(1L, left / 1000000L))
           c = pollNotEnded()
         }
@@ -145,15 +271,31 @@ final class SingleInputGate(
         idleSince = 0L
       }
     }
-    queued(c.channelIndex) = false
     c
   }
 
   /**
-   * The next queued channel that has not ended. A channel can be queued again while its end is
-   * being read (a pipelined partition releases itself when its last reader reaches the end, which
-   * notifies every reader; a late error), or notified between handing out its end and
-   * [[endChannel]]; once ended it has nothing more to give.
+   * Nothing arrived for the request timeout: fails one of the channels waited for (a remote one
+   * when there is one, its producer's executor being the likely culprit), so the Spark layer
+   * reports a FetchFailed for that map output rather than retrying the task on the same outputs.
+   * The message names the channels waited for. Lock held.
+   */
+  private def requestTimedOut(): InputChannelException = {
+    val waiting = (0 until nextToRequest).filterNot(ended).map(channels(_))
+    val culprit = waiting.find(_.isRemote).orElse(waiting.headOption).getOrElse(channels(nextToRequest))
+    val shown = waiting.take(SingleInputGate.ChannelsNamedInErrors).map(_.description)
+    val more = if (waiting.size > shown.size) s" and ${waiting.size - shown.size} more" else ""
+    new InputChannelException(culprit, new TimeoutException(s"$owner received nothing for ${requestTimeoutMs}ms " +
+      s"(spark.sluice.network.requestTimeout) from ${shown.mkString("; ")}$more"))
+  }
+
+  private def closedError() = new IllegalStateException(s"$owner: the input gate is closed")
+
+  /**
+   * Takes the next queued channel that has not ended off the queue. A channel can be queued again
+   * while its end is being read (a pipelined partition releases itself when its last reader
+   * reaches the end, which notifies every reader; a late error), or notified between handing out
+   * its end and [[endChannel]]; once ended it has nothing more to give. Lock held.
    */
   private def pollNotEnded(): InputChannel = {
     var c = channelsWithData.poll()
@@ -161,14 +303,17 @@ final class SingleInputGate(
       queued(c.channelIndex) = false
       c = channelsWithData.poll()
     }
+    if (c != null) queued(c.channelIndex) = false
     c
   }
 
+  /** The channel read its end: its exclusive buffers go back to the reserve for the next channel. */
   private def endChannel(channel: InputChannel): Unit = {
     channelsWithData.synchronized {
       ended(channel.channelIndex) = true
       numEnded += 1
     }
+    inFlight -= 1
     channel.releaseAllResources()
   }
 
@@ -248,34 +393,42 @@ final class SingleInputGate(
 
   def isFinished: Boolean = channelsWithData.synchronized(numEnded == channels.length)
 
-  /** Releases every channel, the floating pool and the scratch segments. Idempotent. */
+  /**
+   * Releases every channel, the exclusive reserve, the floating pool and the scratch segments.
+   * Idempotent; from any thread (a killed task's completion listener): a task waiting in
+   * [[getNext]] for data wakes up and fails.
+   */
   def close(): Unit = if (!closed) {
-    closed = true
+    val scratch = exclusive.synchronized {
+      closed = true
+      val s = scratchSegments
+      scratchSegments = java.util.Collections.emptyList()
+      s
+    }
     channelsWithData.synchronized(channelsWithData.notifyAll())
     var error: Throwable = null
     channels.foreach { c =>
       try c.releaseAllResources() catch { case e: Throwable => if (error == null) error = e }
     }
+    exclusive.close()
     floatingBuffers.lazyDestroy()
-    if (!scratchSegments.isEmpty) networkBufferPool.recycleUnpooledSegments(scratchSegments)
-    scratchSegments = java.util.Collections.emptyList()
+    networkBufferPool.recycleUnpooledSegments(scratch)
     if (error != null) throw error
   }
 
   def isClosed: Boolean = closed
 
-  override def toString: String = s"SingleInputGate($owner, ${channels.length} channels, ended $numEnded)"
+  override def toString: String =
+    s"SingleInputGate($owner, ${channels.length} channels, requested $nextToRequest, in flight $inFlight, ended $numEnded)"
 }
 
-/**
- * A buffer the gate hands the task: ready to deserialise (decompressed); released by the task.
- * `transferredBytes` is its size as its producer stored and sent it (compressed, when it was).
- */
-final class InputBuffer(val buffer: ByteBuf, val channelIndex: Int, val subpartition: Int, val isRemote: Boolean,
-    val transferredBytes: Int)
+object SingleInputGate {
+  /** A gate that requests every channel at once (pipelined shuffles). */
+  val AllAtOnce: Int = Int.MaxValue
 
-/** A buffer's bytes are not what its producer stored (checksum or compression mismatch). */
-final class CorruptBufferException(msg: String) extends java.io.IOException(msg)
+  /** How many channels a timeout's message names before it only counts the rest. */
+  private val ChannelsNamedInErrors = 20
+}
 
 /** Scratch segments stay with the gate; releasing their last slice must not recycle them. */
 private object NoRecycle extends io.sluice.memory.BufferRecycler {

@@ -82,22 +82,160 @@ class InputGateFactorySuite extends AnyFunSuite {
     }
   }
 
-  test("gate pools: credit-based gates float floatingBuffersPerGate; credit-less ones share the same total") {
+  test("gate pools: credit-based gates float floatingBuffersPerGate; credit-less ones share the same total; " +
+      "both sized by the channels in flight") {
     for (creditBased <- Seq(true, false)) {
       val a = new TestingExecutor("A")
       val b = new TestingExecutor("B", Map(SluiceOptions.CreditBased.key -> creditBased.toString,
-        SluiceOptions.BuffersPerChannel.key -> "3", SluiceOptions.FloatingBuffersPerGate.key -> "5"))
+        SluiceOptions.BuffersPerChannel.key -> "3", SluiceOptions.FloatingBuffersPerGate.key -> "5",
+        SluiceOptions.MaxChannelsInFlightPerGate.key -> "2"))
       withExecutors(a, b) {
         val p = a.pipelinedPartition(ResultPartitionID(4, 0), 4)
+        for (s <- 0 until 4) TestingRecords.writeMany(p, s, 10, 100)
+        p.finish()
         val gate = b.gate("sized", (0 until 4).map(s => GateInput(p.partitionId, s, s + 1, a.location)))
-        val expectedMax = if (creditBased) 5 else 5 + 3 * 4
+        val expectedMax = if (creditBased) 5 else 5 + 3 * 2
         assert(gate.floatingBuffers.maxNumberOfSegments == expectedMax)
+        assert(b.networkBufferPool.numberOfRequiredSegments == gate.floatingBuffers.numberOfRequiredSegments,
+          "an unread gate holds no exclusive buffers")
+        gate.requestPartitions()
+        assert(gate.numChannelsRequested == 2)
         val exclusive = b.networkBufferPool.numberOfRequiredSegments - gate.floatingBuffers.numberOfRequiredSegments
-        assert(exclusive == (if (creditBased) 12 else 0), "exclusive buffers are only taken with credit")
-        gate.close()
-        a.partitionManager.releasePartition(p.partitionId, null)
+        assert(exclusive == (if (creditBased) 6 else 0), "exclusive buffers are only taken with credit, for the window")
+        val reader = new TestingGateReader(gate)
+        assert(reader.readAll() == (0 until 4).map(s => (0L, s) -> 10).toMap)
+        assert(gate.peakChannelsInFlight == 2)
+        reader.close()
         a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
       }
+    }
+  }
+
+  test("4 gates x 300 remote channels each, read concurrently over 96 segments: every record, every buffer back") {
+    val a = new TestingExecutor("A", numSegments = 1024)
+    val b = new TestingExecutor("B", numSegments = 96)
+    withExecutors(a, b) {
+      def count(producer: Int): Int = 3 + producer % 5
+      val parts = (0 until 300).map { i =>
+        val p = a.blockingPartition(ResultPartitionID(11, i), 4, None, poolSize = 2)
+        for (s <- 0 until 4) TestingRecords.writeMany(p, s, count(i), 100 + (i % 4) * 500)
+        p.finish()
+        p
+      }
+      val gates = (0 until 4).map(s => b.gate(s"reducer $s", parts.map(p => GateInput(p.partitionId, s, s + 1, a.location))))
+      assert(b.networkBufferPool.numberOfRequiredSegments == 4, "four unread gates hold their floating minimums only")
+      val readers = gates.map(new TestingGateReader(_))
+      val reading = readers.map(r => async(r.readAll()))
+      reading.zipWithIndex.foreach { case (r, s) =>
+        assert(await(r, 180000) == parts.indices.map(i => (i.toLong, s) -> count(i)).toMap, s"reducer $s")
+      }
+      gates.foreach { g =>
+        assert(g.numChannelsRequested == 300 && g.numChannelsInFlight == 0)
+        assert(g.peakChannelsInFlight * 2 + 4 <= 96, s"$g: its exclusive buffers fit the executor's memory")
+        assert(g.numExclusiveSegmentsHeld == 0, "a gate with nothing left to request keeps no exclusive buffer")
+      }
+      readers.foreach(_.close())
+      parts.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
+      a.assertNoCreditViolations(); b.assertNoCreditViolations()
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("a regular gate never has more than maxChannelsInFlightPerGate channels in flight, local ones included") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B", Map(SluiceOptions.MaxChannelsInFlightPerGate.key -> "4"))
+    withExecutors(a, b) {
+      val remote = (0 until 40).map { i =>
+        val p = a.blockingPartition(ResultPartitionID(12, i), 1, None)
+        TestingRecords.writeMany(p, 0, 20, 300)
+        p.finish()
+        p
+      }
+      val local = (40 until 43).map { i =>
+        val p = b.blockingPartition(ResultPartitionID(12, i), 1, None)
+        TestingRecords.writeMany(p, 0, 20, 300)
+        p.finish()
+        p
+      }
+      val inputs = remote.map(p => GateInput(p.partitionId, 0, 1, a.location)) ++
+        local.map(p => GateInput(p.partitionId, 0, 1, b.location))
+      val gate = b.gate("windowed", inputs.toIndexedSeq)
+      assert(gate.maxChannelsInFlight == 4)
+      val reader = new TestingGateReader(gate)
+      var records = 0
+      while (reader.readOne()) {
+        records += 1
+        assert(gate.numChannelsInFlight <= 4, s"$gate")
+        assert(gate.numExclusiveSegmentsHeld <= 4 * 2, s"$gate holds more exclusive buffers than its window needs")
+      }
+      assert(records == 43 * 20)
+      assert(gate.peakChannelsInFlight == 4 && gate.numChannelsRequested == 43)
+      reader.close()
+      (remote.map(p => (a, p)) ++ local.map(p => (b, p))).foreach { case (e, p) => e.partitionManager.releasePartition(p.partitionId, null) }
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("lazy: a gate sends no partition request, opens no connection and takes no exclusive buffer before it is read") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      val p = a.blockingPartition(ResultPartitionID(13, 0), 2, None)
+      for (s <- 0 until 2) TestingRecords.writeMany(p, s, 50, 200)
+      p.finish()
+      val gate = b.gate("lazy", (0 until 2).map(s => GateInput(p.partitionId, s, s + 1, a.location)))
+      assert(gate.numChannelsRequested == 0)
+      assert(b.connectionManager.numClientConnections == 0 && a.counters.activeReaders.get == 0)
+      assert(b.networkBufferPool.numberOfRequiredSegments == gate.floatingBuffers.numberOfRequiredSegments)
+      val reader = new TestingGateReader(gate)
+      assert(reader.readOne())
+      assert(gate.numChannelsRequested == 2 && b.connectionManager.numClientConnections == 1)
+      assert(reader.readAll() == Map((0L, 0) -> 50, (0L, 1) -> 50))
+      reader.close()
+      a.partitionManager.releasePartition(p.partitionId, null)
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("credit-less: the unread input of a sort-merge join requests nothing, so it cannot stall the connection") {
+    val settings = Map(SluiceOptions.CreditBased.key -> "false", SluiceOptions.RequestTimeout.key -> "5s")
+    val a = new TestingExecutor("A", settings)
+    val b = new TestingExecutor("B", settings)
+    withExecutors(a, b) {
+      val (left, right) = (a.blockingPartition(ResultPartitionID(14, 0), 1, None), a.blockingPartition(ResultPartitionID(14, 1), 1, None))
+      // Far more data than the unread gate's pool holds: requested, it would fill the pool and stall the connection.
+      Seq(left, right).foreach { p => TestingRecords.writeMany(p, 0, 400, 1000); p.finish() }
+      val unread = new TestingGateReader(b.gate("join right side", Vector(GateInput(right.partitionId, 0, 1, a.location))))
+      val read = new TestingGateReader(b.gate("join left side", Vector(GateInput(left.partitionId, 0, 1, a.location))))
+      // Had the unread gate requested its partition, its data would fill its pool and stall the
+      // shared connection until it is read: this read would get nothing and fail after requestTimeout.
+      assert(read.readAll() == Map((0L, 0) -> 400))
+      assert(unread.gate.numChannelsRequested == 0)
+      assert(unread.readAll() == Map((1L, 0) -> 400))
+      Seq(read, unread).foreach(_.close())
+      Seq(left, right).foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("a gate whose executor's memory is taken waits for it, then reads everything") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B", numSegments = 12)
+    withExecutors(a, b) {
+      val p = a.blockingPartition(ResultPartitionID(15, 0), 3, None)
+      for (s <- 0 until 3) TestingRecords.writeMany(p, s, 100, 500)
+      p.finish()
+      val other = b.networkBufferPool.createBufferPool(11, 11, "another task's partition")
+      val gate = b.gate("patient", (0 until 3).map(s => GateInput(p.partitionId, s, s + 1, a.location)))
+      val reader = new TestingGateReader(gate)
+      val reading = async(reader.readAll())
+      io.sluice.TestingThreads.eventually(what = "the gate to wait for memory")(gate.idleTimeNanosNow > 0)
+      assert(!reading.isDone && gate.numChannelsRequested == 0)
+      other.lazyDestroy()
+      assert(await(reading) == (0 until 3).map(s => (0L, s) -> 100).toMap)
+      reader.close()
+      a.partitionManager.releasePartition(p.partitionId, null)
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }
 }

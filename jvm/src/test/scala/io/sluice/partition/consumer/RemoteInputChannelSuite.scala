@@ -2,6 +2,7 @@ package io.sluice.partition.consumer
 
 import io.netty.buffer.Unpooled
 import io.sluice.config.SluiceOptions
+import io.sluice.memory.InsufficientNetworkBuffersException
 import io.sluice.netty.{BufferResponse, InputChannelID, TestingExecutor, TestingGateReader, TestingRecords}
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.{PartitionNotFoundException, ProducerFailedException, ResultPartitionID}
@@ -180,6 +181,7 @@ class RemoteInputChannelSuite extends AnyFunSuite {
     withExecutors(a, b) {
       val p = a.pipelinedPartition(ResultPartitionID(9, 0), 1)
       val gate = b.gate("reader", Vector(GateInput(p.partitionId, 0, 1, a.location)))
+      gate.requestPartitions()
       val ch = remoteChannels(gate).head
       val buffer = ch.requestBufferForData(null)
       buffer.writeBytes(Unpooled.wrappedBuffer(TestingRecords.record(0, 0, 0, 64)))
@@ -193,13 +195,93 @@ class RemoteInputChannelSuite extends AnyFunSuite {
     }
   }
 
-  test("channels of a gate without network memory for exclusive buffers fail the gate's creation cleanly") {
+  test("a gate is created without network memory for its channels; a channel that can never get its " +
+      "exclusive buffers fails the first read at once, naming spark.sluice.network.memory") {
     val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B", numSegments = 8)
+    val b = new TestingExecutor("B", Map(SluiceOptions.BuffersPerChannel.key -> "16"), numSegments = 8)
     withExecutors(a, b) {
-      val e = intercept[Exception](b.gate("greedy", (0 until 10).map(s => GateInput(ResultPartitionID(10, 0), s, s + 1, a.location))))
-      assert(e.getMessage.contains("exclusive network buffers"), e.getMessage)
+      for (pipelined <- Seq(false, true)) {
+        val gate = b.gate("greedy", (0 until 10).map(s => GateInput(ResultPartitionID(10, 0), s, s + 1, a.location)),
+          waitForProducers = pipelined)
+        assert(b.networkBufferPool.numberOfRequiredSegments == 1, "only the floating pool's minimum")
+        val e = intercept[InsufficientNetworkBuffersException](gate.getNext())
+        assert(e.getMessage.contains("spark.sluice.network.memory") && e.getMessage.contains("greedy"), e.getMessage)
+        assert(e.getMessage.contains("buffersPerChannel"), e.getMessage)
+        assert(gate.numChannelsRequested == 0)
+        gate.close()
+      }
+      assert(a.counters.activeReaders.get == 0, "no request was sent")
       b.awaitAllBuffersBack()
+    }
+  }
+
+  test("a producer that never answers fails a remote channel it waited for after the request timeout, naming it") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B", Map(SluiceOptions.RequestTimeout.key -> "300ms"))
+    withExecutors(a, b) {
+      val quietRemote = a.pipelinedPartition(ResultPartitionID(16, 3), 1)
+      val quietLocal = b.pipelinedPartition(ResultPartitionID(16, 4), 1)
+      val gate = b.gate("stuck", Vector(GateInput(quietLocal.partitionId, 0, 1, b.location),
+        GateInput(quietRemote.partitionId, 0, 1, a.location)))
+      val e = intercept[InputChannelException](gate.getNext())
+      assert(e.channel.channelIndex == 1 && e.channel.isRemote, "the remote channel is the one failed")
+      assert(e.getCause.isInstanceOf[java.util.concurrent.TimeoutException], e.getCause)
+      assert(e.getMessage.contains("spark.sluice.network.requestTimeout"), e.getMessage)
+      assert(e.getMessage.contains("shuffle 16 producer 3") && e.getMessage.contains("executor A"), e.getMessage)
+      assert(e.getMessage.contains("shuffle 16 producer 4"), "the message names every channel waited for")
+      gate.close()
+      Seq(quietRemote, quietLocal).foreach(_.closeBufferBuilders())
+      a.partitionManager.releasePartition(quietRemote.partitionId, null)
+      b.partitionManager.releasePartition(quietLocal.partitionId, null)
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("a task interrupted while its gate waits for data or for network memory throws InterruptedException; " +
+      "close gives every buffer back") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B", numSegments = 12)
+    withExecutors(a, b) {
+      val quiet = a.pipelinedPartition(ResultPartitionID(17, 0), 2)
+      // Waiting for data, its channels requested and holding their exclusive buffers.
+      val waiting = b.gate("waits for data", (0 until 2).map(s => GateInput(quiet.partitionId, s, s + 1, a.location)))
+      val reader = io.sluice.TestingThreads.fork("reader")(waiting.getNext())
+      reader.awaitWaiting()
+      io.sluice.TestingThreads.eventually(what = "the channels to be requested")(waiting.numExclusiveSegmentsHeld == 4)
+      reader.thread.interrupt()
+      assert(reader.failure().isInstanceOf[InterruptedException], reader.failure())
+      waiting.close()
+      // Waiting for exclusive buffers another pool holds.
+      val other = b.networkBufferPool.createBufferPool(11, 11, "another task")
+      val starved = b.gate("waits for memory", Vector(GateInput(quiet.partitionId, 0, 1, a.location)))
+      val starvedReader = io.sluice.TestingThreads.fork("starved reader")(starved.getNext())
+      io.sluice.TestingThreads.eventually(what = "the gate to wait for memory")(starved.idleTimeNanosNow > 0)
+      starvedReader.awaitWaiting()
+      starvedReader.thread.interrupt()
+      assert(starvedReader.failure().isInstanceOf[InterruptedException], starvedReader.failure())
+      assert(b.networkBufferPool.numberOfRequiredSegments == 12, "the interrupted request reserved nothing")
+      starved.close()
+      other.lazyDestroy()
+      quiet.closeBufferBuilders()
+      a.partitionManager.releasePartition(quiet.partitionId, null)
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("closing a gate from another thread wakes its waiting task") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      val quiet = a.pipelinedPartition(ResultPartitionID(18, 0), 1)
+      val gate = b.gate("killed", Vector(GateInput(quiet.partitionId, 0, 1, a.location)))
+      val reader = io.sluice.TestingThreads.fork("reader")(gate.getNext())
+      reader.awaitWaiting()
+      gate.close()
+      val e = reader.failure()
+      assert(e.isInstanceOf[IllegalStateException] && e.getMessage.contains("closed"), e)
+      quiet.closeBufferBuilders()
+      a.partitionManager.releasePartition(quiet.partitionId, null)
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }
 

@@ -40,8 +40,7 @@ class SingleInputGateSuite extends AnyFunSuite {
           p
         }
         val gate = localGate(global, manager, partitions.map(p => (p.partitionId, 0, 1)))
-        gate.requestPartitions(needsReadBuffer = false)
-        val producers = counts.zipWithIndex.map { case (n, i) =>
+          val producers = counts.zipWithIndex.map { case (n, i) =>
           fork(s"producer $i") {
             val p = partitions(i)
             // Producer 0 flushes every record, 1 and 2 rely on the flusher, 3 on full buffers and finish.
@@ -79,7 +78,6 @@ class SingleInputGateSuite extends AnyFunSuite {
         p
       }
       val gate = localGate(global, manager, partitions.map(p => (p.partitionId, 0, 1)))
-      gate.requestPartitions(needsReadBuffer = false)
       val idleMayEnd = new CountDownLatch(1)
       val max = 2000
       val count = 1500
@@ -129,8 +127,7 @@ class SingleInputGateSuite extends AnyFunSuite {
           }
           // Channel i reads both subpartitions of partition i; a second gate reads subpartition 1 of each.
           val gate = localGate(global, manager, (0 until 3).map(i => (ResultPartitionID(0, i), 0, 2)),
-            codec = codec.map(c => BlockCodec.forSparkCodec(c.name, 1)))
-          gate.requestPartitions(needsReadBuffer = true)
+            codec = codec.map(c => BlockCodec.forSparkCodec(c.name, 1)), needsReadBuffer = true)
           val readers = readAll(gate)
           (0 until 3).foreach { i =>
             val expected = written(i)(0) ++ written(i)(1)
@@ -139,8 +136,8 @@ class SingleInputGateSuite extends AnyFunSuite {
             assert(got.zip(expected).forall { case (a, b) => java.util.Arrays.equals(a, b) }, s"channel $i")
           }
           gate.close()
-          val second = localGate(global, manager, (0 until 3).map(i => (ResultPartitionID(0, i), 1, 2)), codec = codec)
-          second.requestPartitions(needsReadBuffer = true)
+          val second = localGate(global, manager, (0 until 3).map(i => (ResultPartitionID(0, i), 1, 2)), codec = codec,
+            needsReadBuffer = true, maxChannelsInFlight = 1)
           val again = readAll(second)
           (0 until 3).foreach(i => assert(again(i).records.size == written(i)(1).size, "blocking partitions are read again"))
           second.close()
@@ -163,8 +160,7 @@ class SingleInputGateSuite extends AnyFunSuite {
         val victim = p.file.buffer(0, 1)
         val raf = new RandomAccessFile(p.file.path, "rw")
         try { raf.seek(victim.offset + 3); val b = raf.read(); raf.seek(victim.offset + 3); raf.write(b ^ 0xff) } finally raf.close()
-        val gate = localGate(global, manager, Seq((p.partitionId, 0, 1)), codec = Some(codec))
-        gate.requestPartitions(needsReadBuffer = true)
+        val gate = localGate(global, manager, Seq((p.partitionId, 0, 1)), codec = Some(codec), needsReadBuffer = true)
         val e = intercept[InputChannelException](readAll(gate))
         assert(e.getCause.isInstanceOf[CorruptBufferException], e.getCause)
         assert(e.getCause.getMessage.contains("Checksum mismatch"))
@@ -184,8 +180,9 @@ class SingleInputGateSuite extends AnyFunSuite {
       Seq(quiet, done).foreach(manager.registerResultPartition)
       done.finish()
       val gate = localGate(global, manager, Seq((quiet.partitionId, 0, 1), (done.partitionId, 0, 1)), requestTimeoutMs = 100)
-      gate.requestPartitions(needsReadBuffer = false)
-      val e = intercept[TimeoutException](gate.getNext())
+      val e = intercept[InputChannelException](gate.getNext())
+      assert(e.channel.channelIndex == 0, "the channel waited for fails")
+      assert(e.getCause.isInstanceOf[TimeoutException], e.getCause)
       assert(e.getMessage.contains("spark.sluice.network.requestTimeout"))
       assert(e.getMessage.contains("shuffle 6 producer 41"))
       assert(!e.getMessage.contains("producer 42"), "the ended channel is not waiting")
@@ -202,7 +199,6 @@ class SingleInputGateSuite extends AnyFunSuite {
       val p = pipelined(global, 1, poolMax = 2, producerId = 3)
       manager.registerResultPartition(p)
       val gate = localGate(global, manager, Seq((p.partitionId, 0, 1)))
-      gate.requestPartitions(needsReadBuffer = false)
       val consumer = fork("consumer")(readAll(gate))
       consumer.awaitWaiting()
       manager.releasePartition(p.partitionId, new RuntimeException("map task failed"))
@@ -218,8 +214,7 @@ class SingleInputGateSuite extends AnyFunSuite {
     withNetworkBufferPool(16, 4096) { global =>
       val manager = new ResultPartitionManager
       val missing = ResultPartitionID(4, 7)
-      val gate = localGate(global, manager, Seq((missing, 0, 1)))
-      gate.requestPartitions(needsReadBuffer = true) // does not throw: the reader decides what to do
+      val gate = localGate(global, manager, Seq((missing, 0, 1)), needsReadBuffer = true)
       val e = intercept[InputChannelException](gate.getNext())
       assert(e.channel.channelIndex == 0)
       assert(e.getCause.isInstanceOf[PartitionNotFoundException], e.getCause)
@@ -234,7 +229,6 @@ class SingleInputGateSuite extends AnyFunSuite {
       val manager = new ResultPartitionManager
       val ids = (0 until 2).map(i => ResultPartitionID(9, i))
       val gate = localGate(global, manager, ids.map(id => (id, 0, 1)), waitForProducer = true)
-      gate.requestPartitions(needsReadBuffer = false)
       val producers = ids.indices.map { i =>
         fork(s"late producer $i") {
           val p = pipelined(global, 1, poolMax = 4, shuffleId = 9, producerId = i, onReleased = manager.unregister)
@@ -259,10 +253,11 @@ class SingleInputGateSuite extends AnyFunSuite {
       manager.registerResultPartition(p)
       (0 until 20).foreach(seq => emit(p, 0, bytes(1, seq, 1000))) // four full buffers, a fifth partly written
       val required = global.numberOfRequiredSegments
-      val gate = localGate(global, manager, Seq((p.partitionId, 0, 1)), codec = Some(BlockCodec.forSparkCodec("lz4", 1)))
-      gate.requestPartitions(needsReadBuffer = true)
-      assert(global.numberOfRequiredSegments == required + 1 + 2, "the floating pool's minimum and two scratch segments")
+      val gate = localGate(global, manager, Seq((p.partitionId, 0, 1)), codec = Some(BlockCodec.forSparkCodec("lz4", 1)),
+        needsReadBuffer = true)
+      assert(global.numberOfRequiredSegments == required + 1, "before it is read, a gate holds its floating pool's minimum")
       val first = gate.getNext()
+      assert(global.numberOfRequiredSegments == required + 1 + 2, "the floating pool's minimum and two scratch segments")
       assert(first != null)
       first.buffer.release()
       val queuedBefore = p.numQueuedBuffers
@@ -273,6 +268,44 @@ class SingleInputGateSuite extends AnyFunSuite {
       assert(global.numberOfRequiredSegments == required)
       assert(p.numQueuedBuffers == 0, "the channel released the subpartition's queued buffers")
       p.closeBufferBuilders()
+      manager.shutdown()
+    }
+  }
+
+  test("a windowed gate over many local blocking partitions keeps at most its window in flight and reads every record") {
+    withNetworkBufferPool(64, 4096) { global =>
+      withTempDir { dir =>
+        val manager = new ResultPartitionManager
+        val counts = (0 until 9).map(i => 30 + 10 * i)
+        counts.zipWithIndex.foreach { case (n, i) =>
+          val p = blocking(global, dir, 1, poolMax = 2, producerId = i)
+          (0 until n).foreach(seq => emit(p, 0, record(i, seq, 2000)))
+          p.finish()
+          manager.registerResultPartition(p)
+        }
+        val gate = localGate(global, manager, counts.indices.map(i => (ResultPartitionID(0, i), 0, 1)),
+          needsReadBuffer = true, maxChannelsInFlight = 2)
+        assert(gate.numChannelsRequested == 0, "nothing is requested before the first read")
+        val readers = readAll(gate, onBuffer = (_, _) => assert(gate.numChannelsInFlight <= 2, s"$gate"))
+        counts.zipWithIndex.foreach { case (n, i) => checkChannel(readers(i), i, n, 2000) }
+        assert(gate.peakChannelsInFlight == 2 && gate.numChannelsRequested == 9)
+        gate.close()
+        manager.shutdown()
+      }
+    }
+  }
+
+  test("an interrupted wait for data throws InterruptedException, and close gives every buffer back") {
+    withNetworkBufferPool(16, 4096) { global =>
+      val manager = new ResultPartitionManager
+      val quiet = pipelined(global, 1, poolMax = 2, producerId = 5)
+      manager.registerResultPartition(quiet)
+      val gate = localGate(global, manager, Seq((quiet.partitionId, 0, 1)), codec = Some(BlockCodec.forSparkCodec("lz4", 1)))
+      val consumer = fork("consumer")(gate.getNext())
+      consumer.awaitWaiting()
+      consumer.thread.interrupt()
+      assert(consumer.failure().isInstanceOf[InterruptedException])
+      gate.close()
       manager.shutdown()
     }
   }

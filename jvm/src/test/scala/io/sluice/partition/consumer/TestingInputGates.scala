@@ -19,12 +19,14 @@ object TestingInputGates {
       codec: Option[BlockCodec] = None,
       requestTimeoutMs: Long = 60000L,
       waitForProducer: Boolean = false,
-      owner: String = "test consumer"): SingleInputGate = {
+      owner: String = "test consumer",
+      needsReadBuffer: Boolean = false,
+      maxChannelsInFlight: Int = SingleInputGate.AllAtOnce): SingleInputGate = {
     val floating = global.createBufferPool(1, 4, s"$owner floating buffers")
-    val gate = new SingleInputGate(owner, global, floating, codec, requestTimeoutMs, 60000L)
+    val gate = new SingleInputGate(owner, global, floating, codec, requestTimeoutMs, 60000L, maxChannelsInFlight)
     gate.setChannels(channels.zipWithIndex.map { case ((id, start, end), i) =>
       new LocalInputChannel(gate, i, id, start, end, Here, manager, waitForProducer): InputChannel
-    }.toArray)
+    }.toArray, needsReadBuffer)
     gate
   }
 
