@@ -25,7 +25,12 @@ class PartitionRequestServerHandlerSuite extends AnyFunSuite {
     val b = new TestingExecutor("B")
     withExecutors(a, b) {
       val p = a.pipelinedPartition(ResultPartitionID(1, 0), 1)
-      val good = new TestingGateReader(b.gate("good", Vector(GateInput(p.partitionId, 0, 1, a.location))))
+      val goodGate = b.gate("good", Vector(GateInput(p.partitionId, 0, 1, a.location)))
+      // The good client's request is in before the storm: a fuzzer's valid PartitionRequest for the
+      // same pipelined subpartition (read once) would otherwise win the race against the lazy gate.
+      goodGate.requestPartitions()
+      eventually(a.counters.activeReaders.get == 1, "the good client's request reached the server")
+      val good = new TestingGateReader(goodGate)
       val records = 20000
       val reading = async(good.readAll())
       val producing = async {
