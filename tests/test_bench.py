@@ -174,6 +174,43 @@ def test_tpch_has_all_22_queries_and_scale_configs() -> None:
     assert tpch.default_data_dir(0.01).name == "tpch-sf0.01"
     names = [c["name"] for c in scale.configs(1000, quick=False)]
     assert names == ["size x1", "size x4", "size x16", "parts 10x10", "parts 50x50", "parts 200x200"]
+    assert [c["name"] for c in scale.wide_configs(1000, quick=False)] == ["wide 1500x400", "wide 4000x200", "wide 200x4000"]
+    assert [(c["maps"], c["reduces"]) for c in scale.wide_configs(1000, quick=True)] == [(300, 100)]
+
+
+def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> None:
+    """The wide group's runs sit beside the others; a failed Sluice run is a failure (no time),
+    not a mismatch; the 1500x400 goal and the network memory against its budget are reported."""
+    narrow = scale.configs(1000, quick=True)[:1]
+    wide = scale.wide_configs(1000, quick=False)
+
+    def run(contender: str, configs: List[Dict[str, Any]], seconds: float, failed: str = "") -> Dict[str, Any]:
+        runs: Dict[str, Any] = {}
+        for c in configs:
+            if c["name"] == failed:
+                runs[c["name"]] = {"seconds": None, "answer": None, "error": "InsufficientNetworkBuffersException"}
+                continue
+            runs[c["name"]] = {"seconds": seconds, "answer": [[1, 2]], "shuffle_write_bytes": 10}
+            if contender == "sluice":
+                runs[c["name"]]["network_memory"] = {"peak_used_bytes": 48 << 20, "budget_bytes": 64 << 20}
+        return {"contender": contender, "round": 1, "runs": runs}
+
+    recorder = Recorder("scale", "sluice bench scale", {"rounds": 1})
+    recorder.runs += [run("sluice", narrow, 1.0), run("sort", narrow, 2.0),
+                      run("sluice", wide, 3.0, failed="wide 4000x200"), run("sort", wide, 4.0)]
+    scale.summarize(recorder, narrow + wide)
+    configs = recorder.summary["configs"]
+    assert configs["wide 1500x400"]["ratio"] == 0.75 and configs["size x1"]["ratio"] == 0.5
+    assert math.isnan(configs["wide 4000x200"]["sluice_s"]) and configs["wide 4000x200"]["sort_s"] == 4.0
+    assert configs["wide 200x4000"]["network_peak_over_budget"] == 0.75
+    assert [f.split(":")[0] for f in recorder.summary["failures"]] == ["round 1, sluice, wide 4000x200"]
+    assert not recorder.mismatches
+    goals = {g["goal"]: g for g in recorder.goals}
+    assert goals["Sluice / sort time at wide 1500x400"]["met"]
+    assert goals["Sluice's peak network memory / budget (any shape)"]["value"] == 0.75
+    result = clean_floats({"summary": recorder.summary, "settings": {"rounds": 1},
+                           "machine": {"nproc": 2, "load_before": [1.0], "load_after": [1.0]}})
+    assert scale.draw(tmp_path / "scale.png", result).is_file()
 
 
 def test_cli_lists_the_benchmarks() -> None:

@@ -159,16 +159,20 @@ def memory_chart(path: Path, samples: Dict[str, float], budget_mib: float, subti
     return _save(fig, path)
 
 
-def scale_chart(path: Path, groups: Dict[str, Dict[str, float]], subtitle: str) -> Path:
-    """Median seconds per configuration, Sluice beside sort, two panels (size, partitions)."""
+def scale_chart(path: Path, groups: Dict[str, Dict[str, Optional[float]]], subtitle: str) -> Path:
+    """Median seconds per configuration, Sluice beside sort, one panel per group (size, partitions,
+    and the wide shapes when they ran). A contender whose job failed has no bar (NaN)."""
     plt = _pyplot()
     panels = [("data size (16 maps x 16 reduces)", [k for k in groups if k.startswith("size")]),
-              ("partitions, maps x reduces (data x1)", [k for k in groups if k.startswith("parts")])]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-    for ax, (title, keys) in zip(axes, panels):
+              ("partitions, maps x reduces (data x1)", [k for k in groups if k.startswith("parts")]),
+              ("wide shapes, 2 slots per executor", [k for k in groups if k.startswith("wide")])]
+    panels = [p for p in panels if p[1]] or panels[:1]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.6), squeeze=False)
+    for ax, (title, keys) in zip(axes[0], panels):
         positions = list(range(len(keys)))
         for i, contender in enumerate(("sluice", "sort")):
-            ax.bar([p + (i - 0.5) * 0.4 for p in positions], [groups[k].get(contender, float("nan")) for k in keys], 0.4,
+            heights = [groups[k].get(contender) for k in keys]
+            ax.bar([p + (i - 0.5) * 0.4 for p in positions], [float("nan") if h is None else h for h in heights], 0.4,
                    label=contender, color=COLORS[contender])
         ax.set_xticks(positions)
         ax.set_xticklabels(keys, fontsize=8)

@@ -183,19 +183,41 @@ class ConnectionWatcher:
 
 
 def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
-    """``spec``: ``configs``, a list of {name, rows, maps, reduces}; each runs once, timed."""
+    """``spec``: ``configs``, a list of {name, rows, maps, reduces}, and optionally ``warmup`` (one
+    such config; default the first); each config runs once, timed. A config whose job fails is
+    recorded with its error and the next one still runs. For Sluice, each executor's network
+    memory is probed around each config: its peak of used segments against its budget."""
     configs: List[Dict[str, Any]] = spec["configs"]
-    first = configs[0]
-    scale_job(spark, int(first["rows"]), int(first["maps"]), int(first["reduces"]))  # warm-up: the first config, unmeasured
+    warmup = spec.get("warmup") or configs[0]
+    try:  # unmeasured
+        scale_job(spark, int(warmup["rows"]), int(warmup["maps"]), int(warmup["reduces"]))
+    except Exception as e:  # the measured run of the same shape reports it
+        print(f"warm-up failed: {e!r}"[:2000], flush=True)
     executors = executor_probe(spark, reset=False) if contender == "sluice" else []
     runs: Dict[str, Any] = {}
     for config in configs:
         watcher = ConnectionWatcher(executors)
         rows, maps, reduces = int(config["rows"]), int(config["maps"]), int(config["reduces"])
+        if executors:
+            executor_probe(spark, reset=True)
         with watcher:
-            run = timed(spark, config["name"], lambda: scale_job(spark, rows, maps, reduces))
+            try:
+                run = timed(spark, config["name"], lambda: scale_job(spark, rows, maps, reduces))
+            except Exception as e:
+                spark.sparkContext.setJobGroup("", "")
+                run = {"seconds": None, "answer": None, "error": f"{type(e).__name__}: {e}"[:4000]}
         if watcher.executors:
             run["connections"] = watcher.peak
             run["connection_samples"] = watcher.samples
+            run["network_memory"] = network_memory(executor_probe(spark, reset=False))
         runs[config["name"]] = run
     return {"contender": contender, "runs": runs, "executors": executors}
+
+
+def network_memory(probes: List[Dict[str, Any]]) -> Dict[str, int]:
+    """The most any executor used of its network buffers since the last reset (segments the
+    1 ms sampler saw in use), and its budget (the pool's segments), in bytes."""
+    return {
+        "peak_used_bytes": max((int(e["peak_used_segments"]) * int(e["segment_size"]) for e in probes), default=0),
+        "budget_bytes": max((int(e["total_segments"]) * int(e["segment_size"]) for e in probes), default=0),
+    }

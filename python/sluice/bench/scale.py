@@ -1,9 +1,13 @@
 """``sluice bench scale``: how the cost grows with the work, Sluice against the sort shuffle on
 ``local-cluster[2,1,...]``: the data ×1, ×4 and ×16 (16 map × 16 reduce partitions), and the
-partitions from 10 × 10 to 200 × 200 (data ×1). While Sluice's jobs run, the established TCP
-connections between the executors' Sluice ports are counted from /proc: Flink multiplexes every
-channel between two executors over one connection, so the goal is exactly one per executor
-pair (and direction), whatever the partitions.
+partitions from 10 × 10 to 200 × 200 (data ×1). Then the wide shapes of real jobs (issue 10) on
+``local-cluster[2,2,...]``, two task slots per executor: 1500 maps × 400 reducers, 4000 × 200
+and 200 × 4000, each followed by a global aggregate (one task reading every reducer's output).
+While Sluice's jobs run, the established TCP connections between the executors' Sluice ports
+are counted from /proc: Flink multiplexes every channel between two executors over one
+connection, so the goal is exactly one per executor pair (and direction), whatever the
+partitions. Around each Sluice job, each executor's peak network memory is probed against its
+budget (as ``sluice bench memory`` does).
 """
 
 from __future__ import annotations
@@ -26,13 +30,15 @@ from sluice.bench._common import (
 )
 from sluice.bench.compare import difference
 
+MIB = 1 << 20
 BASE_ROWS = 500_000
 QUICK_BASE_ROWS = 20_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-rows", type=int, help=f"rows at size x1 (default {BASE_ROWS:,}; quick {QUICK_BASE_ROWS:,})")
-    parser.add_argument("--memory", default="2048", help="executor memory in MiB (local-cluster[2,1,MEM])")
+    parser.add_argument("--memory", default="2048", help="worker memory in MiB (local-cluster[2,1,MEM], "
+                        "local-cluster[2,2,MEM] for the wide shapes)")
 
 
 def configs(base: int, quick: bool) -> List[Dict[str, Any]]:
@@ -41,6 +47,21 @@ def configs(base: int, quick: bool) -> List[Dict[str, Any]]:
     out = [{"name": f"size x{s}", "rows": base * s, "maps": 16, "reduces": 16} for s in sizes]
     out += [{"name": f"parts {p}x{p}", "rows": base, "maps": p, "reduces": p} for p in parts]
     return out
+
+
+# Maps x reducers of real jobs (issue 10); --quick runs a reduced one.
+WIDE_SHAPES = ((1500, 400), (4000, 200), (200, 4000))
+QUICK_WIDE_SHAPES = ((300, 100),)
+# The goal's shape: Sluice at most 0.80 of the sort shuffle's time there.
+WIDE_GOAL_SHAPE = WIDE_SHAPES[0]
+
+
+def wide_configs(base: int, quick: bool) -> List[Dict[str, Any]]:
+    """The wide shapes, run with two task slots per executor (``local-cluster[2,2,MEM]``). Each
+    map writes at least 5 rows per reducer (so nearly every map output has data for every
+    reducer, as in a real job: Spark leaves empty blocks out of a reducer's input)."""
+    return [{"name": f"wide {m}x{r}", "rows": max(base, 5 * m * r), "maps": m, "reduces": r}
+            for m, r in (QUICK_WIDE_SHAPES if quick else WIDE_SHAPES)]
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
@@ -53,12 +74,15 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         "sluice_options": sluice_options(args),
         "configs": configs(base, quick),
     }
-    recorder = Recorder("scale", command_line(argv), {"rounds": rounds, "quick": quick, "spec": spec})
+    wide = dict(spec, master=f"local-cluster[2,2,{args.memory}]", configs=wide_configs(base, quick),
+                warmup={"name": "warm-up", "rows": base, "maps": 16, "reduces": 16})
+    recorder = Recorder("scale", command_line(argv), {"rounds": rounds, "quick": quick, "spec": spec, "wide_spec": wide})
     run_alternating_apps(recorder, "scale", spec, rounds, timeout=7200)
-    summarize(recorder, spec["configs"])
+    run_alternating_apps(recorder, "scale", wide, rounds, timeout=7200)
+    summarize(recorder, spec["configs"] + wide["configs"])
     path, chart = save_result(recorder, args.out, "scale", draw)
     print_summary(recorder, path, chart)
-    return 1 if recorder.mismatches else 0
+    return 1 if recorder.mismatches or recorder.summary["failures"] else 0
 
 
 def draw(path: Path, result: Dict[str, Any]) -> Path:
@@ -69,14 +93,24 @@ def draw(path: Path, result: Dict[str, Any]) -> Path:
 
 def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
     s: Dict[str, Any] = {}
+    failures: List[str] = []
     for c in config_list:
         name = c["name"]
-        times = {k: median([r["runs"][name]["seconds"] for r in recorder.runs if r["contender"] == k]) for k in ("sluice", "sort")}
+        runs = [r for r in recorder.runs if name in r["runs"]]
+        failures += [f"round {r['round']}, {r['contender']}, {name}: {r['runs'][name]['error']}"
+                     for r in runs if r["runs"][name].get("error")]
+        times = {k: median([r["runs"][name]["seconds"] for r in runs
+                            if r["contender"] == k and r["runs"][name]["seconds"] is not None]) for k in ("sluice", "sort")}
         s[name] = {"sluice_s": times["sluice"], "sort_s": times["sort"], "ratio": ratio(times["sluice"], times["sort"]),
                    "rows": c["rows"], "maps": c["maps"], "reduces": c["reduces"],
-                   "sort_shuffle_write_bytes": median([r["runs"][name]["shuffle_write_bytes"]
-                                                       for r in recorder.runs if r["contender"] == "sort"])}
-    for prefix in ("size", "parts"):
+                   "sort_shuffle_write_bytes": median([r["runs"][name]["shuffle_write_bytes"] for r in runs
+                                                       if r["contender"] == "sort" and "shuffle_write_bytes" in r["runs"][name]])}
+        memory = [r["runs"][name]["network_memory"] for r in runs if "network_memory" in r["runs"][name]]
+        if memory:
+            s[name]["network_peak_bytes"] = max(m["peak_used_bytes"] for m in memory)
+            s[name]["network_budget_bytes"] = max(m["budget_bytes"] for m in memory)
+            s[name]["network_peak_over_budget"] = ratio(s[name]["network_peak_bytes"], s[name]["network_budget_bytes"])
+    for prefix in ("size", "parts", "wide"):
         names = [c["name"] for c in config_list if c["name"].startswith(prefix)]
         if names:
             first = s[names[0]]
@@ -84,6 +118,7 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
                 s[n]["growth_sluice"] = ratio(s[n]["sluice_s"], first["sluice_s"])
                 s[n]["growth_sort"] = ratio(s[n]["sort_s"], first["sort_s"])
     recorder.summary["configs"] = s
+    recorder.summary["failures"] = failures
     # Connections per executor pair, the most seen in any sample of any Sluice run.
     seen: Dict[str, int] = {}
     for r in recorder.runs:
@@ -96,23 +131,42 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
     if not seen:
         recorder.notes.append("no Sluice connection was seen (no executor reported a Sluice port)")
     recorder.goals.append(goal("TCP connections per executor pair and direction (most seen)", float(most), 1.0, at_most=True))
-    # Every Sluice answer against the sort shuffle's of the same round.
-    for sluice_run, sort_run in zip([r for r in recorder.runs if r["contender"] == "sluice"],
-                                    [r for r in recorder.runs if r["contender"] == "sort"]):
+    wide_names = [c["name"] for c in config_list if c["name"].startswith("wide")]
+    if wide_names:
+        goal_name = f"wide {WIDE_GOAL_SHAPE[0]}x{WIDE_GOAL_SHAPE[1]}"
+        if goal_name not in s:  # --quick: the reduced wide shape stands in
+            goal_name = wide_names[0]
+        recorder.goals.append(goal(f"Sluice / sort time at {goal_name}", s[goal_name]["ratio"], 0.80, at_most=True))
+    peaks = [v["network_peak_over_budget"] for v in s.values() if "network_peak_over_budget" in v]
+    if peaks:
+        recorder.goals.append(goal("Sluice's peak network memory / budget (any shape)", max(peaks), 1.0, at_most=True))
+    # Every Sluice answer against the sort shuffle's of the same application spec and round.
+    sort_runs = {(r["round"], tuple(r["runs"])): r for r in recorder.runs if r["contender"] == "sort"}
+    for sluice_run in [r for r in recorder.runs if r["contender"] == "sluice"]:
+        sort_run = sort_runs.get((sluice_run["round"], tuple(sluice_run["runs"])))
+        if sort_run is None:
+            continue
         for name, run in sluice_run["runs"].items():
+            if run.get("error") or sort_run["runs"][name].get("error"):
+                continue  # reported as a failure
             diff = difference(sort_run["runs"][name]["answer"], run["answer"])
             if diff:
                 recorder.mismatches.append(f"round {sluice_run['round']}, {name}: {diff}")
 
 
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
-    print(f"\n{'config':<16}{'rows':>11}{'sluice s':>10}{'sort s':>9}{'ratio':>7}{'growth sluice':>15}{'growth sort':>13}")
+    print(f"\n{'config':<18}{'rows':>11}{'sluice s':>10}{'sort s':>9}{'ratio':>7}{'growth sluice':>15}{'growth sort':>13}"
+          f"{'net peak/budget MiB':>22}")
     for name, v in recorder.summary["configs"].items():
-        print(f"{name:<16}{v['rows']:>11,}{v['sluice_s']:>10.2f}{v['sort_s']:>9.2f}{v['ratio']:>7.2f}"
-              f"{v.get('growth_sluice', float('nan')):>15.2f}{v.get('growth_sort', float('nan')):>13.2f}")
+        memory = (f"{v['network_peak_bytes'] / MIB:.1f}/{v['network_budget_bytes'] / MIB:.0f}"
+                  if "network_peak_bytes" in v else "-")
+        print(f"{name:<18}{v['rows']:>11,}{v['sluice_s']:>10.2f}{v['sort_s']:>9.2f}{v['ratio']:>7.2f}"
+              f"{v.get('growth_sluice', float('nan')):>15.2f}{v.get('growth_sort', float('nan')):>13.2f}{memory:>22}")
     print(f"most TCP connections per executor pair (one direction): {recorder.summary['max_connections_per_pair']}")
     for g in recorder.goals:
         print(f"goal {g['goal']} <= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")
+    for f in recorder.summary["failures"]:
+        print("FAILED: " + f.splitlines()[0][:400])
     for m in recorder.mismatches:
         print("MISMATCH: " + m)
     print(f"result: {path}\nchart: {chart}")

@@ -1,0 +1,227 @@
+"""What the real-shape applications (``run_real_shapes.py``, ``run_real_failures.py``) share: the
+session on ``local-cluster[2,2,2048]`` (two task slots per executor, AQE off), the executors'
+processes, and Spark's own record of what went wrong (REST API stage attempts and task failure
+reasons), so a test can tell a FetchFailed from a timeout and a retried stage from a skipped one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+import traceback
+import urllib.request
+from typing import Any, Callable, Dict, List, Optional
+
+from pyspark.sql import SparkSession
+
+MASTER = "local-cluster[2,2,2048]"
+
+
+def build_session(shuffle: str, app: str, options: Dict[str, str], conf: Dict[str, str]) -> SparkSession:
+    """A session on ``SLUICE_REAL_MASTER`` (default ``local-cluster[2,2,2048]``) with AQE off:
+    ``shuffle`` is ``sort`` (Spark's sort shuffle, the reference) or ``sluice`` (``sluice.configure``
+    with ``options`` and nothing else of Sluice's); ``conf`` are plain Spark settings."""
+    builder = (SparkSession.builder.master(os.environ.get("SLUICE_REAL_MASTER", MASTER))
+               .appName(f"sluice-real-{app}-{shuffle}")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.adaptive.enabled", "false"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    if shuffle == "sluice":
+        import sluice
+
+        builder = sluice.configure(builder, **options)
+    elif shuffle == "sort":
+        builder = builder.config("spark.shuffle.manager", "sort")
+    else:
+        raise ValueError(f"unknown shuffle {shuffle!r}: sort or sluice")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def rest(spark: SparkSession, path: str) -> Any:
+    """GET ``/api/v1/applications/<app>/<path>`` of the driver's UI."""
+    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/{path}"
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:
+    """Every stage attempt Spark knows (skipped stages included), with its tasks' failure reasons
+    and how many of its task attempts were speculative. Use on applications with small stages:
+    the REST answer lists every task."""
+    out = []
+    for s in rest(spark, "stages?details=true"):
+        tasks = list((s.get("tasks") or {}).values())
+        out.append({
+            "stage": int(s["stageId"]), "attempt": int(s["attemptId"]), "status": s["status"],
+            "name": str(s.get("name", ""))[:100], "failure": s.get("failureReason"),
+            "tasks": len(tasks), "speculative": sum(1 for t in tasks if t.get("speculative")),
+            "task_errors": [f"task {t['index']}.{t['attempt']} on {t.get('executorId')}: {t['errorMessage'][:600]}"
+                            for t in tasks if t.get("errorMessage")],
+        })
+    return sorted(out, key=lambda s: (s["stage"], s["attempt"]))
+
+
+def stages_of_group(spark: SparkSession, group: str) -> List[int]:
+    tracker = spark.sparkContext.statusTracker()
+    stages = set()
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        if info is not None:
+            stages.update(info.stageIds)
+    return sorted(stages)
+
+
+def executor_pids(app_id: str) -> List[int]:
+    """The pids of this application's executor JVMs (CoarseGrainedExecutorBackend ... app id)."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines()
+            if "CoarseGrainedExecutorBackend" in line and app_id in line]
+
+
+def open_files(pid: int) -> List[str]:
+    """Where the open file descriptors of ``pid`` point (vanished ones left out)."""
+    found = []
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for fd in names:
+        try:
+            found.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return found
+
+
+def partition_files(root: str) -> List[str]:
+    """Sluice's partition files (``sluice-shuffle-*.part``) under ``root``."""
+    found = []
+    for dirpath, _dirs, files in os.walk(root):
+        found += [os.path.join(dirpath, f) for f in files if f.startswith("sluice-shuffle-") and f.endswith(".part")]
+    return found
+
+
+_EXCEPTION = re.compile(r"\b((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))\b(:[^\n]{0,300})?")
+
+
+def key_errors(text: str, limit: int = 6) -> List[str]:
+    """The distinct Java/Scala exception lines of a traceback, for a readable failure message."""
+    seen: List[str] = []
+    for match in _EXCEPTION.finditer(text):
+        line = (match.group(1) + (match.group(2) or "")).strip()
+        if line not in seen:
+            seen.append(line)
+        if len(seen) >= limit:
+            break
+    return seen
+
+
+def run_with_deadline(spark: SparkSession, group: str, seconds: float, job: Callable[[], Any]) -> Dict[str, Any]:
+    """Runs ``job`` in job group ``group``; cancels the group after ``seconds`` so that a hang
+    becomes an error instead of blocking the application. Returns {answer | error, seconds}."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, group, interruptOnCancel=True)
+    timed_out = threading.Event()
+
+    def cancel() -> None:
+        timed_out.set()
+        sc.cancelJobGroup(group)
+
+    timer = threading.Timer(seconds, cancel)
+    timer.daemon = True
+    started = time.monotonic()
+    timer.start()
+    out: Dict[str, Any] = {}
+    try:
+        out["answer"] = job()
+    except Exception:
+        text = traceback.format_exc()
+        out["error"] = (f"no answer within {seconds:.0f}s (job group cancelled)\n" if timed_out.is_set() else "") + text
+        out["key_errors"] = key_errors(text)
+    finally:
+        timer.cancel()
+        out["seconds"] = round(time.monotonic() - started, 2)
+        sc.setJobGroup("", "")
+    return out
+
+
+def wait_for(condition: Callable[[], Optional[Any]], timeout: float, interval: float = 0.1) -> Optional[Any]:
+    """Polls ``condition`` until it returns something truthy (returned) or ``timeout`` passes (None)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    return None
+
+
+class StandaloneCluster:
+    """A Spark standalone master and one worker per host, each worker on its own loopback address
+    (127.0.0.1, 127.0.0.2, ...: Linux routes all of 127.0.0.0/8 to loopback). Spark never
+    launches a speculative copy on a host where the task already runs, and every executor of a
+    ``local-cluster`` master shares one host, so speculation needs two hosts. Started and stopped
+    by the process that uses it (``with StandaloneCluster(work) as master: ...``)."""
+
+    def __init__(self, work: str, hosts: tuple = ("127.0.0.1", "127.0.0.2"), cores: int = 2, memory: str = "2g"):
+        import pyspark
+
+        self.work = work
+        self.hosts = hosts
+        self.cores = cores
+        self.memory = memory
+        self.spark_class = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
+        self.processes: List[subprocess.Popen] = []  # type: ignore[type-arg]
+
+    def __enter__(self) -> str:
+        port, ui_port = free_port(), free_port()
+        self.master = f"spark://127.0.0.1:{port}"
+        self._start("master", "127.0.0.1", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                             "--port", str(port), "--webui-port", str(ui_port)])
+        for i, host in enumerate(self.hosts):
+            self._start(f"worker-{i}", host, ["org.apache.spark.deploy.worker.Worker", "--host", host, "--port", "0",
+                                              "--webui-port", "0", "--cores", str(self.cores), "--memory", self.memory,
+                                              "--work-dir", os.path.join(self.work, f"worker-{i}"), self.master])
+
+        def registered() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json", timeout=10) as r:
+                    state = json.loads(r.read().decode("utf-8"))
+                return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE") == len(self.hosts)
+            except OSError:
+                return False
+
+        if not wait_for(registered, timeout=120, interval=0.5):
+            self.__exit__()
+            raise RuntimeError(f"the standalone cluster did not come up within 120s; logs in {self.work}")
+        return self.master
+
+    def _start(self, name: str, host: str, args: List[str]) -> None:
+        env = dict(os.environ, SPARK_LOCAL_IP=host, SPARK_NO_DAEMONIZE="1")
+        env.pop("SPARK_HOME", None)
+        log = open(os.path.join(self.work, f"{name}.log"), "w")
+        self.processes.append(subprocess.Popen([self.spark_class] + args, env=env, stdout=log, stderr=subprocess.STDOUT))
+
+    def __exit__(self, *exc: object) -> None:
+        for p in reversed(self.processes):  # workers first: each kills its executors on SIGTERM
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=30)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

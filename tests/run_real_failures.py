@@ -1,0 +1,277 @@
+"""Runs one failure scenario of issue 10 through Sluice in its own Spark application and writes what
+happened as JSON (answers, the expected answers, Spark's stage attempts and task failure reasons,
+file descriptors). Run in its own process:
+
+    python tests/run_real_failures.py SCENARIO --out out.json [--master URL] [--local-dirs DIR]
+
+Scenarios:
+  speculation    one straggling reducer (its first attempt sleeps after its first record) with
+                 speculation on: a speculative copy reads the same map outputs while the original
+                 holds its channels, and the original is killed once the copy succeeds
+  cancel         a job group cancelled with interrupts while its reducers read, then a second job
+                 on the same materialised shuffle (its map stage skipped)
+  many_shuffles  30 shuffles of 500 maps each kept referenced: open files of the executors, then
+                 the references dropped and the driver's GC run until ContextCleaner unregisters
+                 the shuffles and their partition files are deleted
+  sigstop        one executor SIGSTOPped while the reduce stage reads from it, Spark's default
+                 failure limits, a 20 s spark.network.timeout
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from operator import add
+from typing import Any, Callable, Dict, List
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from pyspark import TaskContext  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+import realapps  # noqa: E402
+
+# --- speculation -----------------------------------------------------------------------------
+
+SPECULATION_CONF = {
+    "spark.speculation": "true",
+    "spark.speculation.interval": "100ms",
+    "spark.speculation.quantile": "0.5",
+    "spark.speculation.multiplier": "2",
+    "spark.speculation.minTaskRuntime": "1s",
+}
+STRAGGLER_SLEEP_S = 45.0
+
+
+def speculation(spark: SparkSession) -> Dict[str, Any]:
+    sc = spark.sparkContext
+    n, keys = 200_000, 1_000
+    reduced = sc.parallelize(range(n), 8).map(lambda i: (i % keys, i)).reduceByKey(add, 8)
+
+    def straggle(index: int, records: Any) -> Any:
+        ctx = TaskContext.get()
+        for i, record in enumerate(records):
+            if i == 1 and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
+                time.sleep(STRAGGLER_SLEEP_S)  # the first attempt of partition 0 straggles mid-read
+            yield record
+
+    started = time.monotonic()
+    got = sorted(reduced.mapPartitionsWithIndex(straggle).collect())
+    seconds = time.monotonic() - started
+    expected: Dict[int, int] = {}
+    for i in range(n):
+        expected[i % keys] = expected.get(i % keys, 0) + i
+    return {"equal": got == sorted(expected.items()), "rows": len(got), "seconds": round(seconds, 2),
+            "straggler_sleep_s": STRAGGLER_SLEEP_S, "executor_hosts": executor_hosts(spark)}
+
+
+def executor_hosts(spark: SparkSession) -> List[str]:
+    return sorted({e["hostPort"].rsplit(":", 1)[0] for e in realapps.rest(spark, "executors") if e["id"] != "driver"})
+
+
+# --- cancel ----------------------------------------------------------------------------------
+
+
+def cancel(spark: SparkSession) -> Dict[str, Any]:
+    sc = spark.sparkContext
+    n, keys = 400_000, 4_093
+    shuffled = sc.parallelize(range(n), 8).map(lambda i: (i % keys, i)).partitionBy(4)
+
+    def slow_sum(records: Any) -> Any:
+        total = 0
+        for i, (_k, v) in enumerate(records):
+            if i % 500 == 0:
+                time.sleep(0.05)  # reads slowly: ~10 s for a reducer's 100k records
+            total += v
+        yield total
+
+    def fast_sum(records: Any) -> Any:
+        yield sum(v for _k, v in records)
+
+    outcome: Dict[str, Any] = {}
+
+    def first_job() -> None:
+        sc.setJobGroup("g", "slow reducers, cancelled while they read", interruptOnCancel=True)
+        try:
+            outcome["first"] = shuffled.mapPartitions(slow_sum).collect()
+        except Exception as e:  # the cancellation, expected
+            outcome["first_error"] = str(e)[:2000]
+
+    from pyspark import InheritableThread
+
+    thread = InheritableThread(target=first_job, daemon=True)
+    thread.start()
+    tracker = sc.statusTracker()
+
+    def reduce_stage_reading() -> Any:
+        stages = realapps.stages_of_group(spark, "g")
+        if len(stages) < 2:
+            return None
+        info = tracker.getStageInfo(max(stages))
+        return max(stages) if info is not None and info.numActiveTasks >= 2 else None
+
+    reduce_stage = realapps.wait_for(reduce_stage_reading, timeout=180)
+    if reduce_stage is not None:
+        time.sleep(2.0)  # the reducers have opened their channels and are reading
+        sc.cancelJobGroup("g")
+    thread.join(timeout=180)
+    first_stages = realapps.stages_of_group(spark, "g")
+
+    sc.setJobGroup("g2", "the same shuffle read again")
+    started = time.monotonic()
+    got = sorted(shuffled.mapPartitions(fast_sum).collect())
+    seconds = time.monotonic() - started
+    jobs = [realapps.rest(spark, f"jobs/{j}") for j in tracker.getJobIdsForGroup("g2")]
+    return {"cancelled_while_reading": reduce_stage is not None, "first_finished": "first" in outcome,
+            "first_error": outcome.get("first_error", ""), "first_stages": first_stages,
+            "second_stages": realapps.stages_of_group(spark, "g2"),
+            "second_skipped_stages": sum(int(j.get("numSkippedStages", 0)) for j in jobs),
+            "equal": sum(got) == n * (n - 1) // 2, "second_seconds": round(seconds, 2)}
+
+
+# --- many shuffles ---------------------------------------------------------------------------
+
+SHUFFLES, MAPS = 30, 500
+
+
+def many_shuffles(spark: SparkSession, local_dirs: str) -> Dict[str, Any]:
+    sc = spark.sparkContext
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    frames = []
+    answers = []
+    for i in range(SHUFFLES):
+        df = spark.range(0, MAPS * 10, 1, MAPS).groupBy((F.col("id") % 7).alias("k")).agg(F.sum("id").alias("s"))
+        answers.append(sorted(tuple(r) for r in df.collect()))
+        frames.append(df)
+    expected = sorted((k, sum(x for x in range(MAPS * 10) if x % 7 == k)) for k in range(7))
+    pids = realapps.executor_pids(sc.applicationId)
+    files_before = len(realapps.partition_files(local_dirs))
+    time.sleep(1.0)  # the last reducers' channels close after their task ends
+    fds = {str(pid): realapps.open_files(pid) for pid in pids}
+    out: Dict[str, Any] = {
+        "equal": all(a == expected for a in answers), "executor_pids": pids,
+        "partition_files_while_referenced": files_before,
+        "open_partition_files": {pid: sum(1 for f in names if "sluice-shuffle-" in f) for pid, names in fds.items()},
+        "open_fds": {pid: len(names) for pid, names in fds.items()},
+    }
+    # Drop every reference: ContextCleaner then unregisters each shuffle on the executors.
+    del frames, df
+    gc.collect()
+
+    def all_deleted() -> bool:
+        sc._jvm.System.gc()
+        return not realapps.partition_files(local_dirs)
+
+    started = time.monotonic()
+    out["deleted_after_gc"] = bool(realapps.wait_for(all_deleted, timeout=180, interval=2.0))
+    out["seconds_to_delete"] = round(time.monotonic() - started, 1)
+    out["partition_files_left"] = len(realapps.partition_files(local_dirs))
+    out["open_fds_after_gc"] = {str(pid): len(realapps.open_files(pid)) for pid in pids}
+    return out
+
+
+# --- sigstop ---------------------------------------------------------------------------------
+
+SIGSTOP_CONF = {
+    "spark.network.timeout": "20s",
+    "spark.network.timeoutInterval": "5s",
+    "spark.executor.heartbeatInterval": "2s",
+}
+
+
+def sigstop(spark: SparkSession) -> Dict[str, Any]:
+    n, keys = 400_000, 1_000
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    rows = spark.range(0, n, 1, 8).select(((F.col("id") * 7919) % keys).alias("k"), F.col("id"))
+    # A 30 ms pause every 500 rows, in the JVM, as the reduce tasks pull their input.
+    pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 30 as bigint))"))
+    slow = rows.repartition(4, "k").select("k", (F.col("id") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("id"))
+    summed = slow.groupBy("k").agg(F.sum("id").alias("s"))
+    state: Dict[str, Any] = {}
+    app_id = spark.sparkContext.applicationId
+    tracker = spark.sparkContext.statusTracker()
+
+    def stopper() -> None:
+        def reduce_running() -> bool:
+            info = tracker.getStageInfo(1)  # stage 1 reads the shuffle stage 0 wrote
+            return info is not None and info.numActiveTasks > 0
+
+        if realapps.wait_for(reduce_running, timeout=180):
+            time.sleep(1.0)  # the reducers have opened their channels
+            pids = realapps.executor_pids(app_id)
+            if pids:
+                os.kill(pids[0], signal.SIGSTOP)
+                state["stopped"] = pids[0]
+                state["stopped_at"] = time.monotonic()
+
+    thread = threading.Thread(target=stopper, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        got = sorted((r["k"], r["s"]) for r in summed.collect())
+    finally:
+        thread.join(timeout=5)
+        stopped = state.get("stopped")
+        if stopped:  # nothing stays behind: wake the process and kill it
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.kill(stopped, sig)
+                except ProcessLookupError:
+                    pass
+    expected: Dict[int, int] = {}
+    for i in range(n):
+        expected[(i * 7919) % keys] = expected.get((i * 7919) % keys, 0) + i
+    return {"stopped": state.get("stopped"), "equal": got == sorted(expected.items()),
+            "seconds": round(time.monotonic() - started, 1),
+            "seconds_after_stop": round(time.monotonic() - state.get("stopped_at", started), 1)}
+
+
+SCENARIOS: Dict[str, Callable[..., Dict[str, Any]]] = {
+    "speculation": speculation, "cancel": cancel, "many_shuffles": many_shuffles, "sigstop": sigstop}
+CONF: Dict[str, Dict[str, str]] = {"speculation": SPECULATION_CONF, "sigstop": SIGSTOP_CONF}
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=list(SCENARIOS))
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--master", help="default: local-cluster[2,2,2048] (SLUICE_REAL_MASTER)")
+    parser.add_argument("--standalone", help="start a standalone cluster of two hosts, logs in this directory")
+    parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
+    args = parser.parse_args(argv)
+    if args.master:
+        os.environ["SLUICE_REAL_MASTER"] = args.master
+    conf = dict(CONF.get(args.scenario, {}), **dict(c.split("=", 1) for c in args.conf))
+    if args.standalone:
+        conf.update({"spark.cores.max": "4", "spark.executor.cores": "2", "spark.executor.memory": "1g"})
+        with realapps.StandaloneCluster(args.standalone) as master:
+            os.environ["SLUICE_REAL_MASTER"] = master
+            return run(args, conf)
+    return run(args, conf)
+
+
+def run(args: argparse.Namespace, conf: Dict[str, str]) -> int:
+    spark = realapps.build_session("sluice", args.scenario, {}, conf)
+    result: Dict[str, Any] = {"scenario": args.scenario}
+    try:
+        if args.scenario == "many_shuffles":
+            result.update(many_shuffles(spark, os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent")))
+        else:
+            result.update(SCENARIOS[args.scenario](spark))
+        result["stages"] = realapps.stage_attempts(spark)
+    finally:
+        spark.stop()
+    with open(args.out, "w") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

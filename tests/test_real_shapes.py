@@ -1,0 +1,192 @@
+"""Issue 10: Sluice at real job shapes and under real failures, with its defaults
+(``sluice.configure(builder)`` and nothing else) on ``local-cluster[2,2,2048]`` (two task slots
+per executor), AQE off.
+
+Shapes (``run_real_shapes.py``, one application per shuffle manager running several workloads,
+answers compared with the sort shuffle's): 1500 maps x 400 reducers, 4000 x 200 and 200 x 4000,
+each followed by a global aggregate; a sort-merge join of two ~50 MB sides in both credit modes.
+Failures (``run_real_failures.py``, one application each): a speculated straggling reducer, a job
+cancelled with interrupts while its reducers read and its shuffle read again, 30 shuffles of 500
+maps kept and then dropped (open files, deleted files), and an executor SIGSTOPped mid-read.
+
+Every application runs in its own process group with a generous timeout: a hang fails the test
+and everything the application started is killed; temporary directories are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHAPES = os.path.join(HERE, "run_real_shapes.py")
+FAILURES = os.path.join(HERE, "run_real_failures.py")
+WIDE = ["wide_1500x400", "wide_4000x200", "wide_200x4000"]
+REQUEST_TIMEOUT_S = 45
+
+
+def run_app(args: List[str], timeout: float) -> Dict[str, Any]:
+    """Runs a runner script with ``args`` (plus ``--out``) in a new process group, local dirs in a
+    temporary directory; returns its JSON with ``local_dirs_files`` and the log's tail added."""
+    work = tempfile.mkdtemp(prefix="sluice-real-")
+    try:
+        local_dirs = os.path.join(work, "local")
+        os.makedirs(local_dirs)
+        out = os.path.join(work, "out.json")
+        log_path = os.path.join(work, "app.log")
+        env = dict(os.environ, SPARK_LOCAL_DIRS=local_dirs, SPARK_LOCAL_IP="127.0.0.1")
+        env.pop("SPARK_HOME", None)
+        cmd = [sys.executable] + [a.replace("{work}", work) for a in args] + ["--out", out]
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                code = None
+            finally:
+                kill_group(proc.pid)
+        with open(log_path, errors="replace") as f:
+            tail = f.read()[-8000:]
+        if code is None:
+            raise AssertionError(f"{' '.join(cmd)} did not finish within {timeout:.0f}s (hung); log tail:\n{tail}")
+        if code != 0 or not os.path.exists(out):
+            raise AssertionError(f"{' '.join(cmd)} failed ({code}); log tail:\n{tail}")
+        with open(out) as f:
+            result: Dict[str, Any] = json.load(f)
+        result["log_tail"] = tail
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def kill_group(pgid: int) -> None:
+    """Kills whatever is left of the application's process group (executors, workers)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def task_errors(result: Dict[str, Any]) -> List[str]:
+    return [e for s in result["stages"] for e in s["task_errors"]] + [
+        s["failure"] for s in result["stages"] if s.get("failure")]
+
+
+def retried_stages(result: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [s for s in result["stages"] if s["attempt"] > 0]
+
+
+# --- shapes ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sort_reference() -> Dict[str, Any]:
+    report = run_app([SHAPES, "--shuffle", "sort"], timeout=2400)
+    errors = {k: v["error"] for k, v in report["runs"].items() if "error" in v}
+    assert not errors, errors
+    return report["runs"]
+
+
+@pytest.fixture(scope="module")
+def sluice_defaults() -> Dict[str, Any]:
+    report = run_app([SHAPES, "--shuffle", "sluice", "--workloads", ",".join(WIDE)], timeout=2400)
+    assert report["shuffle_manager"].endswith("SluiceShuffleManager")
+    return report["runs"]
+
+
+def check_run(name: str, run: Dict[str, Any], reference: Dict[str, Any]) -> None:
+    assert "error" not in run, f"{name} failed through Sluice after {run['seconds']}s: {run['key_errors']}\n" \
+                               f"{run['error'][-3000:]}"
+    assert run["answer"] == reference[name]["answer"], f"{name}: {run['answer']} != sort's {reference[name]['answer']}"
+
+
+@pytest.mark.parametrize("shape", WIDE)
+def test_wide_shape_gives_the_sort_shuffles_answer(shape: str, sluice_defaults: Dict[str, Any],
+                                                    sort_reference: Dict[str, Any]) -> None:
+    """M maps x R reducers with two task slots per executor, then one task reading the R
+    groups' outputs: completes with the sort shuffle's answer (issue 10: 1500 x 400 aborted with
+    InsufficientNetworkBuffersException)."""
+    check_run(shape, sluice_defaults[shape], sort_reference)
+
+
+@pytest.mark.parametrize("credit_based", [True, False], ids=["credit_based", "credit_less"])
+def test_sort_merge_join_in_both_credit_modes(credit_based: bool, sort_reference: Dict[str, Any]) -> None:
+    """A sort-merge join of two ~50 MB sides over 8 partitions: the sort shuffle's answer, and no
+    wait for a request timeout (45 s here): a hang guard with a wide margin, not a speed test."""
+    args = [SHAPES, "--shuffle", "sluice", "--workloads", "smj_join", f"--option=request_timeout={REQUEST_TIMEOUT_S}s",
+            "--deadline", "300"]
+    if not credit_based:
+        args.append("--option=credit_based=false")
+    run = run_app(args, timeout=900)["runs"]["smj_join"]
+    check_run("smj_join", run, sort_reference)
+    assert run["seconds"] < 0.75 * REQUEST_TIMEOUT_S, \
+        f"the join took {run['seconds']}s (sort shuffle: {sort_reference['smj_join']['seconds']}s): " \
+        f"close to or over the {REQUEST_TIMEOUT_S}s request timeout"
+
+
+# --- failures ----------------------------------------------------------------------------------
+
+
+def test_speculative_copy_of_a_straggling_reducer() -> None:
+    """Speculation on, the first attempt of one reducer straggles mid-read: a speculative copy
+    reads the same map outputs on the other host and wins, the original is killed; the answer is
+    exact, no fetch failed and no stage ran twice. A standalone cluster with one worker on
+    127.0.0.1 and one on 127.0.0.2: Spark never speculates on the host the task runs on."""
+    result = run_app([FAILURES, "speculation", "--standalone", "{work}"], timeout=900)
+    assert result["executor_hosts"] == ["127.0.0.1", "127.0.0.2"], result["executor_hosts"]
+    assert result["equal"], "wrong answer"
+    assert sum(s["speculative"] for s in result["stages"]) >= 1, f"no speculative attempt ran: {result['stages']}"
+    assert result["seconds"] < result["straggler_sleep_s"], "the straggler, not its speculative copy, finished"
+    errors = task_errors(result)
+    assert not [e for e in errors if "FetchFailed" in e], errors
+    assert not retried_stages(result), retried_stages(result)
+
+
+def test_cancel_while_reducers_read_then_read_the_same_shuffle_again() -> None:
+    """A job group cancelled with interruptOnCancel while its reducers read; a second job on the
+    same shuffle skips the map stage and gives the exact answer, without a FetchFailed or a
+    second attempt of any stage (an interrupted reader must not break the partitions it read)."""
+    result = run_app([FAILURES, "cancel"], timeout=900)
+    assert result["cancelled_while_reading"], "the reduce stage never ran with two tasks reading"
+    assert not result["first_finished"], "the first job finished before it was cancelled"
+    assert "cancel" in result["first_error"].lower(), result["first_error"]
+    assert result["equal"], "wrong answer from the shuffle read again"
+    assert result["second_skipped_stages"] >= 1, f"the map stage ran again: {result['second_stages']}"
+    errors = task_errors(result)
+    assert not [e for e in errors if "FetchFailed" in e], errors
+    assert not retried_stages(result), retried_stages(result)
+
+
+def test_many_shuffles_hold_no_open_files_and_are_deleted_when_dropped() -> None:
+    """30 shuffles x 500 maps, all kept referenced: once the jobs are done no executor holds a
+    partition file open and the executors' open descriptors stay far below one per map output;
+    once the references are dropped and the driver GCs, ContextCleaner unregisters the shuffles
+    and every partition file is deleted."""
+    result = run_app([FAILURES, "many_shuffles"], timeout=1500)
+    assert result["equal"], "wrong answer"
+    assert result["partition_files_while_referenced"] > 0, "no Sluice partition files were written"
+    assert len(result["executor_pids"]) == 2, result["executor_pids"]
+    assert all(n == 0 for n in result["open_partition_files"].values()), \
+        f"partition files open while idle: {result['open_partition_files']} (total fds {result['open_fds']})"
+    assert all(n < 1000 for n in result["open_fds"].values()), result["open_fds"]
+    assert result["deleted_after_gc"], f"{result['partition_files_left']} partition files left after GC"
+
+
+def test_stopped_executor_surfaces_as_fetch_failed() -> None:
+    """One executor SIGSTOPped while the reduce stage reads from it, Spark's default failure
+    limits, spark.network.timeout=20s: the answer is exact and the reduce stage failed with a
+    FetchFailed (Spark recomputes the lost outputs), not a TimeoutException."""
+    result = run_app([FAILURES, "sigstop"], timeout=900)
+    assert result["stopped"], "the reduce stage finished before an executor could be stopped"
+    assert result["equal"], "wrong answer"
+    errors = task_errors(result)
+    assert [e for e in errors if "FetchFailed" in e], f"no FetchFailed: {errors}"
+    assert not [e for e in errors if "TimeoutException" in e], errors
