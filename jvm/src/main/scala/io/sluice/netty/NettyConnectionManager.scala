@@ -88,7 +88,7 @@ final class NettyConnectionManager(
   def start(): Int = synchronized {
     if (server != null) throw new IllegalStateException("The Sluice connection manager is already started")
     if (shutDown) throw new IllegalStateException("The Sluice connection manager is shut down")
-    serverContext = new TransportContext(tconf, new UpgradeRpcHandler(upgradeServerChannel, trackAccepted), true)
+    serverContext = new TransportContext(tconf, new UpgradeRpcHandler(registerServerChannel, upgradeServerChannel, trackAccepted), true)
     val serverBootstraps: java.util.List[TransportServerBootstrap] = auth match {
       case Some((keys, _)) => java.util.List.of(new AuthServerBootstrap(tconf, keys))
       case None => java.util.List.of()
@@ -120,17 +120,24 @@ final class NettyConnectionManager(
     ch.closeFuture().addListener(onClose(acceptedChannels.remove(ch)))
   }
 
-  /** The client asked for the Sluice protocol (after authentication): install it (event loop). */
-  private def upgradeServerChannel(ch: Channel): Unit = {
-    val queue = new PartitionRequestQueue(partitionManager, counters)
-    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters)
-    NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters)
+  /**
+   * The client asked for the Sluice protocol (after authentication): the connection counts as a
+   * Sluice connection from now on, before the client can read the reply (event loop).
+   */
+  private def registerServerChannel(ch: Channel): Unit = {
     upgradedServerChannels.add(ch)
     counters.activeServerConnections.incrementAndGet()
     ch.closeFuture().addListener(onClose {
       upgradedServerChannels.remove(ch)
       counters.activeServerConnections.decrementAndGet()
     })
+  }
+
+  /** The reply went out: install Sluice's protocol on the connection (event loop). */
+  private def upgradeServerChannel(ch: Channel): Unit = {
+    val queue = new PartitionRequestQueue(partitionManager, counters)
+    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters)
+    NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters)
   }
 
   /** TCP connections the server holds now (upgraded or not). */

@@ -92,17 +92,26 @@ private[netty] object NettyProtocol {
  * The server's RpcHandler: it answers nothing but the upgrade to the Sluice protocol, and reaches
  * that only after Spark's authentication (when it is on). Runs on the connection's event loop.
  */
-private[netty] final class UpgradeRpcHandler(onUpgrade: Channel => Unit, onConnect: Channel => Unit)
-  extends RpcHandler {
+private[netty] final class UpgradeRpcHandler(
+    onUpgrading: Channel => Unit,
+    onUpgrade: Channel => Unit,
+    onConnect: Channel => Unit) extends RpcHandler {
 
+  /**
+   * `onUpgrading` runs before the reply goes out (so a client that reads the reply already finds
+   * the connection counted), `onUpgrade` after it: the reply still needs Spark's encoder, which
+   * the upgrade replaces. No message of the client is read in between (one event-loop turn).
+   */
   override def receive(client: TransportClient, message: ByteBuffer, callback: RpcResponseCallback): Unit = {
     if (!NettyProtocol.isUpgradeRequest(message)) {
       callback.onFailure(new IllegalArgumentException("This is a Sluice shuffle server; it only accepts the " +
         "upgrade to the Sluice protocol"))
     } else {
-      callback.onSuccess(ByteBuffer.wrap(NettyProtocol.UpgradeReply))
-      try onUpgrade(client.getChannel)
-      catch { case e: Throwable => client.getChannel.close(); throw e }
+      try {
+        onUpgrading(client.getChannel)
+        callback.onSuccess(ByteBuffer.wrap(NettyProtocol.UpgradeReply))
+        onUpgrade(client.getChannel)
+      } catch { case e: Throwable => client.getChannel.close(); throw e }
     }
   }
 
