@@ -62,7 +62,7 @@ def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:
             "stage": int(s["stageId"]), "attempt": int(s["attemptId"]), "status": s["status"],
             "name": str(s.get("name", ""))[:100], "failure": s.get("failureReason"),
             "tasks": len(tasks), "speculative": sum(1 for t in tasks if t.get("speculative")),
-            "task_errors": [f"task {t['index']}.{t['attempt']} on {t.get('executorId')}: {t['errorMessage'][:600]}"
+            "task_errors": [f"task {t['index']}.{t['attempt']} on {t.get('executorId')}: {t['errorMessage'][:1500]}"
                             for t in tasks if t.get("errorMessage")],
         })
     return sorted(out, key=lambda s: (s["stage"], s["attempt"]))

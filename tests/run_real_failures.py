@@ -141,22 +141,22 @@ def cancel(spark: SparkSession) -> Dict[str, Any]:
 SHUFFLES, MAPS = 30, 500
 
 
-def many_shuffles(spark: SparkSession, local_dirs: str) -> Dict[str, Any]:
+def many_shuffles(spark: SparkSession, local_dirs: str, shuffles: int = SHUFFLES, maps: int = MAPS) -> Dict[str, Any]:
     sc = spark.sparkContext
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     frames = []
     answers = []
-    for i in range(SHUFFLES):
-        df = spark.range(0, MAPS * 10, 1, MAPS).groupBy((F.col("id") % 7).alias("k")).agg(F.sum("id").alias("s"))
+    for i in range(shuffles):
+        df = spark.range(0, maps * 10, 1, maps).groupBy((F.col("id") % 7).alias("k")).agg(F.sum("id").alias("s"))
         answers.append(sorted(tuple(r) for r in df.collect()))
         frames.append(df)
-    expected = sorted((k, sum(x for x in range(MAPS * 10) if x % 7 == k)) for k in range(7))
+    expected = sorted((k, sum(x for x in range(maps * 10) if x % 7 == k)) for k in range(7))
     pids = realapps.executor_pids(sc.applicationId)
     files_before = len(realapps.partition_files(local_dirs))
     time.sleep(1.0)  # the last reducers' channels close after their task ends
     fds = {str(pid): realapps.open_files(pid) for pid in pids}
     out: Dict[str, Any] = {
-        "equal": all(a == expected for a in answers), "executor_pids": pids,
+        "equal": all(a == expected for a in answers), "executor_pids": pids, "shuffles": shuffles, "maps": maps,
         "partition_files_while_referenced": files_before,
         "open_partition_files": {pid: sum(1 for f in names if "sluice-shuffle-" in f) for pid, names in fds.items()},
         "open_fds": {pid: len(names) for pid, names in fds.items()},
@@ -245,6 +245,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--master", help="default: local-cluster[2,2,2048] (SLUICE_REAL_MASTER)")
     parser.add_argument("--standalone", help="start a standalone cluster of two hosts, logs in this directory")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
+    parser.add_argument("--shuffles", type=int, default=SHUFFLES, help="many_shuffles: how many")
+    parser.add_argument("--maps", type=int, default=MAPS, help="many_shuffles: map tasks of each")
     args = parser.parse_args(argv)
     if args.master:
         os.environ["SLUICE_REAL_MASTER"] = args.master
@@ -262,7 +264,7 @@ def run(args: argparse.Namespace, conf: Dict[str, str]) -> int:
     result: Dict[str, Any] = {"scenario": args.scenario}
     try:
         if args.scenario == "many_shuffles":
-            result.update(many_shuffles(spark, os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent")))
+            result.update(many_shuffles(spark, os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"), args.shuffles, args.maps))
         else:
             result.update(SCENARIOS[args.scenario](spark))
         result["stages"] = realapps.stage_attempts(spark)

@@ -146,7 +146,7 @@ def test_speculative_copy_of_a_straggling_reducer() -> None:
     assert sum(s["speculative"] for s in result["stages"]) >= 1, f"no speculative attempt ran: {result['stages']}"
     assert result["seconds"] < result["straggler_sleep_s"], "the straggler, not its speculative copy, finished"
     errors = task_errors(result)
-    assert not [e for e in errors if "FetchFailed" in e], errors
+    assert not [e for e in errors if "FetchFailed" in e], "\n".join(errors)
     assert not retried_stages(result), retried_stages(result)
 
 
@@ -161,7 +161,7 @@ def test_cancel_while_reducers_read_then_read_the_same_shuffle_again() -> None:
     assert result["equal"], "wrong answer from the shuffle read again"
     assert result["second_skipped_stages"] >= 1, f"the map stage ran again: {result['second_stages']}"
     errors = task_errors(result)
-    assert not [e for e in errors if "FetchFailed" in e], errors
+    assert not [e for e in errors if "FetchFailed" in e], "\n".join(errors)
     assert not retried_stages(result), retried_stages(result)
 
 
@@ -188,5 +188,5 @@ def test_stopped_executor_surfaces_as_fetch_failed() -> None:
     assert result["stopped"], "the reduce stage finished before an executor could be stopped"
     assert result["equal"], "wrong answer"
     errors = task_errors(result)
-    assert [e for e in errors if "FetchFailed" in e], f"no FetchFailed: {errors}"
-    assert not [e for e in errors if "TimeoutException" in e], errors
+    assert [e for e in errors if "FetchFailed" in e], "no FetchFailed:\n" + "\n".join(errors)
+    assert not [e for e in errors if "TimeoutException" in e], "\n".join(errors)
