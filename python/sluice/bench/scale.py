@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-rows", type=int, help=f"rows at size x1 (default {BASE_ROWS:,}; quick {QUICK_BASE_ROWS:,})")
     parser.add_argument("--memory", default="2048", help="worker memory in MiB (local-cluster[2,1,MEM], "
                         "local-cluster[2,2,MEM] for the wide shapes)")
+    parser.add_argument("--groups", default="classic,wide",
+                        help="which groups to run: classic (size and partitions on local-cluster[2,1,MEM]), "
+                        "wide (the wide shapes on local-cluster[2,2,MEM]), or both (default); a run of one "
+                        "group is saved as scale-<group>.json")
 
 
 def configs(base: int, quick: bool) -> List[Dict[str, Any]]:
@@ -76,11 +80,21 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     }
     wide = dict(spec, master=f"local-cluster[2,2,{args.memory}]", configs=wide_configs(base, quick),
                 warmup={"name": "warm-up", "rows": base, "maps": 16, "reduces": 16})
-    recorder = Recorder("scale", command_line(argv), {"rounds": rounds, "quick": quick, "spec": spec, "wide_spec": wide})
-    run_alternating_apps(recorder, "scale", spec, rounds, timeout=7200)
-    run_alternating_apps(recorder, "scale", wide, rounds, timeout=7200)
-    summarize(recorder, spec["configs"] + wide["configs"])
-    path, chart = save_result(recorder, args.out, "scale", draw)
+    groups = [g.strip() for g in str(args.groups).split(",") if g.strip()]
+    unknown = [g for g in groups if g not in ("classic", "wide")]
+    if unknown or not groups:
+        raise SystemExit(f"sluice bench scale: --groups takes classic, wide or both, not {args.groups!r}")
+    name = "scale" if set(groups) == {"classic", "wide"} else f"scale-{groups[0]}"
+    recorder = Recorder(name, command_line(argv), {"rounds": rounds, "quick": quick, "spec": spec, "wide_spec": wide})
+    run_configs: List[Dict[str, Any]] = []
+    if "classic" in groups:
+        run_alternating_apps(recorder, "scale", spec, rounds, timeout=7200)
+        run_configs += spec["configs"]
+    if "wide" in groups:
+        run_alternating_apps(recorder, "scale", wide, rounds, timeout=7200)
+        run_configs += wide["configs"]
+    summarize(recorder, run_configs)
+    path, chart = save_result(recorder, args.out, name, draw)
     print_summary(recorder, path, chart)
     return 1 if recorder.mismatches or recorder.summary["failures"] else 0
 
