@@ -22,7 +22,7 @@ import io.sluice.partition.consumer.RemoteInputChannel
  *
  * Credit-less mode: when the receiving channel's gate has no buffer free, the decoder turns
  * auto-read off for the whole connection and waits as a [[BufferListener]] of that gate's pool;
- * the buffer that comes back resumes decoding on the event loop (seed 3). Every other channel of
+ * the buffer that comes back resumes decoding on the event loop ("How Flink passes data internally"). Every other channel of
  * the connection waits too: that is the behaviour credit-based flow control removes.
  *
  * Confined to the connection's event loop, except the listener, which only hands over.

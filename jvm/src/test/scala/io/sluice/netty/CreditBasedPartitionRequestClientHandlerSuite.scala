@@ -9,7 +9,7 @@ import io.sluice.partition.consumer.GateInput
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
- * Seed 1's skew picture on one shared connection: consumers B.3 and B.4 (two gates of executor B)
+ * The skew picture of "A Deep-Dive into Flink's Network Stack" on one shared connection: consumers B.3 and B.4 (two gates of executor B)
  * read from producers on executor A; B.4 stops consuming. With credit-based flow control only
  * B.4's logical channel stops (Inflicting Backpressure 2); without it, B.4's full buffer pool
  * stops reading the whole TCP connection and B.3 starves too (Inflicting Backpressure 1).
