@@ -9,7 +9,8 @@ reduce partitions, then aggregates the R groups' outputs in one task (so one red
 outputs). Each map task writes 5 x R rows, so that (nearly) every map output has data for every
 reducer: Spark leaves empty blocks out of a reducer's input, and a sparse shape would open far
 fewer channels than the real one. ``smj_join`` is a sort-merge join of two ~50 MB sides over 8
-shuffle partitions. Every workload runs with a deadline: a hang is cancelled and reported as an
+shuffle partitions. ``--narrow`` runs the wide shapes' rows over 8 maps and 8 reducers: the
+same answer, quickly (the tests' sort-shuffle reference). Every workload runs with a deadline: a hang is cancelled and reported as an
 error, and the next workload still runs.
 """
 
@@ -33,16 +34,20 @@ KEYS = 100_003
 # Rows of about 70 bytes in the shuffle (two longs and a 32-character string): ~50 MB a side.
 JOIN_ROWS = 750_000
 DEADLINE_S = 420.0
+# Map and reduce partitions of the reference run (--narrow): the answer does not depend on them.
+NARROW = 8
 
 
-def wide(maps: int, reducers: int) -> Callable[[SparkSession], Any]:
+def wide(maps: int, reducers: int) -> Callable[[SparkSession, bool], Any]:
     """The job of issue 10: M maps, a hash repartition into R reducers that group by key, then a
-    global aggregate over the R groups' outputs."""
+    global aggregate over the R groups' outputs. ``narrow`` computes the same answer (the same
+    rows and groups) over NARROW maps and reducers: how the reference answer is made quickly."""
 
-    def job(spark: SparkSession) -> Any:
-        spark.conf.set("spark.sql.shuffle.partitions", str(reducers))
-        df = spark.range(0, ROWS_PER_MAP_AND_REDUCER * maps * reducers, 1, maps).withColumn("k", F.col("id") % KEYS)
-        groups = df.repartition(reducers, "k").groupBy("k").agg(F.count("*").alias("n"), F.sum("id").alias("s"))
+    def job(spark: SparkSession, narrow: bool) -> Any:
+        m, r = (NARROW, NARROW) if narrow else (maps, reducers)
+        spark.conf.set("spark.sql.shuffle.partitions", str(r))
+        df = spark.range(0, ROWS_PER_MAP_AND_REDUCER * maps * reducers, 1, m).withColumn("k", F.col("id") % KEYS)
+        groups = df.repartition(r, "k").groupBy("k").agg(F.count("*").alias("n"), F.sum("id").alias("s"))
         out = groups.agg(F.count("*"), F.sum("n"), F.sum("s"), F.bit_xor(F.xxhash64("k", "n", "s")))
         return [list(r) for r in out.collect()]
 
@@ -57,7 +62,7 @@ def _side(spark: SparkSession, seed: int, prefix: str) -> Any:
     )
 
 
-def smj_join(spark: SparkSession) -> Any:
+def smj_join(spark: SparkSession, narrow: bool) -> Any:
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     spark.conf.set("spark.sql.join.preferSortMergeJoin", "true")
     spark.conf.set("spark.sql.shuffle.partitions", "8")
@@ -69,7 +74,7 @@ def smj_join(spark: SparkSession) -> Any:
     return [list(r) for r in out.collect()]
 
 
-WORKLOADS: Dict[str, Callable[[SparkSession], Any]] = {
+WORKLOADS: Dict[str, Callable[[SparkSession, bool], Any]] = {
     "wide_1500x400": wide(1500, 400),
     "wide_4000x200": wide(4000, 200),
     "wide_200x4000": wide(200, 4000),
@@ -85,6 +90,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--option", action="append", default=[], help="a Sluice option, name=value")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
     parser.add_argument("--deadline", type=float, default=DEADLINE_S, help="seconds per workload")
+    parser.add_argument("--narrow", action="store_true",
+                        help=f"run the wide shapes over {NARROW} maps and {NARROW} reducers (same answer)")
     args = parser.parse_args(argv)
 
     spark = realapps.build_session(args.shuffle, "shapes", dict(o.split("=", 1) for o in args.option),
@@ -94,7 +101,7 @@ def main(argv: List[str]) -> int:
         result["shuffle_manager"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")
         for name in args.workloads.split(","):
             job = WORKLOADS[name]
-            result["runs"][name] = realapps.run_with_deadline(spark, name, args.deadline, lambda: job(spark))
+            result["runs"][name] = realapps.run_with_deadline(spark, name, args.deadline, lambda: job(spark, args.narrow))
             print(f"{name}: {result['runs'][name]['seconds']}s {result['runs'][name].get('key_errors', '')}",
                   file=sys.stderr, flush=True)
     finally:
