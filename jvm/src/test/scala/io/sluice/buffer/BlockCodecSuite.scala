@@ -2,9 +2,10 @@ package io.sluice.buffer
 
 import java.nio.ByteBuffer
 
+import io.sluice.NettyLeakDetection
 import org.scalatest.funsuite.AnyFunSuite
 
-class BlockCodecSuite extends AnyFunSuite {
+class BlockCodecSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val codecs = Seq("lz4", "lzf", "snappy", "zstd")
 

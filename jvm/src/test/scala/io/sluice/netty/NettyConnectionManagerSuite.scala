@@ -6,6 +6,7 @@ import java.util.concurrent.CountDownLatch
 
 import scala.jdk.CollectionConverters._
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads
 import io.sluice.buffer.BlockCodec
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
@@ -15,7 +16,7 @@ import org.apache.spark.network.sasl.SecretKeyHolder
 import org.scalatest.funsuite.AnyFunSuite
 
 /** One connection per pair of executors, shared and reused; Spark's authentication and encryption guard it. */
-class NettyConnectionManagerSuite extends AnyFunSuite {
+class NettyConnectionManagerSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("exactly one TCP connection between two executors, whatever the number of channels, gates and shuffles") {
     val a = new TestingExecutor("A")

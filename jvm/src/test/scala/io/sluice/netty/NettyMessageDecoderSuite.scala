@@ -2,12 +2,13 @@ package io.sluice.netty
 
 import io.netty.buffer.{ByteBuf, Unpooled}
 import io.netty.channel.embedded.EmbeddedChannel
+import io.sluice.NettyLeakDetection
 import io.sluice.partition.ResultPartitionID
 import io.sluice.netty.TestingReceivers.{bytes, encode}
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The decoder rejects every malformed frame by name, never leaks a buffer, and stalls credit-less connections. */
-class NettyMessageDecoderSuite extends AnyFunSuite {
+class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val someId = InputChannelID(1, 2)
 

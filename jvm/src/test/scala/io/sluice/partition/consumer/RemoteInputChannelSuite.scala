@@ -1,6 +1,7 @@
 package io.sluice.partition.consumer
 
 import io.netty.buffer.Unpooled
+import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceOptions
 import io.sluice.memory.InsufficientNetworkBuffersException
 import io.sluice.netty.{BufferResponse, InputChannelID, TestingExecutor, TestingGateReader, TestingRecords}
@@ -12,7 +13,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * Remote input channels end to end: two executors on loopback, producers on A, gates on B.
  * Every test ends with every buffer of both executors back in its pool.
  */
-class RemoteInputChannelSuite extends AnyFunSuite {
+class RemoteInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def remoteChannels(gate: SingleInputGate): Seq[RemoteInputChannel] =
     (0 until gate.numberOfChannels).map(gate.channel).collect { case r: RemoteInputChannel => r }

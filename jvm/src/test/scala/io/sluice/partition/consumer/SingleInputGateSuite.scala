@@ -3,6 +3,7 @@ package io.sluice.partition.consumer
 import java.io.RandomAccessFile
 import java.util.concurrent.{CountDownLatch, TimeUnit, TimeoutException}
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.TestingBufferPools._
@@ -16,7 +17,7 @@ import io.sluice.writer.TestingRecordWriters._
 import org.scalatest.funsuite.AnyFunSuite
 
 /** A consumer's gate over local channels: pipelined partitions produced concurrently, and blocking ones. */
-class SingleInputGateSuite extends AnyFunSuite {
+class SingleInputGateSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def checkChannel(reader: TestingElementReader, channel: Int, count: Int, max: Int): Unit = {
     val records = reader.records
