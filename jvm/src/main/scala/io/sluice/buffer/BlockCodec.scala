@@ -1,11 +1,13 @@
 package io.sluice.buffer
 
+import java.io.IOException
 import java.nio.ByteBuffer
 import java.util.Locale
 
+import scala.util.control.NonFatal
+
 import com.github.luben.zstd.Zstd
-import com.ning.compress.lzf.LZFDecoder
-import com.ning.compress.lzf.util.ChunkEncoderFactory
+import com.ning.compress.lzf.util.{ChunkDecoderFactory, ChunkEncoderFactory}
 import net.jpountz.lz4.LZ4Factory
 import org.xerial.snappy.Snappy
 
@@ -17,6 +19,11 @@ import org.xerial.snappy.Snappy
  *
  * All offsets are absolute positions in the given direct ByteBuffers; their positions and limits
  * are left alone.
+ *
+ * Compressed bytes come from peers and from files, so decompression trusts nothing in them: every
+ * codec writes at most the `rawLength` bytes the buffer's header announced (which the caller checked
+ * against its segment), never beyond, and data that is corrupt or decompresses to another length
+ * fails with an IOException naming the codec.
  */
 sealed abstract class BlockCodec(val name: String) {
 
@@ -26,14 +33,32 @@ sealed abstract class BlockCodec(val name: String) {
   /** Compresses src[srcOff, srcOff+len) into dst at dstOff; returns the compressed length. */
   def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int
 
-  /** Decompresses exactly `rawLength` bytes into dst at dstOff, or throws. */
-  def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit
+  /**
+   * Decompresses exactly `rawLength` bytes into dst at dstOff, writing nothing beyond them, or
+   * throws an IOException naming the codec.
+   */
+  final def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit = {
+    if (rawLength < 0 || dstOff < 0 || dstOff.toLong + rawLength > dst.capacity()) {
+      throw corrupt(s"cannot decompress $rawLength bytes at offset $dstOff of a ${dst.capacity()}-byte buffer")
+    }
+    try decompressBlock(src, srcOff, len, dst, dstOff, rawLength) catch {
+      case e: BlockCodec.CorruptBlockException => throw e
+      case NonFatal(e) => throw new BlockCodec.CorruptBlockException(s"$name: corrupt compressed data ($e)", e)
+    }
+  }
+
+  protected def corrupt(what: String): IOException = new BlockCodec.CorruptBlockException(s"$name: $what", null)
+
+  protected def decompressBlock(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit
 
   protected def checkLength(got: Long, rawLength: Int): Unit =
-    if (got != rawLength) throw new java.io.IOException(s"$name decompressed $got bytes, expected $rawLength")
+    if (got != rawLength) throw corrupt(s"decompressed $got bytes, expected $rawLength")
 }
 
 object BlockCodec {
+
+  /** Compressed data that does not decompress to what its buffer announced. */
+  final class CorruptBlockException(message: String, cause: Throwable) extends IOException(message, cause)
 
   /** The codec for a `spark.io.compression.codec` value (short name or Spark class name). */
   def forSparkCodec(value: String, zstdLevel: Int): BlockCodec = {
@@ -61,7 +86,7 @@ object BlockCodec {
     def maxCompressedLength(rawLength: Int): Int = compressor.maxCompressedLength(rawLength)
     def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int =
       compressor.compress(src, srcOff, len, dst, dstOff, dst.capacity() - dstOff)
-    def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit =
+    def decompressBlock(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit =
       checkLength(decompressor.decompress(src, srcOff, len, dst, dstOff, rawLength), rawLength)
   }
 
@@ -69,22 +94,30 @@ object BlockCodec {
     def maxCompressedLength(rawLength: Int): Int = Zstd.compressBound(rawLength).toInt
     def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int = {
       val n = Zstd.compressDirectByteBuffer(dst, dstOff, dst.capacity() - dstOff, src, srcOff, len, level)
-      if (Zstd.isError(n)) throw new java.io.IOException(s"zstd: ${Zstd.getErrorName(n)}")
+      if (Zstd.isError(n)) throw new IOException(s"zstd: ${Zstd.getErrorName(n)}")
       n.toInt
     }
-    def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit = {
+    def decompressBlock(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit = {
       val n = Zstd.decompressDirectByteBuffer(dst, dstOff, rawLength, src, srcOff, len)
-      if (Zstd.isError(n)) throw new java.io.IOException(s"zstd: ${Zstd.getErrorName(n)}")
+      if (Zstd.isError(n)) throw corrupt(Zstd.getErrorName(n))
       checkLength(n, rawLength)
     }
   }
 
+  /**
+   * Snappy's native uncompress writes as many bytes as the data's own header declares, whatever
+   * room the destination has; the declared length is checked against `rawLength` first.
+   */
   private final class SnappyCodec extends BlockCodec("snappy") {
     def maxCompressedLength(rawLength: Int): Int = Snappy.maxCompressedLength(rawLength)
     def compress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int): Int =
       Snappy.compress(window(src, srcOff, len), window(dst, dstOff, dst.capacity() - dstOff))
-    def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit =
-      checkLength(Snappy.uncompress(window(src, srcOff, len), window(dst, dstOff, rawLength)), rawLength)
+    def decompressBlock(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit = {
+      val in = window(src, srcOff, len)
+      val declared = Snappy.uncompressedLength(in)
+      if (declared != rawLength) throw corrupt(s"the data declares $declared bytes, expected $rawLength")
+      checkLength(Snappy.uncompress(in, window(dst, dstOff, rawLength)), rawLength)
+    }
     private def window(b: ByteBuffer, off: Int, len: Int): ByteBuffer = {
       val d = b.duplicate(); d.limit(off + len).position(off); d
     }
@@ -93,11 +126,13 @@ object BlockCodec {
   /**
    * LZF works on heap arrays only: data is staged through two reused arrays. An LZF chunk holds
    * at most 64 KiB - 1 bytes (its header stores the length in 16 bits), so larger buffers are
-   * written as several chunks; the decoder reads a sequence of chunks.
+   * written as several chunks; the decoder reads a sequence of chunks. It is compress-lzf's safe
+   * decoder (plain array accesses, so hostile data ends in an exception, never in reading or
+   * writing outside the arrays), not its Unsafe one.
    */
   private final class Lzf extends BlockCodec("lzf") {
     private val encoder = ChunkEncoderFactory.optimalInstance()
-    private val decoder = LZFDecoder.fastDecoder()
+    private val decoder = ChunkDecoderFactory.safeInstance()
     private var in = new Array[Byte](0)
     private var out = new Array[Byte](0)
     private val MaxChunk = com.ning.compress.lzf.LZFChunk.MAX_CHUNK_LEN
@@ -117,7 +152,7 @@ object BlockCodec {
       dst.put(dstOff, out, 0, end)
       end
     }
-    def decompress(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit = {
+    def decompressBlock(src: ByteBuffer, srcOff: Int, len: Int, dst: ByteBuffer, dstOff: Int, rawLength: Int): Unit = {
       if (in.length < len) in = new Array[Byte](len)
       if (out.length < rawLength) out = new Array[Byte](rawLength)
       src.get(srcOff, in, 0, len)

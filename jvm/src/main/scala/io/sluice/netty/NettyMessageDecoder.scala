@@ -18,7 +18,11 @@ import io.sluice.partition.consumer.RemoteInputChannel
  * Anything malformed (bad magic, unknown or wrong-direction id, negative or oversized length,
  * lengths that contradict the fields, data for a receiver the connection never had, data beyond
  * the credit) fails the connection: an exception naming the problem and the remote address goes
- * down the pipeline, whose handler closes this connection only; every later byte is dropped.
+ * down the pipeline, whose handler closes this connection only; every later byte is dropped. Any
+ * other exception while a frame is decoded fails the connection the same way, naming the frame.
+ * Whichever way the decoder is left (a failure, the connection closing mid-frame, the handler
+ * being removed), it releases everything it holds: the input, a half-filled payload buffer, input
+ * kept during a stall and its wait on a pool.
  *
  * Credit-less mode: when the receiving channel's gate has no buffer free, the decoder turns
  * auto-read off for the whole connection and waits as a [[BufferListener]] of that gate's pool;
@@ -63,8 +67,11 @@ private[netty] final class NettyMessageDecoder(
       if (state == Failed) in.release()
       else if (state == AwaitingBuffer || !stalledInput.isEmpty) stalledInput.add(in)
       else {
-        decode(in)
-        if (state == AwaitingBuffer && in.isReadable) stalledInput.add(in) else in.release()
+        var kept = false
+        try {
+          decode(in)
+          if (state == AwaitingBuffer && in.isReadable) { stalledInput.add(in); kept = true }
+        } finally if (!kept) in.release()
       }
     case other => ctx.fireChannelRead(other)
   }
@@ -88,8 +95,7 @@ private[netty] final class NettyMessageDecoder(
         }
       }
     } catch {
-      case e: TransportProtocolException => fail(e.getMessage)
-      case e: IndexOutOfBoundsException => fail(s"truncated ${NettyMessage.nameOf(messageId)}: ${e.getMessage}")
+      case e: Throwable => failOn(e)
     }
   }
 
@@ -209,15 +215,16 @@ private[netty] final class NettyMessageDecoder(
     try {
       if (buffer == null || channel.isReleased) { if (buffer != null) buffer.release(); discard() }
       else useTarget(buffer)
+      while (!stalledInput.isEmpty && state != AwaitingBuffer && state != Failed) {
+        val in = stalledInput.peek()
+        decode(in)
+        // A failure released the held input already.
+        if (state != Failed && !in.isReadable) stalledInput.poll().release()
+      }
+      if (state != AwaitingBuffer && state != Failed) ctx.channel().config().setAutoRead(true)
     } catch {
-      case e: TransportProtocolException => fail(e.getMessage); return
+      case e: Throwable => if (state != Failed) failOn(e)
     }
-    while (!stalledInput.isEmpty && state != AwaitingBuffer && state != Failed) {
-      val in = stalledInput.peek()
-      decode(in)
-      if (!in.isReadable) stalledInput.poll().release()
-    }
-    if (state != AwaitingBuffer && state != Failed) ctx.channel().config().setAutoRead(true)
   }
 
   /** Bytes held while stalled: at most what Netty read before auto-read went off. */
@@ -229,20 +236,49 @@ private[netty] final class NettyMessageDecoder(
 
   private def check(condition: Boolean, what: => String): Unit = if (!condition) throw new TransportProtocolException(what)
 
-  private def fail(what: String): Unit = {
-    counters.protocolErrors.increment()
-    releaseAll()
-    ctx.fireExceptionCaught(new TransportProtocolException(
-      s"Bad data from ${ctx.channel().remoteAddress()}: $what; closing the connection"))
+  /** Fails the connection for `e`, thrown while decoding: bad bytes, or anything else. */
+  private def failOn(e: Throwable): Unit = {
+    val peer = ctx.channel().remoteAddress()
+    e match {
+      case p: TransportProtocolException =>
+        counters.protocolErrors.increment()
+        fail(s"Bad data from $peer: ${p.getMessage}", null)
+      case i: IndexOutOfBoundsException =>
+        counters.protocolErrors.increment()
+        fail(s"Bad data from $peer: truncated ${NettyMessage.nameOf(messageId)}: ${i.getMessage}", i)
+      case other =>
+        fail(s"Could not decode $frameName from $peer (${other.getClass.getName}: ${other.getMessage})", other)
+    }
   }
 
+  /** The frame being read, for errors. */
+  private def frameName: String =
+    if (state == ReadingFrameHeader) "a frame header"
+    else s"a $frameLength-byte ${NettyMessage.nameOf(messageId)} frame"
+
+  private def fail(what: String, cause: Throwable): Unit =
+    try releaseAll()
+    finally ctx.fireExceptionCaught(new TransportProtocolException(s"$what; closing the connection", cause))
+
+  /** Gives back everything held; the decoder reads nothing more. Idempotent. */
   private def releaseAll(): Unit = {
     state = Failed
-    if (target != null) { target.release(); target = null }
+    val t = target
+    val s = stalledOn
+    target = null
     response = null
-    if (stalledOn != null) { stalledOn.removeBufferListener(stallListener); stalledOn = null }
-    while (!stalledInput.isEmpty) stalledInput.poll().release()
+    stalledOn = null
+    try {
+      if (t != null) t.release()
+      if (s != null) s.removeBufferListener(stallListener)
+    } finally {
+      while (!stalledInput.isEmpty) stalledInput.poll().release()
+      if (header.refCnt() > 0) header.release()
+    }
   }
+
+  /** Whether the decoder holds no buffer (tests). */
+  private[netty] def holdsNothing: Boolean = target == null && stalledInput.isEmpty && header.refCnt() == 0
 
   override def channelInactive(ctx: ChannelHandlerContext): Unit = {
     releaseAll()

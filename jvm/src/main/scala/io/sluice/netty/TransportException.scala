@@ -7,7 +7,9 @@ import java.io.IOException
  * not fit, a buffer sent without credit, a message for a receiver the connection never had. The
  * connection that carried them is closed; nothing else is affected.
  */
-final class TransportProtocolException(message: String) extends IOException(message)
+final class TransportProtocolException(message: String, cause: Throwable) extends IOException(message, cause) {
+  def this(message: String) = this(message, null)
+}
 
 /**
  * A failure reported by or about the other end of a connection (Flink's RemoteTransportException):

@@ -2,13 +2,20 @@ package io.sluice.writer
 
 import java.util.concurrent.{ScheduledFuture, ScheduledThreadPoolExecutor, ThreadFactory, TimeUnit}
 
+import scala.util.control.NonFatal
+
 import io.sluice.partition.ResultPartition
+import org.slf4j.LoggerFactory
 
 /**
  * Flushes pipelined result partitions every buffer timeout (Flink's OutputFlusher), so a record
  * in a partly filled buffer waits at most about that long. One daemon thread per executor serves
  * every partition; flushing only makes data readable and never closes a buffer. The same thread
  * times latency markers ([[every]]). Thread-safe.
+ *
+ * A periodic task of a ScheduledExecutorService that throws is never run again, so each task here
+ * catches its own failures: a partition whose flush throws is logged once (naming it) and flushed
+ * again at the next tick, and every other partition goes on being flushed.
  */
 final class OutputFlusher(threadName: String = "sluice-output-flusher") {
 
@@ -31,7 +38,8 @@ final class OutputFlusher(threadName: String = "sluice-output-flusher") {
    */
   def register(partition: ResultPartition, timeoutMs: Long): OutputFlusher.Registration = {
     require(timeoutMs > 0, s"the output flusher needs a positive buffer timeout, not $timeoutMs")
-    val task: Runnable = () => if (!partition.isReleased && !partition.isFinished) partition.flushAll()
+    val task = new OutputFlusher.Surviving(s"Flushing $partition", () =>
+      if (!partition.isReleased && !partition.isFinished) partition.flushAll())
     val f = executor.scheduleAtFixedRate(task, timeoutMs, timeoutMs, TimeUnit.MILLISECONDS)
     new OutputFlusher.Registration(f)
   }
@@ -42,7 +50,7 @@ final class OutputFlusher(threadName: String = "sluice-output-flusher") {
    */
   def every(intervalMs: Long)(task: () => Unit): OutputFlusher.Registration = {
     require(intervalMs > 0, s"a periodic task needs a positive interval, not $intervalMs")
-    val r: Runnable = () => task()
+    val r = new OutputFlusher.Surviving(s"A periodic task every ${intervalMs}ms", task)
     new OutputFlusher.Registration(executor.scheduleAtFixedRate(r, intervalMs, intervalMs, TimeUnit.MILLISECONDS))
   }
 
@@ -52,6 +60,19 @@ final class OutputFlusher(threadName: String = "sluice-output-flusher") {
 }
 
 object OutputFlusher {
+  private val log = LoggerFactory.getLogger(classOf[OutputFlusher])
+
+  /** Runs `body` at every tick, whatever it throws; only the first failure is logged. */
+  private final class Surviving(what: String, body: () => Unit) extends Runnable {
+    private var failed = false // the flusher's thread only
+
+    override def run(): Unit = try body() catch {
+      case NonFatal(e) =>
+        if (!failed) log.warn(s"$what failed; it is retried at every tick, and further failures are not logged", e)
+        failed = true
+    }
+  }
+
   final class Registration private[OutputFlusher] (future: ScheduledFuture[_]) {
     def cancel(): Unit = future.cancel(false)
   }

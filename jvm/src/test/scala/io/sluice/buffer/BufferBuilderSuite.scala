@@ -3,6 +3,7 @@ package io.sluice.buffer
 import java.util.concurrent.{ArrayBlockingQueue, TimeUnit}
 
 import io.netty.buffer.ByteBuf
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.memory.LocalBufferPool
 import io.sluice.memory.TestingBufferPools._
@@ -10,7 +11,7 @@ import org.apache.spark.unsafe.Platform
 import org.scalatest.funsuite.AnyFunSuite
 
 /** BufferBuilder and its BufferConsumer: the lock-free hand-over between a writer and a reader. */
-class BufferBuilderSuite extends AnyFunSuite {
+class BufferBuilderSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def bytes(from: Int, n: Int): Array[Byte] = Array.tabulate(n)(i => (from + i).toByte)
 

@@ -4,10 +4,11 @@ import java.io.File
 import java.nio.charset.StandardCharsets
 import java.nio.file.Files
 
+import io.sluice.NettyLeakDetection
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The generated docs, Python option table and spark-submit template are what the code defines. */
-class ConfigDocsSuite extends AnyFunSuite {
+class ConfigDocsSuite extends AnyFunSuite with NettyLeakDetection {
 
   private lazy val repoRoot: File = {
     var dir = new File(".").getAbsoluteFile

@@ -1,8 +1,9 @@
 package io.sluice.config
 
+import io.sluice.NettyLeakDetection
 import org.scalatest.funsuite.AnyFunSuite
 
-class ConfigOptionSuite extends AnyFunSuite {
+class ConfigOptionSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def failure(o: ConfigOption[_], raw: String): String =
     intercept[IllegalArgumentException](o.parse(raw)).getMessage

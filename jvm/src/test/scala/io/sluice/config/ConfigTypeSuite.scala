@@ -1,9 +1,10 @@
 package io.sluice.config
 
+import io.sluice.NettyLeakDetection
 import io.sluice.config.ConfigType._
 import org.scalatest.funsuite.AnyFunSuite
 
-class ConfigTypeSuite extends AnyFunSuite {
+class ConfigTypeSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("sizes parse with Spark's binary suffixes, upper or lower case, with or without spaces") {
     assert(BytesType.parse("32k") == Right(32L << 10))

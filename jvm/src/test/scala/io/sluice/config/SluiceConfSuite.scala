@@ -1,8 +1,9 @@
 package io.sluice.config
 
+import io.sluice.NettyLeakDetection
 import org.scalatest.funsuite.AnyFunSuite
 
-class SluiceConfSuite extends AnyFunSuite {
+class SluiceConfSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def rejected(settings: (String, String)*): String =
     intercept[IllegalArgumentException](SluiceConf(settings)).getMessage

@@ -3,11 +3,12 @@ package io.sluice.memory
 import java.util.concurrent.{ConcurrentLinkedQueue, CyclicBarrier, TimeUnit, TimeoutException}
 import java.util.concurrent.atomic.AtomicInteger
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.memory.TestingBufferPools._
 import org.scalatest.funsuite.AnyFunSuite
 
-class LocalBufferPoolSuite extends AnyFunSuite {
+class LocalBufferPoolSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("requests beyond the pool's size return null without blocking") {
     withNetworkBufferPool(10) { global =>

@@ -2,11 +2,12 @@ package io.sluice.memory
 
 import java.util.concurrent.{CyclicBarrier, TimeoutException}
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.memory.TestingBufferPools._
 import org.scalatest.funsuite.AnyFunSuite
 
-class NetworkBufferPoolSuite extends AnyFunSuite {
+class NetworkBufferPoolSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("segments are allocated lazily, on first request, and reused after") {
     withNetworkBufferPool(16) { global =>

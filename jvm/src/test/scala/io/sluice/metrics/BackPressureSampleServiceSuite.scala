@@ -2,12 +2,13 @@ package io.sluice.metrics
 
 import java.util.concurrent.{CountDownLatch, TimeUnit}
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingShuffleEnvironment._
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.partition.ResultPartitionID
 import org.scalatest.funsuite.AnyFunSuite
 
-class BackPressureSampleServiceSuite extends AnyFunSuite {
+class BackPressureSampleServiceSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val service = new BackPressureSampleService()
   private val key = TaskKey(1, 0, 0, 1L)

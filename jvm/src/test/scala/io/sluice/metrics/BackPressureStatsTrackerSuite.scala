@@ -2,9 +2,10 @@ package io.sluice.metrics
 
 import java.util.concurrent.TimeUnit
 
+import io.sluice.NettyLeakDetection
 import org.scalatest.funsuite.AnyFunSuite
 
-class BackPressureStatsTrackerSuite extends AnyFunSuite {
+class BackPressureStatsTrackerSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("levels: OK up to 0.10, LOW up to 0.5, HIGH above (Flink's thresholds)") {
     assert(BackPressureLevel.of(0.0) == BackPressureLevel.Ok)

@@ -1,11 +1,12 @@
 package io.sluice.metrics
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingShuffleEnvironment._
 import io.sluice.partition.ResultPartitionID
 import io.sluice.writer.{ChannelSelector, LatencyMarkerEmitter, RecordSerializer, RecordWriter, SerializedRecord}
 import org.scalatest.funsuite.AnyFunSuite
 
-class LatencyStatsSuite extends AnyFunSuite {
+class LatencyStatsSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("granularity decides which producers share a histogram") {
     val clock = new ManualClock
@@ -105,6 +106,7 @@ class LatencyStatsSuite extends AnyFunSuite {
       emitter.close()
       assert(emitter.numEmitted >= 3)
       p.release(null)
+      p.closeBufferBuilders() // the producer's clean-up, on its thread
     }
   }
 }

@@ -1,9 +1,10 @@
 package io.sluice.metrics
 
+import io.sluice.NettyLeakDetection
 import io.sluice.metrics.TestingSnapshots._
 import org.scalatest.funsuite.AnyFunSuite
 
-class MetricStoreSuite extends AnyFunSuite {
+class MetricStoreSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val segments = SegmentsSnapshot(32768, 100, 90, 10)
 

@@ -1,10 +1,11 @@
 package io.sluice.metrics
 
+import io.sluice.NettyLeakDetection
 import io.sluice.metrics.NetworkDiagnosis._
 import io.sluice.metrics.TestingSnapshots._
 import org.scalatest.funsuite.AnyFunSuite
 
-class NetworkDiagnosisSuite extends AnyFunSuite {
+class NetworkDiagnosisSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val low = 0.1
   private val high = 1.0

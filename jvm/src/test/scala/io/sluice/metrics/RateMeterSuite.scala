@@ -1,8 +1,9 @@
 package io.sluice.metrics
 
+import io.sluice.NettyLeakDetection
 import org.scalatest.funsuite.AnyFunSuite
 
-class RateMeterSuite extends AnyFunSuite {
+class RateMeterSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val s = 1000000000L
 

@@ -1,11 +1,12 @@
 package io.sluice.metrics
 
+import io.sluice.NettyLeakDetection
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.TestingShuffleEnvironment._
 import io.sluice.partition.ResultPartitionID
 import org.scalatest.funsuite.AnyFunSuite
 
-class ShuffleMetricRegistrySuite extends AnyFunSuite {
+class ShuffleMetricRegistrySuite extends AnyFunSuite with NettyLeakDetection {
 
   private def key(tid: Long) = TaskKey(1, 0, tid.toInt, tid)
 
@@ -66,6 +67,7 @@ class ShuffleMetricRegistrySuite extends AnyFunSuite {
       assert(a.rates.keySet == MetricNames.Rates.toSet)
       assert(env.metrics.totals(MetricNames.NumRecordsOut) == 9)
       p.release(null)
+      p.closeBufferBuilders() // the producer's clean-up, on its thread
     }
   }
 }

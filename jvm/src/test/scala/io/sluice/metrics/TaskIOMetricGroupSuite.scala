@@ -1,11 +1,12 @@
 package io.sluice.metrics
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingShuffleEnvironment._
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.{BufferAndAvailability, InputChannel, ProducerLocation, SingleInputGate}
 import org.scalatest.funsuite.AnyFunSuite
 
-class TaskIOMetricGroupSuite extends AnyFunSuite {
+class TaskIOMetricGroupSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val key = TaskKey(stageId = 3, stageAttemptId = 0, partitionId = 1, taskAttemptId = 42L)
 
@@ -59,6 +60,7 @@ class TaskIOMetricGroupSuite extends AnyFunSuite {
       assert(s.outPoolUsage == 0.3) // a pool of 1 x 2 exclusive + 8 floating buffers
       assert(s.outputQueueLength == 3)
       p.release(null)
+      p.closeBufferBuilders() // the producer's clean-up, on its thread
     }
   }
 
@@ -98,6 +100,7 @@ class TaskIOMetricGroupSuite extends AnyFunSuite {
       clock.advanceMillis(2000)
       assert(group.sample().numRecordsOutPerSecond == 150.0 / 4)
       p.release(null)
+      p.closeBufferBuilders() // the producer's clean-up, on its thread
     }
   }
 
@@ -132,6 +135,7 @@ class TaskIOMetricGroupSuite extends AnyFunSuite {
       assert(live.running && live.outPoolUsage == 0.3)
       p.emitRecord(0, record(10), ByteArrayOffset, 10)
       p.release(null) // its pool is destroyed: a live read would say 0
+      p.closeBufferBuilders() // the producer's clean-up, on its thread
       val done = group.finish()
       assert(!done.running)
       assert(done.numRecordsOut == 10)

@@ -2,6 +2,7 @@ package io.sluice.netty
 
 import java.util.concurrent.TimeoutException
 
+import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceOptions
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.ResultPartitionID
@@ -15,7 +16,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * channel without credit, a credit-less client that stopped reading) stays up and delivers
  * everything afterwards.
  */
-class ConnectionHeartbeatSuite extends AnyFunSuite {
+class ConnectionHeartbeatSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("a peer that stops answering without closing fails its channels after the heartbeat timeout") {
     val silent = new TestingSilentServer

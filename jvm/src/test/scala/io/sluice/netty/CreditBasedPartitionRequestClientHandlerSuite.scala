@@ -2,6 +2,7 @@ package io.sluice.netty
 
 import java.util.concurrent.TimeoutException
 
+import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceOptions
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.ResultPartitionID
@@ -14,7 +15,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * B.4's logical channel stops (Inflicting Backpressure 2); without it, B.4's full buffer pool
  * stops reading the whole TCP connection and B.3 starves too (Inflicting Backpressure 1).
  */
-class CreditBasedPartitionRequestClientHandlerSuite extends AnyFunSuite {
+class CreditBasedPartitionRequestClientHandlerSuite extends AnyFunSuite with NettyLeakDetection {
 
   // Small socket buffers, so a stalled connection fills up quickly and deterministically.
   private val smallSockets = Map("spark.sluice.io.receiveBuffer" -> "16384", "spark.sluice.io.sendBuffer" -> "16384")

@@ -7,10 +7,11 @@ import java.nio.channels.{ClosedChannelException, WritableByteChannel}
 import io.netty.channel.{DefaultFileRegion, FileRegion}
 import io.netty.channel.embedded.EmbeddedChannel
 import io.netty.util.AbstractReferenceCounted
+import io.sluice.NettyLeakDetection
 import org.scalatest.funsuite.AnyFunSuite
 
 /** A spilled payload whose file fails mid-way still fills its frame, and says so; a broken socket still fails. */
-class GuardedFileRegionSuite extends AnyFunSuite {
+class GuardedFileRegionSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val id = InputChannelID(1, 2)
 

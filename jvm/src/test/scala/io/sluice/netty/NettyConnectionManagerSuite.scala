@@ -6,6 +6,7 @@ import java.util.concurrent.CountDownLatch
 
 import scala.jdk.CollectionConverters._
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads
 import io.sluice.buffer.BlockCodec
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
@@ -15,7 +16,7 @@ import org.apache.spark.network.sasl.SecretKeyHolder
 import org.scalatest.funsuite.AnyFunSuite
 
 /** One connection per pair of executors, shared and reused; Spark's authentication and encryption guard it. */
-class NettyConnectionManagerSuite extends AnyFunSuite {
+class NettyConnectionManagerSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("exactly one TCP connection between two executors, whatever the number of channels, gates and shuffles") {
     val a = new TestingExecutor("A")
@@ -38,7 +39,7 @@ class NettyConnectionManagerSuite extends AnyFunSuite {
         assert(a.connectionManager.numServerConnections == 1)
         assert(b.connectionManager.numClientConnections == 1)
         assert(b.counters.connectionsOpened.sum == 1)
-        TestingTcp.establishedTo(a.port).foreach(n => assert(n == 1, s"/proc/net/tcp shows $n connections to ${a.port}"))
+        TestingTcp.assertOneConnectionTo(a.port)
         parts.foreach { p => for (s <- 0 until 3) TestingRecords.writeMany(p, s, 200, 300); p.finish() }
         reading.foreach(r => assert(await(r).values.sum == 800))
         readers.foreach(_.close())
@@ -143,7 +144,7 @@ class NettyConnectionManagerSuite extends AnyFunSuite {
       assert(b.connectionManager.clientConnection("127.0.0.1", a.port).get eq client)
       assert(b.counters.connectionsOpened.sum == 1 && b.connectionManager.numClientConnections == 1)
       assert(a.connectionManager.numAcceptedConnections == 1 && a.connectionManager.numServerConnections == 1)
-      TestingTcp.establishedTo(a.port).foreach(n => assert(n == 1, s"/proc/net/tcp shows $n connections to ${a.port}"))
+      TestingTcp.assertOneConnectionTo(a.port)
       reader.close()
       a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
@@ -229,16 +230,35 @@ final class TestingTaskThread(body: => Any) {
 
 /** What the kernel says about TCP connections (Linux). */
 object TestingTcp {
-  /** Established connections whose local port is `port` (server ends), or None without /proc. */
-  def establishedTo(port: Int): Option[Int] = {
+  /**
+   * The established TCP connections this JVM holds to `port` (their client ends, as /proc/net/tcp
+   * lines), or None without /proc. Only sockets of this process count: /proc/net/tcp lists the
+   * whole machine, where another test run may connect to a port number it saw free a moment ago
+   * and that is now one of ours (seen under dev/stress with other JVM suites running alongside).
+   */
+  def establishedTo(port: Int): Option[Seq[String]] = {
     val files = Seq(new File("/proc/net/tcp"), new File("/proc/net/tcp6")).filter(_.canRead)
-    if (files.isEmpty) None
-    else Some(files.map { f =>
-      val lines = Files.readAllLines(f.toPath).asScala.drop(1)
-      lines.count { l =>
-        val cols = l.trim.split("\\s+")
-        cols.length > 3 && cols(3) == "01" && Integer.parseInt(cols(1).split(":")(1), 16) == port
-      }
-    }.sum)
+    val fds = new File("/proc/self/fd")
+    if (files.isEmpty || !fds.canRead) None
+    else {
+      val ours = Option(fds.listFiles()).toSeq.flatten.flatMap { fd =>
+        try {
+          val target = Files.readSymbolicLink(fd.toPath).toString
+          if (target.startsWith("socket:[")) Some(target.stripPrefix("socket:[").stripSuffix("]")) else None
+        } catch { case _: IOException => None } // closed meanwhile
+      }.toSet
+      Some(files.flatMap { f =>
+        Files.readAllLines(f.toPath).asScala.drop(1).filter { l =>
+          // sl, local address, remote address, state, queues, timer, retransmits, uid, timeout, inode
+          val cols = l.trim.split("\\s+")
+          cols.length > 9 && cols(3) == "01" && Integer.parseInt(cols(2).split(":")(1), 16) == port && ours(cols(9))
+        }
+      })
+    }
+  }
+
+  /** Asserts that this JVM holds exactly one connection to `port` (where /proc says). */
+  def assertOneConnectionTo(port: Int): Unit = establishedTo(port).foreach { lines =>
+    assert(lines.size == 1, s"/proc/net/tcp shows ${lines.size} connections of this JVM to $port:\n${lines.mkString("\n")}")
   }
 }

@@ -1,13 +1,15 @@
 package io.sluice.netty
 
-import io.netty.buffer.{ByteBuf, Unpooled}
+import io.netty.buffer.{ByteBuf, Unpooled, UnpooledByteBufAllocator, UnpooledHeapByteBuf}
 import io.netty.channel.embedded.EmbeddedChannel
+import io.sluice.NettyLeakDetection
 import io.sluice.partition.ResultPartitionID
+import io.sluice.partition.consumer.RemoteInputChannel
 import io.sluice.netty.TestingReceivers.{bytes, encode}
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The decoder rejects every malformed frame by name, never leaks a buffer, and stalls credit-less connections. */
-class NettyMessageDecoderSuite extends AnyFunSuite {
+class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val someId = InputChannelID(1, 2)
 
@@ -22,6 +24,7 @@ class NettyMessageDecoderSuite extends AnyFunSuite {
     val input = bytes(data)
     val e = intercept[TransportProtocolException](ch.writeInbound(input))
     assert(input.refCnt() == 0, "the rejected input was released")
+    assert(decoderOf(ch).holdsNothing, "the decoder gave back its own buffers")
     assert(e.getMessage.contains("embedded"), s"names the remote address: ${e.getMessage}")
     // Everything after a failure is dropped (and released).
     val more = bytes(encode(CloseRequest))
@@ -29,6 +32,17 @@ class NettyMessageDecoderSuite extends AnyFunSuite {
     assert(more.refCnt() == 0)
     assert(ch.readInbound[AnyRef]() == null)
     e
+  }
+
+  private def decoderOf(ch: EmbeddedChannel): NettyMessageDecoder = ch.pipeline().get(classOf[NettyMessageDecoder])
+
+  /** Input whose bytes from `poisonAt` on cannot be read, as a buffer freed under its reader. */
+  private final class PoisonedInput(data: Array[Byte], poisonAt: Int)
+    extends UnpooledHeapByteBuf(UnpooledByteBufAllocator.DEFAULT, data, data.length) {
+    override def hasArray: Boolean = false // copies go through getBytes
+    override def getBytes(index: Int, dst: ByteBuf, dstIndex: Int, length: Int): ByteBuf =
+      if (index + length > poisonAt) throw new IllegalStateException(s"input unreadable from byte $poisonAt")
+      else super.getBytes(index, dst, dstIndex, length)
   }
 
   test("bad magic, unknown ids, wrong direction and impossible lengths close the connection with a named error") {
@@ -84,11 +98,53 @@ class NettyMessageDecoderSuite extends AnyFunSuite {
     val r = new TestingReceivers()
     val data = encode(BufferResponse(r.channels.head.id, 0, 0, 0, bytes(new Array[Byte](3000))))
     val ch = r.clientChannel()
-    ch.writeInbound(bytes(data.take(2000)))
+    val decoder = decoderOf(ch)
+    val input = bytes(data.take(2000))
+    ch.writeInbound(input)
     assert(ch.readInbound[AnyRef]() == null)
+    assert(input.refCnt() == 0 && r.gate.floatingBuffers.numUsedBuffers == 1, "the payload is half-way in a buffer")
     ch.close()
+    assert(decoder.holdsNothing)
+    assert(r.gate.floatingBuffers.numUsedBuffers == 0, "the half-filled buffer went back")
     r.close()
-    assert(r.networkBufferPool.numberOfAvailableSegments == 64, "the half-filled buffer went back")
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+  }
+
+  test("any exception while a payload is copied fails the connection naming the frame and the peer; nothing leaks") {
+    val r = new TestingReceivers()
+    val data = encode(BufferResponse(r.channels.head.id, 0, 0, 0, bytes(new Array[Byte](3000))))
+    val ch = r.clientChannel()
+    val input = new PoisonedInput(data, poisonAt = 1000) // the frame header is readable, the payload not all
+    val e = intercept[TransportProtocolException](ch.writeInbound(input))
+    assert(e.getMessage.contains(s"Could not decode a ${data.length}-byte BufferResponse frame from embedded"), e.getMessage)
+    assert(e.getMessage.contains("input unreadable from byte 1000"), e.getMessage)
+    assert(e.getCause.isInstanceOf[IllegalStateException])
+    assert(input.refCnt() == 0, "the input was released")
+    assert(decoderOf(ch).holdsNothing)
+    assert(r.gate.floatingBuffers.numUsedBuffers == 0, "the buffer taken for the payload went back")
+    val more = bytes(encode(EndOfPartition(r.channels.head.id, 0, 0)))
+    ch.writeInbound(more)
+    assert(more.refCnt() == 0 && ch.readInbound[AnyRef]() == null, "nothing is decoded after the failure")
+    r.close()
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+  }
+
+  test("an exception from the receiver lookup fails the connection, naming the frame; nothing leaks") {
+    val r = new TestingReceivers()
+    val broken = new ReceiverLookup {
+      override def channelFor(id: InputChannelID): RemoteInputChannel = throw new IllegalStateException("lookup broke")
+      override def wasReleased(id: InputChannelID): Boolean = false
+    }
+    val ch = new EmbeddedChannel(new NettyMessageDecoder(NettyMessage.ServerToClient, 64 << 10, broken, r.counters))
+    val data = encode(BufferResponse(r.channels.head.id, 0, 0, 0, bytes(new Array[Byte](100))))
+    val input = bytes(data)
+    val e = intercept[TransportProtocolException](ch.writeInbound(input))
+    assert(e.getMessage.contains(s"a ${data.length}-byte BufferResponse frame from embedded") &&
+      e.getMessage.contains("lookup broke"), e.getMessage)
+    assert(input.refCnt() == 0 && decoderOf(ch).holdsNothing)
+    assert(r.counters.protocolErrors.sum == 0, "not counted as the peer's protocol error")
+    r.close()
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64)
   }
 
   test("data for a released channel is dropped and its buffer is not leaked") {
@@ -148,6 +204,51 @@ class NettyMessageDecoderSuite extends AnyFunSuite {
     third.data.release()
     r.close()
     assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+  }
+
+  test("credit-less: a bad frame in input held during a stall is rejected when decoding resumes; nothing leaks") {
+    val r = new TestingReceivers(gateBuffers = 1)
+    val id = r.channels.head.id
+    val ch = r.clientChannel()
+    val decoder = decoderOf(ch)
+    ch.writeInbound(bytes(encode((0 until 2).map(i => BufferResponse(id, i, 0, 0, bytes(new Array[Byte](100)))): _*)))
+    val first = ch.readInbound[BufferResponse]()
+    assert(decoder.isStalled)
+    val bad = bytes(frame(9, 0x12345678, 4, Array.empty))
+    ch.writeInbound(bad)
+    first.data.release()
+    ch.runPendingTasks()
+    val e = intercept[TransportProtocolException](ch.checkException())
+    assert(e.getMessage.contains("bad magic 0x12345678") && e.getMessage.contains("embedded"), e.getMessage)
+    val second = ch.readInbound[BufferResponse]()
+    assert(second.sequenceNumber == 1, "the frame before the bad one was delivered")
+    second.data.release()
+    assert(bad.refCnt() == 0 && decoder.holdsNothing)
+    r.close()
+    assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+  }
+
+  Seq("the connection closes", "the decoder is removed").foreach { how =>
+    test(s"credit-less: when $how during a stall, held input and the wait on the pool are given up") {
+      val r = new TestingReceivers(gateBuffers = 1)
+      val id = r.channels.head.id
+      val ch = r.clientChannel()
+      val decoder = decoderOf(ch)
+      val input = bytes(encode((0 until 3).map(i => BufferResponse(id, i, 0, 0, bytes(new Array[Byte](100)))): _*))
+      val late = bytes(encode(EndOfPartition(id, 3, 0)))
+      ch.writeInbound(input)
+      ch.writeInbound(late)
+      val first = ch.readInbound[BufferResponse]()
+      assert(decoder.isStalled && input.refCnt() == 1 && late.refCnt() == 1, "input is held while stalled")
+      if (how == "the connection closes") ch.close() else ch.pipeline().remove(decoder)
+      assert(input.refCnt() == 0 && late.refCnt() == 0 && decoder.holdsNothing)
+      first.data.release() // the pool no longer hands its buffer to the decoder
+      ch.runPendingTasks()
+      assert(ch.readInbound[AnyRef]() == null)
+      assert(r.gate.floatingBuffers.numUsedBuffers == 0, "the recycled buffer stayed in the gate's pool")
+      r.close()
+      assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+    }
   }
 
   test("credit-less: a stalled connection skips the payload when the gate closes instead of waiting forever") {

@@ -7,13 +7,14 @@ import scala.util.Random
 
 import io.netty.buffer.{ByteBuf, Unpooled}
 import io.netty.channel.embedded.EmbeddedChannel
+import io.sluice.NettyLeakDetection
 import io.sluice.buffer.BlockCodec
 import io.sluice.partition.{PartitionFile, ResultPartitionID}
 import io.sluice.netty.TestingReceivers.{bytes, encode}
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Every message survives encode then decode unchanged (Spark's ProtocolSuite, Flink's NettyMessageSerializationTest). */
-class NettyMessageSuite extends AnyFunSuite {
+class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val id = InputChannelID(0x0123456789abcdefL, -42L)
 

@@ -1,5 +1,6 @@
 package io.sluice.netty
 
+import io.sluice.NettyLeakDetection
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.consumer.{CorruptBufferException, GateInput, InputChannelException}
 import io.sluice.partition.{SortMergeResultPartition, ProducerFailedException, ResultPartitionID}
@@ -10,7 +11,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * partition of one breaks mid-stream, and the other still receives every buffer over the same
  * connection, which stays open.
  */
-class PartitionRequestQueueSuite extends AnyFunSuite {
+class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val records = 3000
   private val recordSize = 1000

@@ -7,6 +7,7 @@ import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
 
 import scala.util.Random
 
+import io.sluice.NettyLeakDetection
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.GateInput
@@ -18,7 +19,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * keeps receiving correct data. The server must survive, close exactly the bad connections, leave
  * the good one alone, keep its memory bounded and leak no buffer.
  */
-class PartitionRequestServerHandlerSuite extends AnyFunSuite {
+class PartitionRequestServerHandlerSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("a server survives a fuzzing storm while a good client keeps receiving correct data") {
     val a = new TestingExecutor("A")

@@ -4,6 +4,7 @@ import java.io.{ByteArrayOutputStream, File}
 import java.nio.channels.Channels
 
 import io.netty.buffer.{ByteBuf, Unpooled}
+import io.sluice.NettyLeakDetection
 import io.sluice.buffer.BlockCodec
 import io.sluice.partition.TestingFileHandles.openUnder
 import io.sluice.partition.TestingLocalDirs._
@@ -11,7 +12,7 @@ import org.apache.spark.unsafe.Platform
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The partition file: its index, its write path, checksums and who holds its file handles. */
-class PartitionFileSuite extends AnyFunSuite {
+class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def buf(bytes: Array[Byte]): ByteBuf = Unpooled.directBuffer(math.max(1, bytes.length)).writeBytes(bytes)
 
@@ -28,7 +29,8 @@ class PartitionFileSuite extends AnyFunSuite {
       val empty = buf(Array.emptyByteArray)
       f.write(2, empty) // empty buffers are not stored
       empty.release()
-      intercept[java.io.IOException](f.buffer(0, 0).readInto(Unpooled.directBuffer(10)))
+      val early = Unpooled.directBuffer(10)
+      try intercept[java.io.IOException](f.buffer(0, 0).readInto(early)) finally early.release()
       f.finishWriting()
       assert(f.isFinished)
       assert(f.numBuffers(0) == 15 && f.numBuffers(1) == 15 && f.numBuffers(2) == 0)

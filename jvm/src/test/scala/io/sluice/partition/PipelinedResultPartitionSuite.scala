@@ -3,6 +3,7 @@ package io.sluice.partition
 import java.util.concurrent.TimeoutException
 import java.util.concurrent.atomic.AtomicInteger
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.memory.TestingBufferPools._
 import io.sluice.partition.TestingRecords._
@@ -10,7 +11,7 @@ import io.sluice.partition.TestingResultPartitions._
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The life of a pipelined partition: consumption, self-release, backpressure and failure. */
-class PipelinedResultPartitionSuite extends AnyFunSuite {
+class PipelinedResultPartitionSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("after the last buffer every reader gets the end; then awaitConsumed returns and the partition releases itself") {
     withNetworkBufferPool(32) { global =>

@@ -1,12 +1,13 @@
 package io.sluice.partition
 
+import io.sluice.NettyLeakDetection
 import io.sluice.memory.TestingBufferPools._
 import io.sluice.partition.TestingRecords._
 import io.sluice.partition.TestingResultPartitions._
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Availability, backlog and notifications of one pipelined subpartition (4 KiB buffers). */
-class PipelinedSubpartitionSuite extends AnyFunSuite {
+class PipelinedSubpartitionSuite extends AnyFunSuite with NettyLeakDetection {
 
   /** Reads the other subpartitions to their end so the partition can release itself. */
   private def consumeRest(p: PipelinedResultPartition, from: Int): Unit = (from until p.numSubpartitions).foreach { i =>

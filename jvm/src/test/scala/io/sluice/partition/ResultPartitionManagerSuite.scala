@@ -3,12 +3,13 @@ package io.sluice.partition
 import java.util.concurrent.CyclicBarrier
 import java.util.concurrent.atomic.AtomicInteger
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.memory.TestingBufferPools._
 import io.sluice.partition.TestingResultPartitions._
 import org.scalatest.funsuite.AnyFunSuite
 
-class ResultPartitionManagerSuite extends AnyFunSuite {
+class ResultPartitionManagerSuite extends AnyFunSuite with NettyLeakDetection {
 
   /** A pending reader that records which partitions it was served with. */
   private final class CountingRequest extends PendingViewRequest {

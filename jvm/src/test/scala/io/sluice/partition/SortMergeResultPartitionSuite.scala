@@ -9,6 +9,7 @@ import java.util.zip.CRC32C
 import scala.collection.mutable.ArrayBuffer
 
 import io.netty.buffer.{ByteBufUtil, Unpooled}
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.TestingBufferPools._
@@ -22,7 +23,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * Sort-merge blocking partitions: the shared sort buffer spilling region by region, reading any
  * number of times, compression, checksums, per-reader file handles.
  */
-class SortMergeResultPartitionSuite extends AnyFunSuite {
+class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val Segment = 32 * 1024
 

@@ -1,6 +1,7 @@
 package io.sluice.serialization
 
 import io.netty.buffer.{ByteBuf, Unpooled}
+import io.sluice.NettyLeakDetection
 import io.sluice.memory.TestingBufferPools._
 import io.sluice.partition.{NoOpBufferAvailabilityListener, TestingElementReader}
 import io.sluice.partition.TestingRecords._
@@ -11,7 +12,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * Record framing end to end: elements written with ResultPartition.emitRecord and
  * broadcastLatencyMarker into 32 KiB buffers, read back by the SpanningRecordDeserializer.
  */
-class SpanningRecordDeserializerSuite extends AnyFunSuite {
+class SpanningRecordDeserializerSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val Segment = 32 * 1024
 

@@ -1,5 +1,6 @@
 package io.sluice.writer
 
+import io.sluice.NettyLeakDetection
 import io.sluice.memory.TestingBufferPools._
 import io.sluice.partition.{NoOpBufferAvailabilityListener, PipelinedResultPartition, ResultSubpartitionView,
   TestingAvailabilityListener, TestingElementReader}
@@ -9,7 +10,7 @@ import io.sluice.writer.TestingRecordWriters._
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The three flush triggers: every record (timeout 0), the output flusher (timeout > 0), full buffers only (-1). */
-class RecordWriterSuite extends AnyFunSuite {
+class RecordWriterSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val Segment = 4096
 

@@ -173,7 +173,7 @@ final class RemoteInputChannel(
         wasEmpty = received.isEmpty
         received.add(new Received(r))
         if (creditBased) {
-          if (r.backlog > 0) onSenderBacklog(r.backlog)
+          onSenderBacklog(r.backlog)
           announce = shouldAnnounceLocked()
         }
       }
@@ -214,7 +214,9 @@ final class RemoteInputChannel(
   /**
    * The sender has `backlog` more buffers: get floating buffers until this channel holds
    * `backlog + numExclusiveBuffers` free, or the pool is empty (then wait as its listener).
-   * Holds the channel's lock.
+   * A backlog of 0 counts too: it lowers the requirement, so exclusive buffers coming back
+   * push the floating ones out again ([[recycleExclusive]]), as in Flink, instead of the channel
+   * keeping what an earlier backlog brought it. Holds the channel's lock.
    */
   private def onSenderBacklog(backlog: Int): Unit = {
     numRequiredBuffers = backlog + exclusiveBuffersPerChannel

@@ -120,11 +120,16 @@ final class SingleInputGate(
     val n = (if (needsReadBuffer) 1 else 0) + (if (codec.isDefined) 1 else 0)
     if (n > 0) {
       val segments = networkBufferPool.requestUnpooledSegments(n, bufferRequestTimeoutMs, s"$owner (scratch buffers)")
-      val open = exclusive.synchronized { if (!closed) scratchSegments = segments; !closed }
+      val open = exclusive.synchronized {
+        if (!closed) {
+          scratchSegments = segments
+          var i = 0
+          if (needsReadBuffer) { readScratch = new NetworkBuffer(segments.get(i), NoRecycle); i += 1 }
+          if (codec.isDefined) decompressScratch = new NetworkBuffer(segments.get(i), NoRecycle)
+        }
+        !closed
+      }
       if (!open) { networkBufferPool.recycleUnpooledSegments(segments); throw closedError() }
-      var i = 0
-      if (needsReadBuffer) { readScratch = new NetworkBuffer(segments.get(i), NoRecycle); i += 1 }
-      if (codec.isDefined) decompressScratch = new NetworkBuffer(segments.get(i), NoRecycle)
     }
     if (maxChannelsInFlight == SingleInputGate.AllAtOnce) {
       // Producers of a pipelined shuffle run now and wait for their readers: each subpartition
@@ -336,7 +341,7 @@ final class SingleInputGate(
           throw new CorruptBufferException(s"${channel.description} sent a compressed buffer of raw length " +
             s"${next.rawLength}, more than a segment")
         }
-        if (decompressScratch.refCnt() != 1) throw new IllegalStateException("the previous buffer was not released")
+        if (decompressScratch.refCnt() != 1) throw previousNotReleased()
         val src = data.nioBuffer(data.readerIndex(), size)
         c.decompress(src, src.position(), size, decompressScratch.nioBuffer(0, decompressScratch.capacity()), 0, next.rawLength)
         val out = decompressScratch.retainedSlice(0, next.rawLength)
@@ -353,10 +358,13 @@ final class SingleInputGate(
     new InputBuffer(data, channel.channelIndex, next.subpartition, channel.isRemote, size)
   }
 
+  private def previousNotReleased(): Exception =
+    if (closed) closedError() else new IllegalStateException("the previous buffer was not released")
+
   /** The scratch buffer a local channel reads a spilled buffer of `length` bytes into. */
   private[consumer] def localReadBuffer(length: Int): ByteBuf = {
     if (readScratch == null) throw new IllegalStateException(s"$owner has no read buffer for spilled local data")
-    if (readScratch.refCnt() != 1) throw new IllegalStateException("the previous buffer was not released")
+    if (readScratch.refCnt() != 1) throw previousNotReleased()
     if (length > readScratch.capacity()) {
       throw new CorruptBufferException(s"A spilled buffer of $length bytes does not fit a ${readScratch.capacity()}-byte segment")
     }
@@ -399,12 +407,15 @@ final class SingleInputGate(
    * [[getNext]] for data wakes up and fails.
    */
   def close(): Unit = if (!closed) {
-    val scratch = exclusive.synchronized {
-      closed = true
+    val (scratch, scratchBuffers) = exclusive.synchronized {
       val s = scratchSegments
+      // The gate's own references to its scratch buffers (a slice the task still holds keeps its own).
+      val b = if (closed) Nil else Seq(readScratch, decompressScratch).filter(_ != null)
+      closed = true
       scratchSegments = java.util.Collections.emptyList()
-      s
+      (s, b)
     }
+    scratchBuffers.foreach(_.release())
     channelsWithData.synchronized(channelsWithData.notifyAll())
     var error: Throwable = null
     channels.foreach { c =>

@@ -2,6 +2,7 @@ package io.sluice.partition.consumer
 
 import java.io.RandomAccessFile
 
+import io.sluice.NettyLeakDetection
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.SluiceOptions
 import io.sluice.netty.{TestingExecutor, TestingGateReader, TestingRecords}
@@ -10,7 +11,7 @@ import io.sluice.partition.ResultPartitionID
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Gates as the Spark layer builds them: local and remote channels, pipelined and blocking inputs. */
-class InputGateFactorySuite extends AnyFunSuite {
+class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
 
   private def lz4 = Some(BlockCodec.forSparkCodec("lz4", 1))
 

@@ -1,6 +1,7 @@
 package io.sluice.partition.consumer
 
 import io.netty.buffer.Unpooled
+import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceOptions
 import io.sluice.memory.InsufficientNetworkBuffersException
 import io.sluice.netty.{BufferResponse, InputChannelID, TestingExecutor, TestingGateReader, TestingRecords}
@@ -12,7 +13,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * Remote input channels end to end: two executors on loopback, producers on A, gates on B.
  * Every test ends with every buffer of both executors back in its pool.
  */
-class RemoteInputChannelSuite extends AnyFunSuite {
+class RemoteInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def remoteChannels(gate: SingleInputGate): Seq[RemoteInputChannel] =
     (0 until gate.numberOfChannels).map(gate.channel).collect { case r: RemoteInputChannel => r }
@@ -48,6 +49,36 @@ class RemoteInputChannelSuite extends AnyFunSuite {
       }
       readers.foreach(_.close())
       assert(a.partitionManager.numPartitions == 0, "consumed pipelined partitions release themselves")
+      a.assertNoCreditViolations(); b.assertNoCreditViolations()
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("the sender's backlog reaches the consumer: before its task reads, a channel receives on floating credit too") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      val p = a.pipelinedPartition(ResultPartitionID(2, 1), 1)
+      val producing = async {
+        TestingRecords.writeMany(p, 0, 400, 1000) // about 100 buffers of 4 KiB
+        p.finish()
+        p.awaitConsumed(30000)
+      }
+      val gate = b.gate("reader", Vector(GateInput(p.partitionId, 0, 1, a.location)))
+      gate.requestPartitions() // requested, not read: only the credit the channel announced can arrive
+      val ch = remoteChannels(gate).head
+      val exclusive = b.conf.get(SluiceOptions.BuffersPerChannel)
+      val floating = b.conf.get(SluiceOptions.FloatingBuffersPerGate)
+      io.sluice.TestingThreads.eventually(what = s"the channel to receive its $exclusive exclusive and $floating " +
+          s"floating buffers' worth (received ${ch.numBuffersReceived}, credit ${ch.numCreditsAnnounced})") {
+        ch.numBuffersReceived == exclusive + floating
+      }
+      assert(gate.floatingBuffers.numUsedBuffers == floating, "the gate's whole floating pool holds received data")
+      assert(!producing.isDone, "the producer waits for more credit")
+      val reader = new TestingGateReader(gate)
+      assert(reader.readAll() == Map((1L, 0) -> 400))
+      await(producing)
+      reader.close()
       a.assertNoCreditViolations(); b.assertNoCreditViolations()
       a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }

@@ -3,6 +3,7 @@ package io.sluice.partition.consumer
 import java.io.RandomAccessFile
 import java.util.concurrent.{CountDownLatch, TimeUnit, TimeoutException}
 
+import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.TestingBufferPools._
@@ -16,7 +17,7 @@ import io.sluice.writer.TestingRecordWriters._
 import org.scalatest.funsuite.AnyFunSuite
 
 /** A consumer's gate over local channels: pipelined partitions produced concurrently, and blocking ones. */
-class SingleInputGateSuite extends AnyFunSuite {
+class SingleInputGateSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def checkChannel(reader: TestingElementReader, channel: Int, count: Int, max: Int): Unit = {
     val records = reader.records
@@ -169,6 +170,37 @@ class SingleInputGateSuite extends AnyFunSuite {
         gate.close()
         manager.shutdown()
       }
+    }
+  }
+
+  test("hostile compressed data from a peer fails its channel (a FetchFailed), naming it; the buffer goes back") {
+    withNetworkBufferPool(16, 4096) { global =>
+      // An LZF chunk of 16 bytes whose first token copies from 17 bytes before the start of the output.
+      val hostile = Array[Byte]('Z', 'V', 1, 0, 16, 0, 16, 0x20, 0x10, 12) ++ Array.tabulate[Byte](13)(i => i.toByte)
+      val payload = io.netty.buffer.Unpooled.directBuffer(hostile.length).writeBytes(hostile)
+      val gate = new SingleInputGate("test consumer", global, global.createBufferPool(1, 4, "test floating buffers"),
+        Some(BlockCodec.forSparkCodec("lzf", 1)), 60000L, 60000L)
+      val peer = new InputChannel(gate, 0, ResultPartitionID(3, 9), 0, 1, ProducerLocation("exec-9", "10.0.0.9", 7337)) {
+        private var sent = false
+        override def requestSubpartitions(): Unit = notifyChannelNonEmpty()
+        override def getNextBuffer(): BufferAndAvailability =
+          if (sent) null
+          else {
+            sent = true
+            new BufferAndAvailability(payload, 0, compressed = true, rawLength = 16, hasChecksum = false, crc = 0,
+              moreAvailable = false)
+          }
+        override def releaseAllResources(): Unit = ()
+        override def isRemote: Boolean = true
+      }
+      gate.setChannels(Array[InputChannel](peer))
+      val e = intercept[InputChannelException](gate.getNext())
+      assert(e.channel eq peer)
+      assert(e.getCause.isInstanceOf[CorruptBufferException], e.getCause)
+      assert(e.getMessage.contains("shuffle 3 producer 9") && e.getMessage.contains("exec-9"), e.getMessage)
+      assert(e.getMessage.contains("lzf: corrupt compressed data"), e.getMessage)
+      assert(payload.refCnt() == 0, "the received buffer was released")
+      gate.close()
     }
   }
 

@@ -1,12 +1,13 @@
 package org.apache.spark.shuffle.sluice
 
+import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceConf
 import io.sluice.metrics._
 import org.json4s.jackson.JsonMethods
 import org.json4s._
 import org.scalatest.funsuite.AnyFunSuite
 
-class SluiceDriverMetricsSuite extends AnyFunSuite {
+class SluiceDriverMetricsSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val conf = SluiceConf(Seq("spark.sluice.metrics.reportInterval" -> "50ms",
     "spark.sluice.backpressure.numSamples" -> "5", "spark.sluice.backpressure.delayBetweenSamples" -> "1ms"))

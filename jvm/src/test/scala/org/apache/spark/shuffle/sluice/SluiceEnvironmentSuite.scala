@@ -1,11 +1,12 @@
 package org.apache.spark.shuffle.sluice
 
+import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceOptions
 import org.apache.spark.SparkConf
 import org.scalatest.funsuite.AnyFunSuite
 
 /** How the executor's engine settings follow Spark's own. */
-class SluiceEnvironmentSuite extends AnyFunSuite {
+class SluiceEnvironmentSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def heartbeat(settings: (String, String)*): Long =
     SluiceEnvironment.engineConf(new SparkConf(false).setAll(settings)).get(SluiceOptions.HeartbeatTimeout)

@@ -3,11 +3,12 @@ package org.apache.spark.shuffle.sluice
 import scala.jdk.CollectionConverters._
 
 import com.codahale.metrics.{Counter, Gauge, MetricRegistry}
+import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceConf
 import io.sluice.metrics._
 import org.scalatest.funsuite.AnyFunSuite
 
-class SluiceMetricsSourceSuite extends AnyFunSuite {
+class SluiceMetricsSourceSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def gauge(r: MetricRegistry, name: String): Any = r.getGauges.get(name).asInstanceOf[Gauge[_]].getValue
   private def counter(r: MetricRegistry, name: String): Long = r.getCounters.get(name).asInstanceOf[Counter].getCount

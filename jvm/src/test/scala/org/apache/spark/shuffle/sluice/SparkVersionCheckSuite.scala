@@ -1,8 +1,9 @@
 package org.apache.spark.shuffle.sluice
 
+import io.sluice.NettyLeakDetection
 import org.scalatest.funsuite.AnyFunSuite
 
-class SparkVersionCheckSuite extends AnyFunSuite {
+class SparkVersionCheckSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("every Spark 4.3.x is accepted, including the running one") {
     SparkVersionCheck.verify()

@@ -1,0 +1,110 @@
+package io.sluice.netty
+
+import java.net.InetSocketAddress
+
+import io.netty.channel.embedded.EmbeddedChannel
+import io.sluice.NettyLeakDetection
+import io.sluice.memory.NetworkBufferPool
+import io.sluice.netty.TestingReceivers.{bytes, encode}
+import io.sluice.partition.ResultPartitionID
+import io.sluice.partition.consumer.{BufferAndAvailability, InputChannel, ProducerLocation, RemoteInputChannel,
+  SingleInputGate}
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * Floating buffers of a credit-based remote channel, frame by frame: the sender's backlog asks
+ * the gate's pool for floating buffers, announced as credit; a dry pool is waited on as a
+ * listener; an exclusive buffer coming back takes a floating one's place, which goes back to the
+ * pool ("A Deep-Dive into Flink's Network Stack", Credit-based Flow Control). The channel runs over
+ * a real decoder and client handler on an EmbeddedChannel, whose outbound side is the wire.
+ */
+class FloatingBufferSuite extends AnyFunSuite with NettyLeakDetection {
+
+  private final class Client(exclusive: Int, floating: Int) {
+    val networkBufferPool = new NetworkBufferPool(64, 4096)
+    val pool = networkBufferPool.createBufferPool(1, floating, "test gate floating buffers")
+    val gate = new SingleInputGate("test gate", networkBufferPool, pool, None, 10000L, 10000L)
+    val counters = new TransportCounters
+    val handler = new CreditBasedPartitionRequestClientHandler("the server", counters)
+    val wire = new EmbeddedChannel(new NettyMessageDecoder(NettyMessage.ServerToClient, 64 << 10, handler, counters), handler)
+    private val client = new PartitionRequestClient(wire, handler, InetSocketAddress.createUnresolved("server", 1))
+    val channel = new RemoteInputChannel(gate, 0, ResultPartitionID(1, 0), 0, 1, ProducerLocation("S", "server", 1),
+      _ => client, creditBased = true, exclusive, false, 10000L)
+    gate.setChannels(Array[InputChannel](channel))
+    channel.requestSubpartitions()
+    private var nextSeq = 0
+    assert(wire.readOutbound[PartitionRequest]().credit == exclusive)
+
+    /** The server sends one buffer, with `backlog` more behind it. */
+    def send(backlog: Int): Unit = {
+      wire.writeInbound(bytes(encode(BufferResponse(channel.id, nextSeq, backlog, 0, bytes(Array.fill[Byte](100)(1))))))
+      nextSeq += 1
+    }
+
+    /** Credit the client announced since the last call, as (AddCredit messages, total credit). */
+    def announced(): Seq[Int] = Iterator.continually(wire.readOutbound[AnyRef]()).takeWhile(_ != null).collect {
+      case AddCredit(id, c) if id == channel.id => c
+    }.toSeq
+
+    /** The task takes the next buffer off the channel (the caller releases it). */
+    def take(): BufferAndAvailability = channel.getNextBuffer()
+
+    def close(): Unit = {
+      gate.close()
+      wire.finishAndReleaseAll()
+      assert(networkBufferPool.numberOfAvailableSegments == 64, "every segment came back")
+      networkBufferPool.destroy()
+    }
+  }
+
+  test("the sender's backlog makes the channel take floating buffers from its gate's pool and announce them") {
+    val c = new Client(exclusive = 2, floating = 8)
+    c.send(backlog = 4) // arrives in an exclusive buffer; 4 more follow
+    assert(c.channel.numFloatingBuffersAvailable == 5, "backlog 4 + 2 exclusive buffers: 1 exclusive is free, 5 floating")
+    assert(c.channel.numAvailableBuffers == 6)
+    assert(c.pool.numUsedBuffers == 5)
+    assert(c.announced() == Seq(5), "the floating buffers went to the sender as one AddCredit")
+    (3 to 0 by -1).foreach(b => c.send(backlog = b)) // the 4 announced buffers arrive
+    assert(c.channel.numBuffersReceived == 5 && c.channel.numCreditOverruns == 0)
+    assert(c.announced().isEmpty, "a shrinking backlog asks for nothing more")
+    val taken = Seq.fill(5)(c.take())
+    taken.foreach(_.buffer.release())
+    c.close()
+  }
+
+  test("a dry floating pool is waited on as a listener: each buffer recycled to it becomes credit of the waiting channel") {
+    val c = new Client(exclusive = 2, floating = 2)
+    c.send(backlog = 6) // wants 8 free buffers: 1 exclusive + the pool's 2 floating, then waits
+    assert(c.channel.numFloatingBuffersAvailable == 2 && c.pool.numUsedBuffers == 2)
+    assert(c.announced() == Seq(2))
+    c.send(backlog = 5); c.send(backlog = 4) // into the two floating buffers
+    assert(c.channel.numFloatingBuffersAvailable == 0)
+    val first = c.take() // the exclusive buffer of message 0
+    val second = c.take() // a floating one
+    second.buffer.release() // back to the gate's pool, which hands it to the waiting channel
+    assert(c.channel.numFloatingBuffersAvailable == 1, "the recycled floating buffer went to the waiting channel")
+    assert(c.announced() == Seq(1))
+    first.buffer.release()
+    c.take().buffer.release()
+    c.close()
+  }
+
+  test("an exclusive buffer coming back replaces a floating one once the backlog is gone; the floating one returns to the pool") {
+    val c = new Client(exclusive = 2, floating = 8)
+    c.send(backlog = 4)
+    assert(c.announced() == Seq(5))
+    (3 to 1 by -1).foreach(b => c.send(backlog = b)) // three of the five floating buffers filled
+    c.send(backlog = 0) // the fourth; nothing more queued at the sender: 2 free buffers are enough
+    assert(c.channel.numFloatingBuffersAvailable == 1 && c.channel.numAvailableBuffers == 2)
+    assert(c.pool.numUsedBuffers == 5)
+    val exclusive = c.take()
+    exclusive.buffer.release()
+    assert(c.channel.numAvailableBuffers == 2, "the channel keeps as many free buffers as the sender's credit")
+    assert(c.channel.numFloatingBuffersAvailable == 0, "the free floating buffer gave way to the exclusive one")
+    assert(c.pool.numUsedBuffers == 4, "and went back to the gate's pool for other channels")
+    assert(c.announced().isEmpty, "a swap is no new credit")
+    Seq.fill(4)(c.take()).foreach(_.buffer.release())
+    assert(c.pool.numUsedBuffers == 0)
+    c.close()
+  }
+}
