@@ -26,12 +26,13 @@ import org.apache.spark.unsafe.Platform
  * deserialised. The file is read right after it was written, so from the page cache: what is
  * measured is CPU and memory bandwidth, where encryption's cost shows, not the disk.
  *
- * Each repetition writes and reads once without and once with encryption, alternating, so drift
- * hits both alike. Prints one JSON line per measurement, then the medians.
+ * After `--warmups` unrecorded rounds, each repetition writes and reads once without and once with
+ * encryption, alternating, so drift hits both alike. Prints one JSON line per measurement, then
+ * the medians.
  *
  * {{{
  *   java <Spark's --add-opens> -cp sluice.jar:<pyspark>/jars/'*' io.sluice.bench.BlockingShuffleBenchmark \
- *     [--megabytes 256] [--record-size 1024] [--subpartitions 4] [--repeats 5] [--modes remote,local]
+ *     [--megabytes 256] [--record-size 1024] [--subpartitions 4] [--repeats 5] [--warmups 1] [--modes remote,local]
  *     [--codec none|lz4|zstd|...] [--key-bits 128] [--spark.sluice.KEY VALUE ...]
  * }}}
  */
@@ -50,6 +51,7 @@ object BlockingShuffleBenchmark {
     val recordSize = opts.getOrElse("record-size", "1024").toInt
     val subpartitions = opts.getOrElse("subpartitions", "4").toInt
     val repeats = opts.getOrElse("repeats", "5").toInt
+    val warmups = opts.getOrElse("warmups", "1").toInt
     val modes = opts.getOrElse("modes", "remote,local").split(",").map(_.trim).toSeq
     require(modes.forall(Set("remote", "local")), s"--modes takes remote and/or local, not ${modes.mkString(",")}")
     val codecName = opts.getOrElse("codec", "none")
@@ -62,6 +64,8 @@ object BlockingShuffleBenchmark {
     val codec = if (codecName == "none") None else Some(() => BlockCodec.forSparkCodec(codecName, 1))
     val bench = new BlockingShuffleBenchmark(sluice, cipher, codec, subpartitions, recordSize, megabytes << 20)
     try {
+      // Unrecorded rounds first: JIT compilation, the connection B -> A, the page cache's first pages.
+      for (_ <- 1 to warmups; encrypted <- Seq(false, true)) bench.run(encrypted, modes, 0)
       val results = mutable.ArrayBuffer.empty[Result]
       for (r <- 1 to repeats; encrypted <- Seq(false, true)) {
         val rs = bench.run(encrypted, modes, r)
