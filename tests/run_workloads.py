@@ -57,6 +57,20 @@ def shuffle_files(root: str) -> Dict[str, List[str]]:
     return found
 
 
+def files_containing(paths: List[str], marker: str) -> List[str]:
+    """The files among ``paths`` whose bytes contain ``marker`` (files deleted meanwhile are skipped)."""
+    needle = marker.encode("utf-8")
+    found = []
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                if needle in f.read():
+                    found.append(path)
+        except FileNotFoundError:
+            pass
+    return found
+
+
 def sluice_counters(spark: SparkSession) -> Dict[str, Any]:
     try:
         import sluice
@@ -81,6 +95,7 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--option", action="append", default=[], help="a Sluice option, name=value")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
     parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS))
+    parser.add_argument("--marker", help="also report the shuffle files whose bytes contain this string")
     args = parser.parse_args(argv)
 
     options = dict(o.split("=", 1) for o in args.option)
@@ -99,6 +114,9 @@ def main(argv: List[str]) -> int:
                 result["errors"][name] = traceback.format_exc()
             result["seconds"][name] = round(time.monotonic() - started, 2)
         result["files"] = shuffle_files(os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"))
+        if args.marker:
+            # Read while the application runs: its shuffle files are deleted when it stops.
+            result["marked_files"] = {kind: files_containing(paths, args.marker) for kind, paths in result["files"].items()}
         result["counters"] = sluice_counters(spark)
     finally:
         spark.stop()

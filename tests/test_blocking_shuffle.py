@@ -26,7 +26,8 @@ MASTER = os.environ.get("SLUICE_TEST_MASTER", "local-cluster[2,1,1024]")
 
 
 def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
-            names: List[str] = list(workloads.WORKLOADS), conf: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+            names: List[str] = list(workloads.WORKLOADS), conf: Optional[Dict[str, str]] = None,
+            marker: Optional[str] = None) -> Dict[str, Any]:
     """Runs the workloads in a fresh Spark application and returns the runner's report."""
     work = tempfile.mkdtemp(prefix=f"sluice-{shuffle}-")
     local_dirs = os.path.join(work, "local")
@@ -34,7 +35,7 @@ def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
     out = os.path.join(work, "answers.json")
     env = dict(os.environ, SPARK_LOCAL_DIRS=local_dirs, SPARK_LOCAL_IP="127.0.0.1", SLUICE_TEST_MASTER=MASTER)
     env.pop("SPARK_HOME", None)
-    args = ["--out", out, "--workloads", ",".join(names)]
+    args = ["--out", out, "--workloads", ",".join(names)] + (["--marker", marker] if marker else [])
     if via_submit:
         import pyspark
         from sluice.config import spark_conf
@@ -62,7 +63,7 @@ def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
 
 @pytest.fixture(scope="module")
 def reference() -> Dict[str, Any]:
-    report = run_app("sort", {})
+    report = run_app("sort", {}, names=list(workloads.WORKLOADS) + ["marked_records"])
     assert not report["errors"], report["errors"]
     assert report["files"]["sort"], "the sort shuffle should have written shuffle_*.data files"
     return report["answers"]
@@ -112,6 +113,22 @@ def test_spark_authentication_and_encryption(reference: Dict[str, Any]) -> None:
             "spark.network.crypto.enabled": "true"}
     report = run_app("sluice", {}, names=names, conf=conf)
     check_sluice_report(report, {name: reference[name] for name in names})
+
+
+def test_spark_io_encryption_encrypts_partition_files(reference: Dict[str, Any]) -> None:
+    """spark.io.encryption.enabled with shuffle compression off: the answers stay the sort
+    shuffle's, and a marker string carried in the shuffled records is in none of Sluice's .part
+    files (read while the application runs), where with encryption off it is in some of them."""
+    names = ["marked_records"]
+    for encrypted in (True, False):
+        conf = {"spark.shuffle.compress": "false", "spark.io.encryption.enabled": str(encrypted).lower()}
+        report = run_app("sluice", {}, names=names, conf=conf, marker=workloads.MARKER)
+        check_sluice_report(report, {name: reference[name] for name in names})
+        parts, marked = report["files"]["sluice"], report["marked_files"]["sluice"]
+        if encrypted:
+            assert marked == [], f"the marker is readable in {len(marked)} of {len(parts)} encrypted .part files: {marked[:3]}"
+        else:
+            assert marked, f"with encryption off the marker should be in some of the {len(parts)} .part files"
 
 
 def test_spark_submit_with_properties_file(reference: Dict[str, Any]) -> None:

@@ -190,6 +190,18 @@ def aqe_local_shuffle_reader(spark: SparkSession) -> Answer:
     return answer
 
 
+# Carried in the records of ``marked_records``: Sluice's partition files must not show it when
+# Spark's I/O encryption is on (with shuffle compression off, they show it when it is off).
+MARKER = "SLUICE-PLAINTEXT-MARKER-5f3c9a"
+
+
+def marked_records(spark: SparkSession) -> Answer:
+    """Strings carrying MARKER, grouped by the string: the map side's partial aggregates shuffle them."""
+    df = spark.range(0, 60_000, 1, 6).select(
+        F.concat(F.lit(MARKER + ":"), (F.col("id") % 5_000).cast("string")).alias("tag"), "id")
+    return _sorted_rows(df.groupBy("tag").agg(F.count("*").alias("n"), F.sum("id").alias("s")))
+
+
 SPILL_ROWS = 1_500_000
 SPILL_KEYS = 50_000
 
@@ -208,7 +220,7 @@ def spill_heavy_expected() -> Answer:
     return [[SPILL_KEYS, SPILL_ROWS, SPILL_ROWS * (SPILL_ROWS - 1) // 2, SPILL_KEYS * 64]]
 
 
-# The workloads every configuration runs (spill_heavy runs on its own, see its test).
+# The workloads every configuration runs (spill_heavy and marked_records run on their own, see their tests).
 WORKLOADS: Dict[str, Workload] = {
     "df_group_by": df_group_by,
     "df_join": df_join,
@@ -228,7 +240,7 @@ WORKLOADS: Dict[str, Workload] = {
     "aqe_local_shuffle_reader": aqe_local_shuffle_reader,
 }
 
-EXTRA_WORKLOADS: Dict[str, Workload] = {"spill_heavy": spill_heavy}
+EXTRA_WORKLOADS: Dict[str, Workload] = {"spill_heavy": spill_heavy, "marked_records": marked_records}
 
 # Settings every workload starts from (each may change its own on top).
 BASE_SQL_CONF = {

@@ -23,15 +23,19 @@ import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
  * Thread-safe.
  *
  * @param localDirs where blocking partitions write their files (Spark's local dirs)
- * @param codec     makes a fresh per-buffer codec (spark.shuffle.compress), or None
- * @param transport the transport's Spark settings, credentials and bind address
+ * @param codec      makes a fresh per-buffer codec (spark.shuffle.compress), or None
+ * @param transport  the transport's Spark settings, credentials and bind address
+ * @param fileCipher encrypts blocking partition files and decrypts what is read of them (Spark's
+ *                   I/O encryption, spark.io.encryption.enabled), or None. Pipelined partitions
+ *                   never touch the disk and are not concerned.
  */
 final class ShuffleEnvironment(
     val conf: SluiceConf,
     val executorId: String,
     localDirs: Seq[File],
     val codec: Option[() => BlockCodec],
-    transport: TransportSettings = TransportSettings.plain()) {
+    transport: TransportSettings = TransportSettings.plain(),
+    val fileCipher: Option[PartitionFileCipher] = None) {
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
@@ -49,7 +53,8 @@ final class ShuffleEnvironment(
   }
   metrics.setTransportProbe(() => io.sluice.metrics.TransportSnapshot(serverPort,
     connectionManager.numServerConnections, connectionManager.numClientConnections))
-  private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId)
+  private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
+    fileCipher)
   private val fileCounter = new AtomicInteger
   @volatile private var stopped = false
 
@@ -70,7 +75,7 @@ final class ShuffleEnvironment(
     try {
       val dir = localDirs(math.abs((id.hashCode + fileCounter.getAndIncrement()) % localDirs.size))
       val file = new PartitionFile(new File(dir, s"sluice-shuffle-${id.shuffleId}-${id.producerId}.part"),
-        numSubpartitions, codec.map(_.apply()))
+        numSubpartitions, codec.map(_.apply()), fileCipher)
       new SortMergeResultPartition(id, numSubpartitions, pool, file, bufferRequestTimeout)
     } catch {
       case e: Throwable => pool.lazyDestroy(); throw e

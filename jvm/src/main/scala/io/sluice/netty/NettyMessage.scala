@@ -3,7 +3,7 @@ package io.sluice.netty
 import java.nio.charset.StandardCharsets
 
 import io.netty.buffer.ByteBuf
-import io.sluice.partition.{ResultPartitionID, SpilledBuffer}
+import io.sluice.partition.{BufferIv, ResultPartitionID, SpilledBuffer}
 
 /**
  * One message of Sluice's wire protocol (Flink's NettyMessage), framed like this:
@@ -129,8 +129,9 @@ object PartitionRequest {
 /**
  * Server to client: one buffer of a subpartition. The header carries the sender's backlog after
  * this buffer (the receiver asks for that many floating buffers), how the bytes are stored
- * (compressed with `rawLength` bytes when decompressed; a CRC32C when `hasChecksum`), and the
- * payload size; the payload follows the header unframed. On the server the payload is either
+ * (compressed with `rawLength` bytes when decompressed; a CRC32C when `hasChecksum`; encrypted from
+ * `iv` when that is not null, and then the IV's 16 bytes end the header), and the payload size; the
+ * payload follows the header unframed. On the server the payload is either
  * `data` (a retained slice of a network buffer) or `spilled` (a region of a partition file); on
  * the client it is `data`, the receiver's own buffer, or null when the payload was discarded
  * because its channel was released.
@@ -144,23 +145,25 @@ final case class BufferResponse(
     hasChecksum: Boolean,
     rawLength: Int,
     crc: Int,
-    payloadSize: Int)(val data: ByteBuf, val spilled: SpilledBuffer) extends NettyMessage {
+    payloadSize: Int,
+    iv: BufferIv = null)(val data: ByteBuf, val spilled: SpilledBuffer) extends NettyMessage {
 
   override def id: Byte = BufferResponse.Id
-  override def encodedLength: Int = BufferResponse.HeaderLength
+  override def encodedLength: Int = BufferResponse.HeaderLength + (if (iv != null) BufferIv.Length else 0)
 
   /** The whole frame's length, payload included. */
-  def frameLength: Int = NettyMessage.FrameHeaderLength + BufferResponse.HeaderLength + payloadSize
+  def frameLength: Int = NettyMessage.FrameHeaderLength + encodedLength + payloadSize
 
   override def encode(buf: ByteBuf): Unit = {
     receiverId.writeTo(buf)
     buf.writeInt(sequenceNumber)
     buf.writeInt(backlog)
     buf.writeInt(subpartition)
-    buf.writeByte((if (compressed) 1 else 0) | (if (hasChecksum) 2 else 0))
+    buf.writeByte((if (compressed) 1 else 0) | (if (hasChecksum) 2 else 0) | (if (iv != null) BufferResponse.EncryptedFlag else 0))
     buf.writeInt(rawLength)
     buf.writeInt(crc)
     buf.writeInt(payloadSize)
+    if (iv != null) iv.writeTo(buf)
   }
 
   /** The same header with the payload received into `buffer` (null: discarded). */
@@ -172,7 +175,10 @@ final case class BufferResponse(
 
 object BufferResponse {
   final val Id: Byte = 1
+  /** The header without an IV (a buffer that is not encrypted). */
   val HeaderLength: Int = InputChannelID.Length + 4 + 4 + 4 + 1 + 4 + 4 + 4
+  private val FlagsOffset = InputChannelID.Length + 4 + 4 + 4
+  private val EncryptedFlag = 4
 
   def apply(receiverId: InputChannelID, sequenceNumber: Int, backlog: Int, subpartition: Int, data: ByteBuf): BufferResponse =
     BufferResponse(receiverId, sequenceNumber, backlog, subpartition, compressed = false, hasChecksum = false,
@@ -180,9 +186,17 @@ object BufferResponse {
 
   def apply(receiverId: InputChannelID, sequenceNumber: Int, backlog: Int, subpartition: Int, spilled: SpilledBuffer): BufferResponse =
     BufferResponse(receiverId, sequenceNumber, backlog, subpartition, compressed = spilled.isCompressed,
-      hasChecksum = true, rawLength = spilled.rawLength, crc = spilled.crc, payloadSize = spilled.storedLength)(null, spilled)
+      hasChecksum = true, rawLength = spilled.rawLength, crc = spilled.crc, payloadSize = spilled.storedLength,
+      iv = spilled.iv)(null, spilled)
 
-  /** Reads the header; the payload (`bodyLength` - header bytes) is left to the caller. */
+  /**
+   * The whole header's length, given its first [[HeaderLength]] bytes at `buf`'s reader index:
+   * [[HeaderLength]], plus the IV's 16 bytes when the flags say the payload is encrypted.
+   */
+  def headerLength(buf: ByteBuf): Int =
+    if ((buf.getByte(buf.readerIndex() + FlagsOffset) & EncryptedFlag) != 0) HeaderLength + BufferIv.Length else HeaderLength
+
+  /** Reads the header (of [[headerLength]] bytes); the payload (the rest of `bodyLength`) is left to the caller. */
   def decodeHeader(buf: ByteBuf, bodyLength: Int): BufferResponse = {
     val receiver = InputChannelID.readFrom(buf)
     val seq = buf.readInt()
@@ -193,14 +207,17 @@ object BufferResponse {
     val crc = buf.readInt()
     val size = buf.readInt()
     val compressed = (flags & 1) != 0
-    check((flags & ~3) == 0, s"BufferResponse with unknown flags 0x${Integer.toHexString(flags & 0xff)}")
+    check((flags & ~7) == 0, s"BufferResponse with unknown flags 0x${Integer.toHexString(flags & 0xff)}")
+    val iv = if ((flags & EncryptedFlag) != 0) BufferIv.readFrom(buf) else null
+    val header = HeaderLength + (if (iv != null) BufferIv.Length else 0)
+    check(iv == null || (flags & 2) != 0, "BufferResponse with an encrypted payload but no checksum")
     check(seq >= 0 && backlog >= 0 && sub >= 0,
       s"BufferResponse with sequence number $seq, backlog $backlog, subpartition $sub")
     check(if (compressed) raw >= 0 else raw == -1,
       s"BufferResponse with raw length $raw for a ${if (compressed) "" else "not "}compressed buffer")
-    check(size > 0 && size == bodyLength - HeaderLength,
-      s"BufferResponse announcing a $size-byte payload in a frame with ${bodyLength - HeaderLength} payload bytes")
-    BufferResponse(receiver, seq, backlog, sub, compressed, (flags & 2) != 0, raw, crc, size)(null, null)
+    check(size > 0 && size == bodyLength - header,
+      s"BufferResponse announcing a $size-byte payload in a frame with ${bodyLength - header} payload bytes")
+    BufferResponse(receiver, seq, backlog, sub, compressed, (flags & 2) != 0, raw, crc, size, iv)(null, null)
   }
 }
 

@@ -48,6 +48,8 @@ private[netty] final class NettyMessageDecoder(
   private var frameLength = 0
   private var messageId: Byte = 0
   private var bodyLength = 0
+  /** Bytes of the body gathered in `header`: the message's fields (a BufferResponse's header, not its payload). */
+  private var fieldsLength = 0
 
   // The BufferResponse whose payload is being read, where the payload goes (null: skipped) and
   // how much of it is still to come.
@@ -85,8 +87,8 @@ private[netty] final class NettyMessageDecoder(
             copyToHeader(in, NettyMessage.FrameHeaderLength)
             if (header.readableBytes() == NettyMessage.FrameHeaderLength) startFrame()
           case ReadingBody =>
-            copyToHeader(in, bodyToRead)
-            if (header.readableBytes() == bodyToRead) finishBody()
+            copyToHeader(in, fieldsLength)
+            if (header.readableBytes() == fieldsLength) fieldsRead()
           case ReadingPayload =>
             val n = math.min(payloadLeft, in.readableBytes())
             if (target != null) target.writeBytes(in, n) else in.skipBytes(n)
@@ -101,8 +103,6 @@ private[netty] final class NettyMessageDecoder(
 
   private def copyToHeader(in: ByteBuf, upTo: Int): Unit =
     in.readBytes(header, math.min(upTo - header.readableBytes(), in.readableBytes()))
-
-  private def bodyToRead: Int = if (messageId == BufferResponse.Id) BufferResponse.HeaderLength else bodyLength
 
   private def startFrame(): Unit = {
     frameLength = header.readInt()
@@ -120,7 +120,18 @@ private[netty] final class NettyMessageDecoder(
     val (min, max) = bodyBounds(messageId)
     check(bodyLength >= min && bodyLength <= max,
       s"${NettyMessage.nameOf(messageId)} with a $bodyLength-byte body (expected ${if (min == max) s"$min" else s"$min to $max"})")
-    if (bodyToRead == 0) emit(CloseRequest) else state = ReadingBody
+    fieldsLength = if (messageId == BufferResponse.Id) BufferResponse.HeaderLength else bodyLength
+    if (fieldsLength == 0) emit(CloseRequest) else state = ReadingBody
+  }
+
+  /** The fields gathered so far are all there is, or (an encrypted BufferResponse) its IV is still to come. */
+  private def fieldsRead(): Unit = {
+    val full = if (messageId == BufferResponse.Id) BufferResponse.headerLength(header) else fieldsLength
+    if (full == fieldsLength) finishBody()
+    else {
+      check(bodyLength > full, s"BufferResponse with a $bodyLength-byte body: no payload after an encrypted buffer's header")
+      fieldsLength = full
+    }
   }
 
   private def finishBody(): Unit = {

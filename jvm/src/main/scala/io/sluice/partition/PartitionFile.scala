@@ -15,9 +15,12 @@ import org.apache.spark.unsafe.Platform
 /**
  * The file of one blocking result partition in Spark's local dirs (Flink's PartitionedFile): its
  * buffers, appended in the order they were written, each compressed on its own when that saves
- * space and checksummed (CRC32C of the stored bytes), and an in-memory index per subpartition.
- * A subpartition's buffers read back in the order they were written; with a sort-merge writer they
- * come region after region (one region per spill).
+ * space, checksummed (CRC32C of the stored bytes, taken before encryption), encrypted when Spark's
+ * I/O encryption is on (`cipher`: AES/CTR, each buffer from its own [[BufferIv]]), and an in-memory
+ * index per subpartition. A subpartition's buffers read back in the order
+ * they were written; with a sort-merge writer they come region after region (one region per spill).
+ * Buffers are read back as stored: readers decrypt, verify and decompress them (a remote reader's
+ * gate does, after they crossed the network as they lie in the file).
  *
  * Only the writer holds a file handle, and only until [[finishWriting]]: a finished partition
  * holds none, however long it lives. Every reader opens its own read-only channel
@@ -27,7 +30,8 @@ import org.apache.spark.unsafe.Platform
  * Writing is done by the producer's task thread only; once [[finishWriting]] returns, any number
  * of readers may read concurrently. [[delete]] may come from any thread.
  */
-final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[BlockCodec]) {
+final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[BlockCodec],
+    cipher: Option[PartitionFileCipher] = None) {
 
   // The writer's handle: CREATE_NEW, so a partition never overwrites another's file.
   @volatile private var channel: FileChannel = FileChannel.open(path.toPath, StandardOpenOption.CREATE_NEW,
@@ -42,6 +46,9 @@ final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[B
   private var begun = -1                  // where the open buffer starts in staging (no codec), or 0
   private var begunMax = 0
   private val crc = new CRC32C
+  /** The file's random IV: buffer at offset `o` is encrypted from `fileIv.plus(o)`. Null: not encrypted. */
+  private val fileIv: BufferIv = cipher.map(_.newFileIv()).orNull
+  private var encryptor: BufferCipher = cipher.map(_.newBufferCipher()).orNull // the writer's, until finished
   @volatile private var finished = false
   @volatile private var deleted = false
 
@@ -91,6 +98,8 @@ final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[B
     }
     stagingView.limit(at + stored).position(at)
     crc.reset(); crc.update(stagingView)
+    // Checksummed before encryption: the reader's check covers its decryption too (a wrong key or IV fails it).
+    if (encryptor != null) encryptor.encrypt(stagingAddress + at, stored, fileIv.plus(stagingStart + at))
     index.add(subpartition, stagingStart + at, stored, raw, crc.getValue.toInt)
     staging.position(at + stored)
   }
@@ -159,6 +168,7 @@ final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[B
   }
 
   private def returnWriteBuffers(): Unit = {
+    encryptor = null
     if (staging != null) { PartitionFile.returnStaging(staging); staging = null; stagingView = null }
     if (scratch != null) { PartitionFile.returnStaging(scratch); scratch = null }
   }
@@ -194,8 +204,14 @@ final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[B
   private[partition] def nextBuffer(buffer: Int): Int = index.next(buffer)
 
   /** Stored buffer number `buffer`, read through `reader` while that is open (null: a reader of its own). */
-  private[partition] def spilledBuffer(buffer: Int, reader: PartitionFileReader): SpilledBuffer =
-    new SpilledBuffer(this, reader, index.offsets(buffer), index.stored(buffer), index.raw(buffer), index.crcs(buffer))
+  private[partition] def spilledBuffer(buffer: Int, reader: PartitionFileReader): SpilledBuffer = {
+    val offset = index.offsets(buffer)
+    new SpilledBuffer(this, reader, offset, index.stored(buffer), index.raw(buffer), index.crcs(buffer),
+      if (fileIv == null) null else fileIv.plus(offset))
+  }
+
+  /** Whether the buffers are stored encrypted (Spark's I/O encryption). */
+  def isEncrypted: Boolean = fileIv != null
 
   /** Stored (possibly compressed) bytes of one subpartition: what MapStatus reports. */
   def storedBytes(subpartition: Int): Long = index.storedBytes(subpartition)

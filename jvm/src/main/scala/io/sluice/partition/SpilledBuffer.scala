@@ -9,7 +9,9 @@ import io.netty.util.AbstractReferenceCounted
 /**
  * One buffer of a blocking partition as it lies in the partition's file (Flink's
  * FileRegionBuffer): where it is, how long, whether it is compressed (`rawLength` >= 0 is then its
- * decompressed length) and the CRC32C of the stored bytes, which the reader verifies.
+ * decompressed length), the CRC32C of the stored bytes (before encryption), which the reader
+ * verifies, and the IV it was encrypted from (`iv`, null when the file is not encrypted), with which
+ * the reader decrypts it before verifying it.
  *
  * It is read through the [[PartitionFileReader]] of the view that handed it out while that
  * reader is open, else through a handle opened for this one read: a buffer taken from a view is
@@ -21,9 +23,12 @@ final class SpilledBuffer private[partition] (
     val offset: Long,
     val storedLength: Int,
     val rawLength: Int,
-    val crc: Int) {
+    val crc: Int,
+    val iv: BufferIv) {
 
   def isCompressed: Boolean = rawLength >= 0
+
+  def isEncrypted: Boolean = iv != null
 
   /**
    * Copies the stored bytes into `target` at its writer index (a local reader's buffer, on the
@@ -47,7 +52,8 @@ final class SpilledBuffer private[partition] (
     if (reader != null && reader.tryRetain()) reader else file.openReader()
   }
 
-  override def toString: String = s"SpilledBuffer(${file.path.getName}@$offset, $storedLength b, raw $rawLength)"
+  override def toString: String =
+    s"SpilledBuffer(${file.path.getName}@$offset, $storedLength b, raw $rawLength${if (iv != null) ", encrypted" else ""})"
 }
 
 object SpilledBuffer {

@@ -3,7 +3,7 @@ package io.sluice.netty
 import io.netty.buffer.{ByteBuf, Unpooled, UnpooledByteBufAllocator, UnpooledHeapByteBuf}
 import io.netty.channel.embedded.EmbeddedChannel
 import io.sluice.NettyLeakDetection
-import io.sluice.partition.ResultPartitionID
+import io.sluice.partition.{BufferIv, ResultPartitionID}
 import io.sluice.partition.consumer.RemoteInputChannel
 import io.sluice.netty.TestingReceivers.{bytes, encode}
 import org.scalatest.funsuite.AnyFunSuite
@@ -90,6 +90,17 @@ class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
     assert(rejected(r.clientChannel(), ping).getMessage.contains("Ping sent in the wrong direction"))
     val big = frame(9 + BufferResponse.HeaderLength + 70000, NettyMessage.Magic, BufferResponse.Id, Array.empty)
     assert(rejected(r.clientChannel(), big).getMessage.contains("maxFrameLength"))
+    def encrypted(checksum: Boolean) = encode(BufferResponse(id, 0, 0, 0, bytes(new Array[Byte](100)))
+      .copy(hasChecksum = checksum, iv = BufferIv(1, 2))(bytes(new Array[Byte](100)), null))
+    val flagsAt = 9 + 16 + 12
+    val unknownFlag = encrypted(true); unknownFlag(flagsAt) = (unknownFlag(flagsAt) | 8).toByte
+    assert(rejected(r.clientChannel(), unknownFlag).getMessage.contains("unknown flags 0xe"))
+    assert(rejected(r.clientChannel(), encrypted(false)).getMessage.contains("encrypted payload but no checksum"))
+    // A frame that ends with the IV: nothing left for the payload (the decoder must not read into the next frame).
+    val noPayload = encrypted(true).take(9 + BufferResponse.HeaderLength + BufferIv.Length)
+    java.nio.ByteBuffer.wrap(noPayload).putInt(0, noPayload.length)
+    assert(rejected(r.clientChannel(), noPayload ++ encode(EndOfPartition(id, 1, 0))).getMessage
+      .contains("no payload after an encrypted buffer's header"))
     r.close()
     assert(r.networkBufferPool.numberOfAvailableSegments == 64, "no buffer leaked")
   }

@@ -9,7 +9,7 @@ import io.netty.buffer.{ByteBuf, Unpooled}
 import io.netty.channel.embedded.EmbeddedChannel
 import io.sluice.NettyLeakDetection
 import io.sluice.buffer.BlockCodec
-import io.sluice.partition.{PartitionFile, ResultPartitionID}
+import io.sluice.partition.{BufferIv, PartitionFile, PartitionFileCipher, ResultPartitionID}
 import io.sluice.netty.TestingReceivers.{bytes, encode}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -108,6 +108,34 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     assert(contents(got(0).data).sameElements(contents(stored)))
     stored.release(); got.foreach(_.data.release())
     r.close(); file.delete(); dir.delete()
+  }
+
+  test("BufferResponses of an encrypted file carry their IV at the end of the header; plain ones beside them do not") {
+    val dir = Files.createTempDirectory("sluice-msg").toFile
+    val cipher = PartitionFileCipher(Array.fill[Byte](16)(9), "AES/CTR/NoPadding")
+    val encrypted = new PartitionFile(new File(dir, "e.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)), Some(cipher))
+    val plain = new PartitionFile(new File(dir, "p.data"), 1, None)
+    for (f <- Seq(encrypted, plain); a <- Seq(Array.fill[Byte](3000)(7), Array.tabulate[Byte](2000)(_ => Random.nextInt().toByte))) {
+      val b = Unpooled.directBuffer(a.length).writeBytes(a)
+      f.write(0, b); b.release()
+    }
+    Seq(encrypted, plain).foreach(_.finishWriting())
+    val r = new TestingReceivers()
+    val spilled = Seq(encrypted.buffer(0, 0), plain.buffer(0, 0), encrypted.buffer(0, 1), plain.buffer(0, 1))
+    assert(spilled.map(_.isEncrypted) == Seq(true, false, true, false))
+    val sent = spilled.zipWithIndex.map { case (s, i) => BufferResponse(r.channels.head.id, i, 3 - i, 0, s) }
+    assert(sent.map(_.encodedLength) == Seq(1, 0, 1, 0).map(BufferResponse.HeaderLength + _ * BufferIv.Length))
+    val encoded = encode(sent: _*)
+    assert(encoded.length == sent.map(_.frameLength).sum)
+    val got = decodeAll(r.clientChannel(), encoded, chunked = true).map(_.asInstanceOf[BufferResponse])
+    assert(got == sent, "headers, IVs included")
+    assert(got(0).iv == spilled(0).iv && got(2).iv == spilled(2).iv && got(1).iv == null)
+    got.zip(spilled).foreach { case (m, s) =>
+      val stored = Unpooled.directBuffer(s.storedLength); s.readInto(stored)
+      assert(contents(m.data).sameElements(contents(stored)), "the payload is the file's bytes, as stored")
+      stored.release(); m.data.release()
+    }
+    r.close(); encrypted.delete(); plain.delete(); dir.delete()
   }
 
   test("Ping and Pong are frames of 17 bytes carrying the sequence number the Pong echoes") {

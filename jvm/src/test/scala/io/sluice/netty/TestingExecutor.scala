@@ -24,7 +24,8 @@ final class TestingExecutor(
     settings: Map[String, String] = Map.empty,
     transportSettings: Map[String, String] = Map.empty,
     auth: Option[(SecretKeyHolder, String)] = None,
-    val numSegments: Int = 512) {
+    val numSegments: Int = 512,
+    fileCipher: Option[PartitionFileCipher] = None) {
 
   val conf: SluiceConf = SluiceConf(TestingExecutor.DefaultSettings ++ settings)
   val networkBufferPool = new NetworkBufferPool(numSegments, conf.segmentSize)
@@ -34,7 +35,8 @@ final class TestingExecutor(
   val connectionManager = new NettyConnectionManager(conf, transportConf, partitionManager, auth, "127.0.0.1")
   val port: Int = connectionManager.start()
   val location: ProducerLocation = ProducerLocation(executorId, "127.0.0.1", port)
-  val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId)
+  val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
+    fileCipher)
   private lazy val spillDir: File = Files.createTempDirectory(s"sluice-$executorId").toFile
 
   def counters: TransportCounters = connectionManager.counters
@@ -49,11 +51,11 @@ final class TestingExecutor(
     p
   }
 
-  /** A registered, not yet written blocking partition spilling to a temp dir. */
+  /** A registered, not yet written blocking partition spilling to a temp dir (encrypted with `fileCipher`, if any). */
   def blockingPartition(id: ResultPartitionID, numSubpartitions: Int, codec: Option[BlockCodec], poolSize: Int = 4): SortMergeResultPartition = {
     val pool = networkBufferPool.createBufferPool(1, poolSize, s"partition $id")
     val file = new PartitionFile(new File(spillDir, s"${id.shuffleId}-${id.producerId}-${System.nanoTime()}.data"),
-      numSubpartitions, codec)
+      numSubpartitions, codec, fileCipher)
     val p = new SortMergeResultPartition(id, numSubpartitions, pool, file, conf.get(SluiceOptions.RequestBufferTimeout))
     partitionManager.registerResultPartition(p)
     p

@@ -39,9 +39,10 @@ object TestingResultPartitions {
       poolMax: Int,
       codec: Option[BlockCodec] = None,
       producerId: Long = 0L,
-      shuffleId: Int = 0): SortMergeResultPartition = {
+      shuffleId: Int = 0,
+      cipher: Option[PartitionFileCipher] = None): SortMergeResultPartition = {
     val pool = global.createBufferPool(1, poolMax, s"blocking producer $producerId of shuffle $shuffleId")
-    val file = new PartitionFile(new File(dir, s"shuffle-$shuffleId-$producerId.data"), numSubpartitions, codec)
+    val file = new PartitionFile(new File(dir, s"shuffle-$shuffleId-$producerId.data"), numSubpartitions, codec, cipher)
     new SortMergeResultPartition(ResultPartitionID(shuffleId, producerId), numSubpartitions, pool, file, 60000L)
   }
 
@@ -49,20 +50,25 @@ object TestingResultPartitions {
     partition.emitRecord(subpartition, bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length)
 
   /** Reads everything `view` has now into `reader`; true once the end of the partition was read. */
-  def drain(view: ResultSubpartitionView, reader: TestingElementReader, codec: Option[BlockCodec] = None): Boolean = {
+  def drain(view: ResultSubpartitionView, reader: TestingElementReader, codec: Option[BlockCodec] = None,
+      cipher: Option[PartitionFileCipher] = None): Boolean = {
     var next = view.getNextBuffer()
     while (next != null) {
       if (next.isEndOfPartition) return true
-      if (next.buffer != null) reader.feed(next.buffer) else reader.feed(readSpilled(next.spilled, codec))
+      if (next.buffer != null) reader.feed(next.buffer) else reader.feed(readSpilled(next.spilled, codec, cipher))
       next = view.getNextBuffer()
     }
     false
   }
 
-  /** A spilled buffer's bytes, checksum-verified and decompressed, in a new direct buffer. */
-  def readSpilled(s: SpilledBuffer, codec: Option[BlockCodec]): ByteBuf = {
+  /** A spilled buffer's bytes, checksum-verified, decrypted and decompressed, in a new direct buffer. */
+  def readSpilled(s: SpilledBuffer, codec: Option[BlockCodec], cipher: Option[PartitionFileCipher] = None): ByteBuf = {
     val stored = Unpooled.directBuffer(s.storedLength)
     s.readInto(stored)
+    if (s.isEncrypted) {
+      cipher.getOrElse(throw new AssertionError(s"$s is encrypted but no cipher was given")).newBufferCipher()
+        .decrypt(stored, 0, s.storedLength, s.iv)
+    }
     val crc = new CRC32C
     crc.update(stored.nioBuffer())
     if (crc.getValue.toInt != s.crc) { stored.release(); throw new AssertionError(s"checksum mismatch in $s") }

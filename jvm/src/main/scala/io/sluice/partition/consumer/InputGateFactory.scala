@@ -6,7 +6,7 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.netty.{NettyConnectionManager, PartitionRequestClient}
-import io.sluice.partition.{ResultPartitionID, ResultPartitionManager, ResultPartitionType}
+import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, ResultPartitionManager, ResultPartitionType}
 
 /** One input of a gate: subpartitions [start, end) of a producer's partition, and where it runs. */
 final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int, producer: ProducerLocation)
@@ -24,13 +24,16 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  * every channel in flight (see [[SingleInputGate]]). Creating a gate takes only its floating
  * pool's minimum: channels and their exclusive buffers come with its first read.
  * Thread-safe (gates are created by task threads).
+ *
+ * @param fileCipher decrypts spilled buffers of encrypted partition files (Spark's I/O encryption), or None
  */
 final class InputGateFactory(
     conf: SluiceConf,
     networkBufferPool: NetworkBufferPool,
     partitionManager: ResultPartitionManager,
     connectionManager: NettyConnectionManager,
-    localExecutorId: String) {
+    localExecutorId: String,
+    fileCipher: Option[PartitionFileCipher] = None) {
 
   private val creditBased = conf.get(SluiceOptions.CreditBased)
   private val buffersPerChannel = conf.get(SluiceOptions.BuffersPerChannel)
@@ -57,7 +60,8 @@ final class InputGateFactory(
       else if (creditBased) (1, math.max(1, floatingPerGate))
       else (1, math.max(1L, floatingPerGate + buffersPerChannel.toLong * remoteInFlight).min(Int.MaxValue).toInt)
     val pool = networkBufferPool.createBufferPool(required, max, s"input gate of $owner", bufferRequestTimeoutMs)
-    val gate = try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs, window)
+    val gate = try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs, window,
+      fileCipher)
     catch {
       case e: Throwable => pool.lazyDestroy(); throw e
     }

@@ -5,7 +5,8 @@ import io.sluice.partition._
 /**
  * An input channel whose producer runs in the same executor (Flink's LocalInputChannel): it reads
  * the subpartition view directly, with no network and, for in-memory buffers, no copy; spilled
- * buffers of a blocking partition are read from the file into the gate's read buffer. A pipelined
+ * buffers of a blocking partition are read from the file into the gate's read buffer, as stored
+ * (the gate verifies, decrypts and decompresses them as it does remote ones). A pipelined
  * partition not registered yet is waited for: the view opens the moment its producer registers.
  */
 final class LocalInputChannel(
@@ -73,7 +74,7 @@ final class LocalInputChannel(
       try s.readInto(target) catch {
         case e: Throwable => target.release(); throw new InputChannelException(this, e)
       }
-      new BufferAndAvailability(target, next.subpartition, s.isCompressed, s.rawLength, true, s.crc, v.isAvailable(1))
+      new BufferAndAvailability(target, next.subpartition, s.isCompressed, s.rawLength, true, s.crc, v.isAvailable(1), s.iv)
     }
   }
 

@@ -324,7 +324,7 @@ final class RemoteInputChannel(
     else if (next.response == null) BufferAndAvailability.endOfPartition(next.subpartition)
     else {
       val r = next.response
-      new BufferAndAvailability(r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum, r.crc, more)
+      new BufferAndAvailability(r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum, r.crc, more, r.iv)
     }
   }
 

@@ -7,13 +7,16 @@ import java.util.zip.CRC32C
 import io.netty.buffer.ByteBuf
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.{LocalBufferPool, MemorySegment, NetworkBuffer, NetworkBufferPool}
+import io.sluice.partition.{BufferCipher, PartitionFileCipher}
 
 /**
  * The consumer's side of a shuffle read (Flink's SingleInputGate): one [[InputChannel]] per
  * producer partition, the gate's pool of floating buffers shared by its remote channels, and a
  * queue of channels that have data. [[getNext]] hands the task thread a buffer from whichever
- * channel has one, never waiting on any single channel, verifies the checksum of spilled data and
- * decompresses compressed buffers, and answers null once every channel has ended.
+ * channel has one, never waiting on any single channel, decrypts encrypted spilled data, verifies
+ * the checksum of spilled data (which the producer took before encrypting, so it also catches a
+ * buffer decrypted wrongly) and decompresses compressed buffers, and answers null once every
+ * channel has ended.
  *
  * Channels are requested lazily, on the first [[getNext]]: a gate that is never read (the second
  * input of a sort-merge join, until the first is read) costs no request and no exclusive buffer.
@@ -32,6 +35,7 @@ import io.sluice.memory.{LocalBufferPool, MemorySegment, NetworkBuffer, NetworkB
  * @param floatingBuffers     the gate's LocalBufferPool (floating buffers of remote channels)
  * @param codec               decompresses buffers stored compressed (spark.shuffle.compress)
  * @param maxChannelsInFlight spark.sluice.network.maxChannelsInFlightPerGate, or AllAtOnce
+ * @param fileCipher          decrypts spilled buffers of encrypted partition files (spark.io.encryption.enabled)
  */
 final class SingleInputGate(
     val owner: String,
@@ -40,7 +44,8 @@ final class SingleInputGate(
     codec: Option[BlockCodec],
     requestTimeoutMs: Long,
     bufferRequestTimeoutMs: Long,
-    val maxChannelsInFlight: Int = SingleInputGate.AllAtOnce) {
+    val maxChannelsInFlight: Int = SingleInputGate.AllAtOnce,
+    fileCipher: Option[PartitionFileCipher] = None) {
   require(maxChannelsInFlight > 0, s"a gate needs at least one channel in flight, not $maxChannelsInFlight")
 
   @volatile private var channels: Array[InputChannel] = Array.empty
@@ -64,6 +69,7 @@ final class SingleInputGate(
   private var readScratch: NetworkBuffer = _
   private var decompressScratch: NetworkBuffer = _
   private val crc = new CRC32C
+  private var decryptor: BufferCipher = _ // taken with the first encrypted buffer
 
   // Flink's input metrics of this consumer.
   val numBytesInLocal = new LongAdder
@@ -326,12 +332,24 @@ final class SingleInputGate(
     var data = next.buffer
     val size = data.readableBytes()
     try {
+      if (next.iv != null) {
+        if (decryptor == null) {
+          decryptor = fileCipher.getOrElse(throw new CorruptBufferException(s"${channel.description} sent an encrypted " +
+            s"buffer, but this reader has no I/O encryption key (is ${PartitionFileCipher.EnabledKey} set alike " +
+            "for every executor?)")).newBufferCipher()
+        }
+        try decryptor.decrypt(data, data.readerIndex(), size, next.iv) catch {
+          case e: java.security.GeneralSecurityException =>
+            throw new CorruptBufferException(s"Could not decrypt a buffer of ${channel.description}: $e")
+        }
+      }
       if (next.hasChecksum) {
         crc.reset()
         crc.update(data.nioBuffer(data.readerIndex(), size))
         if (crc.getValue.toInt != next.crc) {
           throw new CorruptBufferException(s"Checksum mismatch in a buffer of ${channel.description}: stored " +
-            s"CRC32C ${Integer.toHexString(next.crc)}, read ${Integer.toHexString(crc.getValue.toInt)} over $size bytes")
+            s"CRC32C ${Integer.toHexString(next.crc)}, read ${Integer.toHexString(crc.getValue.toInt)} over $size bytes" +
+            (if (next.iv != null) " (after decryption)" else ""))
         }
       }
       if (next.compressed) {

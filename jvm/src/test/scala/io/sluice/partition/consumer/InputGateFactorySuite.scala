@@ -1,13 +1,15 @@
 package io.sluice.partition.consumer
 
 import java.io.RandomAccessFile
+import java.nio.charset.StandardCharsets
+import java.nio.file.Files
 
 import io.sluice.NettyLeakDetection
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.SluiceOptions
 import io.sluice.netty.{TestingExecutor, TestingGateReader, TestingRecords}
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
-import io.sluice.partition.ResultPartitionID
+import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, SortMergeResultPartition}
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Gates as the Spark layer builds them: local and remote channels, pipelined and blocking inputs. */
@@ -80,6 +82,96 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
         a.partitionManager.releasePartition(p.partitionId, null)
       }
       a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  // ---- Spark's I/O encryption (spark.io.encryption.enabled) --------------------------------------
+
+  private val ioKey = Array.tabulate[Byte](32)(i => (i * 5 + 1).toByte)
+  private def fileCipher = Some(PartitionFileCipher(ioKey, "AES/CTR/NoPadding"))
+  private val Marker = "SLUICE-SECRET-MARKER".getBytes(StandardCharsets.US_ASCII)
+
+  /** Record `seq`: the marker, the sequence number, filler. */
+  private def marked(seq: Int): Array[Byte] =
+    Marker ++ java.nio.ByteBuffer.allocate(4).putInt(seq).array() ++ Array.fill[Byte](50 + seq % 400)((seq % 7).toByte)
+
+  /** A finished partition on `e` of 2 subpartitions holding marked records 0 until n, even ones in subpartition 0. */
+  private def markedPartition(e: TestingExecutor, id: ResultPartitionID, n: Int, codec: Option[BlockCodec]): SortMergeResultPartition = {
+    val p = e.blockingPartition(id, 2, codec)
+    (0 until n).foreach(i => TestingRecords.write(p, i % 2, marked(i)))
+    p.finish()
+    assert(p.numSpills > 1, "several regions")
+    p
+  }
+
+  /** Every record `gate` delivers, in order. */
+  private def readRecords(gate: SingleInputGate): Seq[Seq[Byte]] = {
+    val reader = new TestingGateReader(gate)
+    try Iterator.continually(reader.next()).takeWhile(_ != null).map(_.toSeq).toSeq finally reader.close()
+  }
+
+  for (encrypted <- Seq(true, false)) {
+    test(s"blocking partitions ${if (encrypted) "encrypted with the application's I/O key hold no trace of the marker"
+      else "without I/O encryption hold the marker"}; remote (FileRegion) and local readers get the exact records") {
+      val c = if (encrypted) fileCipher else None
+      val a = new TestingExecutor("A", fileCipher = c)
+      val b = new TestingExecutor("B", fileCipher = c)
+      withExecutors(a, b) {
+        for ((codec, i) <- Seq(None, lz4).zipWithIndex) {
+          val p = markedPartition(a, ResultPartitionID(20, i), 1500, codec)
+          val onDisk = Files.readAllBytes(p.file.path.toPath)
+          val found = onDisk.indexOfSlice(Marker.toSeq) >= 0
+          if (encrypted) assert(!found, s"the marker is in the encrypted file (codec $codec)")
+          else if (codec.isEmpty) assert(found, "the marker is in the plain file")
+          val expected = (0 until 1500 by 2).map(marked(_).toSeq) ++ (1 until 1500 by 2).map(marked(_).toSeq)
+          for (reader <- Seq(b, a)) {
+            val gate = reader.gate(s"reader in ${reader.executorId}", Vector(GateInput(p.partitionId, 0, 2, a.location)), codec)
+            assert(gate.channel(0).isRemote == (reader eq b))
+            assert(readRecords(gate) == expected, s"records read in ${reader.executorId} (codec $codec)")
+            assert(gate.numBuffersInRemote.sum + gate.numBuffersInLocal.sum == p.file.numBuffersTotal)
+          }
+          a.partitionManager.releasePartition(p.partitionId, null)
+        }
+        a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+      }
+    }
+  }
+
+  test("an encrypted partition with a flipped byte fails its remote and local readers with a checksum mismatch") {
+    val a = new TestingExecutor("A", fileCipher = fileCipher)
+    val b = new TestingExecutor("B", fileCipher = fileCipher)
+    withExecutors(a, b) {
+      val p = markedPartition(a, ResultPartitionID(21, 0), 600, None)
+      val raf = new RandomAccessFile(p.file.path, "rw")
+      try { raf.seek(raf.length() / 2); val x = raf.read(); raf.seek(raf.length() / 2); raf.write(x ^ 0x01) } finally raf.close()
+      for (reader <- Seq(b, a)) {
+        val r = new TestingGateReader(reader.gate("victim", Vector(GateInput(p.partitionId, 0, 2, a.location))))
+        val e = intercept[InputChannelException](while (r.next() != null) ())
+        assert(e.getCause.isInstanceOf[CorruptBufferException], e)
+        assert(e.getMessage.contains("Checksum mismatch") && e.getMessage.contains("after decryption") &&
+          e.getMessage.contains("executor A"), e.getMessage)
+        r.close()
+      }
+      a.partitionManager.releasePartition(p.partitionId, null)
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("a reader with another key or none fails clearly instead of reading garbage") {
+    val a = new TestingExecutor("A", fileCipher = fileCipher)
+    val none = new TestingExecutor("B")
+    val other = new TestingExecutor("C", fileCipher = Some(PartitionFileCipher(ioKey.reverse, "AES/CTR/NoPadding")))
+    withExecutors(a, none, other) {
+      val p = markedPartition(a, ResultPartitionID(22, 0), 300, None)
+      for ((reader, expected) <- Seq(none -> "no I/O encryption key", other -> "Checksum mismatch")) {
+        val r = new TestingGateReader(reader.gate("wrong key", Vector(GateInput(p.partitionId, 0, 2, a.location))))
+        val e = intercept[InputChannelException](while (r.next() != null) ())
+        assert(e.getCause.isInstanceOf[CorruptBufferException] && e.getMessage.contains(expected), e.getMessage)
+        r.close()
+        reader.awaitAllBuffersBack()
+      }
+      a.partitionManager.releasePartition(p.partitionId, null)
+      a.awaitAllBuffersBack()
     }
   }
 

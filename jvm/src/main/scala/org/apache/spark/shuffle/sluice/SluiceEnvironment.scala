@@ -3,6 +3,7 @@ package org.apache.spark.shuffle.sluice
 import io.sluice.{ShuffleEnvironment, TransportSettings}
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.partition.PartitionFileCipher
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 
@@ -60,15 +61,44 @@ private[sluice] object SluiceEnvironment extends Logging {
       Some(() => BlockCodec.forSparkCodec(name, level))
     }
 
+  /**
+   * The cipher of blocking partition files: None unless Spark's I/O encryption is on
+   * (spark.io.encryption.enabled); else AES/CTR with the application's I/O encryption key, the
+   * key and mode Spark's own shuffle and spill files are encrypted with. Fails naming the setting
+   * Sluice cannot honour, or when Spark gave no key.
+   */
+  def fileCipher(conf: SparkConf, key: => Option[Array[Byte]]): Option[PartitionFileCipher] =
+    if (!ioEncryptionEnabled(conf)) None
+    else {
+      val k = key.getOrElse(throw new IllegalStateException(s"${PartitionFileCipher.EnabledKey} is true, but Spark " +
+        "gave this executor no I/O encryption key"))
+      Some(PartitionFileCipher(k, cipherTransformation(conf)))
+    }
+
+  /**
+   * Refuses at start-up an I/O encryption setting Sluice cannot honour (a cipher transformation
+   * other than AES/CTR/NoPadding), naming the key; nothing to check when encryption is off.
+   */
+  def checkIoEncryption(conf: SparkConf): Unit =
+    if (ioEncryptionEnabled(conf)) PartitionFileCipher.checkTransformation(cipherTransformation(conf))
+
+  private def ioEncryptionEnabled(conf: SparkConf): Boolean = conf.getBoolean(PartitionFileCipher.EnabledKey, false)
+
+  private def cipherTransformation(conf: SparkConf): String =
+    conf.get(PartitionFileCipher.TransformationKey, PartitionFileCipher.Transformation)
+
   private def create(conf: SparkConf): ShuffleEnvironment = {
     val sluice = engineConf(conf)
     val host = SparkInternals.blockManagerId.host
     val cores = conf.getInt("spark.executor.cores", Runtime.getRuntime.availableProcessors())
     val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None
     val transport = TransportSettings(SparkInternals.transportConf(conf, cores), auth, host)
-    val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport)
+    val cipher = fileCipher(conf, SparkInternals.ioEncryptionKey)
+    val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport,
+      cipher)
     logInfo(s"Started Sluice's shuffle environment on executor ${SparkInternals.executorId}: server $host:" +
-      s"${env.serverPort}${if (auth.isDefined) " (authenticated)" else ""}, ${sluice.numberOfSegments} network " +
+      s"${env.serverPort}${if (auth.isDefined) " (authenticated)" else ""}, " +
+      s"${cipher.fold("")(c => s"blocking partition files encrypted ($c), ")}${sluice.numberOfSegments} network " +
       s"buffers of ${sluice.segmentSize} bytes, hung peers detected after " +
       s"${sluice.get(SluiceOptions.HeartbeatTimeout)}ms of silence")
     env

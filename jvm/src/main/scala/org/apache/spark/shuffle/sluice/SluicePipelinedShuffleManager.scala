@@ -21,6 +21,7 @@ class SluicePipelinedShuffleManager(conf: SparkConf, isDriver: Boolean) extends 
 
   SparkVersionCheck.verify()
   SluiceEnvironment.sluiceConf(conf)
+  SluiceEnvironment.checkIoEncryption(conf) // the executor's environment (shared with blocking shuffles) needs it
   logInfo(s"Using Sluice for pipelined shuffles (driver=$isDriver)")
 
   override def registerShuffle[K, V, C](shuffleId: Int, dependency: ShuffleDependency[K, V, C]): ShuffleHandle = {

@@ -11,8 +11,10 @@ import org.apache.spark.shuffle._
  * Map tasks write blocking result partitions (Flink's "blocking" output type, consumed once
  * complete, which is how Spark's DAG scheduler runs every regular shuffle); reduce tasks read
  * them through an input gate with credit-based remote channels. Settings are validated when the
- * manager is created, so a bad `spark.sluice.*` value stops the application at start with an
- * error naming the key. The executor's network stack starts lazily with the first task.
+ * manager is created, so a bad `spark.sluice.*` value, or a Spark setting Sluice cannot honour
+ * (a codec, an I/O encryption cipher), stops the application at start with an error naming the
+ * key. With Spark's I/O encryption on, partition files are encrypted with the application's key.
+ * The executor's network stack starts lazily with the first task.
  */
 class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingShuffleManager with Logging {
 
@@ -21,6 +23,7 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingS
   SparkVersionCheck.verify()
   SluiceEnvironment.sluiceConf(conf)
   SluiceEnvironment.codec(conf)
+  SluiceEnvironment.checkIoEncryption(conf)
   logInfo(s"Using Sluice for regular shuffles (driver=$isDriver)")
 
   override def registerShuffle[K, V, C](shuffleId: Int, dependency: ShuffleDependency[K, V, C]): ShuffleHandle =

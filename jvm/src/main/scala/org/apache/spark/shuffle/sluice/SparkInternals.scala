@@ -76,6 +76,9 @@ private[sluice] object SparkInternals {
 
   def secretKeyHolder: org.apache.spark.network.sasl.SecretKeyHolder = env.securityManager
 
+  /** The application's I/O encryption key (spark.io.encryption.enabled), which every executor of it shares. */
+  def ioEncryptionKey: Option[Array[Byte]] = env.securityManager.getIOEncryptionKey()
+
   /** The column count of SQL's UnsafeRowSerializer (a private field), for reading rows back. */
   def unsafeRowFieldCount(serializer: Serializer): Option[Int] =
     if (serializer.getClass.getName != "org.apache.spark.sql.execution.UnsafeRowSerializer") None

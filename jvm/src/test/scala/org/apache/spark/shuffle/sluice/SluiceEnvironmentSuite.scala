@@ -17,4 +17,24 @@ class SluiceEnvironmentSuite extends AnyFunSuite with NettyLeakDetection {
     assert(heartbeat("spark.network.timeout" -> "30s", SluiceOptions.HeartbeatTimeout.key -> "5s") == 5000L)
     assert(heartbeat("spark.network.timeout" -> "45s", SluiceOptions.HeartbeatTimeout.key -> "0") == 45000L)
   }
+
+  test("spark.io.encryption.enabled: partition files get Spark's I/O key and AES/CTR; other ciphers are refused at start") {
+    def conf(settings: (String, String)*) = new SparkConf(false).setAll(settings)
+    val key = Array.fill[Byte](32)(3)
+    assert(SluiceEnvironment.fileCipher(conf(), throw new AssertionError("no key is asked for when encryption is off")).isEmpty)
+    assert(SluiceEnvironment.fileCipher(conf("spark.io.crypto.cipher.transformation" -> "AES/CBC/PKCS5Padding"), None).isEmpty,
+      "the cipher setting is not used, so not refused, while encryption is off")
+    val on = conf("spark.io.encryption.enabled" -> "true")
+    assert(SluiceEnvironment.fileCipher(on, Some(key)).map(_.keySizeBits).contains(256))
+    val missing = intercept[IllegalStateException](SluiceEnvironment.fileCipher(on, None))
+    assert(missing.getMessage.contains("no I/O encryption key"), missing.getMessage)
+
+    val cbc = conf("spark.io.encryption.enabled" -> "true", "spark.io.crypto.cipher.transformation" -> "AES/CBC/PKCS5Padding")
+    for (refuse <- Seq[() => Any](() => new SluiceShuffleManager(cbc, true), () => new SluicePipelinedShuffleManager(cbc, true),
+        () => SluiceEnvironment.fileCipher(cbc, Some(key)))) {
+      val e = intercept[IllegalArgumentException](refuse())
+      assert(e.getMessage.contains("spark.io.crypto.cipher.transformation=AES/CBC/PKCS5Padding is not supported"), e.getMessage)
+    }
+    new SluiceShuffleManager(conf("spark.io.encryption.enabled" -> "true"), true) // the default cipher starts
+  }
 }
