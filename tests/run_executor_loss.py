@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -24,14 +23,10 @@ from typing import Any, Dict, List
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from sessions import APP_MASTER, build_session, executor_pids
+
 N = 400_000
 KEYS = 1_000
-
-
-def executor_pids(app_id: str) -> List[int]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()
-            if "CoarseGrainedExecutorBackend" in line and app_id in line]
 
 
 def killer(spark: SparkSession, state: Dict[str, Any]) -> None:
@@ -59,12 +54,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
-    import sluice
-
-    builder = (SparkSession.builder.master(os.environ.get("SLUICE_TEST_MASTER", "local-cluster[2,1,1024]"))
-               .appName("sluice-executor-loss").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.task.maxFailures", "8").config("spark.stage.maxConsecutiveAttempts", "8"))
-    spark = sluice.configure(builder).getOrCreate()
+    spark = build_session("sluice-executor-loss", "sluice", APP_MASTER,
+                          conf={"spark.task.maxFailures": "8", "spark.stage.maxConsecutiveAttempts": "8"})
     state: Dict[str, Any] = {}
     try:
         spark.conf.set("spark.sql.adaptive.enabled", "false")

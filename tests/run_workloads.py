@@ -26,24 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pyspark.sql import SparkSession  # noqa: E402
 
 import workloads  # noqa: E402
-
-DEFAULT_MASTER = "local-cluster[2,1,1024]"
-
-
-def build_session(shuffle: str, options: Dict[str, str], conf: Dict[str, str]) -> SparkSession:
-    builder = SparkSession.builder.appName(f"sluice-workloads-{shuffle}")
-    if shuffle != "preconfigured":
-        builder = builder.master(os.environ.get("SLUICE_TEST_MASTER", DEFAULT_MASTER))
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    if shuffle == "sluice":
-        import sluice
-
-        builder = sluice.configure(builder, **options)
-    elif shuffle == "sort":
-        builder = builder.config("spark.shuffle.manager", "sort")
-    return builder.getOrCreate()
+from sessions import APP_MASTER, build_session  # noqa: E402
 
 
 def shuffle_files(root: str) -> Dict[str, List[str]]:
@@ -85,7 +68,8 @@ def main(argv: List[str]) -> int:
 
     options = dict(o.split("=", 1) for o in args.option)
     conf = dict(c.split("=", 1) for c in args.conf)
-    spark = build_session(args.shuffle, options, conf)
+    master = None if args.shuffle == "preconfigured" else APP_MASTER
+    spark = build_session(f"sluice-workloads-{args.shuffle}", args.shuffle, master, options=options, conf=conf)
     result: Dict[str, Any] = {"answers": {}, "errors": {}, "seconds": {}}
     try:
         result["shuffle_manager"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")
