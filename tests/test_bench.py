@@ -235,6 +235,8 @@ def test_cli_lists_the_benchmarks() -> None:
     done = subprocess.run([sys.executable, "-m", "sluice_bench", "scale", "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: sluice-bench scale") and "--groups" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "sluice.cli", "bench", "jar"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == bench_jar_path(), done.stderr
 
 
 def test_rounds_are_checked_before_anything_runs() -> None:

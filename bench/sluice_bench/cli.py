@@ -1,6 +1,7 @@
 """The benchmarks' command, ``sluice-bench NAME ...``, also run as ``sluice bench NAME ...``:
 
     sluice-bench NAME [--rounds N] [--quick] [--out DIR] [--replot] [--option NAME=VALUE ...]
+    sluice-bench jar        the path of the benchmark jar (sluice-bench.jar)
 
 NAME is one of ``batch``, ``transport``, ``latency``, ``memory``, ``scale``; ``sluice-bench NAME
 --help`` lists each one's own options. Results go to ``docs/benchmarks/`` unless ``--out`` says
@@ -18,6 +19,7 @@ from typing import Any, List, Optional, Sequence
 
 from sluice_bench import BENCHMARKS
 from sluice_bench._common import BenchError
+from sluice_bench._jars import bench_jar_path
 
 HELP = {
     "batch": "a ~1 GB shuffle-heavy job and TPC-H SF1 (22 queries), Sluice vs the sort shuffle",
@@ -33,6 +35,12 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "sluice-bench") -> in
     called it, for help and errors (``sluice bench`` when the ``sluice`` command delegates)."""
     args = list(sys.argv[1:] if argv is None else argv)
     parsed = parser(prog).parse_args(args)
+    if parsed.benchmark == "jar":
+        try:
+            print(bench_jar_path())
+        except FileNotFoundError as e:
+            raise SystemExit(f"{prog} jar: {e}") from None
+        return 0
     if parsed.rounds is not None and parsed.rounds < 1:
         raise SystemExit(f"{prog}: --rounds must be at least 1")
     for option in getattr(parsed, "option", []):
@@ -72,6 +80,7 @@ def parser(prog: str = "sluice-bench") -> argparse.ArgumentParser:
                              help="a Sluice option for Sluice's runs, by its Python name (e.g. buffers_per_channel=8); "
                              "repeatable")
         _module(name).add_arguments(sub)
+    names.add_parser("jar", help="print the path of the benchmark jar (sluice-bench.jar)")
     return bench
 
 
