@@ -12,7 +12,6 @@ naming that executor) and still give the exact answer.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -23,7 +22,7 @@ from typing import Any, Dict, List
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sessions import APP_MASTER, build_session, executor_pids
+from sessions import APP_MASTER, build_session, executor_pids, write_json
 
 N = 400_000
 KEYS = 1_000
@@ -54,10 +53,9 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
-    spark = build_session("sluice-executor-loss", "sluice", APP_MASTER,
-                          conf={"spark.task.maxFailures": "8", "spark.stage.maxConsecutiveAttempts": "8"})
     state: Dict[str, Any] = {}
-    try:
+    conf = {"spark.task.maxFailures": "8", "spark.stage.maxConsecutiveAttempts": "8"}
+    with build_session("sluice-executor-loss", "sluice", APP_MASTER, conf=conf) as spark:
         spark.conf.set("spark.sql.adaptive.enabled", "false")
         spark.conf.set("spark.sql.shuffle.partitions", "4")
         rows = spark.range(0, N, 1, 8).select(((F.col("id") * 7919) % KEYS).alias("k"), F.col("id"))
@@ -75,10 +73,7 @@ def main(argv: List[str]) -> int:
             expected[k] = expected.get(k, 0) + i
         result = {"got": [list(kv) for kv in got], "expected": sorted([k, v] for k, v in expected.items()),
                   "killed": state.get("killed"), "stage": state.get("stage")}
-    finally:
-        spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    write_json(args.out, result)
     return 0
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import signal
 import sys
@@ -261,18 +260,14 @@ def main(argv: List[str]) -> int:
 
 
 def run(args: argparse.Namespace, conf: Dict[str, str]) -> int:
-    spark = realapps.build_session("sluice", args.scenario, {}, conf)
     result: Dict[str, Any] = {"scenario": args.scenario}
-    try:
+    with realapps.build_session("sluice", args.scenario, {}, conf) as spark:
         if args.scenario == "many_shuffles":
             result.update(many_shuffles(spark, os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"), args.shuffles, args.maps))
         else:
             result.update(SCENARIOS[args.scenario](spark))
         result["stages"] = realapps.stage_attempts(spark)
-    finally:
-        spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    sessions.write_json(args.out, result)
     return 0
 
 

@@ -14,7 +14,6 @@ Sluice's own network counters, so a test can tell which shuffle carried the data
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -26,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pyspark.sql import SparkSession  # noqa: E402
 
 import workloads  # noqa: E402
-from sessions import APP_MASTER, build_session  # noqa: E402
+from sessions import APP_MASTER, build_session, write_json  # noqa: E402
 
 
 def shuffle_files(root: str) -> Dict[str, List[str]]:
@@ -69,9 +68,8 @@ def main(argv: List[str]) -> int:
     options = dict(o.split("=", 1) for o in args.option)
     conf = dict(c.split("=", 1) for c in args.conf)
     master = None if args.shuffle == "preconfigured" else APP_MASTER
-    spark = build_session(f"sluice-workloads-{args.shuffle}", args.shuffle, master, options=options, conf=conf)
     result: Dict[str, Any] = {"answers": {}, "errors": {}, "seconds": {}}
-    try:
+    with build_session(f"sluice-workloads-{args.shuffle}", args.shuffle, master, options=options, conf=conf) as spark:
         result["shuffle_manager"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")
         for name in args.workloads.split(","):
             for key, value in workloads.BASE_SQL_CONF.items():
@@ -84,10 +82,7 @@ def main(argv: List[str]) -> int:
             result["seconds"][name] = round(time.monotonic() - started, 2)
         result["files"] = shuffle_files(os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"))
         result["counters"] = sluice_counters(spark)
-    finally:
-        spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    write_json(args.out, result)
     return 0
 
 

@@ -87,6 +87,12 @@ def build_session(
     return spark
 
 
+def write_json(path: str, value: Any) -> None:
+    """What a runner script reports to the test that started it."""
+    with open(path, "w") as f:
+        json.dump(value, f)
+
+
 def stages_of_group(spark: SparkSession, group: str) -> List[int]:
     """The ids of every stage of every job of job group ``group`` (skipped ones included)."""
     tracker = spark.sparkContext.statusTracker()
