@@ -1,8 +1,8 @@
 # Sets up and enters Sluice's development environment; sourced by the other dev/ scripts.
 #
 # Installs what is missing and nothing else: Gradle, a JDK, iperf3 and Chromium (apt), the
-# virtualenv .venv, and the Python packages pyproject.toml asks for (again only when
-# pyproject.toml changed since they were installed). Then exports:
+# virtualenv .venv, and the Python packages pyproject.toml and bench/pyproject.toml ask for (again
+# only when one of them changed since they were installed). Then exports:
 #   SLUICE_ROOT     the repository root
 #   SPARK_JARS_DIR  the jars of .venv's pyspark, the JVM plugin's compile classpath
 #   SPARK_LOCAL_IP  127.0.0.1 (this machine only has loopback networking); SPARK_HOME is unset
@@ -31,7 +31,7 @@ fi
 if ! command -v javac >/dev/null 2>&1; then
     sluice_apt_install default-jdk-headless
 fi
-# `sluice bench transport` compares one Sluice connection with iperf3's.
+# `sluice-bench transport` compares one Sluice connection with iperf3's.
 if ! command -v iperf3 >/dev/null 2>&1; then
     sluice_apt_install iperf3
 fi
@@ -48,26 +48,31 @@ if [[ ! -x "$SLUICE_VENV/bin/python" ]]; then
     python3 -m venv "$SLUICE_VENV"
 fi
 
-# Python packages: the build requirements, the dependencies and the `test` extra, all read from
-# pyproject.toml, installed again only when pyproject.toml changes.
+# Python packages: the build requirements, the dependencies and the `test` extra of spark-sluice,
+# and the dependencies of sluice-bench (bench/), all read from the two pyproject.toml files,
+# installed again only when either changes.
 SLUICE_DEPS_STAMP="$SLUICE_VENV/.sluice-deps"
-sluice_deps_hash="$(sha256sum "$SLUICE_ROOT/pyproject.toml" | cut -d' ' -f1)"
+sluice_deps_hash="$(cat "$SLUICE_ROOT/pyproject.toml" "$SLUICE_ROOT/bench/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$SLUICE_DEPS_STAMP" || "$(cat "$SLUICE_DEPS_STAMP")" != "$sluice_deps_hash" ]]; then
-    sluice_log "installing Python packages into .venv (new venv, or pyproject.toml changed)"
+    sluice_log "installing Python packages into .venv (new venv, or a pyproject.toml changed)"
     "$SLUICE_VENV/bin/python" -m pip install -q --upgrade pip setuptools wheel
     if ! "$SLUICE_VENV/bin/python" -c 'import tomllib' >/dev/null 2>&1; then
         "$SLUICE_VENV/bin/python" -m pip install -q tomli
     fi
-    mapfile -t sluice_requirements < <("$SLUICE_VENV/bin/python" - "$SLUICE_ROOT/pyproject.toml" <<'EOF'
+    mapfile -t sluice_requirements < <("$SLUICE_VENV/bin/python" - "$SLUICE_ROOT" <<'EOF'
 import sys
 try:
     import tomllib
 except ImportError:  # Python < 3.11
     import tomli as tomllib
-with open(sys.argv[1], "rb") as f:
+with open(f"{sys.argv[1]}/pyproject.toml", "rb") as f:
     project = tomllib.load(f)
+with open(f"{sys.argv[1]}/bench/pyproject.toml", "rb") as f:
+    bench = tomllib.load(f)
 requirements = project["build-system"]["requires"] + project["project"]["dependencies"]
 requirements += project["project"]["optional-dependencies"]["test"]
+# sluice-bench's own, but not spark-sluice itself, which dev/build installs from this checkout.
+requirements += [r for r in bench["project"]["dependencies"] if r != project["project"]["name"]]
 print("\n".join(requirements))
 EOF
     )

@@ -1,6 +1,6 @@
 """What the real-shape applications (``run_real_shapes.py``, ``run_real_failures.py``) share: the
 session on ``local-cluster[2,2,2048]`` (two task slots per executor, AQE off), the executors'
-processes, and Spark's own record of what went wrong (REST API stage attempts and task failure
+open files, and Spark's own record of what went wrong (REST API stage attempts and task failure
 reasons), so a test can tell a FetchFailed from a timeout and a retried stage from a skipped one.
 """
 
@@ -18,6 +18,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from pyspark.sql import SparkSession
 
+import sessions
+
 MASTER = "local-cluster[2,2,2048]"
 
 
@@ -25,30 +27,11 @@ def build_session(shuffle: str, app: str, options: Dict[str, str], conf: Dict[st
     """A session on ``SLUICE_REAL_MASTER`` (default ``local-cluster[2,2,2048]``) with AQE off:
     ``shuffle`` is ``sort`` (Spark's sort shuffle, the reference) or ``sluice`` (``sluice.configure``
     with ``options`` and nothing else of Sluice's); ``conf`` are plain Spark settings."""
-    builder = (SparkSession.builder.master(os.environ.get("SLUICE_REAL_MASTER", MASTER))
-               .appName(f"sluice-real-{app}-{shuffle}")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.adaptive.enabled", "false"))
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    if shuffle == "sluice":
-        import sluice
-
-        builder = sluice.configure(builder, **options)
-    elif shuffle == "sort":
-        builder = builder.config("spark.shuffle.manager", "sort")
-    else:
+    if shuffle not in ("sort", "sluice"):
         raise ValueError(f"unknown shuffle {shuffle!r}: sort or sluice")
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
-
-
-def rest(spark: SparkSession, path: str) -> Any:
-    """GET ``/api/v1/applications/<app>/<path>`` of the driver's UI."""
-    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/{path}"
-    with urllib.request.urlopen(url, timeout=60) as response:
-        return json.loads(response.read().decode("utf-8"))
+    master = os.environ.get("SLUICE_REAL_MASTER", MASTER)
+    return sessions.build_session(f"sluice-real-{app}-{shuffle}", shuffle, master, options=options,
+                                  conf={"spark.sql.adaptive.enabled": "false", **conf}, log_level="WARN")
 
 
 def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:
@@ -56,7 +39,7 @@ def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:
     and how many of its task attempts were speculative. Use on applications with small stages:
     the REST answer lists every task."""
     out = []
-    for s in rest(spark, "stages?details=true"):
+    for s in sessions.rest(spark, "stages?details=true"):
         tasks = list((s.get("tasks") or {}).values())
         out.append({
             "stage": int(s["stageId"]), "attempt": int(s["attemptId"]), "status": s["status"],
@@ -66,23 +49,6 @@ def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:
                             for t in tasks if t.get("errorMessage")],
         })
     return sorted(out, key=lambda s: (s["stage"], s["attempt"]))
-
-
-def stages_of_group(spark: SparkSession, group: str) -> List[int]:
-    tracker = spark.sparkContext.statusTracker()
-    stages = set()
-    for job in tracker.getJobIdsForGroup(group):
-        info = tracker.getJobInfo(job)
-        if info is not None:
-            stages.update(info.stageIds)
-    return sorted(stages)
-
-
-def executor_pids(app_id: str) -> List[int]:
-    """The pids of this application's executor JVMs (CoarseGrainedExecutorBackend ... app id)."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()
-            if "CoarseGrainedExecutorBackend" in line and app_id in line]
 
 
 def open_files(pid: int) -> List[str]:
@@ -204,8 +170,7 @@ class StandaloneCluster:
         return self.master
 
     def _start(self, name: str, host: str, args: List[str]) -> None:
-        env = dict(os.environ, SPARK_LOCAL_IP=host, SPARK_NO_DAEMONIZE="1")
-        env.pop("SPARK_HOME", None)
+        env = sessions.app_env(SPARK_LOCAL_IP=host, SPARK_NO_DAEMONIZE="1")
         log = open(os.path.join(self.work, f"{name}.log"), "w")
         self.processes.append(subprocess.Popen([self.spark_class] + args, env=env, stdout=log, stderr=subprocess.STDOUT))
 

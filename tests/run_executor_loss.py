@@ -12,10 +12,8 @@ naming that executor) and still give the exact answer.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -24,14 +22,10 @@ from typing import Any, Dict, List
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from sessions import APP_MASTER, build_session, executor_pids, write_json
+
 N = 400_000
 KEYS = 1_000
-
-
-def executor_pids(app_id: str) -> List[int]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()
-            if "CoarseGrainedExecutorBackend" in line and app_id in line]
 
 
 def killer(spark: SparkSession, state: Dict[str, Any]) -> None:
@@ -59,14 +53,9 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
-    import sluice
-
-    builder = (SparkSession.builder.master(os.environ.get("SLUICE_TEST_MASTER", "local-cluster[2,1,1024]"))
-               .appName("sluice-executor-loss").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.task.maxFailures", "8").config("spark.stage.maxConsecutiveAttempts", "8"))
-    spark = sluice.configure(builder).getOrCreate()
     state: Dict[str, Any] = {}
-    try:
+    conf = {"spark.task.maxFailures": "8", "spark.stage.maxConsecutiveAttempts": "8"}
+    with build_session("sluice-executor-loss", "sluice", APP_MASTER, conf=conf) as spark:
         spark.conf.set("spark.sql.adaptive.enabled", "false")
         spark.conf.set("spark.sql.shuffle.partitions", "4")
         rows = spark.range(0, N, 1, 8).select(((F.col("id") * 7919) % KEYS).alias("k"), F.col("id"))
@@ -84,10 +73,7 @@ def main(argv: List[str]) -> int:
             expected[k] = expected.get(k, 0) + i
         result = {"got": [list(kv) for kv in got], "expected": sorted([k, v] for k, v in expected.items()),
                   "killed": state.get("killed"), "stage": state.get("stage")}
-    finally:
-        spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    write_json(args.out, result)
     return 0
 
 

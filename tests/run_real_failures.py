@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import signal
 import sys
@@ -37,6 +36,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 import realapps  # noqa: E402
+import sessions  # noqa: E402
 
 # --- speculation -----------------------------------------------------------------------------
 
@@ -73,7 +73,7 @@ def speculation(spark: SparkSession) -> Dict[str, Any]:
 
 
 def executor_hosts(spark: SparkSession) -> List[str]:
-    return sorted({e["hostPort"].rsplit(":", 1)[0] for e in realapps.rest(spark, "executors") if e["id"] != "driver"})
+    return sorted({e["hostPort"].rsplit(":", 1)[0] for e in sessions.rest(spark, "executors") if e["id"] != "driver"})
 
 
 # --- cancel ----------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def cancel(spark: SparkSession) -> Dict[str, Any]:
     tracker = sc.statusTracker()
 
     def reduce_stage_reading() -> Any:
-        stages = realapps.stages_of_group(spark, "g")
+        stages = sessions.stages_of_group(spark, "g")
         if len(stages) < 2:
             return None
         info = tracker.getStageInfo(max(stages))
@@ -122,16 +122,16 @@ def cancel(spark: SparkSession) -> Dict[str, Any]:
         time.sleep(2.0)  # the reducers have opened their channels and are reading
         sc.cancelJobGroup("g")
     thread.join(timeout=180)
-    first_stages = realapps.stages_of_group(spark, "g")
+    first_stages = sessions.stages_of_group(spark, "g")
 
     sc.setJobGroup("g2", "the same shuffle read again")
     started = time.monotonic()
     got = sorted(shuffled.mapPartitions(fast_sum).collect())
     seconds = time.monotonic() - started
-    jobs = [realapps.rest(spark, f"jobs/{j}") for j in tracker.getJobIdsForGroup("g2")]
+    jobs = [sessions.rest(spark, f"jobs/{j}") for j in tracker.getJobIdsForGroup("g2")]
     return {"cancelled_while_reading": reduce_stage is not None, "first_finished": "first" in outcome,
             "first_error": outcome.get("first_error", ""), "first_stages": first_stages,
-            "second_stages": realapps.stages_of_group(spark, "g2"),
+            "second_stages": sessions.stages_of_group(spark, "g2"),
             "second_skipped_stages": sum(int(j.get("numSkippedStages", 0)) for j in jobs),
             "equal": sum(got) == n * (n - 1) // 2, "second_seconds": round(seconds, 2)}
 
@@ -151,7 +151,7 @@ def many_shuffles(spark: SparkSession, local_dirs: str, shuffles: int = SHUFFLES
         answers.append(sorted(tuple(r) for r in df.collect()))
         frames.append(df)
     expected = sorted((k, sum(x for x in range(maps * 10) if x % 7 == k)) for k in range(7))
-    pids = realapps.executor_pids(sc.applicationId)
+    pids = sessions.executor_pids(sc.applicationId)
     files_before = len(realapps.partition_files(local_dirs))
     time.sleep(1.0)  # the last reducers' channels close after their task ends
     fds = {str(pid): realapps.open_files(pid) for pid in pids}
@@ -205,7 +205,7 @@ def sigstop(spark: SparkSession) -> Dict[str, Any]:
 
         if realapps.wait_for(reduce_running, timeout=180):
             time.sleep(1.0)  # the reducers have opened their channels
-            pids = realapps.executor_pids(app_id)
+            pids = sessions.executor_pids(app_id)
             if pids:
                 os.kill(pids[0], signal.SIGSTOP)
                 state["stopped"] = pids[0]
@@ -260,18 +260,14 @@ def main(argv: List[str]) -> int:
 
 
 def run(args: argparse.Namespace, conf: Dict[str, str]) -> int:
-    spark = realapps.build_session("sluice", args.scenario, {}, conf)
     result: Dict[str, Any] = {"scenario": args.scenario}
-    try:
+    with realapps.build_session("sluice", args.scenario, {}, conf) as spark:
         if args.scenario == "many_shuffles":
             result.update(many_shuffles(spark, os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"), args.shuffles, args.maps))
         else:
             result.update(SCENARIOS[args.scenario](spark))
         result["stages"] = realapps.stage_attempts(spark)
-    finally:
-        spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    sessions.write_json(args.out, result)
     return 0
 
 

@@ -17,7 +17,6 @@ error, and the next workload still runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any, Callable, Dict, List
@@ -28,6 +27,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 import realapps  # noqa: E402
+import sessions  # noqa: E402
 
 ROWS_PER_MAP_AND_REDUCER = 5
 KEYS = 100_003
@@ -94,20 +94,16 @@ def main(argv: List[str]) -> int:
                         help=f"run the wide shapes over {NARROW} maps and {NARROW} reducers (same answer)")
     args = parser.parse_args(argv)
 
-    spark = realapps.build_session(args.shuffle, "shapes", dict(o.split("=", 1) for o in args.option),
-                                   dict(c.split("=", 1) for c in args.conf))
+    options, conf = dict(o.split("=", 1) for o in args.option), dict(c.split("=", 1) for c in args.conf)
     result: Dict[str, Any] = {"runs": {}}
-    try:
+    with realapps.build_session(args.shuffle, "shapes", options, conf) as spark:
         result["shuffle_manager"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")
         for name in args.workloads.split(","):
             job = WORKLOADS[name]
             result["runs"][name] = realapps.run_with_deadline(spark, name, args.deadline, lambda: job(spark, args.narrow))
             print(f"{name}: {result['runs'][name]['seconds']}s {result['runs'][name].get('key_errors', '')}",
                   file=sys.stderr, flush=True)
-    finally:
-        spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    sessions.write_json(args.out, result)
     return 0
 
 

@@ -14,7 +14,6 @@ Sluice's own network counters, so a test can tell which shuffle carried the data
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -26,24 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pyspark.sql import SparkSession  # noqa: E402
 
 import workloads  # noqa: E402
-
-DEFAULT_MASTER = "local-cluster[2,1,1024]"
-
-
-def build_session(shuffle: str, options: Dict[str, str], conf: Dict[str, str]) -> SparkSession:
-    builder = SparkSession.builder.appName(f"sluice-workloads-{shuffle}")
-    if shuffle != "preconfigured":
-        builder = builder.master(os.environ.get("SLUICE_TEST_MASTER", DEFAULT_MASTER))
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    if shuffle == "sluice":
-        import sluice
-
-        builder = sluice.configure(builder, **options)
-    elif shuffle == "sort":
-        builder = builder.config("spark.shuffle.manager", "sort")
-    return builder.getOrCreate()
+from sessions import APP_MASTER, build_session, write_json  # noqa: E402
 
 
 def shuffle_files(root: str) -> Dict[str, List[str]]:
@@ -100,9 +82,9 @@ def main(argv: List[str]) -> int:
 
     options = dict(o.split("=", 1) for o in args.option)
     conf = dict(c.split("=", 1) for c in args.conf)
-    spark = build_session(args.shuffle, options, conf)
+    master = None if args.shuffle == "preconfigured" else APP_MASTER
     result: Dict[str, Any] = {"answers": {}, "errors": {}, "seconds": {}}
-    try:
+    with build_session(f"sluice-workloads-{args.shuffle}", args.shuffle, master, options=options, conf=conf) as spark:
         result["shuffle_manager"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")
         for name in args.workloads.split(","):
             for key, value in workloads.BASE_SQL_CONF.items():
@@ -118,10 +100,7 @@ def main(argv: List[str]) -> int:
             # Read while the application runs: its shuffle files are deleted when it stops.
             result["marked_files"] = {kind: files_containing(paths, args.marker) for kind, paths in result["files"].items()}
         result["counters"] = sluice_counters(spark)
-    finally:
-        spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    write_json(args.out, result)
     return 0
 
 

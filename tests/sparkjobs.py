@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from pyspark import InheritableThread
 from pyspark.sql import SparkSession
 
-from sluice.bench.worker import stages_of_group  # the ids of every stage of a job group
+from sessions import stages_of_group
 
 
 def run_in_group(spark: SparkSession, group: str, job: Callable[[], Any]) -> List[int]:

@@ -1,25 +1,31 @@
-"""`sluice bench`'s pure parts, without Spark: statistics, the alternation of contenders, answer
-comparison, histograms, connection counting, result JSON shape, and the CLI's wiring. (The
-benchmarks themselves take minutes; `sluice bench NAME --quick` is their smoke run.)"""
+"""sluice-bench's pure parts, without Spark: statistics, the alternation of contenders, answer
+comparison, histograms, connection counting, result JSON shape, the CLI's wiring (``sluice-bench``
+and ``sluice bench``), the benchmark jar, and modules free of import cycles. (The benchmarks
+themselves take minutes; `sluice bench NAME --quick` is their smoke run.)"""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import decimal
 import json
 import math
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
 import pytest
 
-from sluice.bench import batch, connections, latency, scale, tpch, transport
-from sluice.bench._common import Recorder, alternation, clean_floats, goal, median, parse_size, percentile, ratio
-from sluice.bench.compare import difference, plain, plain_rows
-from sluice.bench.histogram import Histogram, from_buckets, merge_files
+import sluice
+import sluice_bench
+from sluice_bench import batch, connections, latency, scale, tpch, transport
+from sluice_bench._common import Recorder, alternation, clean_floats, goal, median, parse_size, percentile, ratio
+from sluice_bench.compare import difference, plain, plain_rows
+from sluice_bench._jars import bench_jar_path
+from sluice_bench.histogram import Histogram, from_buckets, merge_files
 
 
 def test_median_ratio_and_percentile() -> None:
@@ -141,6 +147,8 @@ def test_transport_parses_the_benchmarks_json_lines() -> None:
     assert len(runs) == 1 and runs[0]["gbps"] == 9.5
     command = transport.java_command(["--seconds", "1"])
     assert command[0] == "java" and "io.sluice.bench.TransportBenchmark" in command
+    classpath = command[command.index("-cp") + 1].split(":")
+    assert classpath[:2] == [bench_jar_path(), sluice.jar_path()]
     assert "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED" in command
     recorder = Recorder("transport", "sluice bench transport", {"rounds": 1})
     fake = [{"channels": 1, "recordSize": 100, "bufferTimeoutMs": t, "gbps": 10.0 if t else 4.0}
@@ -224,3 +232,55 @@ def test_cli_lists_the_benchmarks() -> None:
                                              no_tpch=False, memory="1024"))
     assert spec["heavy"]["rows"] == batch.QUICK_HEAVY_ROWS and spec["tpch"]["queries"] == [1, 6]
     assert spec["conf"]["spark.sql.adaptive.enabled"] == "false"
+    done = subprocess.run([sys.executable, "-m", "sluice_bench", "scale", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: sluice-bench scale") and "--groups" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "sluice.cli", "bench", "jar"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == bench_jar_path(), done.stderr
+
+
+def test_rounds_are_checked_before_anything_runs() -> None:
+    done = subprocess.run([sys.executable, "-m", "sluice.cli", "bench", "memory", "--rounds", "0"],
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "sluice bench: --rounds must be at least 1" in done.stderr
+
+
+def test_the_benchmark_jar_holds_the_benchmark_classes() -> None:
+    jar = Path(bench_jar_path())
+    assert jar.name == "sluice-bench.jar" and jar.parent == Path(sluice_bench.__file__).resolve().parent / "jars"
+    with zipfile.ZipFile(jar) as archive:
+        classes = {name for name in archive.namelist() if name.endswith(".class")}
+    for name in ("io/sluice/bench/TransportBenchmark", "org/apache/spark/shuffle/sluice/bench/ExecutorProbe",
+                 "org/apache/spark/shuffle/sluice/bench/ScheduledRateStream",
+                 "org/apache/spark/shuffle/sluice/bench/LatencyProbeWriter"):
+        assert f"{name}.class" in classes
+    # Only the benchmarks' own classes: the plugin's come from its jar.
+    assert not [c for c in classes if "/bench/" not in c]
+
+
+def test_modules_import_each_other_without_cycles() -> None:
+    """Every import between sluice_bench's modules (also those inside functions) points one way."""
+    package = Path(sluice_bench.__file__).resolve().parent
+    graph: Dict[str, Set[str]] = {}
+    for path in package.glob("*.py"):
+        edges: Set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "sluice_bench":
+                edges.update(alias.name for alias in node.names if (package / f"{alias.name}.py").is_file())
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sluice_bench."):
+                edges.add((node.module or "").split(".")[1])
+            elif isinstance(node, ast.Import):
+                edges.update(a.name.split(".")[1] for a in node.names if a.name.startswith("sluice_bench."))
+        graph[path.stem] = edges - {path.stem}
+    assert graph["jobs"] and graph["worker"]  # the parse found imports
+
+    def cycle_from(module: str, trail: List[str]) -> List[str]:
+        if module in trail:
+            return trail[trail.index(module):] + [module]
+        for imported in sorted(graph.get(module, ())):
+            found = cycle_from(imported, trail + [module])
+            if found:
+                return found
+        return []
+
+    assert not [cycle for module in sorted(graph) if (cycle := cycle_from(module, []))]

@@ -19,10 +19,10 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 import workloads
+from sessions import APP_MASTER, app_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_workloads.py")
-MASTER = os.environ.get("SLUICE_TEST_MASTER", "local-cluster[2,1,1024]")
 
 
 def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
@@ -33,8 +33,7 @@ def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
     local_dirs = os.path.join(work, "local")
     os.makedirs(local_dirs)
     out = os.path.join(work, "answers.json")
-    env = dict(os.environ, SPARK_LOCAL_DIRS=local_dirs, SPARK_LOCAL_IP="127.0.0.1", SLUICE_TEST_MASTER=MASTER)
-    env.pop("SPARK_HOME", None)
+    env = app_env(SPARK_LOCAL_DIRS=local_dirs, SLUICE_TEST_MASTER=APP_MASTER)
     args = ["--out", out, "--workloads", ",".join(names)] + (["--marker", marker] if marker else [])
     if via_submit:
         import pyspark
@@ -42,7 +41,7 @@ def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
 
         conf_file = os.path.join(work, "sluice.conf")
         with open(conf_file, "w") as f:
-            settings = dict(spark_conf(**options), **{"spark.master": MASTER})
+            settings = dict(spark_conf(**options), **{"spark.master": APP_MASTER})
             for key, value in settings.items():
                 f.write(f"{key} {value}\n")
         submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")

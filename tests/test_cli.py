@@ -69,3 +69,12 @@ def test_version_prints_the_installed_version() -> None:
     done = subprocess.run([sys.executable, "-m", "sluice.cli", "--version"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"sluice {sluice.__version__} (spark-sluice)"
+
+
+def test_bench_without_sluice_bench_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmarks are a distribution of their own: without it, `sluice bench` says where it
+    comes from instead of failing with an import error."""
+    monkeypatch.setitem(sys.modules, "sluice_bench", None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, "sluice_bench.cli", raising=False)
+    with pytest.raises(SystemExit, match=r"sluice-bench, which is not installed.*pip install \./bench"):
+        main(["bench", "batch", "--quick"])

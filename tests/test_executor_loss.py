@@ -9,15 +9,15 @@ import subprocess
 import sys
 import tempfile
 
+from sessions import app_env
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_killed_executor_during_reduce_gives_exact_answer() -> None:
     out = os.path.join(tempfile.mkdtemp(prefix="sluice-loss-"), "result.json")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
-    env.pop("SPARK_HOME", None)
     proc = subprocess.run([sys.executable, os.path.join(HERE, "run_executor_loss.py"), "--out", out],
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=app_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-6000:]
     with open(out) as f:
         result = json.load(f)

@@ -8,7 +8,7 @@ from typing import Any
 
 import sluice
 
-from conftest import MASTER, http_get, ui_url
+from sessions import SESSION_MASTER, http_get, ui_url
 from sparkjobs import run_in_group, shuffle_rows
 
 INTERVAL = "spark.sluice.latencyTracking.interval"
@@ -54,7 +54,7 @@ def test_latency_histograms_exist_only_when_tracking_is_on(spark: Any) -> None:
     assert sources == {0, 1, 2, 3}  # every producer's markers reached the consumers
     # Earlier tasks (tracking off) still have none.
     assert all(r["latency_count"] is None for r in table.to_pylist() if r["stage_id"] not in stages)
-    if not MASTER.startswith("local-cluster"):
+    if not SESSION_MASTER.startswith("local-cluster"):
         # The driver JVM runs the executor: its servlet shows the executor's latency histogram. On
         # a cluster the histograms stay in the executors' metrics systems.
         assert PROMETHEUS_LATENCY in http_get(prometheus)

@@ -13,7 +13,7 @@ import sluice
 from sluice.demo import network_metrics_by_stage, print_network_metrics
 from sluice.monitoring import FLINK_METRICS, ID_COLUMNS, OUTPUT_COLUMNS
 
-from conftest import MASTER, http_json, ui_url
+from sessions import SESSION_MASTER, http_json, ui_url
 from sparkjobs import run_in_group, shuffle_rows
 
 ROWS = 100_000
@@ -82,7 +82,7 @@ def test_bytes_and_buffers(known_job: Tuple[List[int], Any]) -> None:
     assert total(ours, "numBuffersOut") > 0
     assert total(ours, "numBytesInLocal") > 0
     assert total(ours, "numBuffersInLocal") > 0
-    if MASTER.startswith("local-cluster"):
+    if SESSION_MASTER.startswith("local-cluster"):
         assert total(ours, "numBytesInRemote") > 0 and total(ours, "numBuffersInRemote") > 0
     else:  # one executor: every channel is local
         assert total(ours, "numBytesInRemote") == 0 and total(ours, "numBuffersInRemote") == 0

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import sluice
-from conftest import http_json, ui_url
+from sessions import http_json, ui_url
 from sparkjobs import SlowConsumerQuery
 from streaming import StreamingRun, latest_counts, run_to_completion
 

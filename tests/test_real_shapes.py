@@ -26,6 +26,8 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
+from sessions import app_env
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = os.path.join(HERE, "run_real_shapes.py")
 FAILURES = os.path.join(HERE, "run_real_failures.py")
@@ -42,8 +44,7 @@ def run_app(args: List[str], timeout: float) -> Dict[str, Any]:
         os.makedirs(local_dirs)
         out = os.path.join(work, "out.json")
         log_path = os.path.join(work, "app.log")
-        env = dict(os.environ, SPARK_LOCAL_DIRS=local_dirs, SPARK_LOCAL_IP="127.0.0.1")
-        env.pop("SPARK_HOME", None)
+        env = app_env(SPARK_LOCAL_DIRS=local_dirs)
         cmd = [sys.executable] + [a.replace("{work}", work) for a in args] + ["--out", out]
         with open(log_path, "w") as log:
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from conftest import http_json, ui_url
+from sessions import http_json, ui_url
 from sparkjobs import run_in_group
 
 

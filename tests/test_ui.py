@@ -15,7 +15,7 @@ import pytest
 
 import sluice
 
-from conftest import REPO, http_get, http_json, ui_url
+from sessions import REPO, http_get, http_json, ui_url
 from sparkjobs import Background, SlowConsumerQuery, run_in_group, sample_until_all_tasks_seen, shuffle_rows
 
 SCREENSHOT = REPO / "docs" / "sluice-ui-tab.png"

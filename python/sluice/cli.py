@@ -9,7 +9,8 @@
     sluice demo                         a shuffle-heavy job on a local two-executor cluster
     sluice bench NAME [--rounds N] [--quick] [--out DIR]
                                         benchmarks against Spark's shuffles (batch, transport,
-                                        latency, memory, scale); results in docs/benchmarks/
+                                        latency, memory, scale); handed over to the sluice-bench
+                                        distribution (sluice-bench NAME ...), installed apart
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from sluice import _options
 from sluice._version import __version__
@@ -36,6 +37,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args[:1] == ["submit"]:
         # Everything after `submit` belongs to spark-submit, untouched by argparse.
         return _submit(args[1:])
+    if args[:1] == ["bench"]:
+        # Everything after `bench` belongs to sluice-bench.
+        return _bench(args[1:])
     parsed = _parser().parse_args(args)
     if parsed.command == "jar":
         print(_jar())
@@ -53,8 +57,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from sluice import demo
 
         demo.main(rows=parsed.rows, partitions=parsed.partitions, master=parsed.master)
-    elif parsed.command == "bench":
-        return _bench(parsed, args)
     return 0
 
 
@@ -102,67 +104,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     run_demo.add_argument("--master", default=demo.MASTER, help="Spark master (default %(default)s)")
 
-    _bench_parser(commands)
+    commands.add_parser(
+        "bench",
+        help="benchmarks against Spark's own shuffles (batch, transport, latency, memory, scale); "
+        "needs the sluice-bench distribution, and all further arguments go to it",
+        add_help=False,
+    )
     return parser
 
 
-_BENCH_HELP = {
-    "batch": "a ~1 GB shuffle-heavy job and TPC-H SF1 (22 queries), Sluice vs the sort shuffle",
-    "transport": "throughput per buffer timeout (Flink's latency vs throughput figure) and vs iperf3",
-    "latency": "Real-Time Mode p50/p99/p99.9 latency, Sluice vs Spark's streaming shuffle",
-    "memory": "peak network memory against the budget while a 20x larger shuffle runs",
-    "scale": "cost as data and partitions grow, and TCP connections per executor pair",
-}
-
-
-def _bench_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    bench = commands.add_parser(
-        "bench",
-        help="benchmarks against Spark's own shuffles (batch, transport, latency, memory, scale)",
-        description="Runs a benchmark, alternating Sluice with Spark's own shuffle over several rounds, "
-        "and writes NAME.json and NAME.png (into docs/benchmarks/ unless --out says otherwise).",
-    )
-    names = bench.add_subparsers(dest="benchmark", required=True, metavar="NAME")
-    for name, text in _BENCH_HELP.items():
-        sub = names.add_parser(name, help=text, description=text)
-        sub.add_argument("--rounds", type=int, help="rounds (each contender once per round; default 3, --quick 1)")
-        sub.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the code paths")
-        sub.add_argument("--out", default="docs/benchmarks", help="where the JSON and PNG go (default %(default)s)")
-        sub.add_argument("--replot", action="store_true", help="only redraw NAME.png from the NAME.json in --out")
-        if name != "transport":
-            sub.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
-                             help="a Sluice option for Sluice's runs, by its Python name (e.g. buffers_per_channel=8); "
-                             "repeatable")
-        _bench_module(name).add_arguments(sub)
-
-
-def _bench_module(name: str) -> Any:
+def _bench(args: List[str]) -> int:
+    """Hands ``sluice bench ARGS`` over to the sluice-bench distribution's command."""
     import importlib
 
-    return importlib.import_module(f"sluice.bench.{name}")
-
-
-def _bench(parsed: argparse.Namespace, argv: List[str]) -> int:
-    from sluice.bench._common import BenchError
-
-    if parsed.rounds is not None and parsed.rounds < 1:
-        raise SystemExit("sluice bench: --rounds must be at least 1")
-    module = _bench_module(parsed.benchmark)
-    for option in getattr(parsed, "option", []):
-        if "=" not in option:
-            raise SystemExit(f"sluice bench: --option takes NAME=VALUE, got {option!r}")
-    if parsed.replot:
-        import json
-
-        saved = Path(parsed.out) / f"{parsed.benchmark}.json"
-        if not saved.is_file():
-            raise SystemExit(f"sluice bench {parsed.benchmark} --replot: {saved} does not exist")
-        print(module.draw(Path(parsed.out) / f"{parsed.benchmark}.png", json.loads(saved.read_text())))
-        return 0
     try:
-        code: int = module.run(parsed, argv)
-    except BenchError as e:
-        raise SystemExit(f"sluice bench {parsed.benchmark}: {e}") from None
+        bench = importlib.import_module("sluice_bench.cli")
+    except ModuleNotFoundError as e:
+        if e.name not in ("sluice_bench", "sluice_bench.cli"):
+            raise  # sluice-bench is there but one of its own imports is missing
+        raise SystemExit(
+            "sluice bench: the benchmarks are a separate distribution, sluice-bench, which is not "
+            "installed. From a Sluice source checkout: pip install ./bench (dev/build installs it "
+            "into .venv); see docs/benchmarks.md."
+        ) from None
+    code: int = bench.main(args, prog="sluice bench")
     return code
 
 

@@ -19,8 +19,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from sluice.bench import charts
-from sluice.bench._common import (
+from sluice_bench import charts
+from sluice_bench._common import (
     LOG_DIR,
     Recorder,
     alternation,

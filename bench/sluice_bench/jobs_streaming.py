@@ -20,8 +20,8 @@ from typing import Any, Dict, List, Tuple
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sluice.bench.histogram import Histogram, merge_files
-from sluice.bench.worker import jvm_class
+from sluice_bench.histogram import Histogram, merge_files
+from sluice_bench.session import jvm_class
 
 BENCH = "org.apache.spark.shuffle.sluice.bench"
 TRICKLE_PHASE = 10_000

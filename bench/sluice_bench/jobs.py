@@ -11,9 +11,9 @@ from typing import Any, Callable, Dict, List, Optional
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sluice.bench import connections, tpch
-from sluice.bench.compare import plain_rows
-from sluice.bench.worker import executor_probe, rest, timed
+from sluice_bench import connections, tpch
+from sluice_bench.compare import plain_rows
+from sluice_bench.session import executor_probe, rest, timed
 
 # --- the shuffle-heavy job --------------------------------------------------------------------
 

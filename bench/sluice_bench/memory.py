@@ -14,8 +14,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from sluice.bench import charts
-from sluice.bench._common import (
+from sluice_bench import charts
+from sluice_bench._common import (
     Recorder,
     command_line,
     goal,

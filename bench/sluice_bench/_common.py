@@ -117,7 +117,7 @@ def machine() -> Dict[str, Any]:
     """The machine a run is made on: cores, CPU, memory, kernel, Java/Spark/Sluice versions."""
     import pyspark
 
-    from sluice._version import __version__
+    import sluice
 
     return {
         "nproc": os.cpu_count(),
@@ -127,7 +127,7 @@ def machine() -> Dict[str, Any]:
         "python": platform.python_version(),
         "java": java_version(),
         "spark": pyspark.__version__,
-        "sluice": __version__,
+        "sluice": sluice.__version__,
     }
 
 
@@ -287,7 +287,7 @@ def save_result(recorder: "Recorder", out: str, name: str,
 
 
 def run_app(kind: str, contender: str, spec: Dict[str, Any], *, timeout: float, log_dir: Path) -> Dict[str, Any]:
-    """Runs one contender's Spark application (``sluice.bench.worker``) in a new Python process
+    """Runs one contender's Spark application (``sluice_bench.worker``) in a new Python process
     (a Python process can start Spark's driver JVM only once) and returns what it wrote.
 
     Raises:
@@ -305,7 +305,7 @@ def run_app(kind: str, contender: str, spec: Dict[str, Any], *, timeout: float, 
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         env.pop("SPARK_HOME", None)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
-        command = [sys.executable, "-m", "sluice.bench.worker", kind, contender, str(spec_file), str(out_file)]
+        command = [sys.executable, "-m", "sluice_bench.worker", kind, contender, str(spec_file), str(out_file)]
         with open(log, "w") as log_file:
             try:
                 done = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT, env=env, timeout=timeout)

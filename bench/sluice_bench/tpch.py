@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict
 
-from sluice.bench._common import BenchError
+from sluice_bench._common import BenchError
 
 TABLES = ("nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem")
 

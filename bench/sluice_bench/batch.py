@@ -12,8 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from sluice.bench import charts, tpch
-from sluice.bench._common import (
+from sluice_bench import charts, tpch
+from sluice_bench._common import (
     LOG_DIR,
     BenchError,
     Recorder,
@@ -28,7 +28,7 @@ from sluice.bench._common import (
     sluice_options,
     subtitle_of,
 )
-from sluice.bench.compare import difference, plain_rows
+from sluice_bench.compare import difference, plain_rows
 
 CONTENDERS = ("sluice", "sort")
 HEAVY_ROWS = 8_000_000  # about 1 GB of shuffle writes with the sort shuffle (lz4): 125 bytes a row

@@ -1,4 +1,7 @@
-"""``sluice bench``: benchmarks a user can rerun, Sluice against Spark's own shuffles.
+"""``sluice-bench`` (also ``sluice bench``): benchmarks a user can rerun, Sluice against Spark's
+own shuffles. A tool beside Sluice, in its own distribution (``pip install ./bench``), with its
+own jar of JVM classes (``sluice_bench/jars/sluice-bench.jar``). Sluice does not depend on it:
+``sluice bench`` hands over to :func:`sluice_bench.cli.main` when it is installed.
 
 One module per question: ``batch`` (a shuffle-heavy job and TPC-H SF1 against the sort
 shuffle), ``transport`` (throughput per buffer timeout, and against iperf3), ``latency``

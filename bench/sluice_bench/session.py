@@ -1,32 +1,26 @@
-"""One contender's Spark application of a benchmark, run in its own Python process:
-
-    python -m sluice.bench.worker KIND CONTENDER SPEC.json OUT.json
-
-KIND is ``batch``, ``latency``, ``memory`` or ``scale``; CONTENDER is ``sluice``, ``sort`` (Spark's
-sort shuffle) or ``builtin`` (the sort shuffle for batch, Spark's streaming shuffle for Real-Time
-Mode). SPEC says what to run; OUT receives the timings, answers and probes as JSON. Every
-application first runs one unmeasured warm-up job, the same for every contender.
-"""
+"""The benchmarks' side of a contender's Spark application: its session, the driver's REST API,
+timing a job group with Spark's shuffle metrics, and Sluice's executor probes."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 import urllib.request
 from typing import Any, Callable, Dict, List
 
 from pyspark.sql import SparkSession
 
-from sluice._jars import jar_path
+import sluice
+from sluice_bench._jars import bench_jar_path
 
 CONTENDERS = ("sluice", "sort", "builtin")
 
 
 def build_session(contender: str, spec: Dict[str, Any]) -> SparkSession:
-    """A session for ``contender``: the plugin jar is always on the class path (the benchmark's
-    probes live in it); only ``sluice`` switches the shuffle managers and the plugin on."""
+    """A session for ``contender``. Every contender has the benchmark jar (the executors' probes,
+    the scheduled source, the latency sink) and Sluice's plugin jar (which the probes read when
+    Sluice runs) on its class path; only ``sluice`` switches the shuffle managers and the plugin
+    on."""
     if contender not in CONTENDERS:
         raise ValueError(f"unknown contender {contender!r}; one of {CONTENDERS}")
     builder = (
@@ -38,11 +32,11 @@ def build_session(contender: str, spec: Dict[str, Any]) -> SparkSession:
     for key, value in spec.get("conf", {}).items():
         builder = builder.config(key, str(value))
     if contender == "sluice":
-        import sluice
-
-        builder = sluice.configure(builder, **spec.get("sluice_options", {}))
+        # sluice.configure appends the plugin jar to spark.jars.
+        builder = sluice.configure(builder.config("spark.jars", bench_jar_path()), **spec.get("sluice_options", {}))
     else:
-        builder = builder.config("spark.jars", jar_path()).config("spark.shuffle.manager", "sort")
+        builder = builder.config("spark.jars", f"{bench_jar_path()},{sluice.jar_path()}")
+        builder = builder.config("spark.shuffle.manager", "sort")
         for key, value in spec.get("builtin_conf", {}).items():
             builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
@@ -123,38 +117,3 @@ def executor_probe(spark: SparkSession, reset: bool) -> List[Dict[str, Any]]:
     probe = jvm_class(spark, "org.apache.spark.shuffle.sluice.bench.ExecutorProbe")
     found: List[Dict[str, Any]] = json.loads(str(probe.collect(spark.sparkContext._jsc, reset, 20)))
     return found
-
-
-def main(argv: List[str]) -> int:
-    if len(argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    kind, contender, spec_path, out_path = argv
-    with open(spec_path) as f:
-        spec: Dict[str, Any] = json.load(f)
-    spec["kind"] = kind
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.pop("SPARK_HOME", None)
-    if kind == "batch":
-        from sluice.bench.jobs import run_batch as run
-    elif kind == "latency":
-        from sluice.bench.jobs_streaming import run_latency as run
-    elif kind == "memory":
-        from sluice.bench.jobs import run_memory as run
-    elif kind == "scale":
-        from sluice.bench.jobs import run_scale as run
-    else:
-        print(f"unknown benchmark kind {kind!r}", file=sys.stderr)
-        return 2
-    spark = build_session(contender, spec)
-    try:
-        result = run(spark, contender, spec)
-    finally:
-        spark.stop()
-    with open(out_path, "w") as f:
-        json.dump(result, f)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -16,8 +16,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from sluice.bench import charts
-from sluice.bench._common import (
+from sluice_bench import charts
+from sluice_bench._common import (
     Recorder,
     command_line,
     goal,
@@ -28,7 +28,7 @@ from sluice.bench._common import (
     sluice_options,
     subtitle_of,
 )
-from sluice.bench.compare import difference
+from sluice_bench.compare import difference
 
 MIB = 1 << 20
 BASE_ROWS = 500_000

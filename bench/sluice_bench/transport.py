@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from sluice.bench import charts
-from sluice.bench._common import (
+from sluice_bench import charts
+from sluice_bench._common import (
     BenchError,
     Recorder,
     alternation,
@@ -34,6 +34,7 @@ from sluice.bench._common import (
     save_result,
     subtitle_of,
 )
+from sluice_bench._jars import bench_jar_path
 
 TIMEOUTS = (0, 1, 2, 5, 10, 100)
 # The article's figure: Flink 1.5+ throughput at each buffer timeout, as a fraction of 100 ms.
@@ -69,13 +70,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def java_command(args: List[str]) -> List[str]:
-    """``java`` running TransportBenchmark from the plugin jar with pyspark's jars."""
+    """``java`` running TransportBenchmark from the benchmark jar, with the plugin jar and
+    pyspark's jars."""
     import pyspark
 
-    from sluice._jars import jar_path
+    import sluice
 
     jars = Path(pyspark.__file__).resolve().parent / "jars"
-    classpath = f"{jar_path()}{os.pathsep}{jars}/*"
+    classpath = os.pathsep.join([bench_jar_path(), sluice.jar_path(), f"{jars}/*"])
     return ["java", *SPARK_JVM_ARGS, "-Xmx1g", "-XX:MaxDirectMemorySize=1g", "-cp", classpath,
             "io.sluice.bench.TransportBenchmark", *args]
 

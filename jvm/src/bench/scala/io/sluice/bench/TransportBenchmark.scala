@@ -27,7 +27,7 @@ import org.apache.spark.unsafe.Platform
  * one JSON line per run, then one line per configuration with the median.
  *
  * {{{
- *   java <Spark's --add-opens> -cp sluice.jar:<pyspark>/jars/'*' io.sluice.bench.TransportBenchmark \
+ *   java <Spark's --add-opens> -cp sluice-bench.jar:sluice.jar:<pyspark>/jars/'*' io.sluice.bench.TransportBenchmark \
  *     [--seconds 3] [--warmup 1] [--repeats 3] [--channels 1,10,100] [--record-sizes 100,10240]
  *     [--timeouts 0,1,2,5,10,100] [--modes remote,local] [--spark.sluice.KEY VALUE ...]
  * }}}
