@@ -45,7 +45,7 @@ class SparkInternalsCheckSuite extends AnyFunSuite {
       Reference("org/apache/spark/SparkEnv", "blockManagerOfSpark9", "()Lorg/apache/spark/storage/BlockManager;",
         isField = false),
       Reference("org/apache/spark/SparkEnv", "executorId", "()Ljava/lang/Integer;", isField = false),
-      Reference("org/apache/spark/storage/BlockManagerId", "executorId_", "Ljava/lang/String;", isField = true),
+      Reference("org/apache/spark/storage/BlockManagerId", "executorIdOfSpark9", "Ljava/lang/String;", isField = true),
       Reference("org/apache/spark/storage/BlockManagerId", "<init>", "(Ljava/lang/String;)V", isField = false),
       Reference("org/apache/spark/NoSuchClassOfSpark9", "", "", isField = false)))
     assert(problems == Seq(
@@ -53,7 +53,7 @@ class SparkInternalsCheckSuite extends AnyFunSuite {
       "method org.apache.spark.SparkEnv.blockManagerOfSpark9()Lorg/apache/spark/storage/BlockManager; is missing",
       "method org.apache.spark.SparkEnv.executorId()Ljava/lang/Integer; is missing",
       "constructor org.apache.spark.storage.BlockManagerId(Ljava/lang/String;)V is missing",
-      "field org.apache.spark.storage.BlockManagerId.executorId_ is missing"), problems)
+      "field org.apache.spark.storage.BlockManagerId.executorIdOfSpark9 is missing"), problems)
     val message = SparkInternalsCheck.failure("4.3.9", problems).getMessage
     assert(message.contains("cannot run on Spark 4.3.9") && message.contains("blockManagerOfSpark9"), message)
   }
