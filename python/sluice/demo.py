@@ -28,6 +28,8 @@ from sluice.monitoring import metrics
 MASTER = "local-cluster[2,1,1024]"
 ROWS = 2_000_000
 PARTITIONS = 200
+# Rows of the untimed run before each timed one when comparing.
+WARM_UP_ROWS = 10_000
 # How long --keep-ui keeps the session open when given no number (Ctrl-C stops it earlier).
 KEEP_UI_SECONDS = 600.0
 
@@ -250,7 +252,8 @@ def main(
     Args:
         keep_ui_seconds: keep the Sluice session (and its UI) open this long after the job, or
             until Ctrl-C; None stops it at once.
-        compare: then run the same job through Spark's sort shuffle and print both times.
+        compare: then run the same job through Spark's sort shuffle and print both times (each
+            timed run follows an untimed one on a small input, in the same session).
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.pop("SPARK_HOME", None)
@@ -262,6 +265,8 @@ def main(
         url = ui_address(spark)
         if url:
             print(f"Spark UI: {url} (Sluice tab: {url}/sluice/)", flush=True)
+        if compare:
+            warm_up(spark, rows, partitions)
         result = run_job(spark, rows, partitions, Progress(spark).step)
         print_result(result)
         print_network_metrics(spark)
@@ -276,10 +281,18 @@ def main(
             url = ui_address(sort)
             if url:
                 print(f"Spark UI: {url}", flush=True)
+            warm_up(sort, rows, partitions)
             baseline = run_job(sort, rows, partitions, Progress(sort).step)
         finally:
             sort.stop()
         print_comparison(result, baseline)
+
+
+def warm_up(spark: SparkSession, rows: int, partitions: int) -> None:
+    """Runs the job once on a small input, untimed, so that neither contender's time includes the
+    JVMs' first-run costs (class loading, code generation, JIT)."""
+    print("warming up (a small untimed run) ...", flush=True)
+    run_job(spark, min(rows, WARM_UP_ROWS), partitions)
 
 
 def print_comparison(sluice_result: DemoResult, sort_result: DemoResult) -> None:
