@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
+import urllib.request
+from typing import List
 
 import pytest
 
@@ -78,3 +82,53 @@ def test_bench_without_sluice_bench_says_how_to_install_it(monkeypatch: pytest.M
     monkeypatch.delitem(sys.modules, "sluice_bench.cli", raising=False)
     with pytest.raises(SystemExit, match=r"sluice-bench, which is not installed.*pip install \./bench"):
         main(["bench", "batch", "--quick"])
+
+
+def test_demo_help_lists_keep_ui_and_compare() -> None:
+    done = subprocess.run([sys.executable, "-m", "sluice.cli", "demo", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for option in ("--keep-ui", "--compare", "--rows", "--partitions", "--master"):
+        assert option in done.stdout
+
+
+def test_demo_rejects_a_bad_keep_ui() -> None:
+    with pytest.raises(SystemExit, match="--keep-ui"):
+        main(["demo", "--keep-ui", "0"])
+
+
+def test_demo_shows_its_ui_while_it_runs_keeps_it_open_and_compares_with_the_sort_shuffle() -> None:
+    """A tiny demo on local[2]: the UI address comes first, progress follows step by step, the
+    Sluice tab answers while --keep-ui holds the session, and --compare prints both times."""
+    command = [sys.executable, "-m", "sluice.cli", "demo", "--rows", "20000", "--partitions", "4",
+               "--master", "local[2]", "--keep-ui", "5", "--compare"]
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    lines: List[str] = []
+    tab_page = ""
+    deadline = time.monotonic() + 600  # about 40 s on an idle machine
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("Keeping the session open"):
+                tab_page = http_get(line.rsplit(" at ", 1)[1].split(";", 1)[0])
+            assert time.monotonic() < deadline, lines
+        assert process.wait(timeout=60) == 0, lines
+    finally:
+        process.kill()
+        process.wait()
+    ui = [i for i, line in enumerate(lines) if line.startswith("Spark UI: http")]
+    steps = [i for i, line in enumerate(lines) if " done in " in line]
+    assert ui and steps and ui[0] < steps[0], lines  # the address comes before the job's first step ends
+    assert "(Sluice tab: http" in lines[ui[0]] and lines[ui[0]].endswith("/sluice/)")
+    assert [line for line in lines if line.startswith("join on key (sort-merge) ...")], lines
+    assert 'id="sluice-stages"' in tab_page  # the tab answered while --keep-ui held the session
+    assert any(line.startswith("time with Sluice: ") for line in lines), lines
+    assert any(line.startswith("time with Spark's sort shuffle: ") for line in lines), lines
+    assert "same results: yes" in lines, lines
+
+
+def http_get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        body: bytes = response.read()
+        return body.decode("utf-8")

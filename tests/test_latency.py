@@ -13,7 +13,7 @@ from sparkjobs import run_in_group, shuffle_rows
 
 INTERVAL = "spark.sluice.latencyTracking.interval"
 GRANULARITY = "spark.sluice.latencyTracking.granularity"
-PROMETHEUS_LATENCY = "org_apache_spark_shuffle_sluice_SluicePlugin_latency_Count"
+PROMETHEUS_LATENCY = f"_{sluice.monitoring.METRICS_SOURCE}_latency_Count"
 
 
 def test_latency_histograms_exist_only_when_tracking_is_on(spark: Any) -> None:

@@ -19,8 +19,12 @@ from sessions import REPO, http_get, http_json, ui_url
 from sparkjobs import Background, SlowConsumerQuery, run_in_group, sample_until_all_tasks_seen, shuffle_rows
 
 SCREENSHOT = REPO / "docs" / "sluice-ui-tab.png"
-PROMETHEUS_PREFIX = "metrics_sluice_"
-PLUGIN = "plugin_org_apache_spark_shuffle_sluice_SluicePlugin_"
+
+def prometheus_name(spark: Any, executor_id: str, metric: str) -> str:
+    """What Spark's Prometheus servlet calls a Sluice metric: ``metrics_`` and the registry name
+    ``<application id>.<executor id>.sluice.<metric>`` with every other character as ``_``."""
+    key = f"{spark.sparkContext.applicationId}.{executor_id}.{sluice.monitoring.METRICS_SOURCE}.{metric}"
+    return "metrics_" + re.sub("[^a-zA-Z0-9]", "_", key) + "_"
 
 
 def test_tab_and_json_serve(spark: Any) -> None:
@@ -51,19 +55,22 @@ def test_prometheus_lists_sluice_metrics(spark: Any) -> None:
     run_in_group(spark, "sluice-prometheus", lambda: shuffle_rows(spark, 10_000))
     sluice.metrics(spark)
     text = http_get(f"{ui_url(spark)}/metrics/prometheus")
-    names = {line.split("{")[0] for line in text.splitlines() if PLUGIN in line}
-    counters = [name + "_Count" for name in sluice.monitoring.FLINK_METRICS_COUNTERS]
+    names = {line.split("{")[0] for line in text.splitlines() if not line.startswith("#")}
+    # Local mode: the driver JVM runs the executor; on a cluster the driver publishes the
+    # application's values from the executors' reports. Both under the driver's id.
+    counters = [prometheus_name(spark, "driver", name) + "Count" for name in sluice.monitoring.FLINK_METRICS_COUNTERS]
     gauges = [
-        name + "_Value"
-        for name in ("TotalMemorySegments", "AvailableMemorySegments", "UsedMemorySegments")
-        + sluice.monitoring.FLINK_METRICS_GAUGES
+        prometheus_name(spark, "driver", name) + "Value"
+        for name in sluice.monitoring.EXECUTOR_METRICS + sluice.monitoring.FLINK_METRICS_GAUGES
     ]
-    for metric in counters + gauges:
-        assert any(n.startswith(PROMETHEUS_PREFIX) and n.endswith(PLUGIN + metric) for n in names), metric
-    records_out = [
-        line for line in text.splitlines() if line.split("{")[0].endswith(PLUGIN + "numRecordsOut_Count")
-    ]
-    assert float(records_out[0].rsplit(" ", 1)[1]) >= 10_000
+    missing = [metric for metric in counters + gauges if metric not in names]
+    assert not missing, f"{missing} not among {sorted(n for n in names if '_sluice_' in n)}"
+    records_out = prometheus_name(spark, "driver", "numRecordsOut") + "Count"
+    values = [line for line in text.splitlines() if line.split("{")[0] == records_out]
+    assert float(values[0].rsplit(" ", 1)[1]) >= 10_000
+    # Spark's own metrics keep the application id as their namespace (Sluice does not rename them).
+    spark_own = "metrics_" + re.sub("[^a-zA-Z0-9]", "_", spark.sparkContext.applicationId) + "_driver_BlockManager_"
+    assert any(n.startswith(spark_own) for n in names)
 
 
 def chromium() -> str:

@@ -6,7 +6,8 @@
                                         --jars/--conf arguments for spark-submit
     sluice submit [spark-submit args] app.py [app args]
                                         pyspark's spark-submit with Sluice switched on
-    sluice demo                         a shuffle-heavy job on a local two-executor cluster
+    sluice demo [--keep-ui [SECONDS]] [--compare]
+                                        a shuffle-heavy job on a local two-executor cluster
     sluice bench NAME [--rounds N] [--quick] [--out DIR]
                                         benchmarks against Spark's shuffles (batch, transport,
                                         latency, memory, scale); handed over to the sluice-bench
@@ -56,7 +57,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     elif parsed.command == "demo":
         from sluice import demo
 
-        demo.main(rows=parsed.rows, partitions=parsed.partitions, master=parsed.master)
+        if parsed.rows < 1 or parsed.partitions < 1:
+            raise SystemExit("sluice demo: --rows and --partitions must be at least 1")
+        if parsed.keep_ui is not None and parsed.keep_ui <= 0:
+            raise SystemExit("sluice demo: --keep-ui takes a positive number of seconds")
+        demo.main(
+            rows=parsed.rows,
+            partitions=parsed.partitions,
+            master=parsed.master,
+            keep_ui_seconds=parsed.keep_ui,
+            compare=parsed.compare,
+        )
     return 0
 
 
@@ -103,6 +114,18 @@ def _parser() -> argparse.ArgumentParser:
         "--partitions", type=int, default=demo.PARTITIONS, help="shuffle partitions (default %(default)s)"
     )
     run_demo.add_argument("--master", default=demo.MASTER, help="Spark master (default %(default)s)")
+    run_demo.add_argument(
+        "--keep-ui",
+        type=float,
+        nargs="?",
+        const=demo.KEEP_UI_SECONDS,
+        metavar="SECONDS",
+        help="keep the session open afterwards so you can look at the Sluice tab of its UI, until Ctrl-C "
+        f"or SECONDS (default {demo.KEEP_UI_SECONDS:.0f})",
+    )
+    run_demo.add_argument(
+        "--compare", action="store_true", help="then run the same job through Spark's sort shuffle and print both times"
+    )
 
     commands.add_parser(
         "bench",

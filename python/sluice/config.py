@@ -26,8 +26,6 @@ PROMETHEUS_SERVLET = {
 
 # Comma-separated lists Sluice adds itself to instead of replacing them.
 APPENDED_KEYS = ("spark.jars", "spark.plugins")
-# Keys Sluice sets only when nobody has chosen a value yet.
-DEFAULTED_KEYS = ("spark.metrics.namespace",)
 
 
 def spark_conf(*, prometheus: bool = False, **options: object) -> Dict[str, str]:
@@ -54,7 +52,6 @@ def spark_conf(*, prometheus: bool = False, **options: object) -> Dict[str, str]
         "spark.shuffle.manager": SHUFFLE_MANAGER,
         "spark.shuffle.manager.incremental": PIPELINED_SHUFFLE_MANAGER,
         "spark.plugins": PLUGIN,
-        "spark.metrics.namespace": "sluice",
     }
     if prometheus:
         conf.update(PROMETHEUS_SERVLET)
@@ -68,8 +65,9 @@ def configure(
     """Sets up ``builder`` to run its session's shuffles on Sluice and returns it.
 
     Adds the plugin jar to ``spark.jars`` and Sluice's plugin to ``spark.plugins`` (keeping what
-    is there), selects Sluice's shuffle managers, sets ``spark.metrics.namespace=sluice`` unless
-    it is set, and the given Sluice options. Example::
+    is there), selects Sluice's shuffle managers and sets the given Sluice options. Spark's own
+    metric names stay as they are: Sluice's metrics appear in Spark's metrics system as the source
+    ``sluice`` (see ``docs/metrics.md``). Example::
 
         builder = SparkSession.builder.master("local-cluster[2,1,1024]")
         spark = sluice.configure(builder, buffer_timeout="10ms").getOrCreate()
@@ -110,8 +108,6 @@ def configure(
     for key, value in spark_conf(prometheus=prometheus, **options).items():
         if key in APPENDED_KEYS:
             value = append_to_list(_as_text(current.get(key)), [value])
-        elif key in DEFAULTED_KEYS and key in current:
-            continue
         builder.config(key, value)
     return builder
 

@@ -3,15 +3,21 @@
 Two inputs of two million rows with pseudo-random keys are aggregated (groupBy over 200 shuffle
 partitions) and joined (a sort-merge join: broadcast joins are off, so both sides are
 shuffled), so most of the work crosses Sluice's network stack between the two executors.
+
+While it runs it prints the address of Spark's UI (and its Sluice tab) and each step's progress;
+``keep_ui_seconds`` keeps the session open afterwards so the tab can be looked at, and
+``compare`` runs the same job through Spark's own sort shuffle and prints both times.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Callable, ContextManager, Dict, Iterator, List, Optional, Tuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,6 +28,10 @@ from sluice.monitoring import metrics
 MASTER = "local-cluster[2,1,1024]"
 ROWS = 2_000_000
 PARTITIONS = 200
+# Rows of the untimed run before each timed one when comparing.
+WARM_UP_ROWS = 10_000
+# How long --keep-ui keeps the session open when given no number (Ctrl-C stops it earlier).
+KEEP_UI_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -48,25 +58,39 @@ def keyed_rows(spark: SparkSession, rows: int, seed: int) -> DataFrame:
     )
 
 
-def run_job(spark: SparkSession, rows: int = ROWS, partitions: int = PARTITIONS) -> DemoResult:
-    """Runs the aggregation and the join on ``spark`` and returns their results."""
+Step = Callable[[str], ContextManager[None]]
+
+
+@contextlib.contextmanager
+def _quiet_step(label: str) -> Iterator[None]:
+    yield
+
+
+def run_job(
+    spark: SparkSession, rows: int = ROWS, partitions: int = PARTITIONS, step: Step = _quiet_step
+) -> DemoResult:
+    """Runs the aggregation and the join on ``spark`` and returns their results; each of its three
+    steps runs inside ``step(label)`` (see :class:`Progress`)."""
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     started = time.monotonic()
     left = keyed_rows(spark, rows, seed=1)
     right = keyed_rows(spark, rows, seed=7)
 
     groups = left.groupBy("key").agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total")).cache()
-    summary = groups.agg(
-        F.count(F.lit(1)).alias("groups"),
-        F.sum("total").alias("total"),
-        F.bit_xor(F.xxhash64("key", "n", "total")).alias("checksum"),
-    ).first()
-    top = groups.orderBy(F.desc("n"), F.desc("total"), "key").limit(10).collect()
+    with step("groupBy(key).agg(count, sum)"):
+        summary = groups.agg(
+            F.count(F.lit(1)).alias("groups"),
+            F.sum("total").alias("total"),
+            F.bit_xor(F.xxhash64("key", "n", "total")).alias("checksum"),
+        ).first()
+    with step("largest groups (orderBy)"):
+        top = groups.orderBy(F.desc("n"), F.desc("total"), "key").limit(10).collect()
 
-    joined = left.join(right, "key").agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.bit_xor(F.xxhash64("key", left["value"], right["value"])).alias("checksum"),
-    ).first()
+    with step("join on key (sort-merge)"):
+        joined = left.join(right, "key").agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.bit_xor(F.xxhash64("key", left["value"], right["value"])).alias("checksum"),
+        ).first()
     groups.unpersist()
     if summary is None or joined is None:
         raise RuntimeError("a global aggregate returned no row")
@@ -146,27 +170,150 @@ def print_network_metrics(spark: SparkSession) -> None:
         print("  " + "  ".join(c.rjust(w) for c, w in zip(line, widths)))
 
 
-def main(rows: int = ROWS, partitions: int = PARTITIONS, master: str = MASTER) -> None:
-    """Starts a Sluice session on ``master``, runs the demo job, prints its results and stops."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.pop("SPARK_HOME", None)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+class Progress:
+    """Prints each step of the job as it starts and ends, and in between, every ``interval``
+    seconds, the task counts of the stages running (from Spark's status tracker)."""
+
+    def __init__(self, spark: SparkSession, interval: float = 2.0) -> None:
+        self._tracker = spark.sparkContext.statusTracker()
+        self._interval = interval
+
+    @contextlib.contextmanager
+    def step(self, label: str) -> Iterator[None]:
+        print(f"{label} ...", flush=True)
+        started = time.monotonic()
+        done = threading.Event()
+        reporter = threading.Thread(target=self._report, args=(done,), name="sluice-demo-progress", daemon=True)
+        reporter.start()
+        try:
+            yield
+        finally:
+            done.set()
+            reporter.join(timeout=self._interval + 5)
+        print(f"{label}: done in {time.monotonic() - started:.1f}s", flush=True)
+
+    def _report(self, done: threading.Event) -> None:
+        last = ""
+        while not done.wait(self._interval):
+            stages = []
+            for stage_id in sorted(self._tracker.getActiveStageIds()):
+                info = self._tracker.getStageInfo(stage_id)
+                if info is not None:
+                    stages.append(f"stage {stage_id}: {info.numCompletedTasks}/{info.numTasks} tasks")
+            line = ", ".join(stages)
+            if line and line != last:
+                print(f"  {line}", flush=True)
+                last = line
+
+
+def _session(master: str, app_name: str, sluice: bool) -> SparkSession:
     builder = (
         SparkSession.builder.master(master)
-        .appName("sluice-demo")
+        .appName(app_name)
         .config("spark.sql.autoBroadcastJoinThreshold", "-1")
         # Keep every shuffle at `partitions` partitions instead of letting AQE coalesce them.
         .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    spark = configure(builder).getOrCreate()
+    if sluice:
+        builder = configure(builder)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def ui_address(spark: SparkSession) -> Optional[str]:
+    """The address of the session's Spark UI, or None when the UI is off."""
+    url = spark.sparkContext.uiWebUrl
+    return str(url) if url else None
+
+
+def keep_ui_open(spark: SparkSession, seconds: float) -> None:
+    """Keeps the session (and its UI) up for ``seconds`` or until Ctrl-C."""
+    url = ui_address(spark)
+    where = f" at {url}/sluice/" if url else " (the UI is off)"
+    print(f"Keeping the session open for {seconds:.0f}s so you can look at the Sluice tab{where}; "
+          "Ctrl-C to stop.", flush=True)
     try:
-        print(f"Sluice demo on {master}, {partitions} shuffle partitions")
-        print_result(run_job(spark, rows, partitions))
+        time.sleep(seconds)
+    except KeyboardInterrupt:
+        print("stopping", flush=True)
+
+
+def main(
+    rows: int = ROWS,
+    partitions: int = PARTITIONS,
+    master: str = MASTER,
+    keep_ui_seconds: Optional[float] = None,
+    compare: bool = False,
+) -> None:
+    """Starts a Sluice session on ``master``, runs the demo job, prints its results and stops.
+
+    Args:
+        keep_ui_seconds: keep the Sluice session (and its UI) open this long after the job, or
+            until Ctrl-C; None stops it at once.
+        compare: then run the same job through Spark's sort shuffle and print both times (each
+            timed run follows an untimed one on a small input, in the same session).
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.pop("SPARK_HOME", None)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    print(f"Sluice demo on {master}: 2 x {rows:,} rows, {partitions} shuffle partitions; starting Spark ...",
+          flush=True)
+    spark = _session(master, "sluice-demo", sluice=True)
+    try:
+        url = ui_address(spark)
+        if url:
+            print(f"Spark UI: {url} (Sluice tab: {url}/sluice/)", flush=True)
+        if compare:
+            warm_up(spark, rows, partitions)
+        result = run_job(spark, rows, partitions, Progress(spark).step)
+        print_result(result)
         print_network_metrics(spark)
+        if keep_ui_seconds is not None:
+            keep_ui_open(spark, keep_ui_seconds)
     finally:
         spark.stop()
+    if compare:
+        print("The same job through Spark's sort shuffle ...", flush=True)
+        sort = _session(master, "sluice-demo-sort-shuffle", sluice=False)
+        try:
+            url = ui_address(sort)
+            if url:
+                print(f"Spark UI: {url}", flush=True)
+            warm_up(sort, rows, partitions)
+            baseline = run_job(sort, rows, partitions, Progress(sort).step)
+        finally:
+            sort.stop()
+        print_comparison(result, baseline)
+
+
+def warm_up(spark: SparkSession, rows: int, partitions: int) -> None:
+    """Runs the job once on a small input, untimed, so that neither contender's time includes the
+    JVMs' first-run costs (class loading, code generation, JIT)."""
+    print("warming up (a small untimed run) ...", flush=True)
+    run_job(spark, min(rows, WARM_UP_ROWS), partitions)
+
+
+def print_comparison(sluice_result: DemoResult, sort_result: DemoResult) -> None:
+    same = _values(sluice_result) == _values(sort_result)
+    print(f"time with Sluice: {sluice_result.seconds:.1f}s")
+    print(f"time with Spark's sort shuffle: {sort_result.seconds:.1f}s")
+    print(f"Sluice / sort shuffle: {sluice_result.seconds / max(sort_result.seconds, 1e-9):.2f}")
+    print(f"same results: {'yes' if same else 'NO: the two shuffles computed different results'}")
+
+
+def _values(result: DemoResult) -> Tuple[object, ...]:
+    """A result's values other than its time, for comparing two runs."""
+    return (
+        result.rows,
+        result.groups,
+        result.aggregated_total,
+        result.aggregate_checksum,
+        tuple(result.top_groups),
+        result.join_rows,
+        result.join_checksum,
+    )
 
 
 if __name__ == "__main__":

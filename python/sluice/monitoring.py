@@ -6,6 +6,8 @@ tab of Spark's UI and its ``/sluice/json``); metric columns carry Flink's metric
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -13,41 +15,37 @@ from pyspark.sql import SparkSession
 
 from sluice._jvm import call_accessor
 
+_TABLE = Path(__file__).resolve().parent / "_metrics.json"
+_ARROW_TYPES = {"long": pa.int64(), "int": pa.int32(), "double": pa.float64()}
+
+
+def _definitions() -> Tuple[str, Tuple[Dict[str, str], ...]]:
+    """The metric table ``_metrics.json``, generated from the JVM's MetricNames by ``dev/gen-config``:
+    the source name in Spark's metrics system and every metric with its scope, type and kind."""
+    table = json.loads(_TABLE.read_text(encoding="utf-8"))
+    return str(table["source"]), tuple(table["metrics"])
+
+
+# The source Spark's metrics system publishes Sluice's metrics under:
+# ``<spark.metrics.namespace, else the application id>.<executor id>.sluice.<metric>``.
+METRICS_SOURCE, _DEFINITIONS = _definitions()
+
 # Flink's per-task network metrics, in the order of the table's columns, with their Arrow types.
-FLINK_METRICS: Tuple[Tuple[str, Any], ...] = (
-    ("outPoolUsage", pa.float64()),
-    ("inPoolUsage", pa.float64()),
-    ("floatingBuffersUsage", pa.float64()),
-    ("exclusiveBuffersUsage", pa.float64()),
-    ("numRecordsOut", pa.int64()),
-    ("numRecordsIn", pa.int64()),
-    ("numBytesOut", pa.int64()),
-    ("numBytesInLocal", pa.int64()),
-    ("numBytesInRemote", pa.int64()),
-    ("numBuffersOut", pa.int64()),
-    ("numBuffersInLocal", pa.int64()),
-    ("numBuffersInRemote", pa.int64()),
-    ("numRecordsOutPerSecond", pa.float64()),
-    ("numRecordsInPerSecond", pa.float64()),
-    ("numBytesOutPerSecond", pa.float64()),
-    ("numBytesInLocalPerSecond", pa.float64()),
-    ("numBytesInRemotePerSecond", pa.float64()),
-    ("numBuffersOutPerSecond", pa.float64()),
-    ("numBuffersInLocalPerSecond", pa.float64()),
-    ("numBuffersInRemotePerSecond", pa.float64()),
-    ("outputQueueLength", pa.int64()),
-    ("inputQueueLength", pa.int64()),
-    ("backPressuredTimeMsPerSecond", pa.float64()),
-    ("busyTimeMsPerSecond", pa.float64()),
-    ("idleTimeMsPerSecond", pa.float64()),
+FLINK_METRICS: Tuple[Tuple[str, Any], ...] = tuple(
+    (d["name"], _ARROW_TYPES[d["type"]]) for d in _DEFINITIONS if d["scope"] == "task"
 )
 
 # Counters (Spark's metrics system exports them as counters) and the other metrics (gauges there).
 FLINK_METRICS_COUNTERS: Tuple[str, ...] = tuple(
-    name for name, kind in FLINK_METRICS if kind == pa.int64() and not name.endswith("QueueLength")
+    d["name"] for d in _DEFINITIONS if d["scope"] == "task" and d["spark_kind"] == "counter"
 )
 FLINK_METRICS_GAUGES: Tuple[str, ...] = tuple(
-    name for name, _ in FLINK_METRICS if name not in FLINK_METRICS_COUNTERS
+    d["name"] for d in _DEFINITIONS if d["scope"] == "task" and d["spark_kind"] == "gauge"
+)
+
+# The executor's network memory, in Spark's metrics system only (Flink's *MemorySegments gauges).
+EXECUTOR_METRICS: Tuple[str, ...] = tuple(
+    d["name"] for d in _DEFINITIONS if d["scope"] == "executor" and d["spark_kind"] == "gauge"
 )
 
 ID_COLUMNS: Tuple[Tuple[str, Any], ...] = (

@@ -7,7 +7,7 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.metrics.ShuffleMetricRegistry
-import io.sluice.netty.NettyConnectionManager
+import io.sluice.netty.{NettyConnectionManager, SparkPipelineNames}
 import io.sluice.partition._
 import io.sluice.partition.consumer._
 import io.sluice.writer.OutputFlusher
@@ -34,7 +34,7 @@ final class ShuffleEnvironment(
     val executorId: String,
     localDirs: Seq[File],
     val codec: Option[() => BlockCodec],
-    transport: TransportSettings = TransportSettings.plain(),
+    transport: TransportSettings,
     val fileCipher: Option[PartitionFileCipher] = None) {
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
@@ -46,7 +46,7 @@ final class ShuffleEnvironment(
   /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */
   val metrics = new ShuffleMetricRegistry(executorId, networkBufferPool)
   val connectionManager = new NettyConnectionManager(conf, transport.transportConf, partitionManager, transport.auth,
-    transport.bindHost)
+    transport.bindHost, transport.sparkPipeline)
   /** The port of this executor's Sluice server (advertised in MapStatus locations). */
   val serverPort: Int = try connectionManager.start() catch {
     case e: Throwable => outputFlusher.shutdown(); throw e
@@ -129,13 +129,16 @@ final class ShuffleEnvironment(
 
 /**
  * How an executor's transport is set up: Spark's TransportConf for module "sluice" (I/O mode,
- * TLS, crypto), the shared secret and application id when spark.authenticate is on, and the
- * address the server binds and advertises.
+ * TLS, crypto), the shared secret and application id when spark.authenticate is on, the address
+ * the server binds and advertises, and the names of the handlers Spark's TransportContext puts in
+ * a pipeline (which the Spark boundary knows and the engine does not).
  */
-final case class TransportSettings(transportConf: TransportConf, auth: Option[(SecretKeyHolder, String)], bindHost: String)
+final case class TransportSettings(transportConf: TransportConf, auth: Option[(SecretKeyHolder, String)], bindHost: String,
+    sparkPipeline: SparkPipelineNames)
 
 object TransportSettings {
   /** No authentication, Spark's defaults, loopback: engine tests and benchmarks. */
-  def plain(bindHost: String = "127.0.0.1"): TransportSettings =
-    TransportSettings(new TransportConf("sluice", new MapConfigProvider(java.util.Collections.emptyMap())), None, bindHost)
+  def plain(sparkPipeline: SparkPipelineNames, bindHost: String = "127.0.0.1"): TransportSettings =
+    TransportSettings(new TransportConf("sluice", new MapConfigProvider(java.util.Collections.emptyMap())), None, bindHost,
+      sparkPipeline)
 }

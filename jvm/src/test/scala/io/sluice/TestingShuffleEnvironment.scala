@@ -8,6 +8,7 @@ import io.sluice.config.SluiceConf
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.{GateInput, ProducerLocation, SingleInputGate}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
+import org.apache.spark.shuffle.sluice.SparkInternals
 import org.apache.spark.unsafe.Platform
 
 /** Small shuffle environments for engine tests: 4 KiB segments, 1 MiB of network memory, a temp dir. */
@@ -20,7 +21,7 @@ object TestingShuffleEnvironment {
     val dir = Files.createTempDirectory("sluice-test").toFile
     dir.deleteOnExit()
     val conf = SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "4k", "spark.sluice.network.memory" -> "1m") ++ settings)
-    new ShuffleEnvironment(conf, ExecutorId, Seq(dir), None)
+    new ShuffleEnvironment(conf, ExecutorId, Seq(dir), None, TransportSettings.plain(SparkInternals.TransportPipeline))
   }
 
   def withEnvironment[T](settings: (String, String)*)(body: ShuffleEnvironment => T): T = {

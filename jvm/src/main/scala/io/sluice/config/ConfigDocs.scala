@@ -3,9 +3,12 @@ package io.sluice.config
 import java.nio.charset.StandardCharsets
 import java.nio.file.{Files, Path, Paths}
 
+import io.sluice.metrics.MetricNames
+
 /**
- * Renders [[SluiceOptions.all]] into the three derived artefacts: `docs/configuration.md`, the
- * Python option table `python/sluice/_options.json`, and `conf/sluice.conf.template`.
+ * Renders [[SluiceOptions.all]] into three derived artefacts, `docs/configuration.md`, the Python
+ * option table `python/sluice/_options.json` and `conf/sluice.conf.template`, and
+ * [[MetricNames.Definitions]] into Python's metric table `python/sluice/_metrics.json`.
  *
  * `main(root)` writes them under a repository root; `main(root, "--check")` fails (exit 1) when a
  * committed copy differs from what the code defines, naming the stale file.
@@ -38,13 +41,15 @@ object ConfigDocs {
     sb.toString
   }
 
+  /** A JSON string literal. */
+  private def str(s: String): String = "\"" + s.flatMap {
+    case '"' => "\\\""
+    case '\\' => "\\\\"
+    case '\n' => "\\n"
+    case c => c.toString
+  } + "\""
+
   def pythonTable: String = {
-    def str(s: String): String = "\"" + s.flatMap {
-      case '"' => "\\\""
-      case '\\' => "\\\\"
-      case '\n' => "\\n"
-      case c => c.toString
-    } + "\""
     val rows = SluiceOptions.all.map { o =>
       val values = o.tpe match {
         case ConfigType.EnumType(vs) => vs.map(str).mkString("[", ", ", "]")
@@ -58,6 +63,18 @@ object ConfigDocs {
     rows.mkString("[\n", ",\n", "\n]\n")
   }
 
+  /**
+   * Python's metric table: the source name Spark's metrics system publishes them under, and every
+   * metric with its scope, value type and kind in Spark's metrics system.
+   */
+  def metricsTable: String = {
+    val rows = MetricNames.Definitions.map { d =>
+      s"""    {"name": ${str(d.name)}, "scope": ${str(d.scope)}, "type": ${str(d.valueType)}, """ +
+        s""""spark_kind": ${str(d.sparkKind)}}"""
+    }
+    s"""{\n  "source": ${str(MetricNames.SourceName)},\n  "metrics": [\n${rows.mkString(",\n")}\n  ]\n}\n"""
+  }
+
   def confTemplate: String = {
     val sb = new StringBuilder
     sb ++= "# Sluice for spark-submit --properties-file (generated from io.sluice.config.SluiceOptions).\n"
@@ -67,16 +84,39 @@ object ConfigDocs {
     sb ++= "spark.shuffle.manager.incremental org.apache.spark.shuffle.sluice.SluicePipelinedShuffleManager\n"
     sb ++= "spark.plugins                     org.apache.spark.shuffle.sluice.SluicePlugin\n\n"
     SluiceOptions.all.foreach { o =>
-      o.doc.grouped(96).foreach(line => sb ++= s"# ${line.trim}\n")
+      wrap(o.doc, TemplateWidth).foreach(line => sb ++= s"# $line\n")
       sb ++= s"# ${o.key} ${o.defaultString}\n\n"
     }
     sb.toString
+  }
+
+  /** The widest comment text of the template (after `# `). */
+  val TemplateWidth = 96
+
+  /**
+   * `text` broken into lines of at most `width` characters at spaces, never inside a word (a
+   * single word longer than `width` gets a line of its own).
+   */
+  def wrap(text: String, width: Int): Seq[String] = {
+    val lines = Seq.newBuilder[String]
+    val line = new StringBuilder
+    text.split("\\s+").filter(_.nonEmpty).foreach { word =>
+      if (line.nonEmpty && line.length + 1 + word.length > width) {
+        lines += line.toString
+        line.clear()
+      }
+      if (line.nonEmpty) line += ' '
+      line ++= word
+    }
+    if (line.nonEmpty) lines += line.toString
+    lines.result()
   }
 
   /** (path relative to the repository root, content) of every generated file. */
   def files: Seq[(String, String)] = Seq(
     "docs/configuration.md" -> markdown,
     "python/sluice/_options.json" -> pythonTable,
+    "python/sluice/_metrics.json" -> metricsTable,
     "conf/sluice.conf.template" -> confTemplate)
 
   def main(args: Array[String]): Unit = {
@@ -94,7 +134,7 @@ object ConfigDocs {
       }
     }
     if (stale.nonEmpty) {
-      System.err.println(s"Out of date with io.sluice.config.SluiceOptions: ${stale.mkString(", ")}; run dev/gen-config")
+      System.err.println(s"Out of date with io.sluice.config.SluiceOptions / io.sluice.metrics.MetricNames: ${stale.mkString(", ")}; run dev/gen-config")
       sys.exit(1)
     }
   }

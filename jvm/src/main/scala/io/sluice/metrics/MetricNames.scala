@@ -3,9 +3,19 @@ package io.sluice.metrics
 /**
  * Flink's network and task I/O metric names, spelled exactly as Flink spells them. The JVM's
  * snapshots, Spark's metrics system, the Sluice UI tab, the JSON the driver serves and Python's
- * `sluice.metrics` columns all use these strings. Constants only.
+ * `sluice.metrics` columns all use these strings; Python's list of them (`python/sluice/_metrics.json`)
+ * is generated from [[MetricNames.Definitions]] by `dev/gen-config`. Constants only.
  */
 object MetricNames {
+
+  /**
+   * The source name under which Spark's metrics system publishes Sluice's metrics:
+   * `<spark.metrics.namespace, else the application id>.<executor id>.sluice.<name>`, however
+   * Sluice was switched on. Sluice never sets spark.metrics.namespace (that would rename every
+   * metric of the application).
+   */
+  val SourceName = "sluice"
+
   // Buffer pool usages (Flink >= 1.9: inPoolUsage combines floating and exclusive buffers).
   val OutPoolUsage = "outPoolUsage"
   val InPoolUsage = "inPoolUsage"
@@ -57,4 +67,24 @@ object MetricNames {
   val TaskMetrics: Seq[String] = Usages ++ Counters ++ Rates ++ QueueLengths ++ Times
 
   val ExecutorMetrics: Seq[String] = Seq(TotalMemorySegments, AvailableMemorySegments, UsedMemorySegments)
+
+  /**
+   * A metric as Python's `sluice.metrics` table and Spark's metrics system see it.
+   *
+   * @param scope      "task" (a column of `sluice.metrics`; summed or maxed per executor in Spark's
+   *                   metrics system) or "executor" (Spark's metrics system only)
+   * @param valueType  "long", "int" or "double"
+   * @param sparkKind  how Spark's metrics system exports it: "counter", "gauge" or "histogram"
+   */
+  final case class Definition(name: String, scope: String, valueType: String, sparkKind: String)
+
+  /** Every metric, per-task ones in [[TaskMetrics]] order, then the executor's. */
+  val Definitions: Seq[Definition] =
+    Usages.map(Definition(_, "task", "double", "gauge")) ++
+      Counters.map(Definition(_, "task", "long", "counter")) ++
+      Rates.map(Definition(_, "task", "double", "gauge")) ++
+      QueueLengths.map(Definition(_, "task", "long", "gauge")) ++
+      Times.map(Definition(_, "task", "double", "gauge")) ++
+      ExecutorMetrics.map(Definition(_, "executor", "int", "gauge")) :+
+      Definition(Latency, "executor", "double", "histogram")
 }

@@ -44,13 +44,16 @@ import org.apache.spark.network.util.{ConfigProvider, TransportConf}
  *                      spark.sluice.network.serverThreads / clientThreads / connectTimeout are laid
  *                      over its spark.sluice.io.* keys.
  * @param bindHost      the address the server binds (and that producers' locations advertise)
+ * @param sparkPipeline the names of the handlers Spark's TransportContext installs, which the
+ *                      upgrade to the Sluice protocol replaces (given by the Spark boundary)
  */
 final class NettyConnectionManager(
     conf: SluiceConf,
     transportConf: TransportConf,
     partitionManager: ResultPartitionManager,
     auth: Option[(SecretKeyHolder, String)],
-    bindHost: String) {
+    bindHost: String,
+    sparkPipeline: SparkPipelineNames) {
 
   /** What crosses this executor's connections; tests check the flow-control invariants here. */
   val counters = new TransportCounters
@@ -137,7 +140,7 @@ final class NettyConnectionManager(
   private def upgradeServerChannel(ch: Channel): Unit = {
     val queue = new PartitionRequestQueue(partitionManager, counters)
     val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters)
-    NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters)
+    NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters, sparkPipeline)
   }
 
   /** TCP connections the server holds now (upgraded or not). */
@@ -236,7 +239,7 @@ final class NettyConnectionManager(
               throw new IOException(s"$host:$port answered the Sluice upgrade with something else (not a Sluice server?)")
             }
             val handler = new CreditBasedPartitionRequestClientHandler(s"$host:$port", counters)
-            NettyProtocol.installClient(ch, handler, maxFrameLength, heartbeatTimeoutMs, counters)
+            NettyProtocol.installClient(ch, handler, maxFrameLength, heartbeatTimeoutMs, counters, sparkPipeline)
             upgraded.complete(new PartitionRequestClient(ch, handler, remote))
           } catch {
             case e: Throwable => upgraded.completeExceptionally(e)

@@ -33,10 +33,6 @@ private[netty] object NettyProtocol {
   val UpgradeRequest: Array[Byte] = "sluice/1".getBytes(StandardCharsets.US_ASCII)
   val UpgradeReply: Array[Byte] = "sluice/1 ok".getBytes(StandardCharsets.US_ASCII)
 
-  // The handler names TransportContext.initializePipeline uses (Spark 4.3.0).
-  private val SparkCodec = Seq("encoder", "frameDecoder", "decoder", "idleStateHandler", "handler")
-  private val SparkOptional = Seq("chunkFetchHandler")
-
   private val encoder = new NettyMessageEncoder
 
   def installServer(
@@ -44,8 +40,9 @@ private[netty] object NettyProtocol {
       queue: PartitionRequestQueue,
       handler: PartitionRequestServerHandler,
       maxFrameLength: Int,
-      counters: TransportCounters): Unit =
-    install(ch.pipeline(), new NettyMessageDecoder(NettyMessage.ClientToServer, maxFrameLength, null, counters),
+      counters: TransportCounters,
+      spark: SparkPipelineNames): Unit =
+    install(ch.pipeline(), spark, new NettyMessageDecoder(NettyMessage.ClientToServer, maxFrameLength, null, counters),
       None, Seq("sluiceServerHandler" -> handler, "sluiceQueue" -> queue))
 
   def installClient(
@@ -53,24 +50,25 @@ private[netty] object NettyProtocol {
       handler: CreditBasedPartitionRequestClientHandler,
       maxFrameLength: Int,
       heartbeatTimeoutMs: Long,
-      counters: TransportCounters): Unit = {
+      counters: TransportCounters,
+      spark: SparkPipelineNames): Unit = {
     val decoder = new NettyMessageDecoder(NettyMessage.ServerToClient, maxFrameLength, handler, counters)
     val heartbeat = new ConnectionHeartbeat(handler.remoteAddress, handler, decoder, heartbeatTimeoutMs, counters)
-    install(ch.pipeline(), decoder, Some(heartbeat), Seq("sluiceClientHandler" -> handler))
+    install(ch.pipeline(), spark, decoder, Some(heartbeat), Seq("sluiceClientHandler" -> handler))
   }
 
-  private def install(p: ChannelPipeline, decoder: NettyMessageDecoder, heartbeat: Option[ConnectionHeartbeat],
-      handlers: Seq[(String, ChannelHandler)]): Unit = {
-    val missing = SparkCodec.filter(p.get(_) == null)
+  private def install(p: ChannelPipeline, spark: SparkPipelineNames, decoder: NettyMessageDecoder,
+      heartbeat: Option[ConnectionHeartbeat], handlers: Seq[(String, ChannelHandler)]): Unit = {
+    val missing = spark.required.filter(p.get(_) == null)
     if (missing.nonEmpty) {
       throw new IllegalStateException(s"Spark's network pipeline has no ${missing.mkString(", ")} handler " +
-        s"(it has ${p.names()}); this Sluice build expects Spark 4.3's TransportContext")
+        s"(it has ${p.names()}); Sluice was given the handler names of ${spark.source}")
     }
-    p.replace("encoder", "sluiceEncoder", encoder)
-    p.replace("frameDecoder", "sluiceDecoder", decoder)
+    p.replace(spark.encoder, "sluiceEncoder", encoder)
+    p.replace(spark.frameDecoder, "sluiceDecoder", decoder)
     heartbeat.foreach(h => p.addBefore("sluiceDecoder", "sluiceHeartbeat", h))
-    (Seq("decoder", "idleStateHandler") ++ SparkOptional.filter(p.get(_) != null)).foreach(p.remove)
-    p.replace("handler", handlers.head._1, handlers.head._2)
+    (spark.removed ++ spark.optional.filter(p.get(_) != null)).foreach(p.remove)
+    p.replace(spark.handler, handlers.head._1, handlers.head._2)
     var previous = handlers.head._1
     handlers.tail.foreach { case (name, h) => p.addAfter(previous, name, h); previous = name }
   }
@@ -86,6 +84,28 @@ private[netty] object NettyProtocol {
     message.duplicate().get(bytes)
     java.util.Arrays.equals(bytes, UpgradeReply)
   }
+}
+
+/**
+ * The names of the handlers Spark's TransportContext puts in a connection's pipeline, which the
+ * upgrade to the Sluice protocol replaces or removes: its message `encoder`, its `frameDecoder`,
+ * the handlers in `removed` (Spark's message decoder and idle-state handler), the ones in
+ * `optional` when present, and its channel `handler`. They are a private detail of Spark, so the
+ * engine knows none of them: the Spark boundary passes them in (SparkInternals, which checks them
+ * against a pipeline the running Spark builds at start-up). Immutable.
+ *
+ * @param source what the names were taken from (e.g. "Spark 4.3.0"), for error messages
+ */
+final case class SparkPipelineNames(
+    encoder: String,
+    frameDecoder: String,
+    removed: Seq[String],
+    optional: Seq[String],
+    handler: String,
+    source: String) {
+
+  /** Every handler the upgrade needs to find. */
+  def required: Seq[String] = Seq(encoder, frameDecoder) ++ removed :+ handler
 }
 
 /**

@@ -46,4 +46,30 @@ class ConfigDocsSuite extends AnyFunSuite with NettyLeakDetection {
     assert(SluiceOptions.all.map(_.pythonName).distinct.size == SluiceOptions.all.size)
     assert(SluiceOptions.byKey.size == SluiceOptions.all.size)
   }
+
+  test("the template wraps every description at spaces, never inside a word, within its width") {
+    val lines = ConfigDocs.confTemplate.split("\n").toSeq
+    SluiceOptions.all.foreach { o =>
+      val setting = lines.indexOf(s"# ${o.key} ${o.defaultString}")
+      assert(setting > 0, o.key)
+      val comment = lines.take(setting).reverse.takeWhile(_.startsWith("# ")).reverse.map(_.stripPrefix("# "))
+      // The wrapped lines hold the description's words, each whole, in order.
+      assert(comment.mkString(" ").split(" ").toSeq == o.doc.split("\\s+").filter(_.nonEmpty).toSeq, o.key)
+      assert(comment.forall(l => l.length <= ConfigDocs.TemplateWidth || !l.contains(' ')), o.key)
+    }
+    assert(ConfigDocs.wrap("aa bb cc", 5) == Seq("aa bb", "cc"))
+    assert(ConfigDocs.wrap("result partition", 4) == Seq("result", "partition"))
+  }
+
+  test("Python's metric table lists every metric of MetricNames with its type and source name") {
+    val table = ConfigDocs.metricsTable
+    assert(table.contains(s""""source": "${io.sluice.metrics.MetricNames.SourceName}""""))
+    io.sluice.metrics.MetricNames.Definitions.foreach { d =>
+      assert(table.contains(s"""{"name": "${d.name}", "scope": "${d.scope}", "type": "${d.valueType}", """ +
+        s""""spark_kind": "${d.sparkKind}"}"""), d.name)
+    }
+    val names = io.sluice.metrics.MetricNames.Definitions.map(_.name)
+    assert(names.distinct == names)
+    assert(names.take(io.sluice.metrics.MetricNames.TaskMetrics.size) == io.sluice.metrics.MetricNames.TaskMetrics)
+  }
 }

@@ -12,6 +12,7 @@ import io.sluice.partition._
 import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocation, SingleInputGate}
 import org.apache.spark.network.sasl.SecretKeyHolder
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
+import org.apache.spark.shuffle.sluice.SparkInternals
 import org.apache.spark.unsafe.Platform
 
 /**
@@ -32,7 +33,8 @@ final class TestingExecutor(
   val partitionManager = new ResultPartitionManager
   val transportConf = new TransportConf("sluice",
     new MapConfigProvider((TestingExecutor.DefaultTransport ++ transportSettings).asJava))
-  val connectionManager = new NettyConnectionManager(conf, transportConf, partitionManager, auth, "127.0.0.1")
+  val connectionManager = new NettyConnectionManager(conf, transportConf, partitionManager, auth, "127.0.0.1",
+    SparkInternals.TransportPipeline)
   val port: Int = connectionManager.start()
   val location: ProducerLocation = ProducerLocation(executorId, "127.0.0.1", port)
   val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,

@@ -6,9 +6,7 @@ import scala.collection.mutable
 import scala.concurrent.Await
 import scala.concurrent.duration._
 
-import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
-import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
 import org.apache.spark.storage.BlockManagerId
 
 /**
@@ -18,8 +16,8 @@ import org.apache.spark.storage.BlockManagerId
  * straight away. (Spark's built-in streaming shuffle polls the driver every 10 ms instead.)
  *
  * One endpoint per application, set up lazily on the driver when the first pipelined shuffle is
- * registered; executors reach it through the driver's RpcEnv, with messages encoded by
- * [[RpcPayload]]. Thread-safe.
+ * registered; executors reach it through the driver's RpcEnv ([[SparkInternals.driverEndpointRef]]),
+ * with messages encoded by [[RpcPayload]]. Thread-safe.
  */
 private[sluice] object PipelinedProducerDirectory extends Logging {
 
@@ -33,31 +31,33 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
   final case class AwaitProducers(shuffleId: Int, numMaps: Int)
   final case class Producers(locations: Map[Int, BlockManagerId])
 
-  @volatile private var driverEndpoint: RpcEndpointRef = _
-  @volatile private var executorRef: RpcEndpointRef = _
+  @volatile private var driverEndpointSet = false
+  @volatile private var executorRef: SparkInternals.DriverEndpointRef = _
 
   /** Sets up the driver's endpoint once (the driver, at the first pipelined shuffle). */
-  def ensureDriverEndpoint(rpcEnv: RpcEnv): Unit = if (driverEndpoint == null) synchronized {
-    if (driverEndpoint == null) driverEndpoint = rpcEnv.setupEndpoint(EndpointName, new Endpoint(rpcEnv))
+  def ensureDriverEndpoint(): Unit = if (!driverEndpointSet) synchronized {
+    if (!driverEndpointSet) {
+      SparkInternals.setupDriverEndpoint(EndpointName, new Endpoint)
+      driverEndpointSet = true
+    }
   }
 
-  private def ref(conf: SparkConf, rpcEnv: RpcEnv): RpcEndpointRef = {
+  private def ref: SparkInternals.DriverEndpointRef = {
     val r = executorRef
     if (r != null) r else synchronized {
-      if (executorRef == null) executorRef = SparkInternals.driverEndpointRef(EndpointName, conf, rpcEnv)
+      if (executorRef == null) executorRef = SparkInternals.driverEndpointRef(EndpointName)
       executorRef
     }
   }
 
   /** A producer announces itself (fire and forget). */
-  def announce(conf: SparkConf, rpcEnv: RpcEnv, shuffleId: Int, mapIndex: Int, location: BlockManagerId): Unit =
-    ref(conf, rpcEnv).send(RpcPayload.encode(ProducerReady(shuffleId, mapIndex, location)))
+  def announce(shuffleId: Int, mapIndex: Int, location: BlockManagerId): Unit =
+    ref.send(RpcPayload.encode(ProducerReady(shuffleId, mapIndex, location)))
 
   /** Where every producer of `shuffleId` runs, waiting up to `timeoutMs` for the last to start. */
-  def awaitProducers(conf: SparkConf, rpcEnv: RpcEnv, shuffleId: Int, numMaps: Int,
-      timeoutMs: Long): Map[Int, BlockManagerId] = {
-    val timeout = new RpcTimeout(timeoutMs.millis, "spark.sluice.network.requestTimeout")
-    val future = ref(conf, rpcEnv).ask[Array[Byte]](RpcPayload.encode(AwaitProducers(shuffleId, numMaps)), timeout)
+  def awaitProducers(shuffleId: Int, numMaps: Int, timeoutMs: Long): Map[Int, BlockManagerId] = {
+    val future = ref.ask(RpcPayload.encode(AwaitProducers(shuffleId, numMaps)), timeoutMs,
+      "spark.sluice.network.requestTimeout")
     val answer = try RpcPayload.decode(Await.result(future, timeoutMs.millis + 5.seconds)).asInstanceOf[Producers] catch {
       case e: TimeoutException => throw new TimeoutException(s"Not every producer of pipelined shuffle $shuffleId " +
         s"started within ${timeoutMs}ms (spark.sluice.network.requestTimeout): ${e.getMessage}")
@@ -65,12 +65,13 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
     answer.locations
   }
 
-  def reset(): Unit = synchronized { executorRef = null; driverEndpoint = null }
+  def reset(): Unit = synchronized { executorRef = null; driverEndpointSet = false }
 
-  private final class Endpoint(override val rpcEnv: RpcEnv) extends ThreadSafeRpcEndpoint {
+  /** The driver's endpoint; Spark hands it one message at a time. */
+  private final class Endpoint extends SparkInternals.DriverEndpoint {
     private final class Entry {
       val locations = mutable.Map.empty[Int, BlockManagerId]
-      val waiting = mutable.ArrayBuffer.empty[(Int, RpcCallContext)]
+      val waiting = mutable.ArrayBuffer.empty[(Int, SparkInternals.RpcReply)]
     }
     private val shuffles = mutable.LinkedHashMap.empty[Int, Entry]
 
@@ -78,36 +79,31 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
       if (shuffles.size >= RetainedShuffles) {
         val (oldest, e) = shuffles.head
         shuffles.remove(oldest)
-        e.waiting.foreach(_._2.sendFailure(new IllegalStateException(s"pipelined shuffle $oldest was forgotten")))
+        e.waiting.foreach(_._2.fail(new IllegalStateException(s"pipelined shuffle $oldest was forgotten")))
       }
       new Entry
     })
 
-    override def receive: PartialFunction[Any, Unit] = {
-      case bytes: Array[Byte] => onMessage(RpcPayload.decode(bytes))
-    }
+    private def reply(to: SparkInternals.RpcReply, answer: Producers): Unit = to.reply(RpcPayload.encode(answer))
 
-    private def reply(ctx: RpcCallContext, answer: Producers): Unit = ctx.reply(RpcPayload.encode(answer))
-
-    private def onMessage(message: AnyRef): Unit = message match {
+    override def receive(message: Array[Byte]): Unit = RpcPayload.decode(message) match {
       case ProducerReady(shuffleId, mapIndex, location) =>
         val en = entry(shuffleId)
         en.locations(mapIndex) = location
         val (ready, still) = en.waiting.partition { case (numMaps, _) => en.locations.size >= numMaps }
-        ready.foreach { case (_, ctx) => reply(ctx, Producers(en.locations.toMap)) }
+        ready.foreach { case (_, to) => reply(to, Producers(en.locations.toMap)) }
         en.waiting.clear()
         en.waiting ++= still
       case other => logWarning(s"Sluice's producer directory ignores $other")
     }
 
-    override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
-      case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
+    override def receiveAndReply(message: Array[Byte], to: SparkInternals.RpcReply): Unit =
+      RpcPayload.decode(message) match {
         case AwaitProducers(shuffleId, numMaps) =>
           val en = entry(shuffleId)
-          if (en.locations.size >= numMaps) reply(context, Producers(en.locations.toMap))
-          else en.waiting += (numMaps -> context)
-        case other => context.sendFailure(new IllegalArgumentException(s"Unexpected message $other"))
+          if (en.locations.size >= numMaps) reply(to, Producers(en.locations.toMap))
+          else en.waiting += (numMaps -> to)
+        case other => to.fail(new IllegalArgumentException(s"Unexpected message $other"))
       }
-    }
   }
 }

@@ -1,13 +1,13 @@
 package org.apache.spark.shuffle.sluice
 
 import org.apache.spark.{Aggregator, InterruptibleIterator, ShuffleDependency, TaskContext}
-import org.apache.spark.util.collection.ExternalSorter
 
 /**
  * What a reduce task does with the records it read, exactly as Spark's own shuffle reader does:
  * with a key ordering, sort (aggregating inside the sorter); otherwise aggregate when the
  * dependency has an aggregator (combiners when the map side already combined); otherwise pass the
- * records through. Spills through Spark's ExternalSorter / ExternalAppendOnlyMap.
+ * records through. Spills through Spark's ExternalSorter ([[SparkInternals.sortAndCombine]]) /
+ * ExternalAppendOnlyMap.
  */
 private[sluice] object ReadSideCombine {
 
@@ -21,9 +21,7 @@ private[sluice] object ReadSideCombine {
           if (dep.mapSideCombine) new Aggregator[Any, Any, Any](identity, merge, merge)
           else a.asInstanceOf[Aggregator[Any, Any, Any]]
         }
-        val sorter = new ExternalSorter[Any, Any, Any](context, aggregator = agg, partitioner = None,
-          ordering = Some(ordering.asInstanceOf[Ordering[Any]]), serializer = dep.serializer)
-        sorter.insertAllAndUpdateMetrics(interruptible)
+        SparkInternals.sortAndCombine(context, agg, ordering.asInstanceOf[Ordering[Any]], dep.serializer, interruptible)
       case None if dep.aggregator.isDefined =>
         val agg = dep.aggregator.get.asInstanceOf[Aggregator[Any, Any, Any]]
         if (dep.mapSideCombine) agg.combineCombinersByKey(interruptible, context)

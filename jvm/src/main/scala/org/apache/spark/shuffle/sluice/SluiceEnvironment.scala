@@ -92,7 +92,7 @@ private[sluice] object SluiceEnvironment extends Logging {
     val host = SparkInternals.blockManagerId.host
     val cores = conf.getInt("spark.executor.cores", Runtime.getRuntime.availableProcessors())
     val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None
-    val transport = TransportSettings(SparkInternals.transportConf(conf, cores), auth, host)
+    val transport = TransportSettings(SparkInternals.transportConf(conf, cores), auth, host, SparkInternals.TransportPipeline)
     val cipher = fileCipher(conf, SparkInternals.ioEncryptionKey)
     val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport,
       cipher)

@@ -8,6 +8,7 @@ import java.util.concurrent.atomic.AtomicInteger
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import com.codahale.metrics.MetricRegistry
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.metrics.{BackPressureSampleService, ExecutorSnapshot, SampleRequest, SegmentsSnapshot,
   StageSampleResult, TaskKey}
@@ -17,8 +18,8 @@ import org.apache.spark.internal.Logging
 
 /**
  * The executor half of [[SluicePlugin]]. It publishes the executor's Sluice metrics in Spark's
- * metrics system ([[SluiceMetricsSource]]), sends a metrics report to the driver every
- * spark.sluice.metrics.reportInterval from its own daemon thread, and runs the backpressure
+ * metrics system as the source `sluice` ([[SluiceMetricsSource]]), sends a metrics report to the
+ * driver every spark.sluice.metrics.reportInterval from its own daemon thread, and runs the backpressure
  * monitor's stack sampling for the stages the driver names in its replies, on a second daemon
  * thread, each run bounded in time.
  *
@@ -31,6 +32,8 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   @volatile private var ctx: PluginContext = _
   @volatile private var conf: SluiceConf = SluiceConf.defaults
   @volatile private var source: SluiceMetricsSource = _
+  private val registry = new MetricRegistry
+  @volatile private var published: Option[SparkInternals.RegisteredSource] = None
   private var reporter: ScheduledExecutorService = _
   private var sampler: ThreadPoolExecutor = _
   private val sampleService = new BackPressureSampleService()
@@ -49,9 +52,10 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
     }
     try {
-      source = new SluiceMetricsSource(context.metricRegistry(),
+      source = new SluiceMetricsSource(registry,
         new SluiceMetricsSource.ExecutorValues(() => SluiceEnvironment.ifStarted.map(_.metrics), conf))
       source.register()
+      publish()
     } catch {
       case NonFatal(e) => logWarning("Could not register Sluice's metrics with Spark's metrics system", e)
     }
@@ -72,12 +76,22 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
 
   override def onTaskFailed(reason: TaskFailedReason): Unit = { taskThreads.remove(Thread.currentThread()); () }
 
+  /**
+   * Registers the metrics with Spark's metrics system once it can name them: at start on a
+   * cluster's executor; in local mode, whose executor starts before the application id is known,
+   * at a later report.
+   */
+  private def publish(): Unit = if (source != null && published.isEmpty) published = SluiceMetricsSource.publish(registry)
+
   /** One report: tick the metrics, hand in finished samples, start the sampling the driver asks for. */
   private[sluice] def report(): Unit = {
     val c = ctx
     if (c == null) return
     try {
-      if (source != null) source.registerLatencyIfTracked()
+      if (source != null) {
+        publish()
+        source.registerLatencyIfTracked()
+      }
       val snapshot = SluiceEnvironment.ifStarted.map(_.metrics.tick()).getOrElse(emptySnapshot(c.executorID()))
       val samples = Iterator.continually(finishedSamples.poll()).takeWhile(_ != null).toList
       c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples))) match {
@@ -127,6 +141,8 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   override def shutdown(): Unit = {
     if (reporter != null) reporter.shutdownNow()
     if (sampler != null) sampler.shutdownNow()
+    try published.foreach(_.remove()) catch { case NonFatal(e) => logDebug("Removing Sluice's metrics", e) }
+    published = None
     taskThreads.clear()
   }
 

@@ -5,8 +5,10 @@ import io.sluice.config.SluiceConf
 import io.sluice.metrics.{ExecutorAggregate, LatencyHistogram, MetricNames, MetricStore, ShuffleMetricRegistry}
 
 /**
- * Publishes Sluice's metrics in Spark's metrics system (a plugin's PluginContext.metricRegistry,
- * exported as `<namespace>.<executor>.plugin.<plugin class>.<name>`) under Flink's names: the
+ * Sluice's metrics for Spark's metrics system under Flink's names, in `registry`, which
+ * [[SluiceMetricsSource.publish]] registers as the source `sluice` ([[MetricNames.SourceName]]):
+ * exported as `<spark.metrics.namespace, else the application id>.<executor id>.sluice.<name>`,
+ * whichever way Sluice was switched on. They are the
  * memory segments; the task I/O counters summed over every task and their ...PerSecond rates;
  * the highest pool usage and time share among the running tasks; summed queue lengths; and, once
  * any task tracks latency, a `latency` histogram of every marker's age. Per-task values go to the
@@ -58,6 +60,15 @@ private[sluice] final class SluiceMetricsSource(registry: MetricRegistry, values
 }
 
 private[sluice] object SluiceMetricsSource {
+
+  /**
+   * Registers `registry` with this JVM's metrics system as the source [[MetricNames.SourceName]],
+   * once the metrics system can name it (see [[SparkInternals.canNameMetricsSource]]); None until
+   * then, so callers try again later.
+   */
+  def publish(registry: MetricRegistry): Option[SparkInternals.RegisteredSource] =
+    if (!SparkInternals.canNameMetricsSource(SparkInternals.conf)) None
+    else Some(SparkInternals.registerMetricsSource(MetricNames.SourceName, registry))
 
   /** Where the exported values come from. */
   trait Values {

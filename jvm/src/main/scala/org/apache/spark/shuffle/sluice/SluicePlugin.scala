@@ -4,6 +4,7 @@ import java.util.{Collections, Map => JMap}
 
 import scala.util.control.NonFatal
 
+import com.codahale.metrics.MetricRegistry
 import io.sluice.config.SluiceConf
 import org.apache.spark.SparkContext
 import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext, SparkPlugin}
@@ -26,13 +27,15 @@ class SluicePlugin extends SparkPlugin {
  * The driver half of [[SluicePlugin]]: owns the [[SluiceDriverMetrics]], registers its stage
  * listener and the UI tab, and answers the executors' reports. On a cluster it also publishes
  * the application-wide values of the reports under Flink's names in the driver's metrics system
- * (executors publish theirs in their own JVMs); in local mode the driver JVM runs the executor,
- * whose plugin takes the metric names, so the driver registers none. Nothing here may fail the
- * application: errors are logged.
+ * (source `sluice`, once Spark knows the application id; executors publish theirs in their own
+ * JVMs); in local mode the driver JVM runs the executor, whose plugin takes the metric names, so
+ * the driver registers none. Nothing here may fail the application: errors are logged.
  */
 private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging {
 
   @volatile private var metrics: SluiceDriverMetrics = _
+  private val registry = new MetricRegistry
+  @volatile private var published: Option[SparkInternals.RegisteredSource] = None
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     try {
@@ -44,10 +47,10 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
       metrics = m
       SluiceDriverMetrics.set(m)
       if (!sc.isLocal) {
-        try new SluiceMetricsSource(ctx.metricRegistry(), new SluiceMetricsSource.ClusterValues(m.store)).register()
-        catch { case NonFatal(e) => logWarning("Could not register Sluice's driver metrics", e) }
+        try new SluiceMetricsSource(registry, new SluiceMetricsSource.ClusterValues(m.store)).register()
+        catch { case NonFatal(e) => logWarning("Could not set up Sluice's driver metrics", e) }
       }
-      try sc.ui.foreach(ui => SluiceTab.attach(ui, m)) catch {
+      try SluiceTab.attach(sc, m) catch {
         case NonFatal(e) => logWarning("Could not add the Sluice tab to Spark's UI", e)
       }
     } catch {
@@ -55,6 +58,15 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
     }
     Collections.emptyMap()
   }
+
+  /** Spark knows the application id now: the driver's metrics (on a cluster) can be named. */
+  override def registerMetrics(appId: String, pluginContext: PluginContext): Unit =
+    if (!registry.getNames.isEmpty) {
+      try published = SluiceMetricsSource.publish(registry) catch {
+        case NonFatal(e) => logWarning("Could not register Sluice's driver metrics", e)
+      }
+      if (published.isEmpty) logWarning("Sluice's driver metrics are not published: Spark's metrics system cannot name them")
+    }
 
   override def receive(message: AnyRef): AnyRef = message match {
     case bytes: Array[Byte] =>
@@ -68,6 +80,8 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
   }
 
   override def shutdown(): Unit = {
+    try published.foreach(_.remove()) catch { case NonFatal(e) => logDebug("Removing Sluice's metrics", e) }
+    published = None
     val m = metrics
     if (m != null) SluiceDriverMetrics.clear(m)
   }

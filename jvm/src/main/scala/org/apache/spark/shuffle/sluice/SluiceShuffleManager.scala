@@ -1,7 +1,6 @@
 package org.apache.spark.shuffle.sluice
 
-import org.apache.spark.{ShuffleDependency, SparkConf, TaskContext}
-import org.apache.spark.internal.Logging
+import org.apache.spark.SparkConf
 import org.apache.spark.shuffle._
 
 /**
@@ -15,45 +14,17 @@ import org.apache.spark.shuffle._
  * (a codec, an I/O encryption cipher), stops the application at start with an error naming the
  * key. With Spark's I/O encryption on, partition files are encrypted with the application's key.
  * The executor's network stack starts lazily with the first task.
+ * Start-up and the shuffles themselves are shared with the pipelined manager
+ * ([[SluiceShuffleManagerBase]]).
  */
-class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingShuffleManager with Logging {
+class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingShuffleManager
+  with SluiceShuffleManagerBase {
 
   def this(conf: SparkConf) = this(conf, false)
 
-  SparkVersionCheck.verify()
-  SluiceEnvironment.sluiceConf(conf)
-  SluiceEnvironment.codec(conf)
-  SluiceEnvironment.checkIoEncryption(conf)
-  logInfo(s"Using Sluice for regular shuffles (driver=$isDriver)")
+  override protected def pipelined: Boolean = false
 
-  override def registerShuffle[K, V, C](shuffleId: Int, dependency: ShuffleDependency[K, V, C]): ShuffleHandle =
-    new SluiceShuffleHandle(shuffleId, dependency, dependency.rdd.partitions.length)
-
-  override def getWriter[K, V](handle: ShuffleHandle, mapId: Long, context: TaskContext,
-      metrics: ShuffleWriteMetricsReporter): ShuffleWriter[K, V] = {
-    new SluiceShuffleWriter[K, V](SluiceShuffleManager.sluiceHandle(handle), mapId, context, metrics,
-      SluiceEnvironment.get(), pipelined = false)
-  }
-
-  override def getReader[K, C](handle: ShuffleHandle, startMapIndex: Int, endMapIndex: Int, startPartition: Int,
-      endPartition: Int, context: TaskContext, metrics: ShuffleReadMetricsReporter): ShuffleReader[K, C] =
-    new SluiceShuffleReader[K, C](SluiceShuffleManager.sluiceHandle(handle), startMapIndex, endMapIndex,
-      startPartition, endPartition, context, metrics, SluiceEnvironment.get(), pipelined = false)
-
-  override def unregisterShuffle(shuffleId: Int): Boolean = {
-    SluiceEnvironment.ifStarted.foreach(_.releaseShuffle(shuffleId))
-    true
-  }
+  start(conf, isDriver)
 
   override val shuffleBlockResolver: ShuffleBlockResolver = new SluiceShuffleBlockResolver
-
-  override def stop(): Unit = SluiceEnvironment.stop()
-}
-
-private[sluice] object SluiceShuffleManager {
-  def sluiceHandle[K, V, C](handle: ShuffleHandle): SluiceShuffleHandle[K, V, C] = handle match {
-    case h: SluiceShuffleHandle[K @unchecked, V @unchecked, C @unchecked] => h
-    case other => throw new IllegalArgumentException(s"Sluice cannot serve shuffle ${other.shuffleId}: its handle " +
-      s"${other.getClass.getName} was made by another shuffle manager")
-  }
 }

@@ -82,8 +82,8 @@ private[sluice] final class SluiceShuffleReader[K, C](
    */
   private def pipelinedOutputs(): IndexedSeq[MapOutput] = {
     val numMaps = handle.numMaps
-    val producers = PipelinedProducerDirectory.awaitProducers(SparkInternals.conf, SparkInternals.rpcEnv,
-      dep.shuffleId, numMaps, env.conf.get(SluiceOptions.RequestTimeout))
+    val producers = PipelinedProducerDirectory.awaitProducers(dep.shuffleId, numMaps,
+      env.conf.get(SluiceOptions.RequestTimeout))
     for {
       mapIndex <- startMapIndex until math.min(endMapIndex, numMaps)
       reduce <- startPartition until endPartition

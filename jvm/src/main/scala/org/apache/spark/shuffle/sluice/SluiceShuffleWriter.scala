@@ -49,8 +49,8 @@ private[sluice] final class SluiceShuffleWriter[K, V](
       if (pipelined) {
         val p = env.createPipelinedPartition(ResultPartitionID(dep.shuffleId, context.partitionId()), numPartitions)
         env.registerPartition(p)
-        PipelinedProducerDirectory.announce(SparkInternals.conf, SparkInternals.rpcEnv, dep.shuffleId,
-          context.partitionId(), SparkInternals.mapOutputLocation(env.serverPort))
+        PipelinedProducerDirectory.announce(dep.shuffleId, context.partitionId(),
+          SparkInternals.mapOutputLocation(env.serverPort))
         p
       } else env.createBlockingPartition(ResultPartitionID(dep.shuffleId, mapId), numPartitions)
     SluiceTaskMetrics.group(env, context).foreach(_.attachPartition(partition))

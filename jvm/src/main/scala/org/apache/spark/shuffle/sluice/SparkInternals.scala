@@ -2,32 +2,87 @@ package org.apache.spark.shuffle.sluice
 
 import java.io.File
 
-import org.apache.spark.{MapOutputTracker, SparkConf, SparkEnv, TaskContext}
+import scala.concurrent.Future
+import scala.concurrent.duration._
+import scala.xml.Node
+
+import com.codahale.metrics.MetricRegistry
+import io.sluice.netty.SparkPipelineNames
+import jakarta.servlet.http.HttpServletRequest
+import org.apache.spark.{Aggregator, MapOutputTracker, SparkConf, SparkContext, SparkEnv, TaskContext}
+import org.apache.spark.metrics.MetricsSystem
+import org.apache.spark.metrics.source.Source
 import org.apache.spark.network.netty.SparkTransportConf
 import org.apache.spark.network.util.TransportConf
+import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
 import org.apache.spark.scheduler.MapStatus
 import org.apache.spark.serializer.Serializer
 import org.apache.spark.shuffle.FetchFailedException
 import org.apache.spark.storage.{BlockId, BlockManagerId}
+import org.apache.spark.ui.{SparkUI, SparkUITab, UIUtils, WebUIPage}
+import org.apache.spark.util.{RpcUtils, Utils}
+import org.apache.spark.util.collection.ExternalSorter
+import org.json4s.JValue
 
 /**
- * The one place Sluice touches Spark's private (`private[spark]`) APIs. Everything else in
- * Sluice uses public APIs only, so when Spark's internals move, this file is where to look.
+ * The one adapter between Sluice and Spark's private (`private[spark]`) APIs. Besides the shuffle
+ * SPI that the managers, handle, writer, reader and block resolver implement, every use of a Spark
+ * internal is here: SparkEnv and what hangs off it, map statuses and FetchFailedException,
+ * ExternalSorter, the RPC environment, the metrics system, the web UI, and the names of the
+ * handlers in the Netty pipelines Spark's TransportContext builds. The engine (`io.sluice`) uses
+ * Spark's public network-common classes only and is handed what it needs from here.
+ *
+ * Spark may change any of these in any release, and the JVM links them lazily, so a change would
+ * otherwise surface as a NoSuchMethodError inside some task. [[SparkInternalsCheck]] links every
+ * reference this adapter makes against the running Spark once at start-up (from both shuffle
+ * managers, on the driver and on every executor) and fails naming the Spark version when one is
+ * gone. Everything here is thread-safe.
  */
-private[sluice] object SparkInternals {
+object SparkInternals {
 
-  def env: SparkEnv = {
+  /**
+   * The handler names TransportContext.initializePipeline gives (Spark 4.3): `encoder`,
+   * `frameDecoder`, `decoder`, `idleStateHandler`, `handler`, and `chunkFetchHandler` on servers
+   * with a separate chunk-fetch pool. Public for Sluice's tools and tests that run the engine
+   * without a Spark application.
+   */
+  val TransportPipeline: SparkPipelineNames = SparkPipelineNames(
+    encoder = "encoder",
+    frameDecoder = "frameDecoder",
+    removed = Seq("decoder", "idleStateHandler"),
+    optional = Seq("chunkFetchHandler"),
+    handler = "handler",
+    source = s"Spark ${org.apache.spark.SPARK_VERSION}")
+
+  /** Checks, once per JVM, that everything this adapter uses exists in the running Spark. */
+  private[sluice] def verify(): Unit = SparkInternalsCheck.verifyOnce()
+
+  // ---- SparkEnv ---------------------------------------------------------------------------
+
+  private[sluice] def env: SparkEnv = {
     val e = SparkEnv.get
     if (e == null) throw new IllegalStateException("Sluice needs a running SparkEnv (no SparkContext or executor here)")
     e
   }
 
-  def conf: SparkConf = env.conf
+  private[sluice] def conf: SparkConf = env.conf
 
-  def executorId: String = env.executorId
+  private[sluice] def executorId: String = env.executorId
 
   /** This executor's BlockManagerId: its real executor id and host, as Spark's recovery expects. */
-  def blockManagerId: BlockManagerId = env.blockManager.blockManagerId
+  private[sluice] def blockManagerId: BlockManagerId = env.blockManager.blockManagerId
+
+  private[sluice] def localDirs: Seq[File] = env.blockManager.diskBlockManager.localDirs.toSeq
+
+  /** The TransportConf for Sluice's server and clients, with Spark's RPC SSL options. */
+  private[sluice] def transportConf(conf: SparkConf, numCores: Int): TransportConf =
+    SparkTransportConf.fromSparkConf(conf, "sluice", numCores, None, Some(env.securityManager.getRpcSSLOptions()))
+
+  private[sluice] def isAuthenticationEnabled: Boolean = env.securityManager.isAuthenticationEnabled()
+
+  private[sluice] def secretKeyHolder: org.apache.spark.network.sasl.SecretKeyHolder = env.securityManager
+
+  // ---- Map outputs and fetch failures -----------------------------------------------------
 
   /**
    * The location Sluice reports in MapStatus: this executor's real BlockManagerId with the Sluice
@@ -35,18 +90,18 @@ private[sluice] object SparkInternals {
    * transport, so readers find the server while executor-loss handling still keys on the real
    * executor id and host.
    */
-  def mapOutputLocation(sluicePort: Int): BlockManagerId = {
+  private[sluice] def mapOutputLocation(sluicePort: Int): BlockManagerId = {
     val bm = blockManagerId
     BlockManagerId(bm.executorId, bm.host, bm.port, Some(SluiceLocation.encode(sluicePort, bm.topologyInfo)))
   }
 
-  def mapStatus(location: BlockManagerId, sizes: Array[Long], mapId: Long, checksum: Long): MapStatus =
+  private[sluice] def mapStatus(location: BlockManagerId, sizes: Array[Long], mapId: Long, checksum: Long): MapStatus =
     MapStatus(location, sizes, mapId, checksum)
 
-  def mapOutputTracker: MapOutputTracker = env.mapOutputTracker
+  private def mapOutputTracker: MapOutputTracker = env.mapOutputTracker
 
   /** (location, [(block, size, mapIndex)]) of the map outputs a reader needs. */
-  def mapSizesByExecutorId(shuffleId: Int, startMapIndex: Int, endMapIndex: Int, startPartition: Int,
+  private[sluice] def mapSizesByExecutorId(shuffleId: Int, startMapIndex: Int, endMapIndex: Int, startPartition: Int,
       endPartition: Int): Iterator[(BlockManagerId, collection.Seq[(BlockId, Long, Int)])] =
     mapOutputTracker.getMapSizesByExecutorId(shuffleId, startMapIndex, endMapIndex, startPartition, endPartition)
 
@@ -54,39 +109,149 @@ private[sluice] object SparkInternals {
    * A FetchFailedException for one map output. Must be called on the task thread: its constructor
    * marks the TaskContext as fetch-failed, which makes Spark recompute the map output.
    */
-  def fetchFailed(location: BlockManagerId, shuffleId: Int, mapId: Long, mapIndex: Int, reduceId: Int,
+  private[sluice] def fetchFailed(location: BlockManagerId, shuffleId: Int, mapId: Long, mapIndex: Int, reduceId: Int,
       message: String, cause: Throwable): Exception =
     new FetchFailedException(location, shuffleId, mapId, mapIndex, reduceId, message, cause)
 
   /** Folds the read metrics of a finished read into the task's (Stages tab, SQL tab, REST). */
-  def mergeShuffleReadMetrics(context: TaskContext): Unit = context.taskMetrics().mergeShuffleReadMetrics()
+  private[sluice] def mergeShuffleReadMetrics(context: TaskContext): Unit = context.taskMetrics().mergeShuffleReadMetrics()
 
-  def localDirs: Seq[File] = env.blockManager.diskBlockManager.localDirs.toSeq
-
-  /** The TransportConf for Sluice's server and clients, with Spark's RPC SSL options. */
-  def transportConf(conf: SparkConf, numCores: Int): TransportConf =
-    SparkTransportConf.fromSparkConf(conf, "sluice", numCores, None, Some(env.securityManager.getRpcSSLOptions()))
-
-  def rpcEnv: org.apache.spark.rpc.RpcEnv = env.rpcEnv
-
-  def driverEndpointRef(name: String, conf: SparkConf, rpcEnv: org.apache.spark.rpc.RpcEnv): org.apache.spark.rpc.RpcEndpointRef =
-    org.apache.spark.util.RpcUtils.makeDriverRef(name, conf, rpcEnv)
-
-  def isAuthenticationEnabled: Boolean = env.securityManager.isAuthenticationEnabled()
-
-  def secretKeyHolder: org.apache.spark.network.sasl.SecretKeyHolder = env.securityManager
+  // ---- Records ------------------------------------------------------------------------------
 
   /** The application's I/O encryption key (spark.io.encryption.enabled), which every executor of it shares. */
   def ioEncryptionKey: Option[Array[Byte]] = env.securityManager.getIOEncryptionKey()
 
   /** The column count of SQL's UnsafeRowSerializer (a private field), for reading rows back. */
-  def unsafeRowFieldCount(serializer: Serializer): Option[Int] =
-    if (serializer.getClass.getName != "org.apache.spark.sql.execution.UnsafeRowSerializer") None
+  private[sluice] def unsafeRowFieldCount(serializer: Serializer): Option[Int] =
+    if (serializer.getClass.getName != UnsafeRowSerializerClass) None
     else {
-      val f = serializer.getClass.getDeclaredField("numFields")
+      val f = serializer.getClass.getDeclaredField(UnsafeRowSerializerFields)
       f.setAccessible(true)
       Some(f.getInt(serializer))
     }
+
+  private[sluice] val UnsafeRowSerializerClass = "org.apache.spark.sql.execution.UnsafeRowSerializer"
+  private[sluice] val UnsafeRowSerializerFields = "numFields"
+
+  /**
+   * Sorts `records` by `ordering` (aggregating them with `aggregator` inside the sorter) in Spark's
+   * ExternalSorter, which spills through the task's memory manager and stops at task completion.
+   */
+  private[sluice] def sortAndCombine(context: TaskContext, aggregator: Option[Aggregator[Any, Any, Any]],
+      ordering: Ordering[Any], serializer: Serializer, records: Iterator[Product2[Any, Any]]): Iterator[Product2[Any, Any]] = {
+    val sorter = new ExternalSorter[Any, Any, Any](context, aggregator = aggregator, partitioner = None,
+      ordering = Some(ordering), serializer = serializer)
+    sorter.insertAllAndUpdateMetrics(records)
+  }
+
+  // ---- RPC to the driver ------------------------------------------------------------------
+
+  /** An endpoint of Sluice's on the driver; messages are [[RpcPayload]] bytes, one at a time. */
+  private[sluice] trait DriverEndpoint {
+    def receive(message: Array[Byte]): Unit
+    def receiveAndReply(message: Array[Byte], reply: RpcReply): Unit
+  }
+
+  /** How a [[DriverEndpoint]] answers one request, now or later (at most once). */
+  private[sluice] trait RpcReply {
+    def reply(message: Array[Byte]): Unit
+    def fail(e: Throwable): Unit
+  }
+
+  /** A handle on a driver endpoint, from any JVM of the application. */
+  private[sluice] final class DriverEndpointRef private[SparkInternals] (ref: RpcEndpointRef) {
+    def send(message: Array[Byte]): Unit = ref.send(message)
+
+    /** Asks; the future fails after `timeoutMs`, naming `timeoutKey` (the setting to raise). */
+    def ask(message: Array[Byte], timeoutMs: Long, timeoutKey: String): Future[Array[Byte]] =
+      ref.ask[Array[Byte]](message, new RpcTimeout(timeoutMs.millis, timeoutKey))
+  }
+
+  /** Sets up `endpoint` under `name` in this JVM's RpcEnv (the driver's). */
+  private[sluice] def setupDriverEndpoint(name: String, endpoint: DriverEndpoint): Unit = {
+    val rpc = env.rpcEnv
+    rpc.setupEndpoint(name, new ThreadSafeRpcEndpoint {
+      override val rpcEnv: RpcEnv = rpc
+      override def receive: PartialFunction[Any, Unit] = { case bytes: Array[Byte] => endpoint.receive(bytes) }
+      override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
+        case bytes: Array[Byte] => endpoint.receiveAndReply(bytes, new RpcReply {
+          override def reply(message: Array[Byte]): Unit = context.reply(message)
+          override def fail(e: Throwable): Unit = context.sendFailure(e)
+        })
+      }
+    })
+  }
+
+  /** The driver's endpoint `name`, reached through this JVM's RpcEnv. */
+  private[sluice] def driverEndpointRef(name: String): DriverEndpointRef =
+    new DriverEndpointRef(RpcUtils.makeDriverRef(name, env.conf, env.rpcEnv))
+
+  // ---- Metrics system -----------------------------------------------------------------------
+
+  /** A source Sluice registered with Spark's metrics system. */
+  private[sluice] final class RegisteredSource private[SparkInternals] (system: MetricsSystem, source: Source) {
+    def remove(): Unit = system.removeSource(source)
+  }
+
+  /**
+   * Whether Spark's metrics system can name a source now. It names one
+   * `<spark.metrics.namespace, else spark.app.id>.<executor id>.<source name>`; a driver (and a
+   * local-mode executor) knows its application id only once the task scheduler started, and
+   * a source registered earlier would go by its bare source name.
+   */
+  private[sluice] def canNameMetricsSource(conf: SparkConf): Boolean =
+    (conf.contains("spark.metrics.namespace") || conf.contains("spark.app.id")) && conf.contains("spark.executor.id")
+
+  /**
+   * Publishes `registry` in this JVM's metrics system as the source `sourceName`, so its metrics
+   * are named `<namespace>.<executor id>.<sourceName>.<metric>` in every sink.
+   */
+  private[sluice] def registerMetricsSource(sourceName: String, registry: MetricRegistry): RegisteredSource =
+    registerMetricsSource(env.metricsSystem, sourceName, registry)
+
+  private[sluice] def registerMetricsSource(system: MetricsSystem, name: String, registry: MetricRegistry): RegisteredSource = {
+    val source = new Source {
+      override val sourceName: String = name
+      override val metricRegistry: MetricRegistry = registry
+    }
+    system.registerSource(source)
+    new RegisteredSource(system, source)
+  }
+
+  // ---- Web UI -------------------------------------------------------------------------------
+
+  /** A page of a tab Sluice adds to Spark's UI; the adapter frames its body as Spark's pages. */
+  private[sluice] trait UiPage {
+    def title: String
+    def render(request: HttpServletRequest): Seq[Node]
+    def renderJson(request: HttpServletRequest): JValue
+  }
+
+  /**
+   * Adds the tab `name` at `/<prefix>/` (the page) and `/<prefix>/json` to the application's UI;
+   * false when the UI is off (spark.ui.enabled=false).
+   */
+  private[sluice] def attachUiTab(sc: SparkContext, name: String, prefix: String, page: UiPage): Boolean =
+    sc.ui match {
+      case Some(ui) => ui.attachTab(new UiTab(ui, name, prefix, page)); true
+      case None => false
+    }
+
+  private final class UiTab(ui: SparkUI, override val name: String, prefix: String, page: UiPage)
+    extends SparkUITab(ui, prefix) { self =>
+    attachPage(new WebUIPage("") {
+      override def render(request: HttpServletRequest): Seq[Node] =
+        UIUtils.headerSparkPage(request, page.title, page.render(request), self)
+      override def renderJson(request: HttpServletRequest): JValue = page.renderJson(request)
+    })
+  }
+
+  /** `path` under the UI's base URI (behind a proxy, the proxy's). */
+  private[sluice] def uiLink(request: HttpServletRequest, path: String): String = UIUtils.prependBaseUri(request, path)
+
+  private[sluice] def formatDate(millis: Long): String = UIUtils.formatDate(millis)
+
+  private[sluice] def bytesToString(bytes: Long): String = Utils.bytesToString(bytes)
 }
 
 /** How the Sluice port travels in a BlockManagerId's topology info: `sluice:<port>[;<original>]`. */

@@ -4,7 +4,8 @@ package org.apache.spark.shuffle.sluice
  * Refuses to start Sluice on a Spark other than the one it was built for. The plugin compiles
  * against Spark 4.3.0 and uses a few of Spark's private APIs (see [[SparkInternals]]), which may
  * change in any release line, so any 4.3.x is accepted and anything else stops the application
- * at start-up with a message naming both versions, instead of failing later inside a task.
+ * at start-up with a message naming both versions, instead of failing later inside a task. The
+ * first of [[SparkInternalsCheck]]'s checks.
  */
 private[sluice] object SparkVersionCheck {
 
@@ -23,6 +24,6 @@ private[sluice] object SparkVersionCheck {
     }
   }
 
-  private def sluiceVersion: String =
+  private[sluice] def sluiceVersion: String =
     Option(getClass.getPackage).flatMap(p => Option(p.getImplementationVersion)).getOrElse("(development build)")
 }

@@ -6,6 +6,8 @@ import com.codahale.metrics.{Counter, Gauge, MetricRegistry}
 import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceConf
 import io.sluice.metrics._
+import org.apache.spark.SparkConf
+import org.apache.spark.metrics.MetricsSystem
 import org.scalatest.funsuite.AnyFunSuite
 
 class SluiceMetricsSourceSuite extends AnyFunSuite with NettyLeakDetection {
@@ -57,5 +59,30 @@ class SluiceMetricsSourceSuite extends AnyFunSuite with NettyLeakDetection {
     source.registerLatencyIfTracked()
     val h = r.getHistograms.get(MetricNames.Latency)
     assert(h.getCount == 10 && h.getSnapshot.getMin >= 1000)
+  }
+
+  test("Spark's metrics system names the metrics <namespace>.<executor>.sluice.<name>; the namespace stays Spark's") {
+    def sourceName(settings: (String, String)*): String = {
+      val conf = new SparkConf(false).setAll(settings)
+      assert(SparkInternals.canNameMetricsSource(conf))
+      val system = MetricsSystem.createMetricsSystem("executor", conf)
+      val r = new MetricRegistry
+      new SluiceMetricsSource(r, new SluiceMetricsSource.ExecutorValues(() => None, SluiceConf.defaults)).register()
+      val published = SparkInternals.registerMetricsSource(system, MetricNames.SourceName, r)
+      val sources = system.getSourcesByName(MetricNames.SourceName)
+      assert(sources.size == 1 && sources.head.metricRegistry.getNames.contains(MetricNames.NumRecordsOut))
+      val name = system.buildRegistryName(sources.head)
+      published.remove()
+      assert(system.getSourcesByName(MetricNames.SourceName).isEmpty)
+      name
+    }
+    // Nobody sets spark.metrics.namespace: Spark's default, the application id, comes first.
+    assert(sourceName("spark.app.id" -> "app-20260101-0001", "spark.executor.id" -> "3") == "app-20260101-0001.3.sluice")
+    assert(sourceName("spark.app.id" -> "local-1", "spark.executor.id" -> "driver") == "local-1.driver.sluice")
+    // A namespace the user chose is honoured.
+    assert(sourceName("spark.app.id" -> "app-1", "spark.executor.id" -> "3", "spark.metrics.namespace" -> "mine") ==
+      "mine.3.sluice")
+    // Before Spark knows the application id the source waits (it would lose its prefix).
+    assert(!SparkInternals.canNameMetricsSource(new SparkConf(false).set("spark.executor.id", "driver")))
   }
 }

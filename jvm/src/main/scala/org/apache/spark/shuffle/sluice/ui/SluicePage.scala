@@ -5,9 +5,8 @@ import scala.xml.{Node, Text}
 import io.sluice.config.SluiceOptions
 import io.sluice.metrics.{BackPressureLevel, MetricNames, TaskBackPressure}
 import jakarta.servlet.http.HttpServletRequest
-import org.apache.spark.shuffle.sluice.{SluiceJson, StageView}
-import org.apache.spark.ui.{UIUtils, WebUIPage}
-import org.apache.spark.util.Utils
+import org.apache.spark.shuffle.sluice.{SluiceDriverMetrics, SluiceJson, SparkInternals, StageView}
+import org.apache.spark.shuffle.sluice.SparkInternals.{bytesToString, formatDate, uiLink}
 import org.json4s.JValue
 
 /**
@@ -16,11 +15,12 @@ import org.json4s.JValue
  * pool usages, bytes and buffers in and out, the buffer fill rate with a suggested buffer
  * timeout, and the root-cause sentence; with `?stage=<id>`, that stage's tasks. Showing the page starts a backpressure sample
  * of every running stage (cached for spark.sluice.backpressure.refreshInterval), as Flink's
- * backpressure tab does; the next refresh shows the result.
+ * backpressure tab does; the next refresh shows the result. Spark's UI frames it
+ * ([[SparkInternals.attachUiTab]]).
  */
-private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") {
+private[sluice] final class SluicePage(metrics: SluiceDriverMetrics) extends SparkInternals.UiPage {
 
-  private def metrics = parent.metrics
+  override def title: String = SluiceTab.Name
 
   override def renderJson(request: HttpServletRequest): JValue = SluiceJson.all(metrics)
 
@@ -28,24 +28,22 @@ private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") 
     metrics.requestRunningStages()
     val views = metrics.stageViews
     val selected = Option(request.getParameter("stage")).flatMap(_.toIntOption)
-    val content =
-      <div>
-        <p>
-          Flink's network metrics of Sluice's shuffles. Executors report every
-          {metrics.reportIntervalMs} ms; buffer timeout {metrics.conf.get(SluiceOptions.BufferTimeout)} ms;
-          network buffers of {Utils.bytesToString(metrics.conf.segmentSize.toLong)}.
-          Backpressure is sampled from running tasks' stack traces when this page is shown
-          ({metrics.conf.get(SluiceOptions.BackpressureNumSamples)} samples,
-          {metrics.conf.get(SluiceOptions.BackpressureDelay)} ms apart): refresh to see it.
-          <a href={UIUtils.prependBaseUri(request, "/sluice/json")}>JSON</a>
-        </p>
-        <h4>Executors</h4>
-        {executorsTable}
-        <h4>Stages</h4>
-        {stagesTable(request, views)}
-        {selected.map(id => tasksSection(metrics.stageView(id))).getOrElse(Seq.empty[Node])}
-      </div>
-    UIUtils.headerSparkPage(request, "Sluice", content, parent)
+    <div>
+      <p>
+        Flink's network metrics of Sluice's shuffles. Executors report every
+        {metrics.reportIntervalMs} ms; buffer timeout {metrics.conf.get(SluiceOptions.BufferTimeout)} ms;
+        network buffers of {bytesToString(metrics.conf.segmentSize.toLong)}.
+        Backpressure is sampled from running tasks' stack traces when this page is shown
+        ({metrics.conf.get(SluiceOptions.BackpressureNumSamples)} samples,
+        {metrics.conf.get(SluiceOptions.BackpressureDelay)} ms apart): refresh to see it.
+        <a href={uiLink(request, s"/${SluiceTab.Prefix}/json")}>JSON</a>
+      </p>
+      <h4>Executors</h4>
+      {executorsTable}
+      <h4>Stages</h4>
+      {stagesTable(request, views)}
+      {selected.map(id => tasksSection(metrics.stageView(id))).getOrElse(Seq.empty[Node])}
+    </div>
   }
 
   private def pct(v: Double): String = f"${v * 100}%.0f%%"
@@ -80,7 +78,7 @@ private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") 
   private def stageRow(request: HttpServletRequest, v: StageView): Seq[Node] =
     <tr class="sluice-stage" data-stage-id={v.stageId.toString}
         data-level={if (v.backPressure.isDefined) v.level.name else ""}>
-      <td><a href={UIUtils.prependBaseUri(request, s"/sluice/?stage=${v.stageId}")}>{v.stageId}</a>
+      <td><a href={uiLink(request, s"/${SluiceTab.Prefix}/?stage=${v.stageId}")}>{v.stageId}</a>
         {if (v.attemptId > 0) s" (attempt ${v.attemptId})" else ""}<br/><small>{v.name}</small></td>
       <td>{v.status}{if (v.sampling) " (sampling)" else ""}</td>
       <td>{v.runningTasks} / {v.tasks.size}</td>
@@ -88,8 +86,8 @@ private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") 
       <td>{pct(v.outPoolUsage)}</td>
       <td>{pct(v.inPoolUsage)} ({pct(v.floatingBuffersUsage)} / {pct(v.exclusiveBuffersUsage)})</td>
       <td>{v.numRecordsOut} / {v.numRecordsIn}</td>
-      <td>{Utils.bytesToString(v.numBytesOut)}</td>
-      <td>{Utils.bytesToString(v.numBytesInLocal)} / {Utils.bytesToString(v.numBytesInRemote)}</td>
+      <td>{bytesToString(v.numBytesOut)}</td>
+      <td>{bytesToString(v.numBytesInLocal)} / {bytesToString(v.numBytesInRemote)}</td>
       <td>{v.numBuffersOut} / {v.numBuffersInLocal} / {v.numBuffersInRemote}</td>
       <td>{v.diagnosis.bufferFillRate.map(pct).getOrElse("n/a (no remote input)")}</td>
       <td>{v.diagnosis.suggestedBufferTimeoutMs.map(t => f"$t%.0f ms").getOrElse("n/a")}</td>
@@ -105,8 +103,8 @@ private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") 
       <tbody>{metrics.store.executorEntries.map { e =>
         <tr>
           <td>{e.executorId}</td><td>{e.segments.total}</td><td>{e.segments.available}</td>
-          <td>{e.segments.used}</td><td>{Utils.bytesToString(e.segments.segmentSize.toLong)}</td>
-          <td>{UIUtils.formatDate(e.lastReportMillis)}</td>
+          <td>{e.segments.used}</td><td>{bytesToString(e.segments.segmentSize.toLong)}</td>
+          <td>{formatDate(e.lastReportMillis)}</td>
         </tr>
       }}</tbody>
     </table>
@@ -131,8 +129,8 @@ private[sluice] final class SluicePage(parent: SluiceTab) extends WebUIPage("") 
             .getOrElse(Text("not sampled"))}</td>
           <td>{pct(s.outPoolUsage)}</td><td>{pct(s.inPoolUsage)}</td>
           <td>{s.numRecordsOut}</td><td>{s.numRecordsIn}</td>
-          <td>{Utils.bytesToString(s.numBytesOut)}</td><td>{Utils.bytesToString(s.numBytesInLocal)}</td>
-          <td>{Utils.bytesToString(s.numBytesInRemote)}</td>
+          <td>{bytesToString(s.numBytesOut)}</td><td>{bytesToString(s.numBytesInLocal)}</td>
+          <td>{bytesToString(s.numBytesInRemote)}</td>
           <td>{f"${s.backPressuredTimeMsPerSecond}%.0f"}</td><td>{f"${s.busyTimeMsPerSecond}%.0f"}</td>
           <td>{f"${s.idleTimeMsPerSecond}%.0f"}</td>
           <td>{s.latencyTotal.map(l => f"${l.p50}%.0f / ${l.p99}%.0f").getOrElse("-")}</td>

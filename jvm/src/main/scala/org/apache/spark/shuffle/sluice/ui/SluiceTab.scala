@@ -1,27 +1,18 @@
 package org.apache.spark.shuffle.sluice.ui
 
-import org.apache.spark.shuffle.sluice.SluiceDriverMetrics
-import org.apache.spark.ui.{SparkUI, SparkUITab}
+import org.apache.spark.SparkContext
+import org.apache.spark.shuffle.sluice.{SluiceDriverMetrics, SparkInternals}
 
 /**
  * The "Sluice" tab of Spark's UI at `/sluice/` (the page) and `/sluice/json` (the same data as
- * JSON), like Flink's web UI pages for a job's network metrics and backpressure. Private Spark
- * UI API, hence its package.
+ * JSON), like Flink's web UI pages for a job's network metrics and backpressure. Spark's UI API is
+ * private, so the adapter ([[SparkInternals.attachUiTab]]) makes the tab; [[SluicePage]] fills it.
  */
-private[sluice] final class SluiceTab(ui: SparkUI, val metrics: SluiceDriverMetrics)
-  extends SparkUITab(ui, SluiceTab.Prefix) {
-
-  override val name: String = "Sluice"
-
-  attachPage(new SluicePage(this))
-}
-
 private[sluice] object SluiceTab {
+  val Name = "Sluice"
   val Prefix = "sluice"
 
-  def attach(ui: SparkUI, metrics: SluiceDriverMetrics): SluiceTab = {
-    val tab = new SluiceTab(ui, metrics)
-    ui.attachTab(tab)
-    tab
-  }
+  /** Adds the tab to `sc`'s UI; false when the UI is off. */
+  def attach(sc: SparkContext, metrics: SluiceDriverMetrics): Boolean =
+    SparkInternals.attachUiTab(sc, Name, Prefix, new SluicePage(metrics))
 }
