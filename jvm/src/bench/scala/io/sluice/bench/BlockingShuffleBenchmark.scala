@@ -106,7 +106,8 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
   private final class Executor(val id: String) {
     val pool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)
     val partitions = new ResultPartitionManager
-    val connections = new NettyConnectionManager(conf, transportConf, partitions, None, "127.0.0.1")
+    val connections = new NettyConnectionManager(conf, transportConf, partitions, None, "127.0.0.1",
+      org.apache.spark.shuffle.sluice.SparkInternals.TransportPipeline)
     val port: Int = connections.start()
     val gates = new InputGateFactory(conf, pool, partitions, connections, id, Some(cipher))
     def close(): Unit = { connections.shutdown(); partitions.shutdown(); pool.destroy() }
