@@ -27,12 +27,17 @@ import org.apache.spark.unsafe.Platform
  * Writing is done by the producer's task thread only; once [[finishWriting]] returns, any number
  * of readers may read concurrently. [[delete]] may come from any thread.
  */
-final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[BlockCodec]) {
+final class PartitionFile private (val path: File, numSubpartitions: Int, codec: Option[BlockCodec],
+    adopted: PartitionFile.Index) {
 
-  // The writer's handle: CREATE_NEW, so a partition never overwrites another's file.
-  @volatile private var channel: FileChannel = FileChannel.open(path.toPath, StandardOpenOption.CREATE_NEW,
-    StandardOpenOption.WRITE)
-  private val index = new PartitionFile.Index(numSubpartitions)
+  def this(path: File, numSubpartitions: Int, codec: Option[BlockCodec]) = this(path, numSubpartitions, codec, null)
+
+  // The writer's handle: CREATE_NEW, so a partition never overwrites another's file. An adopted
+  // file (see [[PartitionFile.adopt]]) is finished from the start and has no writer.
+  @volatile private var channel: FileChannel =
+    if (adopted != null) null
+    else FileChannel.open(path.toPath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
+  private val index = if (adopted != null) adopted else new PartitionFile.Index(numSubpartitions)
   private var staging: ByteBuffer = _
   private var stagingView: ByteBuffer = _ // checksums the stored bytes without moving staging's position
   private var stagingAddress = 0L
@@ -42,7 +47,7 @@ final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[B
   private var begun = -1                  // where the open buffer starts in staging (no codec), or 0
   private var begunMax = 0
   private val crc = new CRC32C
-  @volatile private var finished = false
+  @volatile private var finished = adopted != null
   @volatile private var deleted = false
 
   // ---- writing (producer thread) -------------------------------------------------------------
@@ -200,6 +205,12 @@ final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[B
   /** Stored (possibly compressed) bytes of one subpartition: what MapStatus reports. */
   def storedBytes(subpartition: Int): Long = index.storedBytes(subpartition)
 
+  /** The finished file's index, for [[PartitionFileIndex]] (immutable once finished). */
+  private[partition] def finishedIndex: PartitionFile.Index = {
+    checkReadable()
+    index
+  }
+
   /** Bytes of the file. */
   def size: Long = index.totalStored
 
@@ -250,6 +261,15 @@ object PartitionFile {
   private val MaxPooledStaging = 16
   private val stagingPool = new ConcurrentLinkedQueue[ByteBuffer]()
 
+  /**
+   * A finished file another executor wrote, moved into `path` with its index (decommissioning,
+   * see [[PartitionFileIndex]]): readable at once, never written.
+   */
+  private[partition] def adopt(path: File, index: Index): PartitionFile = {
+    index.trim()
+    new PartitionFile(path, index.numSubpartitions, None, index)
+  }
+
   private def takeStaging(atLeast: Int): ByteBuffer =
     if (atLeast > StagingSize) ByteBuffer.allocateDirect(atLeast)
     else {
@@ -268,7 +288,7 @@ object PartitionFile {
    * the buffers written, plus 24 bytes per subpartition: a map output with thousands of reduce
    * partitions stays small however long it lives.
    */
-  private final class Index(numSubpartitions: Int) {
+  private[partition] final class Index(val numSubpartitions: Int) {
     val first: Array[Int] = Array.fill(numSubpartitions)(-1)
     private val last = Array.fill(numSubpartitions)(-1)
     val counts = new Array[Int](numSubpartitions)

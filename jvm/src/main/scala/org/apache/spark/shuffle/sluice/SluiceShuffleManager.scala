@@ -1,7 +1,10 @@
 package org.apache.spark.shuffle.sluice
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.spark.{ShuffleDependency, SparkConf, TaskContext}
 import org.apache.spark.internal.Logging
+import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.shuffle._
 
 /**
@@ -15,16 +18,22 @@ import org.apache.spark.shuffle._
  * error naming the key. The executor's network stack starts lazily with the first task.
  */
 class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingShuffleManager with Logging {
+  import SluiceShuffleManager.MaxDiskSizeKey
 
   def this(conf: SparkConf) = this(conf, false)
 
   SparkVersionCheck.verify()
   SluiceEnvironment.sluiceConf(conf)
   SluiceEnvironment.codec(conf)
+  ShuffleMigration.checkSettings(conf)
   logInfo(s"Using Sluice for regular shuffles (driver=$isDriver)")
 
-  override def registerShuffle[K, V, C](shuffleId: Int, dependency: ShuffleDependency[K, V, C]): ShuffleHandle =
+  private val migration = ShuffleMigration.enabled(conf)
+
+  override def registerShuffle[K, V, C](shuffleId: Int, dependency: ShuffleDependency[K, V, C]): ShuffleHandle = {
+    if (migration) ShuffleMigration.ensureDriverEndpoint(SparkInternals.rpcEnv)
     new SluiceShuffleHandle(shuffleId, dependency, dependency.rdd.partitions.length)
+  }
 
   override def getWriter[K, V](handle: ShuffleHandle, mapId: Long, context: TaskContext,
       metrics: ShuffleWriteMetricsReporter): ShuffleWriter[K, V] = {
@@ -38,16 +47,35 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingS
       startPartition, endPartition, context, metrics, SluiceEnvironment.get(), pipelined = false)
 
   override def unregisterShuffle(shuffleId: Int): Boolean = {
+    shuffleBlockResolver.forgetShuffle(shuffleId)
     SluiceEnvironment.ifStarted.foreach(_.releaseShuffle(shuffleId))
     true
   }
 
-  override val shuffleBlockResolver: ShuffleBlockResolver = new SluiceShuffleBlockResolver
+  /**
+   * Moves finished map outputs off a decommissioning executor (spark.storage.decommission.*):
+   * the receiving executor adopts them and the driver points their MapStatus at it.
+   */
+  override val shuffleBlockResolver: SluiceShuffleBlockResolver = new SluiceShuffleBlockResolver(
+    () => SluiceEnvironment.ifStarted,
+    () => SluiceEnvironment.get(),
+    (id, sluicePort) => ShuffleMigration.relocate(SparkInternals.conf, SparkInternals.rpcEnv, id,
+      SparkInternals.mapOutputLocation(sluicePort)),
+    Option(MaxDiskSizeKey).filter(conf.contains).map(conf.getSizeAsBytes),
+    () => shuffleTransportConf)
 
-  override def stop(): Unit = SluiceEnvironment.stop()
+  private lazy val shuffleTransportConf = new TransportConf("shuffle", new MapConfigProvider(conf.getAll.toMap.asJava))
+
+  override def stop(): Unit = {
+    shuffleBlockResolver.stop()
+    ShuffleMigration.reset()
+    SluiceEnvironment.stop()
+  }
 }
 
 private[sluice] object SluiceShuffleManager {
+  private val MaxDiskSizeKey = "spark.storage.decommission.shuffleBlocks.maxDiskSize"
+
   def sluiceHandle[K, V, C](handle: ShuffleHandle): SluiceShuffleHandle[K, V, C] = handle match {
     case h: SluiceShuffleHandle[K @unchecked, V @unchecked, C @unchecked] => h
     case other => throw new IllegalArgumentException(s"Sluice cannot serve shuffle ${other.shuffleId}: its handle " +

@@ -2,7 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import java.io.File
 
-import org.apache.spark.{MapOutputTracker, SparkConf, SparkEnv, TaskContext}
+import org.apache.spark.{MapOutputTracker, MapOutputTrackerMaster, SparkConf, SparkEnv, TaskContext}
 import org.apache.spark.network.netty.SparkTransportConf
 import org.apache.spark.network.util.TransportConf
 import org.apache.spark.scheduler.MapStatus
@@ -44,6 +44,18 @@ private[sluice] object SparkInternals {
     MapStatus(location, sizes, mapId, checksum)
 
   def mapOutputTracker: MapOutputTracker = env.mapOutputTracker
+
+  /**
+   * Points the MapStatus of map output `mapId` of `shuffleId` at `location` (the driver, after an
+   * executor received the output from a decommissioning one); false when the shuffle is unknown.
+   */
+  def updateMapOutput(shuffleId: Int, mapId: Long, location: BlockManagerId): Boolean = mapOutputTracker match {
+    case master: MapOutputTrackerMaster =>
+      val known = master.containsShuffle(shuffleId)
+      if (known) master.updateMapOutput(shuffleId, mapId, location)
+      known
+    case other => throw new IllegalStateException(s"Map outputs are moved on the driver, not with ${other.getClass.getName}")
+  }
 
   /** (location, [(block, size, mapIndex)]) of the map outputs a reader needs. */
   def mapSizesByExecutorId(shuffleId: Int, startMapIndex: Int, endMapIndex: Int, startPartition: Int,
