@@ -106,13 +106,14 @@ final class ShuffleEnvironment(
 
   // ---- moving finished blocking partitions between executors (Spark's decommissioning) --------
 
+  private def finishedBlocking: Seq[SortMergeResultPartition] =
+    partitionManager.registeredPartitions.collect { case p: SortMergeResultPartition if p.isFinished && !p.isReleased => p }
+
   /** The finished, unreleased blocking partitions of this executor: what can move elsewhere. */
-  def finishedBlockingPartitions: Seq[ResultPartitionID] =
-    partitionManager.registeredPartitions.collect { case p: SortMergeResultPartition if p.isFinished && !p.isReleased => p.partitionId }
+  def finishedBlockingPartitions: Seq[ResultPartitionID] = finishedBlocking.map(_.partitionId)
 
   /** Bytes of the files of [[finishedBlockingPartitions]]. */
-  def finishedBlockingPartitionBytes: Long =
-    partitionManager.registeredPartitions.collect { case p: SortMergeResultPartition if p.isFinished && !p.isReleased => p.file.size }.sum
+  def finishedBlockingPartitionBytes: Long = finishedBlocking.map(_.file.size).sum
 
   /**
    * A finished blocking partition's file and index, to move it to another executor

@@ -33,21 +33,12 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
   final case class AwaitProducers(shuffleId: Int, numMaps: Int)
   final case class Producers(locations: Map[Int, BlockManagerId])
 
-  @volatile private var driverEndpoint: RpcEndpointRef = _
-  @volatile private var executorRef: RpcEndpointRef = _
+  private val driver = new LazyDriverEndpoint(EndpointName)
 
   /** Sets up the driver's endpoint once (the driver, at the first pipelined shuffle). */
-  def ensureDriverEndpoint(rpcEnv: RpcEnv): Unit = if (driverEndpoint == null) synchronized {
-    if (driverEndpoint == null) driverEndpoint = rpcEnv.setupEndpoint(EndpointName, new Endpoint(rpcEnv))
-  }
+  def ensureDriverEndpoint(rpcEnv: RpcEnv): Unit = driver.ensure(rpcEnv)(new Endpoint(rpcEnv))
 
-  private def ref(conf: SparkConf, rpcEnv: RpcEnv): RpcEndpointRef = {
-    val r = executorRef
-    if (r != null) r else synchronized {
-      if (executorRef == null) executorRef = SparkInternals.driverEndpointRef(EndpointName, conf, rpcEnv)
-      executorRef
-    }
-  }
+  private def ref(conf: SparkConf, rpcEnv: RpcEnv): RpcEndpointRef = driver.ref(conf, rpcEnv)
 
   /** A producer announces itself (fire and forget). */
   def announce(conf: SparkConf, rpcEnv: RpcEnv, shuffleId: Int, mapIndex: Int, location: BlockManagerId): Unit =
@@ -65,7 +56,7 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
     answer.locations
   }
 
-  def reset(): Unit = synchronized { executorRef = null; driverEndpoint = null }
+  def reset(): Unit = driver.reset()
 
   private final class Endpoint(override val rpcEnv: RpcEnv) extends ThreadSafeRpcEndpoint {
     private final class Entry {

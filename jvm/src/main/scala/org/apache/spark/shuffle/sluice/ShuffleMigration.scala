@@ -27,8 +27,7 @@ private[sluice] object ShuffleMigration extends Logging {
   final case class MapOutputMoved(shuffleId: Int, mapId: Long, location: BlockManagerId)
   final case class MapOutputMovedReply(shuffleKnown: Boolean)
 
-  @volatile private var driverEndpoint: RpcEndpointRef = _
-  @volatile private var executorRef: RpcEndpointRef = _
+  private val driver = new LazyDriverEndpoint(EndpointName)
 
   /**
    * Whether decommissioning executors move their shuffle blocks: spark.storage.decommission.enabled
@@ -55,17 +54,9 @@ private[sluice] object ShuffleMigration extends Logging {
     }
 
   /** Sets up the driver's endpoint once (the driver, at the first shuffle, when [[enabled]]). */
-  def ensureDriverEndpoint(rpcEnv: RpcEnv): Unit = if (driverEndpoint == null) synchronized {
-    if (driverEndpoint == null) driverEndpoint = rpcEnv.setupEndpoint(EndpointName, new Endpoint(rpcEnv))
-  }
+  def ensureDriverEndpoint(rpcEnv: RpcEnv): Unit = driver.ensure(rpcEnv)(new Endpoint(rpcEnv))
 
-  private def ref(conf: SparkConf, rpcEnv: RpcEnv): RpcEndpointRef = {
-    val r = executorRef
-    if (r != null) r else synchronized {
-      if (executorRef == null) executorRef = SparkInternals.driverEndpointRef(EndpointName, conf, rpcEnv)
-      executorRef
-    }
-  }
+  private def ref(conf: SparkConf, rpcEnv: RpcEnv): RpcEndpointRef = driver.ref(conf, rpcEnv)
 
   /**
    * Points the map output of `id` at `location` on the driver, waiting up to spark.network.timeout
@@ -79,7 +70,7 @@ private[sluice] object ShuffleMigration extends Logging {
     RpcPayload.decode(reply).asInstanceOf[MapOutputMovedReply].shuffleKnown
   }
 
-  def reset(): Unit = synchronized { executorRef = null; driverEndpoint = null }
+  def reset(): Unit = driver.reset()
 
   private final class Endpoint(override val rpcEnv: RpcEnv) extends ThreadSafeRpcEndpoint {
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
