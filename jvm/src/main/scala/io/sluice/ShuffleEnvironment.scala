@@ -109,6 +109,70 @@ final class ShuffleEnvironment(
     gateFactory.create(owner, inputs, codec.map(_.apply()), waitForProducers)
   }
 
+  // ---- moving finished blocking partitions between executors (Spark's decommissioning) --------
+
+  private def finishedBlocking: Seq[SortMergeResultPartition] =
+    partitionManager.registeredPartitions.collect { case p: SortMergeResultPartition if p.isFinished && !p.isReleased => p }
+
+  /** The finished, unreleased blocking partitions of this executor: what can move elsewhere. */
+  def finishedBlockingPartitions: Seq[ResultPartitionID] = finishedBlocking.map(_.partitionId)
+
+  /** Bytes of the files of [[finishedBlockingPartitions]]. */
+  def finishedBlockingPartitionBytes: Long = finishedBlocking.map(_.file.size).sum
+
+  /**
+   * A finished blocking partition's file and index, to move it to another executor
+   * ([[adoptBlockingPartition]] there); None when it is not registered here (any more). Pipelined
+   * partitions are never exported: they are consumed while written and leave nothing behind.
+   */
+  def exportBlockingPartition(id: ResultPartitionID): Option[PartitionExport] =
+    partitionManager.getPartition(id) match {
+      case Some(p: SortMergeResultPartition) if p.isFinished && !p.isReleased =>
+        try {
+          val length = p.file.path.length()
+          Some(PartitionExport(p.file.path, length, PartitionFileIndex.encode(p, length)))
+        } catch {
+          case _: java.io.IOException => None // released meanwhile
+        }
+      case _ => None
+    }
+
+  /** A new file in one of the local dirs to receive the file of partition `id` from another executor. */
+  def newMigratedPartitionFile(id: ResultPartitionID): File = {
+    checkRunning()
+    val n = fileCounter.getAndIncrement()
+    new File(localDirs(math.abs((id.hashCode + n) % localDirs.size)),
+      s"sluice-shuffle-${id.shuffleId}-${id.producerId}.migrated-$n.part")
+  }
+
+  /**
+   * Registers partition `id`, finished on another executor, whose file was received into `file`
+   * (from [[newMigratedPartitionFile]]) and whose index is `index` (its executor's
+   * [[exportBlockingPartition]]): readers find it here from now on, and it is released, and its
+   * file deleted, with its shuffle like any other. Returns false, deleting `file`, when this
+   * executor already holds the partition (it was moved here before); fails, deleting `file`,
+   * when the index does not describe the file.
+   */
+  def adoptBlockingPartition(id: ResultPartitionID, file: File, index: Array[Byte]): Boolean = {
+    var registered = false
+    try {
+      checkRunning()
+      if (partitionManager.getPartition(id).isDefined) false
+      else {
+        val partitionFile = PartitionFileIndex.adopt(id, file, index)
+        val pool = networkBufferPool.createBufferPool(0, 1, s"migrated blocking result partition ($id)")
+        val partition = SortMergeResultPartition.adopt(id, partitionFile, pool)
+        try partitionManager.registerResultPartition(partition) catch {
+          case _: IllegalStateException if partitionManager.getPartition(id).isDefined => // moved here twice at once
+            partition.release(null)
+            return false
+        }
+        registered = true
+        true
+      }
+    } finally if (!registered) file.delete()
+  }
+
   /** Releases every partition of a shuffle (Spark unregistered it). */
   def releaseShuffle(shuffleId: Int): Int = partitionManager.releasePartitionsOfShuffle(shuffleId)
 
@@ -126,6 +190,9 @@ final class ShuffleEnvironment(
     }
   }
 }
+
+/** A finished blocking partition on its way to another executor: its file and its encoded [[PartitionFileIndex]]. */
+final case class PartitionExport(file: File, length: Long, index: Array[Byte])
 
 /**
  * How an executor's transport is set up: Spark's TransportConf for module "sluice" (I/O mode,

@@ -30,13 +30,18 @@ import org.apache.spark.unsafe.Platform
  * Writing is done by the producer's task thread only; once [[finishWriting]] returns, any number
  * of readers may read concurrently. [[delete]] may come from any thread.
  */
-final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[BlockCodec],
-    cipher: Option[PartitionFileCipher] = None) {
+final class PartitionFile private (val path: File, numSubpartitions: Int, codec: Option[BlockCodec],
+    cipher: Option[PartitionFileCipher], adopted: PartitionFile.Index, adoptedIv: BufferIv) {
 
-  // The writer's handle: CREATE_NEW, so a partition never overwrites another's file.
-  @volatile private var channel: FileChannel = FileChannel.open(path.toPath, StandardOpenOption.CREATE_NEW,
-    StandardOpenOption.WRITE)
-  private val index = new PartitionFile.Index(numSubpartitions)
+  def this(path: File, numSubpartitions: Int, codec: Option[BlockCodec], cipher: Option[PartitionFileCipher] = None) =
+    this(path, numSubpartitions, codec, cipher, null, null)
+
+  // The writer's handle: CREATE_NEW, so a partition never overwrites another's file. An adopted
+  // file (see [[PartitionFile.adopt]]) is finished from the start and has no writer.
+  @volatile private var channel: FileChannel =
+    if (adopted != null) null
+    else FileChannel.open(path.toPath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
+  private val index = if (adopted != null) adopted else new PartitionFile.Index(numSubpartitions)
   private var staging: ByteBuffer = _
   private var stagingView: ByteBuffer = _ // checksums the stored bytes without moving staging's position
   private var stagingAddress = 0L
@@ -46,10 +51,14 @@ final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[B
   private var begun = -1                  // where the open buffer starts in staging (no codec), or 0
   private var begunMax = 0
   private val crc = new CRC32C
-  /** The file's random IV: buffer at offset `o` is encrypted from `fileIv.plus(o)`. Null: not encrypted. */
-  private val fileIv: BufferIv = cipher.map(_.newFileIv()).orNull
-  private var encryptor: BufferCipher = cipher.map(_.newBufferCipher()).orNull // the writer's, until finished
-  @volatile private var finished = false
+  /**
+   * The file's random IV: buffer at offset `o` is encrypted from `fileIv.plus(o)`. Null: not
+   * encrypted. An adopted file keeps the IV it was written with (it travels in its index).
+   */
+  private val fileIv: BufferIv = if (adopted != null) adoptedIv else cipher.map(_.newFileIv()).orNull
+  // the writer's, until finished; an adopted file has no writer
+  private var encryptor: BufferCipher = if (adopted != null) null else cipher.map(_.newBufferCipher()).orNull
+  @volatile private var finished = adopted != null
   @volatile private var deleted = false
 
   // ---- writing (producer thread) -------------------------------------------------------------
@@ -213,8 +222,17 @@ final class PartitionFile(val path: File, numSubpartitions: Int, codec: Option[B
   /** Whether the buffers are stored encrypted (Spark's I/O encryption). */
   def isEncrypted: Boolean = fileIv != null
 
+  /** The IV the file was encrypted from (see [[BufferIv]]), when it is encrypted. */
+  private[partition] def iv: Option[BufferIv] = Option(fileIv)
+
   /** Stored (possibly compressed) bytes of one subpartition: what MapStatus reports. */
   def storedBytes(subpartition: Int): Long = index.storedBytes(subpartition)
+
+  /** The finished file's index, for [[PartitionFileIndex]] (immutable once finished). */
+  private[partition] def finishedIndex: PartitionFile.Index = {
+    checkReadable()
+    index
+  }
 
   /** Bytes of the file. */
   def size: Long = index.totalStored
@@ -266,6 +284,15 @@ object PartitionFile {
   private val MaxPooledStaging = 16
   private val stagingPool = new ConcurrentLinkedQueue[ByteBuffer]()
 
+  /**
+   * A finished file another executor wrote, moved into `path` with its index (decommissioning,
+   * see [[PartitionFileIndex]]): readable at once, never written.
+   */
+  private[partition] def adopt(path: File, index: Index, iv: Option[BufferIv]): PartitionFile = {
+    index.trim()
+    new PartitionFile(path, index.numSubpartitions, None, None, index, iv.orNull)
+  }
+
   private def takeStaging(atLeast: Int): ByteBuffer =
     if (atLeast > StagingSize) ByteBuffer.allocateDirect(atLeast)
     else {
@@ -284,7 +311,7 @@ object PartitionFile {
    * the buffers written, plus 24 bytes per subpartition: a map output with thousands of reduce
    * partitions stays small however long it lives.
    */
-  private final class Index(numSubpartitions: Int) {
+  private[partition] final class Index(val numSubpartitions: Int) {
     val first: Array[Int] = Array.fill(numSubpartitions)(-1)
     private val last = Array.fill(numSubpartitions)(-1)
     val counts = new Array[Int](numSubpartitions)

@@ -91,6 +91,9 @@ final class ResultPartitionManager {
 
   def partitionIds: Set[ResultPartitionID] = partitions.keySet().asScala.toSet
 
+  /** The registered partitions now. */
+  def registeredPartitions: Seq[ResultPartition] = partitions.values().asScala.toSeq
+
   def numPartitions: Int = partitions.size
 
   def shutdown(): Unit = {

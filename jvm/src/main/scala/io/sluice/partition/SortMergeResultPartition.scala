@@ -142,6 +142,17 @@ final class SortMergeResultPartition(
   def subpartitionSizes: Array[Long] = Array.tabulate(numSubpartitions)(file.storedBytes)
 }
 
-private object SortMergeResultPartition {
+object SortMergeResultPartition {
   private val LittleEndian = java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN
+
+  /**
+   * A finished partition over a file another executor wrote (decommissioning moved it here, see
+   * [[PartitionFileIndex]]): readable at once, as often as needed, until released; releasing it
+   * deletes the file. `pool` is only held until the partition is finished here, like a written one's.
+   */
+  def adopt(id: ResultPartitionID, file: PartitionFile, pool: LocalBufferPool): SortMergeResultPartition = {
+    val p = new SortMergeResultPartition(id, file.finishedIndex.numSubpartitions, pool, file, 0L)
+    p.finish()
+    p
+  }
 }

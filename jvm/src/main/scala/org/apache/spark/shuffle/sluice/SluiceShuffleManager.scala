@@ -1,6 +1,9 @@
 package org.apache.spark.shuffle.sluice
 
-import org.apache.spark.SparkConf
+import scala.jdk.CollectionConverters._
+
+import org.apache.spark.{ShuffleDependency, SparkConf}
+import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.shuffle._
 
 /**
@@ -13,18 +16,53 @@ import org.apache.spark.shuffle._
  * manager is created, so a bad `spark.sluice.*` value, or a Spark setting Sluice cannot honour
  * (a codec, an I/O encryption cipher), stops the application at start with an error naming the
  * key. With Spark's I/O encryption on, partition files are encrypted with the application's key.
- * The executor's network stack starts lazily with the first task.
- * Start-up and the shuffles themselves are shared with the pipelined manager
- * ([[SluiceShuffleManagerBase]]).
+ * The executor's network stack starts lazily with the first task. Start-up and the shuffles
+ * themselves are shared with the pipelined manager ([[SluiceShuffleManagerBase]]).
  */
 class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingShuffleManager
   with SluiceShuffleManagerBase {
+  import SluiceShuffleManager.MaxDiskSizeKey
 
   def this(conf: SparkConf) = this(conf, false)
 
   override protected def pipelined: Boolean = false
 
   start(conf, isDriver)
+  ShuffleMigration.checkSettings(conf)
 
-  override val shuffleBlockResolver: ShuffleBlockResolver = new SluiceShuffleBlockResolver
+  private val migration = ShuffleMigration.enabled(conf)
+
+  override def registerShuffle[K, V, C](shuffleId: Int, dependency: ShuffleDependency[K, V, C]): ShuffleHandle = {
+    if (migration) ShuffleMigration.ensureDriverEndpoint()
+    super.registerShuffle(shuffleId, dependency)
+  }
+
+  override def unregisterShuffle(shuffleId: Int): Boolean = {
+    shuffleBlockResolver.forgetShuffle(shuffleId)
+    super.unregisterShuffle(shuffleId)
+  }
+
+  /**
+   * Moves finished map outputs off a decommissioning executor (spark.storage.decommission.*):
+   * the receiving executor adopts them and the driver points their MapStatus at it.
+   */
+  override val shuffleBlockResolver: SluiceShuffleBlockResolver = new SluiceShuffleBlockResolver(
+    () => SluiceEnvironment.ifStarted,
+    () => SluiceEnvironment.get(),
+    (id, sluicePort) => ShuffleMigration.relocate(SparkInternals.conf, id,
+      SparkInternals.mapOutputLocation(sluicePort)),
+    Option(MaxDiskSizeKey).filter(conf.contains).map(conf.getSizeAsBytes),
+    () => shuffleTransportConf)
+
+  private lazy val shuffleTransportConf = new TransportConf("shuffle", new MapConfigProvider(conf.getAll.toMap.asJava))
+
+  override def stop(): Unit = {
+    shuffleBlockResolver.stop()
+    ShuffleMigration.reset()
+    super.stop()
+  }
+}
+
+private[sluice] object SluiceShuffleManager {
+  private val MaxDiskSizeKey = "spark.storage.decommission.shuffleBlocks.maxDiskSize"
 }

@@ -9,7 +9,7 @@ import scala.xml.Node
 import com.codahale.metrics.MetricRegistry
 import io.sluice.netty.SparkPipelineNames
 import jakarta.servlet.http.HttpServletRequest
-import org.apache.spark.{Aggregator, MapOutputTracker, SparkConf, SparkContext, SparkEnv, TaskContext}
+import org.apache.spark.{Aggregator, MapOutputTracker, MapOutputTrackerMaster, SparkConf, SparkContext, SparkEnv, TaskContext}
 import org.apache.spark.metrics.MetricsSystem
 import org.apache.spark.metrics.source.Source
 import org.apache.spark.network.netty.SparkTransportConf
@@ -99,6 +99,18 @@ object SparkInternals {
     MapStatus(location, sizes, mapId, checksum)
 
   private def mapOutputTracker: MapOutputTracker = env.mapOutputTracker
+
+  /**
+   * Points the MapStatus of map output `mapId` of `shuffleId` at `location` (the driver, after an
+   * executor received the output from a decommissioning one); false when the shuffle is unknown.
+   */
+  def updateMapOutput(shuffleId: Int, mapId: Long, location: BlockManagerId): Boolean = mapOutputTracker match {
+    case master: MapOutputTrackerMaster =>
+      val known = master.containsShuffle(shuffleId)
+      if (known) master.updateMapOutput(shuffleId, mapId, location)
+      known
+    case other => throw new IllegalStateException(s"Map outputs are moved on the driver, not with ${other.getClass.getName}")
+  }
 
   /** (location, [(block, size, mapIndex)]) of the map outputs a reader needs. */
   private[sluice] def mapSizesByExecutorId(shuffleId: Int, startMapIndex: Int, endMapIndex: Int, startPartition: Int,

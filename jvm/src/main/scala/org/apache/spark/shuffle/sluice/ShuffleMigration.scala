@@ -1,0 +1,101 @@
+package org.apache.spark.shuffle.sluice
+
+import scala.concurrent.Await
+import scala.concurrent.duration._
+
+import io.sluice.partition.ResultPartitionID
+import org.apache.spark.SparkConf
+import org.apache.spark.internal.Logging
+import org.apache.spark.storage.BlockManagerId
+
+/**
+ * The driver's half of moving Sluice's map outputs off a decommissioning executor (the executor
+ * halves are in [[SluiceShuffleBlockResolver]]). Spark's own shuffle has the receiving executor
+ * report the moved index block to the BlockManagerMaster, which points the map output at that
+ * executor's plain BlockManagerId; Sluice's readers also need the executor's Sluice port, which
+ * travels in the location's topology info. So the receiving executor asks this small driver
+ * endpoint instead, which points the MapStatus at the executor's Sluice location
+ * ([[SparkInternals.mapOutputLocation]]), and answers whether the driver still knows the shuffle.
+ *
+ * One endpoint per application, set up on the driver with the first shuffle when executors may
+ * move shuffle blocks. Messages travel as [[RpcPayload]] bytes. Thread-safe.
+ */
+private[sluice] object ShuffleMigration extends Logging {
+
+  val EndpointName = "SluiceShuffleMigration"
+
+  final case class MapOutputMoved(shuffleId: Int, mapId: Long, location: BlockManagerId)
+  final case class MapOutputMovedReply(shuffleKnown: Boolean)
+
+  @volatile private var driverEndpointSet = false
+  @volatile private var executorRef: SparkInternals.DriverEndpointRef = _
+
+  /**
+   * Whether decommissioning executors move their shuffle blocks: spark.storage.decommission.enabled
+   * (default false) with spark.storage.decommission.shuffleBlocks.enabled (default true).
+   */
+  def enabled(conf: SparkConf): Boolean =
+    conf.getBoolean("spark.storage.decommission.enabled", false) &&
+      conf.getBoolean("spark.storage.decommission.shuffleBlocks.enabled", true)
+
+  /**
+   * Refuses what Sluice cannot honour: a fallback storage for shuffle blocks. Spark's fallback
+   * storage copies only the sort shuffle's index and data files and points map outputs at a
+   * location no Sluice reader can fetch from; with it configured, part of the map outputs would
+   * be "moved" there and lost.
+   */
+  def checkSettings(conf: SparkConf): Unit =
+    if (enabled(conf) && conf.getOption("spark.storage.decommission.fallbackStorage.path").exists(_.nonEmpty)) {
+      throw new IllegalArgumentException("Sluice cannot keep shuffle data in Spark's decommissioning fallback " +
+        "storage (spark.storage.decommission.fallbackStorage.path is set while spark.storage.decommission.enabled " +
+        "and spark.storage.decommission.shuffleBlocks.enabled are on): its readers fetch map outputs from executors, " +
+        "and the fallback storage only holds the sort shuffle's files. Unset " +
+        "spark.storage.decommission.fallbackStorage.path (Sluice moves map outputs to peer executors), or set " +
+        "spark.storage.decommission.shuffleBlocks.enabled=false.")
+    }
+
+  /** Sets up the driver's endpoint once (the driver, at the first shuffle, when [[enabled]]). */
+  def ensureDriverEndpoint(): Unit = if (!driverEndpointSet) synchronized {
+    if (!driverEndpointSet) {
+      SparkInternals.setupDriverEndpoint(EndpointName, new Endpoint)
+      driverEndpointSet = true
+    }
+  }
+
+  private def ref: SparkInternals.DriverEndpointRef = {
+    val r = executorRef
+    if (r != null) r else synchronized {
+      if (executorRef == null) executorRef = SparkInternals.driverEndpointRef(EndpointName)
+      executorRef
+    }
+  }
+
+  /**
+   * Points the map output of `id` at `location` on the driver, waiting up to spark.network.timeout
+   * for the answer; whether the driver still knows the shuffle.
+   */
+  def relocate(conf: SparkConf, id: ResultPartitionID, location: BlockManagerId): Boolean = {
+    val timeoutMs = SluiceEnvironment.networkTimeoutMs(conf)
+    val future = ref.ask(RpcPayload.encode(MapOutputMoved(id.shuffleId, id.producerId, location)), timeoutMs,
+      "spark.network.timeout")
+    RpcPayload.decode(Await.result(future, timeoutMs.millis + 5.seconds)).asInstanceOf[MapOutputMovedReply].shuffleKnown
+  }
+
+  def reset(): Unit = synchronized { executorRef = null; driverEndpointSet = false }
+
+  /** The driver's endpoint; Spark hands it one message at a time. */
+  private final class Endpoint extends SparkInternals.DriverEndpoint {
+    override def receive(message: Array[Byte]): Unit =
+      logWarning(s"Unexpected one-way message ${RpcPayload.decode(message)}")
+
+    override def receiveAndReply(message: Array[Byte], reply: SparkInternals.RpcReply): Unit =
+      RpcPayload.decode(message) match {
+        case MapOutputMoved(shuffleId, mapId, location) =>
+          val known = SparkInternals.updateMapOutput(shuffleId, mapId, location)
+          logInfo(s"Map output $mapId of shuffle $shuffleId moved to $location" +
+            (if (known) "" else s" after shuffle $shuffleId was unregistered"))
+          reply.reply(RpcPayload.encode(MapOutputMovedReply(known)))
+        case other => reply.fail(new IllegalArgumentException(s"Unexpected message $other"))
+      }
+  }
+}
