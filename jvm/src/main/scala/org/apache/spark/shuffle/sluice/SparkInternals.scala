@@ -2,7 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import java.io.File
 
-import org.apache.spark.{MapOutputTracker, SparkConf, SparkEnv, TaskContext}
+import org.apache.spark.{MapOutputTracker, SecurityManager, SparkConf, SparkEnv, TaskContext}
 import org.apache.spark.network.netty.SparkTransportConf
 import org.apache.spark.network.util.TransportConf
 import org.apache.spark.scheduler.MapStatus
@@ -63,9 +63,12 @@ private[sluice] object SparkInternals {
 
   def localDirs: Seq[File] = env.blockManager.diskBlockManager.localDirs.toSeq
 
-  /** The TransportConf for Sluice's server and clients, with Spark's RPC SSL options. */
-  def transportConf(conf: SparkConf, numCores: Int): TransportConf =
-    SparkTransportConf.fromSparkConf(conf, "sluice", numCores, None, Some(env.securityManager.getRpcSSLOptions()))
+  /**
+   * The TransportConf for Sluice's server and clients, with Spark's RPC SSL options
+   * (spark.ssl.rpc.*, falling back to spark.ssl.*) as the SecurityManager resolved them.
+   */
+  def transportConf(conf: SparkConf, numCores: Int, security: SecurityManager = env.securityManager): TransportConf =
+    SparkTransportConf.fromSparkConf(conf, "sluice", numCores, None, Some(security.getRpcSSLOptions()))
 
   def rpcEnv: org.apache.spark.rpc.RpcEnv = env.rpcEnv
 
