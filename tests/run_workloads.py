@@ -9,6 +9,10 @@ Run in its own process, because a Python process can start Spark's driver JVM on
 ``sluice.configure``, ``preconfigured`` takes every setting from spark-submit. Besides the answers,
 the output records which shuffle files appeared in the local dirs (``SPARK_LOCAL_DIRS``) and
 Sluice's own network counters, so a test can tell which shuffle carried the data.
+
+``--probe-secret S`` (needs the test jar in ``spark.jars``) then runs a shuffle of known records
+and asks the executors' Sluice ports for one of its reduce partitions from outside the
+application (``TestingDataPlaneProbe``): with no secret, a wrong one, and ``S``.
 """
 
 from __future__ import annotations
@@ -70,6 +74,21 @@ def sluice_counters(spark: SparkSession) -> Dict[str, Any]:
         return {"error": repr(e)}
 
 
+def probe_data_plane(spark: SparkSession, secret: str) -> Dict[str, Any]:
+    """Runs TestingDataPlaneProbe's shuffle and probes reduce partition 3 with each kind of secret."""
+    probe = spark._jvm.org.apache.spark.shuffle.sluice.TestingDataPlaneProbe
+    sc = spark._jsc.sc()
+    shuffle = json.loads(probe.runShuffle(sc))
+    reduce = 3
+    result: Dict[str, Any] = {"shuffle": shuffle, "reduce": reduce}
+    for name, key in (("none", None), ("wrong", "not-" + secret), ("right", secret)):
+        started = time.monotonic()
+        result[name] = json.loads(probe.probe(sc, shuffle["shuffleId"], reduce, key))
+        result[name]["seconds"] = round(time.monotonic() - started, 2)
+    probe.release(shuffle["shuffleId"])
+    return result
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shuffle", choices=["sort", "sluice", "preconfigured"], required=True)
@@ -78,6 +97,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
     parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS))
     parser.add_argument("--marker", help="also report the shuffle files whose bytes contain this string")
+    parser.add_argument("--probe-secret", default=None,
+                        help="afterwards, probe the executors' Sluice ports (test jar) with no, a wrong and this secret")
     args = parser.parse_args(argv)
 
     options = dict(o.split("=", 1) for o in args.option)
@@ -95,6 +116,11 @@ def main(argv: List[str]) -> int:
             except Exception:
                 result["errors"][name] = traceback.format_exc()
             result["seconds"][name] = round(time.monotonic() - started, 2)
+        if args.probe_secret is not None:
+            try:
+                result["probe"] = probe_data_plane(spark, args.probe_secret)
+            except Exception:
+                result["errors"]["probe"] = traceback.format_exc()
         result["files"] = shuffle_files(os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"))
         if args.marker:
             # Read while the application runs: its shuffle files are deleted when it stops.

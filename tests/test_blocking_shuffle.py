@@ -27,7 +27,7 @@ RUNNER = os.path.join(HERE, "run_workloads.py")
 
 def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
             names: List[str] = list(workloads.WORKLOADS), conf: Optional[Dict[str, str]] = None,
-            marker: Optional[str] = None) -> Dict[str, Any]:
+            marker: Optional[str] = None, probe_secret: Optional[str] = None) -> Dict[str, Any]:
     """Runs the workloads in a fresh Spark application and returns the runner's report."""
     work = tempfile.mkdtemp(prefix=f"sluice-{shuffle}-")
     local_dirs = os.path.join(work, "local")
@@ -52,6 +52,8 @@ def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
         cmd = [sys.executable, RUNNER, "--shuffle", shuffle] + args
         cmd += [f"--option={k}={v}" for k, v in options.items()]
         cmd += [f"--conf={k}={v}" for k, v in (conf or {}).items()]
+        if probe_secret is not None:
+            cmd += [f"--probe-secret={probe_secret}"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0 or not os.path.exists(out):
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
@@ -106,12 +108,35 @@ def test_answers_equal_sort_shuffle(variant: str, reference: Dict[str, Any]) -> 
 def test_spark_authentication_and_encryption(reference: Dict[str, Any]) -> None:
     """spark.authenticate and spark.network.crypto.enabled on: Sluice's connections between the
     executors authenticate with the application's secret and encrypt (Spark's AES-GCM channel),
-    and the answers stay exact."""
+    and the answers stay exact. Then a client from outside the application, which finds the
+    executors' Sluice ports in the driver's map output statuses as any reader does, asks them for a
+    reduce partition: without the secret or with a wrong one it is refused and gets nothing; with
+    the application's secret it gets exactly the partition. So the executors' servers do demand
+    the secret the driver set, and their own clients (which carried the workloads) do present it."""
+    from sessions import TEST_JAR
+
+    if not TEST_JAR.is_file():
+        raise RuntimeError(f"{TEST_JAR} is missing: build it with `run_gradle testJar` (dev/test does)")
+    secret = "sluice-test-secret"
     names = ["df_group_by", "large_records", "rdd_group_by_key"]
-    conf = {"spark.authenticate": "true", "spark.authenticate.secret": "sluice-test-secret",
-            "spark.network.crypto.enabled": "true"}
-    report = run_app("sluice", {}, names=names, conf=conf)
+    conf = {"spark.authenticate": "true", "spark.authenticate.secret": secret,
+            "spark.network.crypto.enabled": "true", "spark.jars": str(TEST_JAR)}
+    report = run_app("sluice", {}, names=names, conf=conf, probe_secret=secret)
     check_sluice_report(report, {name: reference[name] for name in names})
+
+    probe = report["probe"]
+    for partition in probe["shuffle"]["partitions"]:
+        assert partition["values"] == [i for i in range(4000) if i % 8 == partition["reduce"]], partition["reduce"]
+    expected = [i for i in range(4000) if i % 8 == probe["reduce"]]
+    right = probe["right"]
+    assert len(right["executors"]) == 2, f"map outputs on both executors: {right['executors']}"
+    assert right["error"] is None, right["error"]
+    assert sorted(right["values"]) == expected and len(right["values"]) == len(expected)
+    for name in ("none", "wrong"):
+        refused = probe[name]
+        assert refused["executors"] == right["executors"]
+        assert refused["values"] == [], f"a client with {name} secret received data"
+        assert refused["error"] and "InputChannelException" in refused["error"], refused["error"]
 
 
 def test_spark_io_encryption_encrypts_partition_files(reference: Dict[str, Any]) -> None:

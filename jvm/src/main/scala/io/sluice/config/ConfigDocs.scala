@@ -24,9 +24,10 @@ object ConfigDocs {
     sb ++= "keywords of `sluice.configure(builder, ...)` (the *Python* column). Sizes take `k`, `m`, `g`;\n"
     sb ++= "durations take `ms`, `s`, `min`. A bad value stops the executor with an error naming the key.\n\n"
     sb ++= "Sluice also honours Spark's own `spark.authenticate`, `spark.network.crypto.enabled`,\n"
-    sb ++= "`spark.shuffle.compress`, `spark.io.compression.codec`, `spark.io.encryption.enabled`\n"
+    sb ++= "`spark.ssl.rpc.*`, `spark.shuffle.compress`, `spark.io.compression.codec`, `spark.io.encryption.enabled`\n"
     sb ++= "(blocking partition files encrypted with the application's key; see tuning.md), `spark.local.dir`\n"
-    sb ++= "and the shuffle dependency's serializer.\n\n"
+    sb ++= "and the shuffle dependency's serializer; [security.md](security.md) says what the security\n"
+    sb ++= "settings protect and what is open without them.\n\n"
     sb ++= "| Key | Default | Python | Meaning | Flink counterpart | Takes effect |\n"
     sb ++= "|---|---|---|---|---|---|\n"
     SluiceOptions.all.foreach { o =>

@@ -151,6 +151,25 @@ object SluiceOptions {
       |error. Must exceed the segment size plus the frame and message headers."""
   }
 
+  val MaxConnectionsPerPeer: ConfigOption[Int] = opt("spark.sluice.network.maxConnectionsPerPeer",
+    "max_connections_per_peer", IntType, 128, "(none: a Sluice extension)", Effect.ExecutorStart,
+    between(1, 65536)) {
+    """Most TCP connections one remote host (by IP address) may hold open to an executor's Sluice
+      |server, authenticated or not; further ones are closed as they arrive and the executor logs a
+      |warning naming the host and this key. Every executor keeps exactly one connection to each
+      |other executor, so a host needs one per executor it runs."""
+  }
+
+  val MaxReadersPerPeer: ConfigOption[Int] = opt("spark.sluice.network.maxReadersPerPeer",
+    "max_readers_per_peer", IntType, 32768, "(none: a Sluice extension)", Effect.ExecutorStart,
+    between(1, 1 << 20)) {
+    """Most partition readers one remote host (by IP address) may hold at once on an executor's
+      |Sluice server, over all its connections; a request beyond it fails with an error naming the
+      |host and this key (the reading task fails with a FetchFailedException). A host's readers are
+      |at most its running reduce tasks times maxChannelsInFlightPerGate (regular shuffles) or times
+      |this executor's producers (pipelined shuffles); raise it with maxChannelsInFlightPerGate."""
+  }
+
   // ---- observability ------------------------------------------------------------------------
 
   val MetricsInterval: ConfigOption[Long] = opt("spark.sluice.metrics.reportInterval", "metrics_report_interval",
@@ -199,7 +218,8 @@ object SluiceOptions {
     SegmentSize, NetworkMemory, SortBufferSize, BuffersPerChannel, FloatingBuffersPerGate, MaxChannelsInFlightPerGate,
     MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
-    RequestTimeout, HeartbeatTimeout, MaxFrameLength, MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
+    RequestTimeout, HeartbeatTimeout, MaxFrameLength, MaxConnectionsPerPeer, MaxReadersPerPeer,
+    MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval)
 
   val byKey: Map[String, ConfigOption[_]] = all.map(o => o.key -> o).toMap

@@ -10,6 +10,7 @@ import java.util.concurrent.atomic.AtomicInteger
 import scala.jdk.CollectionConverters._
 
 import io.netty.channel.{Channel, ChannelFuture, ChannelFutureListener}
+import io.netty.util.AttributeKey
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.partition.ResultPartitionManager
 import org.apache.spark.network.TransportContext
@@ -35,7 +36,10 @@ import org.apache.spark.network.util.{ConfigProvider, TransportConf}
  *
  * Both sides are Spark TransportContexts, so Spark's authentication and encryption settings apply
  * (see [[NettyProtocol]]): with `auth` (Spark's SecretKeyHolder and the application id) every
- * connection authenticates with the shared secret before it carries any Sluice message.
+ * connection authenticates with the shared secret before it carries any Sluice message, and with
+ * spark.ssl.rpc.enabled in the TransportConf every connection is TLS from its first byte. Whatever
+ * the security settings, one remote host may hold at most spark.sluice.network.maxConnectionsPerPeer
+ * connections and maxReadersPerPeer readers on the server ([[PeerLimits]]).
  *
  * Thread-safe.
  *
@@ -62,6 +66,7 @@ final class NettyConnectionManager(
   private val maxFrameLength = conf.get(SluiceOptions.MaxFrameLength).toInt
   private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
   private val connectTimeoutMs = conf.get(SluiceOptions.ConnectTimeout)
+  private val peerLimits = new PeerLimits(conf.get(SluiceOptions.MaxConnectionsPerPeer), conf.get(SluiceOptions.MaxReadersPerPeer))
   /** spark.sluice.network.heartbeatTimeout as resolved by the Spark layer (0: Spark's default 120s). */
   val heartbeatTimeoutMs: Long = NettyConnectionManager.heartbeatTimeoutMs(conf)
 
@@ -91,6 +96,7 @@ final class NettyConnectionManager(
   def start(): Int = synchronized {
     if (server != null) throw new IllegalStateException("The Sluice connection manager is already started")
     if (shutDown) throw new IllegalStateException("The Sluice connection manager is shut down")
+    NettyConnectionManager.checkTls(tconf)
     serverContext = new TransportContext(tconf, new UpgradeRpcHandler(registerServerChannel, upgradeServerChannel, trackAccepted), true)
     val serverBootstraps: java.util.List[TransportServerBootstrap] = auth match {
       case Some((keys, _)) => java.util.List.of(new AuthServerBootstrap(tconf, keys))
@@ -117,10 +123,24 @@ final class NettyConnectionManager(
 
   // ---- server side ---------------------------------------------------------------------------
 
+  /**
+   * A TCP connection was accepted (before any authentication or TLS handshake): it counts against
+   * its peer's connections, or is closed at once when the peer holds its maximum (event loop).
+   */
   private def trackAccepted(ch: Channel): Unit = {
-    counters.connectionsAccepted.increment()
-    acceptedChannels.add(ch)
-    ch.closeFuture().addListener(onClose(acceptedChannels.remove(ch)))
+    val peer = peerLimits.tryConnect(ch.remoteAddress())
+    if (peer == null) {
+      counters.connectionsRefused.increment()
+      ch.close()
+    } else {
+      ch.attr(NettyConnectionManager.PeerAttribute).set(peer)
+      counters.connectionsAccepted.increment()
+      acceptedChannels.add(ch)
+      ch.closeFuture().addListener(onClose {
+        acceptedChannels.remove(ch)
+        peerLimits.disconnect(peer)
+      })
+    }
   }
 
   /**
@@ -138,7 +158,8 @@ final class NettyConnectionManager(
 
   /** The reply went out: install Sluice's protocol on the connection (event loop). */
   private def upgradeServerChannel(ch: Channel): Unit = {
-    val queue = new PartitionRequestQueue(partitionManager, counters)
+    val peer = Option(ch.attr(NettyConnectionManager.PeerAttribute).get).getOrElse(PeerLimits.Unlimited)
+    val queue = new PartitionRequestQueue(partitionManager, counters, peer)
     val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters)
     NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters, sparkPipeline)
   }
@@ -151,6 +172,15 @@ final class NettyConnectionManager(
 
   /** Remote addresses (host:port) of the clients connected to this server. */
   def serverConnectionPeers: Seq[String] = upgradedServerChannels.asScala.toSeq.map(c => String.valueOf(c.remoteAddress()))
+
+  /** The connections the server serves Sluice on now (tests: their pipelines, TLS sessions). */
+  def serverChannels: Seq[Channel] = upgradedServerChannels.asScala.toSeq
+
+  /** What one remote host holds on the server now: (connections, readers). */
+  def peerUsage(address: java.net.InetAddress): (Int, Int) = (peerLimits.connectionsOf(address), peerLimits.readersOf(address))
+
+  /** Whether the connections of this manager are TLS (spark.ssl.rpc.enabled). */
+  def isTls: Boolean = tconf.sslRpcEnabled()
 
   /** Closes every connection the server serves (tests: a connection lost under running reads). */
   def closeServerConnections(): Unit = upgradedServerChannels.asScala.toList.foreach(_.close().syncUninterruptibly())
@@ -245,7 +275,12 @@ final class NettyConnectionManager(
             case e: Throwable => upgraded.completeExceptionally(e)
           }
         }
-        override def onFailure(e: Throwable): Unit = upgraded.completeExceptionally(e)
+        override def onFailure(e: Throwable): Unit = upgraded.completeExceptionally(
+          if (ch.isActive) e
+          else new IOException(s"The Sluice server at $host:$port closed the connection before it answered the " +
+            s"upgrade to the Sluice protocol (${e.getMessage}). A server closes the connections of a host beyond " +
+            s"${SluiceOptions.MaxConnectionsPerPeer.key}, and those of clients whose spark.authenticate or " +
+            "spark.ssl.rpc.enabled differ from its own: its log says which", e))
       })
       val client = await(upgraded, host, port, deadline)
       counters.connectionsOpened.increment()
@@ -303,8 +338,25 @@ final class NettyConnectionManager(
 
 object NettyConnectionManager {
 
+  /** The [[PeerLimits.Peer]] an accepted connection counts against. */
+  private val PeerAttribute: AttributeKey[PeerLimits.Peer] = AttributeKey.valueOf("sluice.peer")
+
   /** Connections opened at once; further attempts queue (their waiters' connect timeout runs). */
   val ConnectThreads = 16
+
+  /**
+   * Refuses spark.ssl.rpc.enabled without the keys it needs, naming them (Spark's own check says
+   * only that keys were not found).
+   */
+  def checkTls(tconf: TransportConf): Unit = if (tconf.sslRpcEnabled() && !tconf.sslRpcEnabledAndKeysAreValid()) {
+    val missing =
+      if (tconf.sslRpcOpenSslEnabled()) s"spark.ssl.rpc.privateKey (${tconf.sslRpcPrivateKey()}) and " +
+        s"spark.ssl.rpc.certChain (${tconf.sslRpcCertChain()}) are not both existing files (with " +
+        "spark.ssl.rpc.openSslEnabled=true they hold the keys)"
+      else s"spark.ssl.rpc.keyStore (${tconf.sslRpcKeyStore()}) is not an existing file"
+    throw new IllegalArgumentException(s"spark.ssl.rpc.enabled is true but $missing: Sluice's shuffle " +
+      "connections cannot be TLS without keys")
+  }
 
   /** spark.sluice.network.heartbeatTimeout, with 0 (follow spark.network.timeout) as Spark's default. */
   def heartbeatTimeoutMs(conf: SluiceConf): Long = {

@@ -26,7 +26,8 @@ import org.slf4j.LoggerFactory
  */
 private[netty] final class PartitionRequestQueue(
     partitionManager: ResultPartitionManager,
-    counters: TransportCounters) extends ChannelInboundHandlerAdapter {
+    counters: TransportCounters,
+    peer: PeerLimits.Peer = PeerLimits.Unlimited) extends ChannelInboundHandlerAdapter {
 
   import PartitionRequestQueue._
 
@@ -63,9 +64,20 @@ private[netty] final class PartitionRequestQueue(
 
   def numReaders: Int = readers.size
 
-  def register(reader: CreditBasedSequenceNumberingViewReader): Unit = {
-    readers.put(reader.receiverId, reader)
-    counters.activeReaders.incrementAndGet()
+  /**
+   * Keeps `reader` unless its peer already holds spark.sluice.network.maxReadersPerPeer readers:
+   * then its receiver gets an ErrorResponse naming the host and the key, and nothing is kept.
+   */
+  def register(reader: CreditBasedSequenceNumberingViewReader): Boolean = {
+    if (!peer.tryAddReader()) {
+      counters.readersRefused.increment()
+      sendError(ErrorResponse(reader.receiverId, ErrorKind.Other, new PeerLimitException(peer.readerLimitMessage)))
+      false
+    } else {
+      readers.put(reader.receiverId, reader)
+      counters.activeReaders.incrementAndGet()
+      true
+    }
   }
 
   def addCredit(id: InputChannelID, credit: Int): Unit = {
@@ -191,7 +203,10 @@ private[netty] final class PartitionRequestQueue(
   }
 
   private def remove(reader: CreditBasedSequenceNumberingViewReader): Unit = {
-    if (readers.remove(reader.receiverId) != null) counters.activeReaders.decrementAndGet()
+    if (readers.remove(reader.receiverId) != null) {
+      counters.activeReaders.decrementAndGet()
+      peer.removeReader()
+    }
     reader.release(partitionManager)
   }
 

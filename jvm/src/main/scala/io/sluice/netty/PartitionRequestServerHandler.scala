@@ -9,7 +9,8 @@ import io.sluice.partition.{PartitionNotFoundException, ResultPartitionManager}
  * Serves the requests of one connection (Flink's PartitionRequestServerHandler): a
  * PartitionRequest opens a reader on the requested subpartitions (or leaves it waiting for a
  * pipelined producer that has not registered yet, at most `requestTimeoutMs`), AddCredit and
- * CancelPartitionRequest reach the reader, CloseRequest releases them all, and a client's heartbeat
+ * CancelPartitionRequest reach the reader (a request beyond the peer's reader limit is refused with
+ * an ErrorResponse, see [[PeerLimits]]), CloseRequest releases them all, and a client's heartbeat
  * [[Ping]] is answered with a [[Pong]] at once (dropped while the connection is not writable: the
  * client then has data coming, which tells it as much). The writing of data is the
  * [[PartitionRequestQueue]]'s. Confined to the connection's event loop.
@@ -19,8 +20,6 @@ private[netty] final class PartitionRequestServerHandler(
     queue: PartitionRequestQueue,
     requestTimeoutMs: Long,
     counters: TransportCounters) extends ChannelInboundHandlerAdapter {
-
-  import PartitionRequestServerHandler._
 
   override def channelRead(ctx: ChannelHandlerContext, msg: AnyRef): Unit = msg match {
     case r: PartitionRequest => onPartitionRequest(ctx, r)
@@ -43,14 +42,9 @@ private[netty] final class PartitionRequestServerHandler(
         s"for receiver ${r.receiverId}"))
       return
     }
-    if (queue.numReaders >= MaxReadersPerConnection) {
-      queue.fatal(new TransportProtocolException(s"${ctx.channel().remoteAddress()} opened more than " +
-        s"$MaxReadersPerConnection readers on one connection"))
-      return
-    }
     val reader = new CreditBasedSequenceNumberingViewReader(r.receiverId, r.partitionId, r.subpartitionStart,
       r.subpartitionEnd, r.credit, r.creditBased, queue)
-    queue.register(reader)
+    if (!queue.register(reader)) return // the peer holds its maximum of readers: refused
     try {
       if (!r.waitForProducer) {
         reader.requestSubpartitionView(partitionManager)
@@ -66,9 +60,4 @@ private[netty] final class PartitionRequestServerHandler(
       case e: Throwable => queue.failReader(reader, PartitionRequestQueue.kindOf(e), e)
     }
   }
-}
-
-private[netty] object PartitionRequestServerHandler {
-  /** Readers one connection may hold at once: bounds what a misbehaving client can pin. */
-  val MaxReadersPerConnection: Int = 1 << 16
 }

@@ -36,6 +36,9 @@ final class TransportCounters {
   val hungConnections = new LongAdder
   /** Spilled buffers the server could not read while sending them: only their reader failed. */
   val unreadablePayloads = new LongAdder
+  /** Connections closed at once and partition requests refused because their peer held its maximum. */
+  val connectionsRefused = new LongAdder
+  val readersRefused = new LongAdder
   /** Upgraded (Sluice) server connections open now. */
   val activeServerConnections = new AtomicInteger
   /** Server readers (one per remote channel being served) alive now. */
@@ -46,5 +49,6 @@ final class TransportCounters {
       s"credit=${creditAnnounced.sum}, protocolErrors=${protocolErrors.sum}, stalls=${readStalls.sum}, " +
       s"negativeCredits=${negativeCredits.sum}, creditOverruns=${creditOverruns.sum}, opened=${connectionsOpened.sum}, " +
       s"accepted=${connectionsAccepted.sum}, pings=${pingsSent.sum}/${pongsSent.sum}/${pongsReceived.sum}, " +
-      s"hung=${hungConnections.sum}, unreadable=${unreadablePayloads.sum}, serverConnections=${activeServerConnections.get}, readers=${activeReaders.get})"
+      s"hung=${hungConnections.sum}, unreadable=${unreadablePayloads.sum}, " +
+      s"refused=${connectionsRefused.sum}/${readersRefused.sum}, serverConnections=${activeServerConnections.get}, readers=${activeReaders.get})"
 }

@@ -18,3 +18,9 @@ final class TransportProtocolException(message: String, cause: Throwable) extend
 final class RemoteTransportException(message: String, cause: Throwable) extends IOException(message, cause) {
   def this(message: String) = this(message, null)
 }
+
+/**
+ * A request refused because its peer (remote host) holds as much of the server as one host may
+ * (spark.sluice.network.maxReadersPerPeer); the message names the host and the key.
+ */
+final class PeerLimitException(message: String) extends IOException(message)

@@ -26,13 +26,15 @@ final class TestingExecutor(
     transportSettings: Map[String, String] = Map.empty,
     auth: Option[(SecretKeyHolder, String)] = None,
     val numSegments: Int = 512,
-    fileCipher: Option[PartitionFileCipher] = None) {
+    fileCipher: Option[PartitionFileCipher] = None,
+    sparkTransportConf: TransportConf = null) {
 
   val conf: SluiceConf = SluiceConf(TestingExecutor.DefaultSettings ++ settings)
   val networkBufferPool = new NetworkBufferPool(numSegments, conf.segmentSize)
   val partitionManager = new ResultPartitionManager
-  val transportConf = new TransportConf("sluice",
-    new MapConfigProvider((TestingExecutor.DefaultTransport ++ transportSettings).asJava))
+  /** `transportSettings` over the defaults, or a TransportConf made by Spark (sparkTransportConf). */
+  val transportConf: TransportConf = if (sparkTransportConf != null) sparkTransportConf
+    else new TransportConf("sluice", new MapConfigProvider((TestingExecutor.DefaultTransport ++ transportSettings).asJava))
   val connectionManager = new NettyConnectionManager(conf, transportConf, partitionManager, auth, "127.0.0.1",
     SparkInternals.TransportPipeline)
   val port: Int = connectionManager.start()
@@ -42,6 +44,10 @@ final class TestingExecutor(
   private lazy val spillDir: File = Files.createTempDirectory(s"sluice-$executorId").toFile
 
   def counters: TransportCounters = connectionManager.counters
+
+  /** The Netty channel of this executor's connection to `server` (it must hold one). */
+  def clientChannelTo(server: TestingExecutor): io.netty.channel.Channel =
+    connectionManager.clientConnection("127.0.0.1", server.port).get.channel
 
   /** A registered pipelined partition of `numSubpartitions` with a pool of `poolSize` buffers. */
   def pipelinedPartition(id: ResultPartitionID, numSubpartitions: Int, poolSize: Int = -1): PipelinedResultPartition = {

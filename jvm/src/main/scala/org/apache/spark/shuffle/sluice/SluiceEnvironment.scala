@@ -96,11 +96,34 @@ private[sluice] object SluiceEnvironment extends Logging {
     val cipher = fileCipher(conf, SparkInternals.ioEncryptionKey)
     val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport,
       cipher)
+    val tls = transport.transportConf.sslRpcEnabled()
+    val security = Seq("authenticated" -> auth.isDefined, "TLS" -> tls).collect { case (what, true) => what }
     logInfo(s"Started Sluice's shuffle environment on executor ${SparkInternals.executorId}: server $host:" +
-      s"${env.serverPort}${if (auth.isDefined) " (authenticated)" else ""}, " +
+      s"${env.serverPort}${if (security.nonEmpty) security.mkString(" (", ", ", ")") else ""}, " +
       s"${cipher.fold("")(c => s"blocking partition files encrypted ($c), ")}${sluice.numberOfSegments} network " +
       s"buffers of ${sluice.segmentSize} bytes, hung peers detected after " +
       s"${sluice.get(SluiceOptions.HeartbeatTimeout)}ms of silence")
+    openDataPlaneWarning(auth.isDefined, host, env.serverPort, sluice).foreach { w =>
+      if (!warnedOpenDataPlane) { warnedOpenDataPlane = true; logWarning(w) }
+    }
     env
   }
+
+  /** The open-data-plane warning goes out once per executor JVM, however often the environment restarts. */
+  @volatile private var warnedOpenDataPlane = false
+
+  /**
+   * What an executor says at start-up when spark.authenticate is off: its Sluice server serves any
+   * partition to anyone who reaches it, as Spark's own block transfer service does then, within the
+   * per-host limits. None when authentication is on.
+   */
+  def openDataPlaneWarning(authenticated: Boolean, host: String, port: Int, sluice: SluiceConf): Option[String] =
+    if (authenticated) None
+    else Some(s"spark.authenticate is off: Sluice's shuffle server at $host:$port serves any shuffle partition to " +
+      "any client that reaches it, without authentication, as Spark's own block transfer service does then. " +
+      s"One remote host may hold at most ${sluice.get(SluiceOptions.MaxConnectionsPerPeer)} connections " +
+      s"(${SluiceOptions.MaxConnectionsPerPeer.key}) and ${sluice.get(SluiceOptions.MaxReadersPerPeer)} readers " +
+      s"(${SluiceOptions.MaxReadersPerPeer.key}). Where untrusted hosts can reach executors, set " +
+      "spark.authenticate=true (and spark.network.crypto.enabled=true or spark.ssl.rpc.enabled=true to encrypt); " +
+      "see Sluice's docs/security.md")
 }

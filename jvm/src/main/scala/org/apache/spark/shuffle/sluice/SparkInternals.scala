@@ -9,7 +9,7 @@ import scala.xml.Node
 import com.codahale.metrics.MetricRegistry
 import io.sluice.netty.SparkPipelineNames
 import jakarta.servlet.http.HttpServletRequest
-import org.apache.spark.{Aggregator, MapOutputTracker, MapOutputTrackerMaster, SparkConf, SparkContext, SparkEnv, TaskContext}
+import org.apache.spark.{Aggregator, MapOutputTracker, MapOutputTrackerMaster, SecurityManager, SparkConf, SparkContext, SparkEnv, TaskContext}
 import org.apache.spark.metrics.MetricsSystem
 import org.apache.spark.metrics.source.Source
 import org.apache.spark.network.netty.SparkTransportConf
@@ -74,9 +74,13 @@ object SparkInternals {
 
   private[sluice] def localDirs: Seq[File] = env.blockManager.diskBlockManager.localDirs.toSeq
 
-  /** The TransportConf for Sluice's server and clients, with Spark's RPC SSL options. */
-  private[sluice] def transportConf(conf: SparkConf, numCores: Int): TransportConf =
-    SparkTransportConf.fromSparkConf(conf, "sluice", numCores, None, Some(env.securityManager.getRpcSSLOptions()))
+  /**
+   * The TransportConf for Sluice's server and clients, with Spark's RPC SSL options
+   * (spark.ssl.rpc.*, falling back to spark.ssl.*) as the SecurityManager resolved them.
+   */
+  private[sluice] def transportConf(conf: SparkConf, numCores: Int,
+      security: => SecurityManager = env.securityManager): TransportConf =
+    SparkTransportConf.fromSparkConf(conf, "sluice", numCores, None, Some(security.getRpcSSLOptions()))
 
   private[sluice] def isAuthenticationEnabled: Boolean = env.securityManager.isAuthenticationEnabled()
 
