@@ -24,7 +24,8 @@ import org.apache.spark.unsafe.Platform
  * file's bytes go to the socket as FileRegions, zero-copy, and B's gate decrypts them) or in A
  * itself (`local`: read from the file into the gate's buffer, then decrypted). Every record is
  * deserialised. The file is read right after it was written, so from the page cache: what is
- * measured is CPU and memory bandwidth, where encryption's cost shows, not the disk.
+ * measured is CPU and memory bandwidth, where encryption's cost shows, not the disk. Phase
+ * `cipher` is the cipher alone: one thread encrypting segment-sized buffers in memory.
  *
  * After `--warmups` unrecorded rounds, each repetition writes and reads once without and once with
  * encryption, alternating, so drift hits both alike. Prints one JSON line per measurement, then
@@ -68,12 +69,12 @@ object BlockingShuffleBenchmark {
       for (_ <- 1 to warmups; encrypted <- Seq(false, true)) bench.run(encrypted, modes, 0)
       val results = mutable.ArrayBuffer.empty[Result]
       for (r <- 1 to repeats; encrypted <- Seq(false, true)) {
-        val rs = bench.run(encrypted, modes, r)
+        val rs = bench.run(encrypted, modes, r) ++ (if (encrypted) Seq(bench.cipherOnly(r)) else Nil)
         rs.foreach(res => println(json(res, Seq("kind" -> "run", "repeat" -> res.repeat, "seconds" -> res.seconds,
           "records" -> res.records, "gbps" -> res.gbps))))
         results ++= rs
       }
-      for (phase <- "write" +: modes; encrypted <- Seq(false, true)) {
+      for ((phase, encrypted) <- results.map(r => (r.phase, r.encrypted)).distinct) {
         val rs = results.filter(r => r.phase == phase && r.encrypted == encrypted).sortBy(_.gbps)
         val med = rs(rs.size / 2)
         println(json(med, Seq("kind" -> "median", "repeats" -> rs.size, "gbps" -> med.gbps, "minGbps" -> rs.head.gbps,
@@ -149,6 +150,18 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
         r
       }
     } finally a.partitions.releasePartition(id, null)
+  }
+
+  /** The cipher alone: `totalBytes` encrypted in place, one segment-sized direct buffer at a time. */
+  def cipherOnly(repeat: Int): Result = {
+    val buffer = java.nio.ByteBuffer.allocateDirect(conf.segmentSize)
+    val address = io.netty.util.internal.PlatformDependent.directBufferAddress(buffer)
+    val bc = cipher.newBufferCipher()
+    val iv = cipher.newFileIv()
+    val start = System.nanoTime()
+    var done = 0L
+    while (done < totalBytes) { bc.encrypt(address, conf.segmentSize, iv.plus(done)); done += conf.segmentSize }
+    Result(encrypted = true, "cipher", repeat, (System.nanoTime() - start) / 1e9, done, done / conf.segmentSize)
   }
 
   private def read(partition: SortMergeResultPartition, encrypted: Boolean, reader: Executor, mode: String,
