@@ -76,21 +76,35 @@ def test_package_holds_no_benchmark_modules() -> None:
     assert find_spec("sluice.bench") is None
 
 
-def test_no_module_of_the_package_imports_the_benchmarks() -> None:
-    """`sluice bench` hands over to sluice-bench by name, at run time: Sluice depends on nothing
-    of it."""
-    package = Path(sluice.__file__).resolve().parent
+def benchmark_imports(files: List[Path]) -> List[str]:
+    """Every import of the benchmarks (sluice_bench, or the old sluice.bench) in ``files``, also
+    those inside functions, as ``file: module``."""
     found = []
-    for module in sorted(package.glob("*.py")):
-        for node in ast.walk(ast.parse(module.read_text(), str(module))):
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             else:
                 continue
-            found += [f"{module.name}: {name}" for name in names if name.split(".")[0] == "sluice_bench"]
-    assert not found
+            found += [f"{path.name}: {name}" for name in names
+                      if name.split(".")[0] == "sluice_bench" or name.startswith("sluice.bench")]
+    return found
+
+
+def test_no_module_of_the_package_imports_the_benchmarks() -> None:
+    """`sluice bench` hands over to sluice-bench by name, at run time: Sluice depends on nothing
+    of it."""
+    package = Path(sluice.__file__).resolve().parent
+    assert not benchmark_imports(sorted(package.glob("*.py")))
+
+
+def test_only_the_benchmarks_own_tests_import_them() -> None:
+    """Tests of Sluice borrow no helper from the benchmarks (sessions.py has the tests' own)."""
+    tests = Path(__file__).resolve().parent
+    found = benchmark_imports(sorted(tests.glob("*.py")))
+    assert found and all(entry.startswith("test_bench.py: ") for entry in found), found
 
 
 # --- the wheel, on a machine without Gradle or a JDK compiler -------------------------------
