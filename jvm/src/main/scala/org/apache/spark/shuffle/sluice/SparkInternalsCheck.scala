@@ -56,9 +56,15 @@ private[sluice] object SparkInternalsCheck extends Logging {
   def verify(): Unit = {
     SparkVersionCheck.verify()
     val started = System.nanoTime()
-    val found = problems(boundaryReferences(), SparkInternals.TransportPipeline)
+    val references = try boundaryReferences() catch {
+      case NonFatal(e) =>
+        logWarning(s"Sluice could not read its own class files to check their links to Spark: $e")
+        Nil
+    }
+    val found = problems(references, SparkInternals.TransportPipeline)
     if (found.nonEmpty) throw failure(org.apache.spark.SPARK_VERSION, found)
-    logDebug(s"Spark's internals are as Sluice expects (${(System.nanoTime() - started) / 1000000} ms)")
+    logInfo(s"Spark ${org.apache.spark.SPARK_VERSION}'s internals are as Sluice expects: ${references.size} " +
+      s"references linked, handler names found (${(System.nanoTime() - started) / 1000000} ms)")
   }
 
   def failure(sparkVersion: String, problems: Seq[String]): IllegalStateException =
@@ -123,7 +129,9 @@ private[sluice] object SparkInternalsCheck extends Logging {
     val prefix = "org/apache/spark/shuffle/sluice/"
     def wanted(path: String): Boolean =
       path.startsWith(prefix) && path.endsWith(".class") && !path.startsWith(prefix + "bench/")
-    val location = new File(getClass.getProtectionDomain.getCodeSource.getLocation.toURI)
+    val source = Option(getClass.getProtectionDomain.getCodeSource).map(_.getLocation)
+      .getOrElse(throw new IllegalStateException("no code source"))
+    val location = new File(source.toURI) // a file: URL (spark.jars are fetched to local files)
     if (location.isDirectory) {
       def walk(f: File): Seq[File] = if (f.isDirectory) f.listFiles().toSeq.flatMap(walk) else Seq(f)
       walk(new File(location, prefix)).map(f => location.toPath.relativize(f.toPath).toString.replace(File.separatorChar, '/'))
