@@ -18,6 +18,7 @@ application (``TestingDataPlaneProbe``): with no secret, a wrong one, and ``S``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
