@@ -35,7 +35,8 @@ class SluiceShuffleBlockResolverSuite extends AnyFunSuite {
   private final class Executor(val name: String) {
     val dir: File = Files.createTempDirectory(s"sluice-$name").toFile
     val env = new ShuffleEnvironment(
-      SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "4k", "spark.sluice.network.memory" -> "2m")), name, Seq(dir), lz4)
+      SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "4k", "spark.sluice.network.memory" -> "2m")), name, Seq(dir), lz4,
+      io.sluice.TransportSettings.plain(SparkInternals.TransportPipeline))
     val relocated = ArrayBuffer.empty[(ResultPartitionID, Int)]
     @volatile var driverKnowsShuffle: ResultPartitionID => Boolean = _ => true
     def resolver(maxDiskSize: Option[Long] = None): SluiceShuffleBlockResolver =
