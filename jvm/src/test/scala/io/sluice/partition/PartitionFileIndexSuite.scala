@@ -21,7 +21,8 @@ import org.scalatest.funsuite.AnyFunSuite
 class PartitionFileIndexSuite extends AnyFunSuite {
 
   private val Segment = 32 * 1024
-  private val Header = 4 + 1 + 4 + 8 + 4 + 8 + 4 // magic, version, shuffle, producer, subpartitions, length, buffers
+  // magic, version, shuffle, producer, subpartitions, length, buffers, encrypted, IV
+  private val Header = 4 + 1 + 4 + 8 + 4 + 8 + 4 + 1 + 16
 
   private def writeAll(p: ResultPartition, records: Int, maxRecord: Int, skip: Set[Int] = Set.empty): Unit =
     for (seq <- 0 until records; ch <- 0 until p.numSubpartitions if !skip(ch)) emit(p, ch, record(ch, seq, maxRecord))
