@@ -11,14 +11,16 @@ import org.apache.spark.shuffle._
  * Map tasks write blocking result partitions (Flink's "blocking" output type, consumed once
  * complete, which is how Spark's DAG scheduler runs every regular shuffle); reduce tasks read
  * them through an input gate with credit-based remote channels. Settings are validated when the
- * manager is created, so a bad `spark.sluice.*` value stops the application at start with an
- * error naming the key. The executor's network stack starts lazily with the first task.
+ * manager is created, so a bad `spark.sluice.*` value, or a Spark feature Sluice cannot serve
+ * ([[SparkFeatureCheck]]: the external shuffle service, push-based shuffle, ...), stops the
+ * application at start with an error naming the key. The executor's network stack starts lazily with the first task.
  */
 class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingShuffleManager with Logging {
 
   def this(conf: SparkConf) = this(conf, false)
 
   SparkVersionCheck.verify()
+  SparkFeatureCheck.verify(conf)
   SluiceEnvironment.sluiceConf(conf)
   SluiceEnvironment.codec(conf)
   logInfo(s"Using Sluice for regular shuffles (driver=$isDriver)")

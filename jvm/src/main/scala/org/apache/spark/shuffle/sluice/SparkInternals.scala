@@ -76,6 +76,23 @@ private[sluice] object SparkInternals {
 
   def secretKeyHolder: org.apache.spark.network.sasl.SecretKeyHolder = env.securityManager
 
+  /**
+   * The cluster features [[SparkFeatureCheck]] refuses, read through Spark's own config entries
+   * so that unset keys take Spark's defaults (shuffle tracking and shuffle-block migration are on
+   * by default), and dynamic allocation counted the way Spark counts it (never in local mode).
+   */
+  def clusterFeatures(conf: SparkConf): SparkFeatureCheck.Features = {
+    import org.apache.spark.internal.config
+    SparkFeatureCheck.Features(
+      shuffleService = conf.get(config.SHUFFLE_SERVICE_ENABLED),
+      pushBasedShuffle = conf.get(config.PUSH_BASED_SHUFFLE_ENABLED),
+      dynamicAllocation = org.apache.spark.util.Utils.isDynamicAllocationEnabled(conf),
+      shuffleTracking = conf.get(config.DYN_ALLOCATION_SHUFFLE_TRACKING_ENABLED),
+      decommission = conf.get(config.DECOMMISSION_ENABLED),
+      storageDecommission = conf.get(config.STORAGE_DECOMMISSION_ENABLED),
+      shuffleBlockMigration = conf.get(config.STORAGE_DECOMMISSION_SHUFFLE_BLOCKS_ENABLED))
+  }
+
   /** The column count of SQL's UnsafeRowSerializer (a private field), for reading rows back. */
   def unsafeRowFieldCount(serializer: Serializer): Option[Int] =
     if (serializer.getClass.getName != "org.apache.spark.sql.execution.UnsafeRowSerializer") None
