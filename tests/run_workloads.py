@@ -74,6 +74,23 @@ def sluice_counters(spark: SparkSession) -> Dict[str, Any]:
         return {"error": repr(e)}
 
 
+def executor_hosts(spark: SparkSession) -> Dict[str, str]:
+    """executor id -> host of the application's live executors (Spark's REST API)."""
+    import urllib.request
+
+    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/executors"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        listed = json.load(response)
+    return {e["id"]: e["hostPort"].rsplit(":", 1)[0] for e in listed if e["id"] != "driver"}
+
+
+def hold(path: str, timeout: float = 180.0) -> None:
+    open(path + ".ready", "w").close()
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path + ".done") and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shuffle", choices=["sort", "sluice", "preconfigured"], required=True)
@@ -81,6 +98,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--option", action="append", default=[], help="a Sluice option, name=value")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
     parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS))
+    parser.add_argument("--hold", help="before stopping Spark, create HOLD.ready and wait (up to 180 s) "
+                        "for HOLD.done, so a test can look at the executors' connections")
     args = parser.parse_args(argv)
 
     options = dict(o.split("=", 1) for o in args.option)
@@ -100,6 +119,9 @@ def main(argv: List[str]) -> int:
             result["seconds"][name] = round(time.monotonic() - started, 2)
         result["files"] = shuffle_files(os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"))
         result["counters"] = sluice_counters(spark)
+        if args.hold:
+            result["executors"] = executor_hosts(spark)
+            hold(args.hold)
     finally:
         spark.stop()
     with open(args.out, "w") as f:
