@@ -88,6 +88,21 @@ def probe_data_plane(spark: SparkSession, secret: str) -> Dict[str, Any]:
         result[name]["seconds"] = round(time.monotonic() - started, 2)
     probe.release(shuffle["shuffleId"])
     return result
+def executor_hosts(spark: SparkSession) -> Dict[str, str]:
+    """executor id -> host of the application's live executors (Spark's REST API)."""
+    import urllib.request
+
+    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/executors"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        listed = json.load(response)
+    return {e["id"]: e["hostPort"].rsplit(":", 1)[0] for e in listed if e["id"] != "driver"}
+
+
+def hold(path: str, timeout: float = 180.0) -> None:
+    open(path + ".ready", "w").close()
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path + ".done") and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def main(argv: List[str]) -> int:
@@ -100,6 +115,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--marker", help="also report the shuffle files whose bytes contain this string")
     parser.add_argument("--probe-secret", default=None,
                         help="afterwards, probe the executors' Sluice ports (test jar) with no, a wrong and this secret")
+    parser.add_argument("--hold", help="before stopping Spark, create HOLD.ready and wait (up to 180 s) "
+                        "for HOLD.done, so a test can look at the executors' connections")
     args = parser.parse_args(argv)
 
     options = dict(o.split("=", 1) for o in args.option)
@@ -127,7 +144,9 @@ def main(argv: List[str]) -> int:
             # Read while the application runs: its shuffle files are deleted when it stops.
             result["marked_files"] = {kind: files_containing(paths, args.marker) for kind, paths in result["files"].items()}
         result["counters"] = sluice_counters(spark)
-    write_json(args.out, result)
+        if args.hold:
+            result["executors"] = executor_hosts(spark)
+            hold(args.hold)
     return 0
 
 

@@ -8,11 +8,12 @@ import sys
 import time
 import urllib.request
 from typing import List
+from pathlib import Path
 
 import pytest
 
 import sluice
-from sluice.cli import main, submit_command
+from sluice.cli import main, submit_command, submit_environment, submit_master
 from sluice.config import PLUGIN, SHUFFLE_MANAGER, spark_conf
 
 
@@ -132,3 +133,47 @@ def http_get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=30) as response:
         body: bytes = response.read()
         return body.decode("utf-8")
+USER_ENV = {"SPARK_HOME": "/opt/spark", "SPARK_LOCAL_IP": "10.1.2.3", "PATH": "/usr/bin"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--master", "spark://10.1.2.1:7077", "app.py"],
+        ["--master=yarn", "--deploy-mode", "cluster", "app.py"],
+        ["--conf", "spark.master=k8s://https://kube:6443", "app.py"],
+    ],
+)
+def test_submit_to_a_cluster_keeps_the_users_address_and_spark_home(args: list[str]) -> None:
+    env = submit_environment(USER_ENV, args)
+    assert env["SPARK_HOME"] == "/opt/spark"
+    assert env["SPARK_LOCAL_IP"] == "10.1.2.3"
+    assert env["PYSPARK_PYTHON"] == sys.executable
+    without_ip = submit_environment({"PATH": "/usr/bin"}, args)
+    assert "SPARK_LOCAL_IP" not in without_ip  # Spark picks the host's address itself
+
+
+@pytest.mark.parametrize("args", [["--master", "local[2]", "app.py"], ["--master", "local-cluster[2,1,1024]", "app.py"]])
+def test_submit_on_a_local_master_pins_loopback_and_pysparks_spark(args: list[str]) -> None:
+    env = submit_environment({"SPARK_HOME": "/opt/spark", "PATH": "/usr/bin"}, args)
+    assert "SPARK_HOME" not in env
+    assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    # A user's own choice of address is kept.
+    assert submit_environment(USER_ENV, args)["SPARK_LOCAL_IP"] == "10.1.2.3"
+
+
+def test_submit_finds_the_master_where_spark_submit_does(tmp_path: Path) -> None:
+    # Not from the application's own arguments.
+    assert submit_master(["app.py", "--master", "yarn"], {}) == "local[*]"
+    assert submit_master(["--verbose", "--master", "yarn", "app.py"], {"MASTER": "spark://m:7077"}) == "yarn"
+    assert submit_master(["app.py"], {"MASTER": "spark://m:7077"}) == "spark://m:7077"
+    props = tmp_path / "job.conf"
+    props.write_text("# a comment\nspark.executor.cores  2\nspark.master   spark://10.77.0.2:7077\n")
+    assert submit_master(["--properties-file", str(props), "app.py"], {}) == "spark://10.77.0.2:7077"
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.master=yarn\n")
+    assert submit_master(["app.py"], {"SPARK_HOME": str(tmp_path)}) == "yarn"
+    assert submit_master(["app.py"], {"SPARK_CONF_DIR": str(conf_dir)}) == "yarn"
+    env = submit_environment({"SPARK_HOME": str(tmp_path)}, ["app.py"])
+    assert env["SPARK_HOME"] == str(tmp_path) and "SPARK_LOCAL_IP" not in env

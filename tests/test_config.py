@@ -249,3 +249,32 @@ def test_configure_refuses_a_driver_jvm_started_without_sluice() -> None:
     assert done.returncode == 0, done.stderr
     assert "RuntimeError:" in done.stdout, done.stdout + done.stderr
     assert "new Python process" in done.stdout
+
+
+def test_spark_features_sluice_cannot_serve_stop_the_application_at_start() -> None:
+    # local-cluster: its executors would wait for an external shuffle service that is not there,
+    # which used to hang the application; the driver must refuse before any executor starts.
+    script = textwrap.dedent(
+        """
+        from pyspark.sql import SparkSession
+        import sluice
+
+        for key in ("spark.shuffle.service.enabled", "spark.shuffle.push.enabled"):
+            builder = SparkSession.builder.master("local-cluster[1,1,512]").config(key, "true")
+            try:
+                sluice.configure(builder).getOrCreate().stop()
+                print("STARTED", key)
+            except Exception as e:
+                print("REFUSED", key, "::", str(e).replace("\\n", " "))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("REFUSED", "STARTED"))]
+    assert [line.split()[:2] for line in lines] == [
+        ["REFUSED", "spark.shuffle.service.enabled"],
+        ["REFUSED", "spark.shuffle.push.enabled"],
+    ], done.stdout + done.stderr[-4000:]
+    assert "Set spark.shuffle.service.enabled=false" in lines[0], lines[0]
+    assert "spark.dynamicAllocation.shuffleTracking.enabled=true instead" in lines[0], lines[0]
+    assert "Set spark.shuffle.push.enabled=false" in lines[1], lines[1]

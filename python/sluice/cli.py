@@ -5,7 +5,9 @@
     sluice conf [--buffer-timeout 10ms ...] [--prometheus]
                                         --jars/--conf arguments for spark-submit
     sluice submit [spark-submit args] app.py [app args]
-                                        pyspark's spark-submit with Sluice switched on
+                                        pyspark's spark-submit with Sluice switched on (on
+                                        loopback for local masters; SPARK_LOCAL_IP and
+                                        SPARK_HOME left as they are for a cluster)
     sluice demo [--keep-ui [SECONDS]] [--compare]
                                         a shuffle-heavy job on a local two-executor cluster
     sluice bench NAME [--rounds N] [--quick] [--out DIR]
@@ -20,7 +22,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from sluice import _options
 from sluice._version import __version__
@@ -206,6 +208,81 @@ def submit_command(spark_submit: str, conf: Dict[str, str], user_args: Sequence[
     return [spark_submit] + submit_arguments(merged) + kept
 
 
+def submit_master(user_args: Sequence[str], environ: Mapping[str, str]) -> str:
+    """The master spark-submit will use, found the way spark-submit finds it.
+
+    ``--master`` (or ``--conf spark.master=``) before the application, else ``spark.master`` in
+    ``--properties-file`` or in the ``spark-defaults.conf`` of ``SPARK_CONF_DIR`` / ``SPARK_HOME``,
+    else the ``MASTER`` environment variable, else ``local[*]``.
+    """
+    master: Optional[str] = None
+    properties_file: Optional[str] = None
+    i = 0
+    while i < len(user_args) and user_args[i].startswith("-"):
+        name, has_inline, inline = user_args[i].partition("=")
+        takes_value = name not in _SUBMIT_SWITCHES and not has_inline
+        value = inline if has_inline else (user_args[i + 1] if takes_value and i + 1 < len(user_args) else "")
+        if name == "--master":
+            master = value
+        elif name in ("--conf", "-c") and value.partition("=")[0] == "spark.master" and master is None:
+            master = value.partition("=")[2]
+        elif name == "--properties-file":
+            properties_file = value
+        i += 2 if takes_value else 1
+    if master:
+        return master
+    conf_dir = environ.get("SPARK_CONF_DIR") or (
+        os.path.join(environ["SPARK_HOME"], "conf") if environ.get("SPARK_HOME") else None
+    )
+    defaults = properties_file or (os.path.join(conf_dir, "spark-defaults.conf") if conf_dir else None)
+    if defaults:
+        master = _properties(defaults).get("spark.master")
+    return master or environ.get("MASTER") or "local[*]"
+
+
+def _properties(path: str) -> Dict[str, str]:
+    """The ``key value`` / ``key=value`` lines of a Spark properties file (none if it is missing)."""
+    found: Dict[str, str] = {}
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        cut = min((i for i in (line.find("="), line.find(":"), line.find(" "), line.find("\t")) if i >= 0),
+                  default=len(line))
+        value = line[cut:].lstrip(" \t")
+        if value[:1] in ("=", ":"):
+            value = value[1:]
+        found[line[:cut]] = value.strip()
+    return found
+
+
+def is_cluster_master(master: str) -> bool:
+    """True for a real cluster (spark://, yarn, k8s://, ...); False for local and local-cluster."""
+    return not master.startswith("local")
+
+
+def submit_environment(environ: Mapping[str, str], user_args: Sequence[str]) -> Dict[str, str]:
+    """The environment ``sluice submit`` runs spark-submit in.
+
+    On a local master (``local``, ``local-cluster``) Spark is pinned to loopback and to pyspark's
+    own Spark, the one the jar was built for (``SPARK_HOME`` is dropped). On a cluster both are
+    the user's: the driver must bind an address the executors can reach, and ``SPARK_HOME`` (with
+    its ``conf/``) is how the user's cluster installation is found. Either way the driver and
+    executors run Python with this interpreter, which has pyspark and Sluice.
+    """
+    env = dict(environ)
+    if not is_cluster_master(submit_master(user_args, environ)):
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        env.pop("SPARK_HOME", None)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
+    return env
+
+
 def _submit(user_args: List[str]) -> int:
     import pyspark
 
@@ -214,12 +291,7 @@ def _submit(user_args: List[str]) -> int:
         raise SystemExit(f"sluice submit: pyspark at {spark_submit.parent.parent} has no bin/spark-submit")
     if not user_args:
         raise SystemExit("usage: sluice submit [spark-submit options] app.py [app arguments]")
-    env = dict(os.environ)
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    env.pop("SPARK_HOME", None)  # pyspark's own Spark, the one the jar was built for
-    # The driver and executors run Python with this interpreter, which has pyspark and Sluice.
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
+    env = submit_environment(os.environ, user_args)
     try:
         conf = spark_conf()
     except FileNotFoundError as e:

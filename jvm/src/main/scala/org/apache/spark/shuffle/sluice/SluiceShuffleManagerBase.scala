@@ -17,11 +17,13 @@ private[sluice] trait SluiceShuffleManagerBase extends ShuffleManager with Loggi
   /**
    * Start-up, on the driver and on every executor: Spark's internals are what the adapter expects
    * ([[SparkInternals.verify]], which also checks the Spark version), and the `spark.sluice.*`
-   * settings and Spark's compression settings are valid, so a bad value stops the application at
+   * settings and Spark's compression settings are valid, no Spark cluster feature Sluice cannot
+   * serve is on ([[SparkFeatureCheck]]), so a bad value stops the application at
    * start with an error naming the key. The executor's network stack starts lazily with its first task.
    */
   protected def start(conf: SparkConf, isDriver: Boolean): Unit = {
     SparkInternals.verify()
+    SparkFeatureCheck.verify(conf)
     SluiceEnvironment.sluiceConf(conf)
     SluiceEnvironment.codec(conf)
     SluiceEnvironment.checkIoEncryption(conf)

@@ -137,6 +137,20 @@ object SparkInternals {
   /** The application's I/O encryption key (spark.io.encryption.enabled), which every executor of it shares. */
   def ioEncryptionKey: Option[Array[Byte]] = env.securityManager.getIOEncryptionKey()
 
+  /**
+   * The cluster features [[SparkFeatureCheck]] refuses, read through Spark's own config entries
+   * so that unset keys take Spark's defaults (shuffle tracking is on
+   * by default), and dynamic allocation counted the way Spark counts it (never in local mode).
+   */
+  def clusterFeatures(conf: SparkConf): SparkFeatureCheck.Features = {
+    import org.apache.spark.internal.config
+    SparkFeatureCheck.Features(
+      shuffleService = conf.get(config.SHUFFLE_SERVICE_ENABLED),
+      pushBasedShuffle = conf.get(config.PUSH_BASED_SHUFFLE_ENABLED),
+      dynamicAllocation = org.apache.spark.util.Utils.isDynamicAllocationEnabled(conf),
+      shuffleTracking = conf.get(config.DYN_ALLOCATION_SHUFFLE_TRACKING_ENABLED))
+  }
+
   /** The column count of SQL's UnsafeRowSerializer (a private field), for reading rows back. */
   private[sluice] def unsafeRowFieldCount(serializer: Serializer): Option[Int] =
     if (serializer.getClass.getName != UnsafeRowSerializerClass) None

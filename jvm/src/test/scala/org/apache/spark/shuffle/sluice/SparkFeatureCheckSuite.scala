@@ -1,0 +1,68 @@
+package org.apache.spark.shuffle.sluice
+
+import org.apache.spark.SparkConf
+import org.scalatest.funsuite.AnyFunSuite
+
+class SparkFeatureCheckSuite extends AnyFunSuite {
+
+  private def conf(settings: (String, String)*): SparkConf =
+    new SparkConf(false).setMaster("spark://10.0.0.1:7077").setAll(settings)
+
+  private def refusal(settings: (String, String)*): String =
+    intercept[IllegalArgumentException](SparkFeatureCheck.verify(conf(settings: _*))).getMessage
+
+  test("Spark's defaults, and the settings Sluice documents, are accepted") {
+    SparkFeatureCheck.verify(conf())
+    SparkFeatureCheck.verify(conf("spark.shuffle.service.enabled" -> "false", "spark.shuffle.push.enabled" -> "false"))
+    // Shuffle tracking is on by default in Spark 4.3: dynamic allocation alone is fine.
+    SparkFeatureCheck.verify(conf("spark.dynamicAllocation.enabled" -> "true"))
+    SparkFeatureCheck.verify(conf("spark.dynamicAllocation.enabled" -> "true",
+      "spark.dynamicAllocation.shuffleTracking.enabled" -> "true"))
+    // Decommissioning, with or without shuffle-block migration (Sluice's resolver migrates).
+    SparkFeatureCheck.verify(conf("spark.decommission.enabled" -> "true"))
+    SparkFeatureCheck.verify(conf("spark.decommission.enabled" -> "true", "spark.storage.decommission.enabled" -> "true"))
+    SparkFeatureCheck.verify(conf("spark.decommission.enabled" -> "true", "spark.storage.decommission.enabled" -> "true",
+      "spark.storage.decommission.shuffleBlocks.enabled" -> "false"))
+  }
+
+  test("the external shuffle service is refused, naming the key and what to use instead") {
+    val m = refusal("spark.shuffle.service.enabled" -> "true")
+    assert(m.contains("spark.shuffle.service.enabled=true"), m)
+    assert(m.contains("Set spark.shuffle.service.enabled=false"), m)
+    assert(m.contains("spark.dynamicAllocation.shuffleTracking.enabled=true instead"), m)
+    assert(m.contains("remove spark.shuffle.manager"), m)
+  }
+
+  test("push-based shuffle is refused") {
+    val m = refusal("spark.shuffle.push.enabled" -> "true")
+    assert(m.contains("spark.shuffle.push.enabled=true"), m)
+    assert(m.contains("Set spark.shuffle.push.enabled=false"), m)
+    assert(!m.contains("spark.shuffle.service.enabled"), m)
+  }
+
+  test("dynamic allocation without shuffle tracking is refused, except where Spark ignores it (local mode)") {
+    val m = refusal("spark.dynamicAllocation.enabled" -> "true", "spark.dynamicAllocation.shuffleTracking.enabled" -> "false")
+    assert(m.contains("spark.dynamicAllocation.enabled=true with spark.dynamicAllocation.shuffleTracking.enabled=false"), m)
+    assert(m.contains("Set spark.dynamicAllocation.shuffleTracking.enabled=true"), m)
+    SparkFeatureCheck.verify(conf("spark.dynamicAllocation.enabled" -> "true",
+      "spark.dynamicAllocation.shuffleTracking.enabled" -> "false").setMaster("local[2]"))
+    // Shuffle tracking off on its own means nothing.
+    SparkFeatureCheck.verify(conf("spark.dynamicAllocation.shuffleTracking.enabled" -> "false"))
+  }
+
+  test("every problem is listed in one message") {
+    val m = refusal("spark.shuffle.service.enabled" -> "true", "spark.shuffle.push.enabled" -> "true",
+      "spark.dynamicAllocation.enabled" -> "true", "spark.dynamicAllocation.shuffleTracking.enabled" -> "false",
+      "spark.decommission.enabled" -> "true", "spark.storage.decommission.enabled" -> "true")
+    assert(m.split("\n  - ").length == 4, m)
+  }
+
+  test("the blocking manager refuses at construction, on the driver and on executors") {
+    for (isDriver <- Seq(true, false)) {
+      val e = intercept[IllegalArgumentException](
+        new SluiceShuffleManager(conf("spark.shuffle.service.enabled" -> "true"), isDriver))
+      assert(e.getMessage.contains("spark.shuffle.service.enabled=true"), e.getMessage)
+    }
+    new SluiceShuffleManager(conf(), true).stop()
+  }
+}

@@ -1,0 +1,118 @@
+"""Dynamic allocation with shuffle tracking on the multi-host test cluster (see test_cluster.py).
+
+Spark's ExecutorMonitor marks an executor as holding shuffle data when a map task of that shuffle
+succeeds on it, and forgets it when the ContextCleaner removes the shuffle; that is where Sluice's
+outputs live, so idle executors holding a live Sluice shuffle must stay, and must go once the
+shuffle is cleaned. Then a new job must get new executors and the exact answer.
+
+    python tests/run_cluster_dynamic_allocation.py --out r.json     (in the driver host)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+import urllib.request
+from typing import Any, Dict, List
+
+from pyspark.sql import SparkSession
+
+IDLE_TIMEOUT_S = 3
+
+
+def executors(spark: SparkSession) -> List[str]:
+    sc = spark.sparkContext
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return sorted(e["id"] for e in json.load(r) if e["id"] != "driver")
+
+
+def wait_for(spark: SparkSession, done: Any, timeout: float, collect_garbage: bool = False) -> List[str]:
+    deadline = time.monotonic() + timeout
+    live = executors(spark)
+    while not done(live) and time.monotonic() < deadline:
+        if collect_garbage:  # the ContextCleaner learns of dropped shuffles from the driver's GC
+            gc.collect()
+            spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
+        time.sleep(1.0)
+        live = executors(spark)
+    return live
+
+
+def map_executors(spark: SparkSession, group: str) -> List[str]:
+    """The executors that ran a successful map task of the group's shuffle (Spark's REST API)."""
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    stages = sorted({s for j in tracker.getJobIdsForGroup(group) for s in (tracker.getJobInfo(j).stageIds or [])})
+    found = set()
+    base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
+    for stage in stages[:-1]:  # the last one is the result stage
+        with urllib.request.urlopen(f"{base}/{stage}/0/taskList?length=1000", timeout=30) as r:
+            found |= {t["executorId"] for t in json.load(r) if t["status"] == "SUCCESS"}
+    return sorted(found)
+
+
+def sums(spark: SparkSession, n: int, seed: int) -> Any:
+    return spark.sparkContext.parallelize(range(n), 6).map(lambda i: ((i * seed) % 97, i)).reduceByKey(
+        lambda a, b: a + b, numPartitions=4)
+
+
+def expected(n: int, seed: int) -> List[List[int]]:
+    out: Dict[int, int] = {}
+    for i in range(n):
+        out[(i * seed) % 97] = out.get((i * seed) % 97, 0) + i
+    return sorted([k, v] for k, v in out.items())
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+
+    import sluice
+
+    builder = (
+        SparkSession.builder.master(os.environ["SLUICE_CLUSTER_MASTER"]).appName("sluice-cluster-dynamic-allocation")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executor.memory", "768m")
+        .config("spark.dynamicAllocation.enabled", "true")
+        .config("spark.dynamicAllocation.minExecutors", "0")
+        .config("spark.dynamicAllocation.initialExecutors", "2")
+        .config("spark.dynamicAllocation.maxExecutors", "2")
+        .config("spark.dynamicAllocation.executorIdleTimeout", f"{IDLE_TIMEOUT_S}s")
+        .config("spark.dynamicAllocation.schedulerBacklogTimeout", "1s")
+    )
+    spark = sluice.configure(builder).getOrCreate()
+    result: Dict[str, Any] = {}
+    try:
+        # No waiting for executors: idle ones go after the idle timeout, before or after the job.
+        sc = spark.sparkContext
+        sc.setJobGroup("first", "first")
+        held = sums(spark, 200_000, 31)
+        result["first"] = sorted([k, v] for k, v in held.collect()) == expected(200_000, 31)
+        result["map_executors"] = map_executors(spark, "first")
+        # Idle, but holding the live shuffle's outputs: kept well past the idle timeout.
+        time.sleep(4 * IDLE_TIMEOUT_S)
+        result["while_shuffle_lives"] = executors(spark)
+        # Release the shuffle: drop every reference and let the driver's ContextCleaner see it.
+        del held
+        result["after_release"] = wait_for(spark, lambda live: not live, 90, collect_garbage=True)
+        released_at = time.monotonic()
+        # A new job asks for executors again; its answer is exact.
+        again = sums(spark, 150_000, 37)
+        result["second"] = sorted([k, v] for k, v in again.collect()) == expected(150_000, 37)
+        result["second_seconds"] = round(time.monotonic() - released_at, 1)
+        result["for_second"] = executors(spark)
+    finally:
+        spark.stop()
+    with open(args.out, "w") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,221 @@
+"""Sluice on a real (if small) cluster: Spark standalone across separate network hosts.
+
+The ``cluster`` fixture brings up dev/cluster's test cluster once for this module: a master host,
+a driver host and two 1-core worker hosts, each a network namespace with its own address on
+10.77.0.0/24, joined through a bridge by links rate-limited to 1 Gbit/s. Every Spark process runs
+in its host: the Master and Workers (pyspark's spark-class), the executors the Workers start, and
+the driver. The tests need root (network namespaces); deselect them with ``-m "not cluster"``.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+import sluice
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parent.parent
+HERE = REPO / "tests"
+# The workloads whose answers must equal the sort shuffle's: group-by, join, skew, large records,
+# a wide shuffle (60 x 60) and an RDD shuffle of Python objects.
+WORKLOADS = "df_group_by,df_join,key_skew,large_records,many_partitions,rdd_reduce_by_key"
+
+
+def dev_cluster() -> ModuleType:
+    """dev/cluster, imported as a module."""
+    name = "sluice_dev_cluster"
+    if name in sys.modules:
+        return sys.modules[name]
+    loader = importlib.machinery.SourceFileLoader(name, str(REPO / "dev" / "cluster"))
+    spec = importlib.util.spec_from_loader(name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    dev = dev_cluster()
+    dev.clean_stale()  # what an earlier, killed run left behind (its process is gone)
+    failed_before = request.session.testsfailed
+    c = dev.Cluster(workers=2, rate="1gbit", cores=1, memory="1g")
+    c.up()
+    try:
+        yield c
+    finally:
+        keep = request.session.testsfailed > failed_before
+        c.down(keep_logs=keep)
+        if keep:
+            print(f"\ndev/cluster logs kept in {c.logs}", file=sys.stderr)
+
+
+def run_in_driver(cluster: Any, argv: List[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    done: subprocess.CompletedProcess[str] = cluster.run_on(cluster.driver, argv, timeout=timeout)
+    assert done.returncode == 0, f"{argv[:3]} failed in the driver host:\n{done.stderr[-6000:]}"
+    return done
+
+
+def sluice_servers(cluster: Any) -> Dict[str, str]:
+    """host name -> "address:port" of the Sluice server of that worker host's executor, from its log."""
+    found: Dict[str, str] = {}
+    for host in cluster.worker_hosts:
+        for log in sorted((cluster.logs / host.name / "work").glob("app-*/*/stderr")):
+            m = re.search(r"Started Sluice's shuffle environment on executor \S+: server (\S+):(\d+)", log.read_text())
+            if m:
+                found[host.name] = f"{m.group(1)}:{m.group(2)}"
+    return found
+
+
+def tail(log: Path, chars: int = 6000) -> str:
+    return log.read_text(errors="replace")[-chars:]
+
+
+def sockets(cluster: Any, host: Any, *ss_args: str) -> List[List[str]]:
+    """``ss -tn`` in the host, one list of columns per socket (state, queues, local, peer), with
+    Java's IPv4-mapped IPv6 addresses ([::ffff:10.77.0.11]:port) written as IPv4 (10.77.0.11:port)."""
+    done = cluster.run_on(host, ["ss", "-tnH", *ss_args], timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [[re.sub(r"^\[::ffff:([0-9.]+)\]", r"\1", column) for column in line.split()]
+            for line in done.stdout.splitlines() if line.strip()]
+
+
+def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: Any, tmp_path: Path) -> None:
+    # The reference: Spark's sort shuffle, locally, while the cluster job runs.
+    reference_out = tmp_path / "sort.json"
+    reference_env = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
+    reference_env.update(SPARK_LOCAL_IP="127.0.0.1", SLUICE_TEST_MASTER="local[2]")
+    reference_log = open(tmp_path / "sort.log", "w")
+    reference = subprocess.Popen(
+        [sys.executable, str(HERE / "run_workloads.py"), "--shuffle", "sort", "--out", str(reference_out),
+         "--workloads", WORKLOADS], env=reference_env, stdout=reference_log, stderr=subprocess.STDOUT, text=True)
+
+    # The documented spark-submit path: the template with the jar's path filled in, as a user would.
+    properties = tmp_path / "sluice.conf"
+    template = (REPO / "conf" / "sluice.conf.template").read_text()
+    assert "/path/to/sluice.jar" in template
+    properties.write_text(template.replace("/path/to/sluice.jar", sluice.jar_path()))
+    spark_submit = str(cluster.spark_home / "bin" / "spark-submit")
+    out, hold = tmp_path / "sluice.json", tmp_path / "hold"
+    job_log = open(tmp_path / "sluice.log", "w")
+    job = cluster.popen(
+        cluster.driver,
+        [spark_submit, "--master", cluster.master_url, "--properties-file", str(properties),
+         "--conf", "spark.executor.memory=768m", "--conf", "spark.ui.showConsoleProgress=false",
+         str(HERE / "run_workloads.py"), "--shuffle", "preconfigured", "--out", str(out),
+         "--workloads", WORKLOADS, "--hold", str(hold)],
+        stdout=job_log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 1200
+        while not Path(f"{hold}.ready").exists() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert Path(f"{hold}.ready").exists(), "the cluster job did not finish its workloads" + (
+            f": it exited with {job.returncode}" if job.poll() is not None else " in time") + tail(tmp_path / "sluice.log")
+        # While the application still runs: where Sluice listens, and who is connected to whom.
+        servers = sluice_servers(cluster)
+        listening = {host.name: sockets(cluster, host, "-l") for host in cluster.worker_hosts}
+        established = {host.name: [s for s in sockets(cluster, host) if s[0] == "ESTAB"] for host in cluster.worker_hosts}
+    finally:
+        Path(f"{hold}.done").touch()
+        try:
+            job.wait(timeout=240)
+        finally:
+            if job.poll() is None:
+                job.kill()
+            job_log.close()
+    assert job.returncode == 0, tail(tmp_path / "sluice.log")
+    try:
+        reference.wait(timeout=600)
+    finally:
+        if reference.poll() is None:
+            reference.kill()
+        reference_log.close()
+    assert reference.returncode == 0, tail(tmp_path / "sort.log")
+
+    got, want = json.loads(out.read_text()), json.loads(reference_out.read_text())
+    assert got["shuffle_manager"] == "org.apache.spark.shuffle.sluice.SluiceShuffleManager"
+    assert not got["errors"], got["errors"]
+    assert not want["errors"], want["errors"]
+    for name in WORKLOADS.split(","):
+        assert got["answers"][name] == want["answers"][name], name
+    # The data crossed the network through Sluice.
+    assert got["counters"].get("numBytesInRemote", 0) > 0, got["counters"]
+    assert sorted(got["executors"].values()) == [h.address for h in cluster.worker_hosts], got["executors"]
+
+    # Sluice's server is bound to its host's own address: not loopback, not the wildcard.
+    assert sorted(servers) == [h.name for h in cluster.worker_hosts], servers
+    for host in cluster.worker_hosts:
+        assert servers[host.name].rsplit(":", 1)[0] == host.address, servers
+        port = servers[host.name].rsplit(":", 1)[1]
+        bound = [s[3] for s in listening[host.name] if s[3].rsplit(":", 1)[1] == port]
+        assert bound == [servers[host.name]], (host.name, listening[host.name])
+    # One connection per executor pair across hosts, each way: every reader in w1 shares one
+    # connection to w2's server, and w2's readers one to w1's.
+    for host in cluster.worker_hosts:
+        for other in cluster.worker_hosts:
+            if other is host:
+                continue
+            to_other = [s for s in established[host.name] if s[4] == servers[other.name]]
+            assert len(to_other) == 1, (host.name, other.name, established[host.name])
+            assert to_other[0][3].rsplit(":", 1)[0] == host.address, to_other
+
+
+def test_dynamic_allocation_keeps_executors_with_live_sluice_output_and_releases_them_after(
+        cluster: Any, tmp_path: Path) -> None:
+    out = tmp_path / "da.json"
+    run_in_driver(cluster, [sys.executable, str(HERE / "run_cluster_dynamic_allocation.py"), "--out", str(out)],
+                  timeout=600)
+    r = json.loads(out.read_text())
+    assert r["first"] and r["second"], r
+    assert r["map_executors"], r
+    # Idle past the idle timeout, but holding the live shuffle's outputs: kept.
+    assert set(r["map_executors"]) <= set(r["while_shuffle_lives"]), r
+    # The shuffle cleaned: released, and the next job ran on new executors.
+    assert r["after_release"] == [], r
+    assert r["for_second"] and not set(r["for_second"]) & set(r["while_shuffle_lives"]), r
+
+
+def test_a_killed_executor_and_a_cut_off_host_during_the_reduce_stage_are_recomputed(
+        cluster: Any, tmp_path: Path) -> None:
+    out, marks = tmp_path / "failures.json", tmp_path / "marks"
+    marks.mkdir()
+    w1, w2 = cluster.worker_hosts[:2]
+    try:
+        run_in_driver(cluster, [sys.executable, str(HERE / "run_cluster_failures.py"), "--out", str(out),
+                                "--marks", str(marks), "--kill-ns", w1.ns, "--bridge-ns", cluster.bridge.ns,
+                                "--cut-link", w2.link],
+                      timeout=1200)
+    finally:
+        cluster.reconnect(w2)
+    r = json.loads(out.read_text())
+    for phase, lost in (("kill", w1), ("cut", w2)):
+        p = r["phases"][phase]
+        assert p["acted"], f"{phase}: the reduce stage finished before the failure could be made: {p}"
+        assert p["got"] == r["expected"], phase
+        # Spark attempted a stage again: the lost map outputs were recomputed.
+        assert any(a["attempt"] > 0 for a in p["attempts"]), (phase, p["attempts"])
+        # ... because a reader's broken (killed) or silent (cut) channel became a FetchFailed that
+        # names the lost executor's host, not only because the executor was declared lost.
+        named = [(m.group(1), after) for a in p["attempts"] for e, after in zip(a["taskErrors"], a["taskFailedAfterMs"])
+                 for m in [re.match(r"FetchFailed\(BlockManagerId\([^,]+, ([0-9.]+),", e)] if m]
+        assert lost.address in [host for host, _ in named], (phase, p["attempts"])
+        if phase == "cut":
+            # The hung peer was noticed by Sluice's heartbeat (6 s here), not after Spark's default
+            # two minutes: its first reader failed well within a minute of the cut (a loaded
+            # machine may delay the heartbeat's thread, so not within 6 s).
+            first = min(after for host, after in named if host == lost.address)
+            assert first < 60_000, (first, p["attempts"])
