@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Iterator, List
 
 import pytest
-
 from sessions import SESSION_MASTER, TEST_JAR, build_session, use_app_env
 
 use_app_env()

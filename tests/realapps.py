@@ -16,9 +16,8 @@ import traceback
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional
 
-from pyspark.sql import SparkSession
-
 import sessions
+from pyspark.sql import SparkSession
 
 MASTER = "local-cluster[2,2,2048]"
 
@@ -30,8 +29,14 @@ def build_session(shuffle: str, app: str, options: Dict[str, str], conf: Dict[st
     if shuffle not in ("sort", "sluice"):
         raise ValueError(f"unknown shuffle {shuffle!r}: sort or sluice")
     master = os.environ.get("SLUICE_REAL_MASTER", MASTER)
-    return sessions.build_session(f"sluice-real-{app}-{shuffle}", shuffle, master, options=options,
-                                  conf={"spark.sql.adaptive.enabled": "false", **conf}, log_level="WARN")
+    return sessions.build_session(
+        f"sluice-real-{app}-{shuffle}",
+        shuffle,
+        master,
+        options=options,
+        conf={"spark.sql.adaptive.enabled": "false", **conf},
+        log_level="WARN",
+    )
 
 
 def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:
@@ -41,13 +46,22 @@ def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:
     out = []
     for s in sessions.rest(spark, "stages?details=true"):
         tasks = list((s.get("tasks") or {}).values())
-        out.append({
-            "stage": int(s["stageId"]), "attempt": int(s["attemptId"]), "status": s["status"],
-            "name": str(s.get("name", ""))[:100], "failure": s.get("failureReason"),
-            "tasks": len(tasks), "speculative": sum(1 for t in tasks if t.get("speculative")),
-            "task_errors": [f"task {t['index']}.{t['attempt']} on {t.get('executorId')}: {t['errorMessage'][:1500]}"
-                            for t in tasks if t.get("errorMessage")],
-        })
+        out.append(
+            {
+                "stage": int(s["stageId"]),
+                "attempt": int(s["attemptId"]),
+                "status": s["status"],
+                "name": str(s.get("name", ""))[:100],
+                "failure": s.get("failureReason"),
+                "tasks": len(tasks),
+                "speculative": sum(1 for t in tasks if t.get("speculative")),
+                "task_errors": [
+                    f"task {t['index']}.{t['attempt']} on {t.get('executorId')}: {t['errorMessage'][:1500]}"
+                    for t in tasks
+                    if t.get("errorMessage")
+                ],
+            }
+        )
     return sorted(out, key=lambda s: (s["stage"], s["attempt"]))
 
 
@@ -149,12 +163,40 @@ class StandaloneCluster:
     def __enter__(self) -> str:
         port, ui_port = free_port(), free_port()
         self.master = f"spark://127.0.0.1:{port}"
-        self._start("master", "127.0.0.1", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                             "--port", str(port), "--webui-port", str(ui_port)])
+        self._start(
+            "master",
+            "127.0.0.1",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui_port),
+            ],
+        )
         for i, host in enumerate(self.hosts):
-            self._start(f"worker-{i}", host, ["org.apache.spark.deploy.worker.Worker", "--host", host, "--port", "0",
-                                              "--webui-port", "0", "--cores", str(self.cores), "--memory", self.memory,
-                                              "--work-dir", os.path.join(self.work, f"worker-{i}"), self.master])
+            self._start(
+                f"worker-{i}",
+                host,
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    host,
+                    "--port",
+                    "0",
+                    "--webui-port",
+                    "0",
+                    "--cores",
+                    str(self.cores),
+                    "--memory",
+                    self.memory,
+                    "--work-dir",
+                    os.path.join(self.work, f"worker-{i}"),
+                    self.master,
+                ],
+            )
 
         def registered() -> bool:
             try:
@@ -172,7 +214,9 @@ class StandaloneCluster:
     def _start(self, name: str, host: str, args: List[str]) -> None:
         env = sessions.app_env(SPARK_LOCAL_IP=host, SPARK_NO_DAEMONIZE="1")
         log = open(os.path.join(self.work, f"{name}.log"), "w")
-        self.processes.append(subprocess.Popen([self.spark_class] + args, env=env, stdout=log, stderr=subprocess.STDOUT))
+        self.processes.append(
+            subprocess.Popen([self.spark_class] + args, env=env, stdout=log, stderr=subprocess.STDOUT)
+        )
 
     def __exit__(self, *exc: object) -> None:
         for p in reversed(self.processes):  # workers first: each kills its executors on SIGTERM

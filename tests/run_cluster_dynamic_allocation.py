@@ -57,8 +57,11 @@ def map_executors(spark: SparkSession, group: str) -> List[str]:
 
 
 def sums(spark: SparkSession, n: int, seed: int) -> Any:
-    return spark.sparkContext.parallelize(range(n), 6).map(lambda i: ((i * seed) % 97, i)).reduceByKey(
-        lambda a, b: a + b, numPartitions=4)
+    return (
+        spark.sparkContext.parallelize(range(n), 6)
+        .map(lambda i: ((i * seed) % 97, i))
+        .reduceByKey(lambda a, b: a + b, numPartitions=4)
+    )
 
 
 def expected(n: int, seed: int) -> List[List[int]]:
@@ -76,7 +79,8 @@ def main(argv: List[str]) -> int:
     import sluice
 
     builder = (
-        SparkSession.builder.master(os.environ["SLUICE_CLUSTER_MASTER"]).appName("sluice-cluster-dynamic-allocation")
+        SparkSession.builder.master(os.environ["SLUICE_CLUSTER_MASTER"])
+        .appName("sluice-cluster-dynamic-allocation")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.executor.memory", "768m")
         .config("spark.dynamicAllocation.enabled", "true")

@@ -33,8 +33,9 @@ KEYS = 1_000
 def query(spark: SparkSession) -> DataFrame:
     # Each row carries 64 bytes of hash, so a reduce task's input from the other host (about 6 MB)
     # is far more than its channels' buffers hold: it is still reading when the failure comes.
-    rows = spark.range(0, N, 1, 8).select(((F.col("id") * 7919) % KEYS).alias("k"), F.col("id"),
-                                          F.sha2(F.col("id").cast("string"), 256).alias("h"))
+    rows = spark.range(0, N, 1, 8).select(
+        ((F.col("id") * 7919) % KEYS).alias("k"), F.col("id"), F.sha2(F.col("id").cast("string"), 256).alias("h")
+    )
     # A 40 ms pause every 500 rows, evaluated in the JVM as the reduce task pulls its input, so the
     # failure lands while the reduce tasks hold open channels.
     pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 40 as bigint))"))
@@ -42,8 +43,7 @@ def query(spark: SparkSession) -> DataFrame:
     # them: the sign that reduce tasks are reading, a fifth of the way into their input.
     mark = F.when(F.col("id") % 20_000 == 7, F.expr("reflect('java.io.File', 'createTempFile', 'reading-', '.mark')"))
     side_effects = F.coalesce(F.length(pause), F.lit(0)) + F.coalesce(F.length(mark), F.lit(0))
-    slow = rows.repartition(4, "k").select(
-        "k", (F.col("id") + side_effects * 0).alias("id"), F.length("h").alias("n"))
+    slow = rows.repartition(4, "k").select("k", (F.col("id") + side_effects * 0).alias("id"), F.length("h").alias("n"))
     return slow.groupBy("k").agg(F.sum("id").alias("s"), F.sum("n").alias("n"))
 
 
@@ -125,16 +125,25 @@ def run_phase(spark: SparkSession, group: str, marks: str, action: Callable[[], 
     for stage_id in stage_ids:
         for attempt in rest(spark, f"stages/{stage_id}"):
             tasks = rest(spark, f"stages/{stage_id}/{attempt['attemptId']}/taskList?length=1000")
-            attempts.append({
-                "stage": stage_id, "attempt": attempt["attemptId"], "status": attempt["status"],
-                "failureReason": attempt.get("failureReason", ""),
-                "taskErrors": [t.get("errorMessage", "")[:600] for t in tasks if t.get("status") == "FAILED"],
-                # When each failed task ended, in ms after the failure was made.
-                "taskFailedAfterMs": [failed_at_ms(t) - state.get("acted_at_epoch_ms", 0)
-                                      for t in tasks if t.get("status") == "FAILED"],
-            })
+            attempts.append(
+                {
+                    "stage": stage_id,
+                    "attempt": attempt["attemptId"],
+                    "status": attempt["status"],
+                    "failureReason": attempt.get("failureReason", ""),
+                    "taskErrors": [t.get("errorMessage", "")[:600] for t in tasks if t.get("status") == "FAILED"],
+                    # When each failed task ended, in ms after the failure was made.
+                    "taskFailedAfterMs": [
+                        failed_at_ms(t) - state.get("acted_at_epoch_ms", 0)
+                        for t in tasks
+                        if t.get("status") == "FAILED"
+                    ],
+                }
+            )
     return {
-        "got": got, "acted": state.get("action"), "seconds": round(finished - started, 1),
+        "got": got,
+        "acted": state.get("action"),
+        "seconds": round(finished - started, 1),
         "seconds_after_action": round(finished - state["acted_at"], 1) if "acted_at" in state else None,
         "attempts": attempts,
     }
@@ -159,7 +168,8 @@ def main(argv: List[str]) -> int:
     import sluice
 
     builder = (
-        SparkSession.builder.master(os.environ["SLUICE_CLUSTER_MASTER"]).appName("sluice-cluster-failures")
+        SparkSession.builder.master(os.environ["SLUICE_CLUSTER_MASTER"])
+        .appName("sluice-cluster-failures")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.executor.memory", "768m")
         .config("spark.sql.adaptive.enabled", "false")
@@ -190,7 +200,9 @@ def main(argv: List[str]) -> int:
                 time.sleep(0.5)
             result["executors_between"] = {e["id"]: e["hostPort"] for e in live_executors(spark)}
         if args.cut_link:
-            result["phases"]["cut"] = run_phase(spark, "cut", args.marks, lambda: cut_link(args.bridge_ns, args.cut_link))
+            result["phases"]["cut"] = run_phase(
+                spark, "cut", args.marks, lambda: cut_link(args.bridge_ns, args.cut_link)
+            )
     finally:
         spark.stop()
     with open(args.out, "w") as f:

@@ -71,22 +71,28 @@ def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--test-jar", required=True, help="build/test-libs/sluice-tests.jar")
-    parser.add_argument("--no-shuffle-migration", action="store_true",
-                        help="spark.storage.decommission.shuffleBlocks.enabled=false (the control: outputs are lost)")
+    parser.add_argument(
+        "--no-shuffle-migration",
+        action="store_true",
+        help="spark.storage.decommission.shuffleBlocks.enabled=false (the control: outputs are lost)",
+    )
     args = parser.parse_args(argv)
 
     import sluice
     from sluice.config import append_to_list
 
-    builder = (SparkSession.builder.master("local-cluster[3,1,1024]")
-               .appName("sluice-decommission").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.executor.memory", "700m")
-               .config("spark.decommission.enabled", "true")
-               .config("spark.storage.decommission.enabled", "true")
-               .config("spark.storage.decommission.shuffleBlocks.enabled", str(not args.no_shuffle_migration).lower())
-               .config("spark.storage.decommission.rddBlocks.enabled", "false")
-               # How often the decommissioning executor looks for blocks left (default 30s).
-               .config("spark.storage.decommission.replicationReattemptInterval", "1s"))
+    builder = (
+        SparkSession.builder.master("local-cluster[3,1,1024]")
+        .appName("sluice-decommission")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executor.memory", "700m")
+        .config("spark.decommission.enabled", "true")
+        .config("spark.storage.decommission.enabled", "true")
+        .config("spark.storage.decommission.shuffleBlocks.enabled", str(not args.no_shuffle_migration).lower())
+        .config("spark.storage.decommission.rddBlocks.enabled", "false")
+        # How often the decommissioning executor looks for blocks left (default 30s).
+        .config("spark.storage.decommission.replicationReattemptInterval", "1s")
+    )
     builder = sluice.configure(builder)
     builder = builder.config("spark.jars", append_to_list(str(builder._options["spark.jars"]), [args.test_jar]))
     spark = builder.getOrCreate()
@@ -136,15 +142,29 @@ def main(argv: List[str]) -> int:
         for stage_id in sorted({s for j in jobs if j is not None for s in j.stageIds}):
             info = tracker.getStageInfo(stage_id)
             if info is not None:
-                stages.append({"id": stage_id, "attempt": info.currentAttemptId, "numTasks": info.numTasks,
-                               "completedTasks": info.numCompletedTasks, "failedTasks": info.numFailedTasks})
-        result.update({
-            "victim": victim, "before": before, "after": after, "executorsAfter": active_executors(spark),
-            "got": sorted([k, list(v)] for k, v in got.items()),
-            "expected": sorted([k, v] for k, v in expected.items()),
-            "jobs": [{"id": j.jobId, "status": j.status, "stageIds": list(j.stageIds)} for j in jobs if j is not None],
-            "stages": stages,
-        })
+                stages.append(
+                    {
+                        "id": stage_id,
+                        "attempt": info.currentAttemptId,
+                        "numTasks": info.numTasks,
+                        "completedTasks": info.numCompletedTasks,
+                        "failedTasks": info.numFailedTasks,
+                    }
+                )
+        result.update(
+            {
+                "victim": victim,
+                "before": before,
+                "after": after,
+                "executorsAfter": active_executors(spark),
+                "got": sorted([k, list(v)] for k, v in got.items()),
+                "expected": sorted([k, v] for k, v in expected.items()),
+                "jobs": [
+                    {"id": j.jobId, "status": j.status, "stageIds": list(j.stageIds)} for j in jobs if j is not None
+                ],
+                "stages": stages,
+            }
+        )
     finally:
         spark.stop()
     with open(args.out, "w") as f:

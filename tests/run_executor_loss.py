@@ -21,7 +21,6 @@ from typing import Any, Dict, List
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-
 from sessions import APP_MASTER, build_session, executor_pids, write_json
 
 N = 400_000
@@ -60,8 +59,12 @@ def main(argv: List[str]) -> int:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
         rows = spark.range(0, N, 1, 8).select(((F.col("id") * 7919) % KEYS).alias("k"), F.col("id"))
         # A 30 ms pause every 500 rows, evaluated in the JVM as the reduce task pulls its input.
-        pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 30 as bigint))"))
-        slow = rows.repartition(4, "k").select("k", (F.col("id") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("id"))
+        pause = F.when(
+            F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 30 as bigint))")
+        )
+        slow = rows.repartition(4, "k").select(
+            "k", (F.col("id") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("id")
+        )
         summed = slow.groupBy("k").agg(F.sum("id").alias("s"))
         thread = threading.Thread(target=killer, args=(spark, state), daemon=True)
         thread.start()
@@ -71,8 +74,12 @@ def main(argv: List[str]) -> int:
         for i in range(N):
             k = (i * 7919) % KEYS
             expected[k] = expected.get(k, 0) + i
-        result = {"got": [list(kv) for kv in got], "expected": sorted([k, v] for k, v in expected.items()),
-                  "killed": state.get("killed"), "stage": state.get("stage")}
+        result = {
+            "got": [list(kv) for kv in got],
+            "expected": sorted([k, v] for k, v in expected.items()),
+            "killed": state.get("killed"),
+            "stage": state.get("stage"),
+        }
     write_json(args.out, result)
     return 0
 

@@ -31,12 +31,11 @@ from typing import Any, Callable, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import realapps  # noqa: E402
+import sessions  # noqa: E402
 from pyspark import TaskContext  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
-
-import realapps  # noqa: E402
-import sessions  # noqa: E402
 
 # --- speculation -----------------------------------------------------------------------------
 
@@ -68,8 +67,13 @@ def speculation(spark: SparkSession) -> Dict[str, Any]:
     expected: Dict[int, int] = {}
     for i in range(n):
         expected[i % keys] = expected.get(i % keys, 0) + i
-    return {"equal": got == sorted(expected.items()), "rows": len(got), "seconds": round(seconds, 2),
-            "straggler_sleep_s": STRAGGLER_SLEEP_S, "executor_hosts": executor_hosts(spark)}
+    return {
+        "equal": got == sorted(expected.items()),
+        "rows": len(got),
+        "seconds": round(seconds, 2),
+        "straggler_sleep_s": STRAGGLER_SLEEP_S,
+        "executor_hosts": executor_hosts(spark),
+    }
 
 
 def executor_hosts(spark: SparkSession) -> List[str]:
@@ -129,11 +133,16 @@ def cancel(spark: SparkSession) -> Dict[str, Any]:
     got = sorted(shuffled.mapPartitions(fast_sum).collect())
     seconds = time.monotonic() - started
     jobs = [sessions.rest(spark, f"jobs/{j}") for j in tracker.getJobIdsForGroup("g2")]
-    return {"cancelled_while_reading": reduce_stage is not None, "first_finished": "first" in outcome,
-            "first_error": outcome.get("first_error", ""), "first_stages": first_stages,
-            "second_stages": sessions.stages_of_group(spark, "g2"),
-            "second_skipped_stages": sum(int(j.get("numSkippedStages", 0)) for j in jobs),
-            "equal": sum(got) == n * (n - 1) // 2, "second_seconds": round(seconds, 2)}
+    return {
+        "cancelled_while_reading": reduce_stage is not None,
+        "first_finished": "first" in outcome,
+        "first_error": outcome.get("first_error", ""),
+        "first_stages": first_stages,
+        "second_stages": sessions.stages_of_group(spark, "g2"),
+        "second_skipped_stages": sum(int(j.get("numSkippedStages", 0)) for j in jobs),
+        "equal": sum(got) == n * (n - 1) // 2,
+        "second_seconds": round(seconds, 2),
+    }
 
 
 # --- many shuffles ---------------------------------------------------------------------------
@@ -146,7 +155,7 @@ def many_shuffles(spark: SparkSession, local_dirs: str, shuffles: int = SHUFFLES
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     frames = []
     answers = []
-    for i in range(shuffles):
+    for _ in range(shuffles):
         df = spark.range(0, maps * 10, 1, maps).groupBy((F.col("id") % 7).alias("k")).agg(F.sum("id").alias("s"))
         answers.append(sorted(tuple(r) for r in df.collect()))
         frames.append(df)
@@ -156,7 +165,10 @@ def many_shuffles(spark: SparkSession, local_dirs: str, shuffles: int = SHUFFLES
     time.sleep(1.0)  # the last reducers' channels close after their task ends
     fds = {str(pid): realapps.open_files(pid) for pid in pids}
     out: Dict[str, Any] = {
-        "equal": all(a == expected for a in answers), "executor_pids": pids, "shuffles": shuffles, "maps": maps,
+        "equal": all(a == expected for a in answers),
+        "executor_pids": pids,
+        "shuffles": shuffles,
+        "maps": maps,
         "partition_files_while_referenced": files_before,
         "open_partition_files": {pid: sum(1 for f in names if "sluice-shuffle-" in f) for pid, names in fds.items()},
         "open_fds": {pid: len(names) for pid, names in fds.items()},
@@ -228,13 +240,20 @@ def sigstop(spark: SparkSession) -> Dict[str, Any]:
     expected: Dict[int, int] = {}
     for i in range(n):
         expected[(i * 7919) % keys] = expected.get((i * 7919) % keys, 0) + i
-    return {"stopped": state.get("stopped"), "equal": got == sorted(expected.items()),
-            "seconds": round(time.monotonic() - started, 1),
-            "seconds_after_stop": round(time.monotonic() - state.get("stopped_at", started), 1)}
+    return {
+        "stopped": state.get("stopped"),
+        "equal": got == sorted(expected.items()),
+        "seconds": round(time.monotonic() - started, 1),
+        "seconds_after_stop": round(time.monotonic() - state.get("stopped_at", started), 1),
+    }
 
 
 SCENARIOS: Dict[str, Callable[..., Dict[str, Any]]] = {
-    "speculation": speculation, "cancel": cancel, "many_shuffles": many_shuffles, "sigstop": sigstop}
+    "speculation": speculation,
+    "cancel": cancel,
+    "many_shuffles": many_shuffles,
+    "sigstop": sigstop,
+}
 CONF: Dict[str, Dict[str, str]] = {"speculation": SPECULATION_CONF, "sigstop": SIGSTOP_CONF}
 
 
@@ -263,7 +282,9 @@ def run(args: argparse.Namespace, conf: Dict[str, str]) -> int:
     result: Dict[str, Any] = {"scenario": args.scenario}
     with realapps.build_session("sluice", args.scenario, {}, conf) as spark:
         if args.scenario == "many_shuffles":
-            result.update(many_shuffles(spark, os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"), args.shuffles, args.maps))
+            result.update(
+                many_shuffles(spark, os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"), args.shuffles, args.maps)
+            )
         else:
             result.update(SCENARIOS[args.scenario](spark))
         result["stages"] = realapps.stage_attempts(spark)

@@ -10,7 +10,8 @@ outputs). Each map task writes 5 x R rows, so that (nearly) every map output has
 reducer: Spark leaves empty blocks out of a reducer's input, and a sparse shape would open far
 fewer channels than the real one. ``smj_join`` is a sort-merge join of two ~50 MB sides over 8
 shuffle partitions. ``--narrow`` runs the wide shapes' rows over 8 maps and 8 reducers: the
-same answer, quickly (the tests' sort-shuffle reference). Every workload runs with a deadline: a hang is cancelled and reported as an
+same answer, quickly (the tests' sort-shuffle reference). Every workload runs with a deadline: a hang is
+cancelled and reported as an
 error, and the next workload still runs.
 """
 
@@ -23,11 +24,10 @@ from typing import Any, Callable, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
-
 import realapps  # noqa: E402
 import sessions  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 ROWS_PER_MAP_AND_REDUCER = 5
 KEYS = 100_003
@@ -58,7 +58,9 @@ def _side(spark: SparkSession, seed: int, prefix: str) -> Any:
     return spark.range(0, JOIN_ROWS, 1, 8).select(
         F.pmod(F.xxhash64("id", F.lit(seed)), F.lit(JOIN_ROWS)).alias("k"),
         F.xxhash64("id", F.lit(seed + 1)).alias(f"{prefix}v"),
-        F.concat(F.hex(F.xxhash64("id", F.lit(seed + 2))), F.hex(F.xxhash64("id", F.lit(seed + 3)))).alias(f"{prefix}s"),
+        F.concat(F.hex(F.xxhash64("id", F.lit(seed + 2))), F.hex(F.xxhash64("id", F.lit(seed + 3)))).alias(
+            f"{prefix}s"
+        ),
     )
 
 
@@ -69,8 +71,9 @@ def smj_join(spark: SparkSession, narrow: bool) -> Any:
     joined = _side(spark, 7, "l").join(_side(spark, 17, "r"), "k")
     plan = joined._jdf.queryExecution().executedPlan().toString()
     assert "SortMergeJoin" in plan, plan
-    out = joined.agg(F.count("*"), F.sum(F.pmod("lv", F.lit(1_000_003))),
-                     F.bit_xor(F.xxhash64("k", "lv", "ls", "rv", "rs")))
+    out = joined.agg(
+        F.count("*"), F.sum(F.pmod("lv", F.lit(1_000_003))), F.bit_xor(F.xxhash64("k", "lv", "ls", "rv", "rs"))
+    )
     return [list(r) for r in out.collect()]
 
 
@@ -90,8 +93,11 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--option", action="append", default=[], help="a Sluice option, name=value")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
     parser.add_argument("--deadline", type=float, default=DEADLINE_S, help="seconds per workload")
-    parser.add_argument("--narrow", action="store_true",
-                        help=f"run the wide shapes over {NARROW} maps and {NARROW} reducers (same answer)")
+    parser.add_argument(
+        "--narrow",
+        action="store_true",
+        help=f"run the wide shapes over {NARROW} maps and {NARROW} reducers (same answer)",
+    )
     args = parser.parse_args(argv)
 
     options, conf = dict(o.split("=", 1) for o in args.option), dict(c.split("=", 1) for c in args.conf)
@@ -100,9 +106,17 @@ def main(argv: List[str]) -> int:
         result["shuffle_manager"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")
         for name in args.workloads.split(","):
             job = WORKLOADS[name]
-            result["runs"][name] = realapps.run_with_deadline(spark, name, args.deadline, lambda: job(spark, args.narrow))
-            print(f"{name}: {result['runs'][name]['seconds']}s {result['runs'][name].get('key_errors', '')}",
-                  file=sys.stderr, flush=True)
+            result["runs"][name] = realapps.run_with_deadline(
+                spark,
+                name,
+                args.deadline,
+                lambda: job(spark, args.narrow),  # noqa: B023 (called at once, in the loop)
+            )
+            print(
+                f"{name}: {result['runs'][name]['seconds']}s {result['runs'][name].get('key_errors', '')}",
+                file=sys.stderr,
+                flush=True,
+            )
     sessions.write_json(args.out, result)
     return 0
 

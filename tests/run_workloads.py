@@ -27,10 +27,9 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from pyspark.sql import SparkSession  # noqa: E402
-
 import workloads  # noqa: E402
-from sessions import APP_MASTER, build_session, write_json  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from sessions import APP_MASTER, build_session  # noqa: E402
 
 
 def shuffle_files(root: str) -> Dict[str, List[str]]:
@@ -88,6 +87,8 @@ def probe_data_plane(spark: SparkSession, secret: str) -> Dict[str, Any]:
         result[name]["seconds"] = round(time.monotonic() - started, 2)
     probe.release(shuffle["shuffleId"])
     return result
+
+
 def executor_hosts(spark: SparkSession) -> Dict[str, str]:
     """executor id -> host of the application's live executors (Spark's REST API)."""
     import urllib.request
@@ -113,10 +114,16 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
     parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS))
     parser.add_argument("--marker", help="also report the shuffle files whose bytes contain this string")
-    parser.add_argument("--probe-secret", default=None,
-                        help="afterwards, probe the executors' Sluice ports (test jar) with no, a wrong and this secret")
-    parser.add_argument("--hold", help="before stopping Spark, create HOLD.ready and wait (up to 180 s) "
-                        "for HOLD.done, so a test can look at the executors' connections")
+    parser.add_argument(
+        "--probe-secret",
+        default=None,
+        help="afterwards, probe the executors' Sluice ports (test jar) with no, a wrong and this secret",
+    )
+    parser.add_argument(
+        "--hold",
+        help="before stopping Spark, create HOLD.ready and wait (up to 180 s) "
+        "for HOLD.done, so a test can look at the executors' connections",
+    )
     args = parser.parse_args(argv)
 
     options = dict(o.split("=", 1) for o in args.option)
@@ -142,7 +149,9 @@ def main(argv: List[str]) -> int:
         result["files"] = shuffle_files(os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"))
         if args.marker:
             # Read while the application runs: its shuffle files are deleted when it stops.
-            result["marked_files"] = {kind: files_containing(paths, args.marker) for kind, paths in result["files"].items()}
+            result["marked_files"] = {
+                kind: files_containing(paths, args.marker) for kind, paths in result["files"].items()
+            }
         result["counters"] = sluice_counters(spark)
         if args.hold:
             result["executors"] = executor_hosts(spark)

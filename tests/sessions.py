@@ -107,8 +107,9 @@ def stages_of_group(spark: SparkSession, group: str) -> List[int]:
 def executor_pids(app_id: str) -> List[int]:
     """The pids of this application's executor JVMs (CoarseGrainedExecutorBackend ... app id)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()
-            if "CoarseGrainedExecutorBackend" in line and app_id in line]
+    return [
+        int(line.split()[0]) for line in out.splitlines() if "CoarseGrainedExecutorBackend" in line and app_id in line
+    ]
 
 
 def ui_url(spark: Any) -> str:

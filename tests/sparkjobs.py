@@ -7,7 +7,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from pyspark import InheritableThread
 from pyspark.sql import SparkSession
-
 from sessions import stages_of_group
 
 
@@ -84,7 +83,6 @@ class SlowConsumerQuery:
     def __init__(self, spark: SparkSession, name: str = "slow_consumer") -> None:
         from pyspark.sql import DataFrame
         from pyspark.sql import functions as F
-
         from streaming import StreamingRun
 
         spark.conf.set("spark.sql.shuffle.partitions", "2")
@@ -94,8 +92,9 @@ class SlowConsumerQuery:
         def query(df: DataFrame) -> DataFrame:
             padded = df.withColumn("pad", F.expr("repeat('x', 2000)"))
             aggregated = padded.groupBy("value").agg(F.max("pad").alias("pad"))
-            return aggregated.select((F.col("value") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("v"),
-                                     F.length("pad").alias("n"))
+            return aggregated.select(
+                (F.col("value") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("v"), F.length("pad").alias("n")
+            )
 
         self.spark = spark
         self.run = StreamingRun(spark, query, name, real_time=True)
@@ -123,8 +122,12 @@ class SlowConsumerQuery:
                 if sampled is None:
                     continue
                 row = sampled
-                if (row["level"] == "HIGH" and len(tasks) == 2 and max(r["outPoolUsage"] for r in tasks) >= 0.9
-                        and all(r["backPressuredTimeMsPerSecond"] > 0 for r in tasks)):
+                if (
+                    row["level"] == "HIGH"
+                    and len(tasks) == 2
+                    and max(r["outPoolUsage"] for r in tasks) >= 0.9
+                    and all(r["backPressuredTimeMsPerSecond"] > 0 for r in tasks)
+                ):
                     return producer, consumer, row, tasks
             time.sleep(0.2)
         raise AssertionError(f"no producer stage of the slow-consumer query was HIGH within {timeout}s: {row} {tasks}")
@@ -147,9 +150,7 @@ def sample_while_running(spark: SparkSession, stage: int, tasks: int) -> Optiona
     return None
 
 
-def sample_until_all_tasks_seen(
-    spark: SparkSession, stage: int, tasks: int, timeout: float = 60.0
-) -> Dict[str, Any]:
+def sample_until_all_tasks_seen(spark: SparkSession, stage: int, tasks: int, timeout: float = 60.0) -> Dict[str, Any]:
     """Asks the backpressure monitor about ``stage`` until one sample covered ``tasks`` running
     tasks (right after a stage starts, its tasks may not run yet); returns that row."""
     import sluice

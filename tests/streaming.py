@@ -26,13 +26,20 @@ class StreamingRun:
         encoder = jvm.org.apache.spark.sql.Encoders.INT()
         if real_time:
             self.stream = jvm.org.apache.spark.sql.execution.streaming.sources.LowLatencyMemoryStream.apply(
-                jss, partitions, encoder)
+                jss, partitions, encoder
+            )
         else:
             self.stream = jvm.org.apache.spark.sql.execution.streaming.runtime.MemoryStream.apply(
-                jss, partitions, encoder)
+                jss, partitions, encoder
+            )
         df = DataFrame(self.stream.toDF(), spark)
-        writer = (query(df).writeStream.format("memory").queryName(name).outputMode("update")
-                  .option("checkpointLocation", tempfile.mkdtemp(prefix=f"{name}-ck-")))
+        writer = (
+            query(df)
+            .writeStream.format("memory")
+            .queryName(name)
+            .outputMode("update")
+            .option("checkpointLocation", tempfile.mkdtemp(prefix=f"{name}-ck-"))
+        )
         writer = writer.trigger(realTime="5 seconds") if real_time else writer.trigger(processingTime="0 seconds")
         self.query = writer.start()
 
@@ -76,9 +83,15 @@ def latest_counts(rows: List[List[Any]]) -> dict:
     return latest
 
 
-def run_to_completion(spark: SparkSession, query: Query, name: str, real_time: bool,
-                      batches: List[List[int]], done: Callable[[List[List[Any]]], bool],
-                      pause: Optional[float] = None) -> List[List[Any]]:
+def run_to_completion(
+    spark: SparkSession,
+    query: Query,
+    name: str,
+    real_time: bool,
+    batches: List[List[int]],
+    done: Callable[[List[List[Any]]], bool],
+    pause: Optional[float] = None,
+) -> List[List[Any]]:
     run = StreamingRun(spark, query, name, real_time)
     try:
         for batch in batches:

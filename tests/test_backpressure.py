@@ -11,10 +11,8 @@ import time
 from typing import Any, Iterator
 
 import pytest
-
 import sluice
 from sluice.monitoring import BACKPRESSURE_SCHEMA, LEVELS
-
 from sparkjobs import Background, SlowConsumerQuery, sample_until_all_tasks_seen, stages_of_group
 
 
@@ -28,9 +26,7 @@ def test_an_idle_stage_stays_ok(spark: Any) -> None:
     job = Background(
         spark,
         "sluice-idle",
-        lambda: sc.parallelize(range(1000), 2).map(lambda x: (x % 7, x)).partitionBy(2)
-        .mapPartitions(sleepy)
-        .sum(),
+        lambda: sc.parallelize(range(1000), 2).map(lambda x: (x % 7, x)).partitionBy(2).mapPartitions(sleepy).sum(),
     )
     stage = job.running_stage()
     row = sample_until_all_tasks_seen(spark, stage, tasks=2)

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Set
 
 import pytest
-
 import sluice
 import sluice_bench
 from sluice_bench import batch, connections, latency, scale, tpch, transport
 from sluice_bench._common import Recorder, alternation, clean_floats, goal, median, parse_size, percentile, ratio
-from sluice_bench.compare import difference, plain, plain_rows
 from sluice_bench._jars import bench_jar_path
+from sluice_bench.compare import difference, plain, plain_rows
 from sluice_bench.histogram import Histogram, from_buckets, merge_files
 
 
@@ -40,7 +39,13 @@ def test_median_ratio_and_percentile() -> None:
 
 def test_alternation_is_a_b_a_b() -> None:
     assert alternation(["sluice", "sort"], 3) == [
-        (1, "sluice"), (1, "sort"), (2, "sluice"), (2, "sort"), (3, "sluice"), (3, "sort")]
+        (1, "sluice"),
+        (1, "sort"),
+        (2, "sluice"),
+        (2, "sort"),
+        (3, "sluice"),
+        (3, "sort"),
+    ]
     with pytest.raises(ValueError):
         alternation(["a"], 0)
 
@@ -67,8 +72,12 @@ def test_answers_compare_as_multisets_with_a_float_tolerance() -> None:
 
 def test_batch_reports_every_mismatch() -> None:
     def app(contender: str, q1: List[List[Any]]) -> Dict[str, Any]:
-        return {"contender": contender, "round": 1, "heavy": {"answer": [[1, 2]], "seconds": 1.0},
-                "tpch": {"1": {"answer": q1, "seconds": 1.0}, "6": {"answer": [[5.0]], "seconds": 1.0}}}
+        return {
+            "contender": contender,
+            "round": 1,
+            "heavy": {"answer": [[1, 2]], "seconds": 1.0},
+            "tpch": {"1": {"answer": q1, "seconds": 1.0}, "6": {"answer": [[5.0]], "seconds": 1.0}},
+        }
 
     recorder = Recorder("batch", "sluice bench batch", {"rounds": 1})
     batch.check_answers({"sluice": [app("sluice", [[1.0]])], "sort": [app("sort", [[2.0]])]}, recorder)
@@ -81,10 +90,18 @@ def test_batch_reports_every_mismatch() -> None:
 
 def test_batch_summary_and_result_json_shape(tmp_path: Path) -> None:
     runs = {
-        c: [{"contender": c, "round": r, "heavy": {"seconds": t, "shuffle_write_bytes": 10, "answer": []},
-             "tpch": {"1": {"seconds": t / 2, "shuffle_write_bytes": 5, "answer": []},
-                      "2": {"seconds": t / 4, "shuffle_write_bytes": 5, "answer": []}}}
-            for r, t in ((1, base), (2, base + 2))]
+        c: [
+            {
+                "contender": c,
+                "round": r,
+                "heavy": {"seconds": t, "shuffle_write_bytes": 10, "answer": []},
+                "tpch": {
+                    "1": {"seconds": t / 2, "shuffle_write_bytes": 5, "answer": []},
+                    "2": {"seconds": t / 4, "shuffle_write_bytes": 5, "answer": []},
+                },
+            }
+            for r, t in ((1, base), (2, base + 2))
+        ]
         for c, base in (("sluice", 6.0), ("sort", 10.0))
     }
     recorder = Recorder("batch", "sluice bench batch --rounds 2", {"rounds": 2})
@@ -138,11 +155,13 @@ def test_connections_between_sluice_ports_are_counted_per_direction() -> None:
 
 
 def test_transport_parses_the_benchmarks_json_lines() -> None:
-    output = "\n".join([
-        "WARN something",
-        '{"kind":"run","mode":"remote","channels":1,"recordSize":100,"bufferTimeoutMs":1,"gbps":9.5}',
-        '{"kind":"median","mode":"remote","channels":1,"recordSize":100,"bufferTimeoutMs":1,"gbps":9.5}',
-    ])
+    output = "\n".join(
+        [
+            "WARN something",
+            '{"kind":"run","mode":"remote","channels":1,"recordSize":100,"bufferTimeoutMs":1,"gbps":9.5}',
+            '{"kind":"median","mode":"remote","channels":1,"recordSize":100,"bufferTimeoutMs":1,"gbps":9.5}',
+        ]
+    )
     runs = transport.parse_runs(output)
     assert len(runs) == 1 and runs[0]["gbps"] == 9.5
     command = transport.java_command(["--seconds", "1"])
@@ -151,8 +170,9 @@ def test_transport_parses_the_benchmarks_json_lines() -> None:
     assert classpath[:2] == [bench_jar_path(), sluice.jar_path()]
     assert "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED" in command
     recorder = Recorder("transport", "sluice bench transport", {"rounds": 1})
-    fake = [{"channels": 1, "recordSize": 100, "bufferTimeoutMs": t, "gbps": 10.0 if t else 4.0}
-            for t in transport.TIMEOUTS]
+    fake = [
+        {"channels": 1, "recordSize": 100, "bufferTimeoutMs": t, "gbps": 10.0 if t else 4.0} for t in transport.TIMEOUTS
+    ]
     transport.summarize(recorder, [20.0], fake)
     series = recorder.summary["series"]["Sluice, 1 ch, 100 B records"]
     assert series["fraction_of_100ms"]["1"] == 1.0 and series["fraction_of_100ms"]["0"] == 0.4
@@ -182,7 +202,11 @@ def test_tpch_has_all_22_queries_and_scale_configs() -> None:
     assert tpch.default_data_dir(0.01).name == "tpch-sf0.01"
     names = [c["name"] for c in scale.configs(1000, quick=False)]
     assert names == ["size x1", "size x4", "size x16", "parts 10x10", "parts 50x50", "parts 200x200"]
-    assert [c["name"] for c in scale.wide_configs(1000, quick=False)] == ["wide 1500x400", "wide 4000x200", "wide 200x4000"]
+    assert [c["name"] for c in scale.wide_configs(1000, quick=False)] == [
+        "wide 1500x400",
+        "wide 4000x200",
+        "wide 200x4000",
+    ]
     assert [(c["maps"], c["reduces"]) for c in scale.wide_configs(1000, quick=True)] == [(300, 100)]
 
 
@@ -204,8 +228,12 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
         return {"contender": contender, "round": 1, "runs": runs}
 
     recorder = Recorder("scale", "sluice bench scale", {"rounds": 1})
-    recorder.runs += [run("sluice", narrow, 1.0), run("sort", narrow, 2.0),
-                      run("sluice", wide, 3.0, failed="wide 4000x200"), run("sort", wide, 4.0)]
+    recorder.runs += [
+        run("sluice", narrow, 1.0),
+        run("sort", narrow, 2.0),
+        run("sluice", wide, 3.0, failed="wide 4000x200"),
+        run("sort", wide, 4.0),
+    ]
     scale.summarize(recorder, narrow + wide)
     configs = recorder.summary["configs"]
     assert configs["wide 1500x400"]["ratio"] == 0.75 and configs["size x1"]["ratio"] == 0.5
@@ -216,8 +244,13 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
     goals = {g["goal"]: g for g in recorder.goals}
     assert goals["Sluice / sort time at wide 1500x400"]["met"]
     assert goals["Sluice's peak network memory / budget (any shape)"]["value"] == 0.75
-    result = clean_floats({"summary": recorder.summary, "settings": {"rounds": 1},
-                           "machine": {"nproc": 2, "load_before": [1.0], "load_after": [1.0]}})
+    result = clean_floats(
+        {
+            "summary": recorder.summary,
+            "settings": {"rounds": 1},
+            "machine": {"nproc": 2, "load_before": [1.0], "load_after": [1.0]},
+        }
+    )
     assert scale.draw(tmp_path / "scale.png", result).is_file()
 
 
@@ -226,10 +259,15 @@ def test_cli_lists_the_benchmarks() -> None:
     assert done.returncode == 0, done.stderr
     for name in ("batch", "transport", "latency", "memory", "scale"):
         assert name in done.stdout
-    done = subprocess.run([sys.executable, "-m", "sluice.cli", "bench", "batch", "--help"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "sluice.cli", "bench", "batch", "--help"], capture_output=True, text=True
+    )
     assert "--rounds" in done.stdout and "--quick" in done.stdout and "--out" in done.stdout
-    spec = batch.spec_for(argparse.Namespace(quick=True, heavy_rows=None, scale=None, queries="1,6", no_heavy=False,
-                                             no_tpch=False, memory="1024"))
+    spec = batch.spec_for(
+        argparse.Namespace(
+            quick=True, heavy_rows=None, scale=None, queries="1,6", no_heavy=False, no_tpch=False, memory="1024"
+        )
+    )
     assert spec["heavy"]["rows"] == batch.QUICK_HEAVY_ROWS and spec["tpch"]["queries"] == [1, 6]
     assert spec["conf"]["spark.sql.adaptive.enabled"] == "false"
     done = subprocess.run([sys.executable, "-m", "sluice_bench", "scale", "--help"], capture_output=True, text=True)
@@ -240,8 +278,9 @@ def test_cli_lists_the_benchmarks() -> None:
 
 
 def test_rounds_are_checked_before_anything_runs() -> None:
-    done = subprocess.run([sys.executable, "-m", "sluice.cli", "bench", "memory", "--rounds", "0"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "sluice.cli", "bench", "memory", "--rounds", "0"], capture_output=True, text=True
+    )
     assert done.returncode != 0 and "sluice bench: --rounds must be at least 1" in done.stderr
 
 
@@ -250,9 +289,12 @@ def test_the_benchmark_jar_holds_the_benchmark_classes() -> None:
     assert jar.name == "sluice-bench.jar" and jar.parent == Path(sluice_bench.__file__).resolve().parent / "jars"
     with zipfile.ZipFile(jar) as archive:
         classes = {name for name in archive.namelist() if name.endswith(".class")}
-    for name in ("io/sluice/bench/TransportBenchmark", "org/apache/spark/shuffle/sluice/bench/ExecutorProbe",
-                 "org/apache/spark/shuffle/sluice/bench/ScheduledRateStream",
-                 "org/apache/spark/shuffle/sluice/bench/LatencyProbeWriter"):
+    for name in (
+        "io/sluice/bench/TransportBenchmark",
+        "org/apache/spark/shuffle/sluice/bench/ExecutorProbe",
+        "org/apache/spark/shuffle/sluice/bench/ScheduledRateStream",
+        "org/apache/spark/shuffle/sluice/bench/LatencyProbeWriter",
+    ):
         assert f"{name}.class" in classes
     # Only the benchmarks' own classes: the plugin's come from its jar.
     assert not [c for c in classes if "/bench/" not in c]
@@ -276,7 +318,7 @@ def test_modules_import_each_other_without_cycles() -> None:
 
     def cycle_from(module: str, trail: List[str]) -> List[str]:
         if module in trail:
-            return trail[trail.index(module):] + [module]
+            return trail[trail.index(module) :] + [module]
         for imported in sorted(graph.get(module, ())):
             found = cycle_from(imported, trail + [module])
             if found:

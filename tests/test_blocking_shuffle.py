@@ -17,7 +17,6 @@ import tempfile
 from typing import Any, Dict, List, Optional
 
 import pytest
-
 import workloads
 from sessions import APP_MASTER, app_env
 
@@ -25,9 +24,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_workloads.py")
 
 
-def run_app(shuffle: str, options: Dict[str, str], via_submit: bool = False,
-            names: List[str] = list(workloads.WORKLOADS), conf: Optional[Dict[str, str]] = None,
-            marker: Optional[str] = None, probe_secret: Optional[str] = None) -> Dict[str, Any]:
+def run_app(
+    shuffle: str,
+    options: Dict[str, str],
+    via_submit: bool = False,
+    names: List[str] = list(workloads.WORKLOADS),  # noqa: B006 (never mutated)
+    conf: Optional[Dict[str, str]] = None,
+    marker: Optional[str] = None,
+    probe_secret: Optional[str] = None,
+) -> Dict[str, Any]:
     """Runs the workloads in a fresh Spark application and returns the runner's report."""
     work = tempfile.mkdtemp(prefix=f"sluice-{shuffle}-")
     local_dirs = os.path.join(work, "local")
@@ -119,8 +124,12 @@ def test_spark_authentication_and_encryption(reference: Dict[str, Any]) -> None:
         raise RuntimeError(f"{TEST_JAR} is missing: build it with `run_gradle testJar` (dev/test does)")
     secret = "sluice-test-secret"
     names = ["df_group_by", "large_records", "rdd_group_by_key"]
-    conf = {"spark.authenticate": "true", "spark.authenticate.secret": secret,
-            "spark.network.crypto.enabled": "true", "spark.jars": str(TEST_JAR)}
+    conf = {
+        "spark.authenticate": "true",
+        "spark.authenticate.secret": secret,
+        "spark.network.crypto.enabled": "true",
+        "spark.jars": str(TEST_JAR),
+    }
     report = run_app("sluice", {}, names=names, conf=conf, probe_secret=secret)
     check_sluice_report(report, {name: reference[name] for name in names})
 
@@ -150,7 +159,9 @@ def test_spark_io_encryption_encrypts_partition_files(reference: Dict[str, Any])
         check_sluice_report(report, {name: reference[name] for name in names})
         parts, marked = report["files"]["sluice"], report["marked_files"]["sluice"]
         if encrypted:
-            assert marked == [], f"the marker is readable in {len(marked)} of {len(parts)} encrypted .part files: {marked[:3]}"
+            assert marked == [], (
+                f"the marker is readable in {len(marked)} of {len(parts)} encrypted .part files: {marked[:3]}"
+            )
         else:
             assert marked, f"with encryption off the marker should be in some of the {len(parts)} .part files"
 

@@ -7,11 +7,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import List
 from pathlib import Path
+from typing import List
 
 import pytest
-
 import sluice
 from sluice.cli import main, submit_command, submit_environment, submit_master
 from sluice.config import PLUGIN, SHUFFLE_MANAGER, spark_conf
@@ -100,8 +99,21 @@ def test_demo_rejects_a_bad_keep_ui() -> None:
 def test_demo_shows_its_ui_while_it_runs_keeps_it_open_and_compares_with_the_sort_shuffle() -> None:
     """A tiny demo on local[2]: the UI address comes first, progress follows step by step, the
     Sluice tab answers while --keep-ui holds the session, and --compare prints both times."""
-    command = [sys.executable, "-m", "sluice.cli", "demo", "--rows", "20000", "--partitions", "4",
-               "--master", "local[2]", "--keep-ui", "5", "--compare"]
+    command = [
+        sys.executable,
+        "-m",
+        "sluice.cli",
+        "demo",
+        "--rows",
+        "20000",
+        "--partitions",
+        "4",
+        "--master",
+        "local[2]",
+        "--keep-ui",
+        "5",
+        "--compare",
+    ]
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     lines: List[str] = []
@@ -133,6 +145,8 @@ def http_get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=30) as response:
         body: bytes = response.read()
         return body.decode("utf-8")
+
+
 USER_ENV = {"SPARK_HOME": "/opt/spark", "SPARK_LOCAL_IP": "10.1.2.3", "PATH": "/usr/bin"}
 
 
@@ -153,7 +167,9 @@ def test_submit_to_a_cluster_keeps_the_users_address_and_spark_home(args: list[s
     assert "SPARK_LOCAL_IP" not in without_ip  # Spark picks the host's address itself
 
 
-@pytest.mark.parametrize("args", [["--master", "local[2]", "app.py"], ["--master", "local-cluster[2,1,1024]", "app.py"]])
+@pytest.mark.parametrize(
+    "args", [["--master", "local[2]", "app.py"], ["--master", "local-cluster[2,1,1024]", "app.py"]]
+)
 def test_submit_on_a_local_master_pins_loopback_and_pysparks_spark(args: list[str]) -> None:
     env = submit_environment({"SPARK_HOME": "/opt/spark", "PATH": "/usr/bin"}, args)
     assert "SPARK_HOME" not in env

@@ -22,7 +22,6 @@ from types import ModuleType
 from typing import Any, Dict, Iterator, List
 
 import pytest
-
 import sluice
 
 pytestmark = pytest.mark.cluster
@@ -90,8 +89,11 @@ def sockets(cluster: Any, host: Any, *ss_args: str) -> List[List[str]]:
     Java's IPv4-mapped IPv6 addresses ([::ffff:10.77.0.11]:port) written as IPv4 (10.77.0.11:port)."""
     done = cluster.run_on(host, ["ss", "-tnH", *ss_args], timeout=60)
     assert done.returncode == 0, done.stderr
-    return [[re.sub(r"^\[::ffff:([0-9.]+)\]", r"\1", column) for column in line.split()]
-            for line in done.stdout.splitlines() if line.strip()]
+    return [
+        [re.sub(r"^\[::ffff:([0-9.]+)\]", r"\1", column) for column in line.split()]
+        for line in done.stdout.splitlines()
+        if line.strip()
+    ]
 
 
 def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: Any, tmp_path: Path) -> None:
@@ -101,8 +103,21 @@ def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: 
     reference_env.update(SPARK_LOCAL_IP="127.0.0.1", SLUICE_TEST_MASTER="local[2]")
     reference_log = open(tmp_path / "sort.log", "w")
     reference = subprocess.Popen(
-        [sys.executable, str(HERE / "run_workloads.py"), "--shuffle", "sort", "--out", str(reference_out),
-         "--workloads", WORKLOADS], env=reference_env, stdout=reference_log, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            str(HERE / "run_workloads.py"),
+            "--shuffle",
+            "sort",
+            "--out",
+            str(reference_out),
+            "--workloads",
+            WORKLOADS,
+        ],
+        env=reference_env,
+        stdout=reference_log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
     # The documented spark-submit path: the template with the jar's path filled in, as a user would.
     properties = tmp_path / "sluice.conf"
@@ -114,21 +129,44 @@ def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: 
     job_log = open(tmp_path / "sluice.log", "w")
     job = cluster.popen(
         cluster.driver,
-        [spark_submit, "--master", cluster.master_url, "--properties-file", str(properties),
-         "--conf", "spark.executor.memory=768m", "--conf", "spark.ui.showConsoleProgress=false",
-         str(HERE / "run_workloads.py"), "--shuffle", "preconfigured", "--out", str(out),
-         "--workloads", WORKLOADS, "--hold", str(hold)],
-        stdout=job_log, stderr=subprocess.STDOUT)
+        [
+            spark_submit,
+            "--master",
+            cluster.master_url,
+            "--properties-file",
+            str(properties),
+            "--conf",
+            "spark.executor.memory=768m",
+            "--conf",
+            "spark.ui.showConsoleProgress=false",
+            str(HERE / "run_workloads.py"),
+            "--shuffle",
+            "preconfigured",
+            "--out",
+            str(out),
+            "--workloads",
+            WORKLOADS,
+            "--hold",
+            str(hold),
+        ],
+        stdout=job_log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 1200
         while not Path(f"{hold}.ready").exists() and job.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert Path(f"{hold}.ready").exists(), "the cluster job did not finish its workloads" + (
-            f": it exited with {job.returncode}" if job.poll() is not None else " in time") + tail(tmp_path / "sluice.log")
+        assert Path(f"{hold}.ready").exists(), (
+            "the cluster job did not finish its workloads"
+            + (f": it exited with {job.returncode}" if job.poll() is not None else " in time")
+            + tail(tmp_path / "sluice.log")
+        )
         # While the application still runs: where Sluice listens, and who is connected to whom.
         servers = sluice_servers(cluster)
         listening = {host.name: sockets(cluster, host, "-l") for host in cluster.worker_hosts}
-        established = {host.name: [s for s in sockets(cluster, host) if s[0] == "ESTAB"] for host in cluster.worker_hosts}
+        established = {
+            host.name: [s for s in sockets(cluster, host) if s[0] == "ESTAB"] for host in cluster.worker_hosts
+        }
     finally:
         Path(f"{hold}.done").touch()
         try:
@@ -175,10 +213,12 @@ def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: 
 
 
 def test_dynamic_allocation_keeps_executors_with_live_sluice_output_and_releases_them_after(
-        cluster: Any, tmp_path: Path) -> None:
+    cluster: Any, tmp_path: Path
+) -> None:
     out = tmp_path / "da.json"
-    run_in_driver(cluster, [sys.executable, str(HERE / "run_cluster_dynamic_allocation.py"), "--out", str(out)],
-                  timeout=600)
+    run_in_driver(
+        cluster, [sys.executable, str(HERE / "run_cluster_dynamic_allocation.py"), "--out", str(out)], timeout=600
+    )
     r = json.loads(out.read_text())
     assert r["first"] and r["second"], r
     assert r["map_executors"], r
@@ -190,15 +230,30 @@ def test_dynamic_allocation_keeps_executors_with_live_sluice_output_and_releases
 
 
 def test_a_killed_executor_and_a_cut_off_host_during_the_reduce_stage_are_recomputed(
-        cluster: Any, tmp_path: Path) -> None:
+    cluster: Any, tmp_path: Path
+) -> None:
     out, marks = tmp_path / "failures.json", tmp_path / "marks"
     marks.mkdir()
     w1, w2 = cluster.worker_hosts[:2]
     try:
-        run_in_driver(cluster, [sys.executable, str(HERE / "run_cluster_failures.py"), "--out", str(out),
-                                "--marks", str(marks), "--kill-ns", w1.ns, "--bridge-ns", cluster.bridge.ns,
-                                "--cut-link", w2.link],
-                      timeout=1200)
+        run_in_driver(
+            cluster,
+            [
+                sys.executable,
+                str(HERE / "run_cluster_failures.py"),
+                "--out",
+                str(out),
+                "--marks",
+                str(marks),
+                "--kill-ns",
+                w1.ns,
+                "--bridge-ns",
+                cluster.bridge.ns,
+                "--cut-link",
+                w2.link,
+            ],
+            timeout=1200,
+        )
     finally:
         cluster.reconnect(w2)
     r = json.loads(out.read_text())
@@ -210,8 +265,13 @@ def test_a_killed_executor_and_a_cut_off_host_during_the_reduce_stage_are_recomp
         assert any(a["attempt"] > 0 for a in p["attempts"]), (phase, p["attempts"])
         # ... because a reader's broken (killed) or silent (cut) channel became a FetchFailed that
         # names the lost executor's host, not only because the executor was declared lost.
-        named = [(m.group(1), after) for a in p["attempts"] for e, after in zip(a["taskErrors"], a["taskFailedAfterMs"])
-                 for m in [re.match(r"FetchFailed\(BlockManagerId\([^,]+, ([0-9.]+),", e)] if m]
+        named = [
+            (m.group(1), after)
+            for a in p["attempts"]
+            for e, after in zip(a["taskErrors"], a["taskFailedAfterMs"])
+            for m in [re.match(r"FetchFailed\(BlockManagerId\([^,]+, ([0-9.]+),", e)]
+            if m
+        ]
         assert lost.address in [host for host, _ in named], (phase, p["attempts"])
         if phase == "cut":
             # The hung peer was noticed by Sluice's heartbeat (6 s here), not after Spark's default

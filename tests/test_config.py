@@ -10,9 +10,8 @@ import textwrap
 from typing import Dict
 
 import pytest
-from pyspark.sql import SparkSession
-
 import sluice
+from pyspark.sql import SparkSession
 from sluice.config import PIPELINED_SHUFFLE_MANAGER, PLUGIN, SHUFFLE_MANAGER, spark_conf
 
 
@@ -195,9 +194,7 @@ def test_booleans_and_ints_from_text() -> None:
     assert conf["spark.sluice.network.buffersPerChannel"] == "8"
 
 
-@pytest.mark.parametrize(
-    "not_a_builder", [None, "SparkSession.builder", SparkSession, {"spark.master": "local"}]
-)
+@pytest.mark.parametrize("not_a_builder", [None, "SparkSession.builder", SparkSession, {"spark.master": "local"}])
 def test_configure_rejects_what_is_not_a_builder(not_a_builder: object) -> None:
     with pytest.raises(TypeError) as e:
         sluice.configure(not_a_builder)  # type: ignore[arg-type]

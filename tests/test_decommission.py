@@ -20,8 +20,13 @@ def test_decommissioned_executor_hands_its_map_outputs_to_peers() -> None:
     out = os.path.join(tempfile.mkdtemp(prefix="sluice-decommission-"), "result.json")
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     env.pop("SPARK_HOME", None)
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "run_decommission.py"), "--out", out,
-                           "--test-jar", TEST_JAR], env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "run_decommission.py"), "--out", out, "--test-jar", TEST_JAR],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-6000:]
     with open(out) as f:
         r = json.load(f)

@@ -16,8 +16,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def test_killed_executor_during_reduce_gives_exact_answer() -> None:
     out = os.path.join(tempfile.mkdtemp(prefix="sluice-loss-"), "result.json")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "run_executor_loss.py"), "--out", out],
-                          env=app_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "run_executor_loss.py"), "--out", out],
+        env=app_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-6000:]
     with open(out) as f:
         result = json.load(f)

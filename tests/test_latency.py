@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import sluice
-
 from sessions import SESSION_MASTER, http_get, ui_url
 from sparkjobs import run_in_group, shuffle_rows
 

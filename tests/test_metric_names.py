@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-from pyspark.sql import SparkSession
-
 import sluice
+from pyspark.sql import SparkSession
 from sluice import monitoring
 from sluice.cli import main
 from sluice.config import PLUGIN
@@ -63,7 +62,11 @@ def spark_metric_names(conf: Dict[str, str], executor_id: str) -> List[str]:
 
 
 def test_the_three_ways_of_switching_sluice_on_name_the_metrics_alike(capsys: pytest.CaptureFixture[str]) -> None:
-    paths = {"sluice.configure": configure_path(), "sluice conf": conf_command_path(capsys), "template": template_path()}
+    paths = {
+        "sluice.configure": configure_path(),
+        "sluice conf": conf_command_path(capsys),
+        "template": template_path(),
+    }
     for name, conf in paths.items():
         # Nothing that renames metrics: Spark's own keep the application's namespace.
         assert not [key for key in conf if key.startswith("spark.metrics.")], name

@@ -8,12 +8,10 @@ from typing import Any, Dict, List, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 import sluice
+from sessions import SESSION_MASTER, http_json, ui_url
 from sluice.demo import network_metrics_by_stage, print_network_metrics
 from sluice.monitoring import FLINK_METRICS, ID_COLUMNS, OUTPUT_COLUMNS
-
-from sessions import SESSION_MASTER, http_json, ui_url
 from sparkjobs import run_in_group, shuffle_rows
 
 ROWS = 100_000

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import List, Set
 
 import pytest
-
 import sluice
 from sessions import REPO, app_env
 
@@ -88,8 +87,11 @@ def benchmark_imports(files: List[Path]) -> List[str]:
                 names = [node.module or ""]
             else:
                 continue
-            found += [f"{path.name}: {name}" for name in names
-                      if name.split(".")[0] == "sluice_bench" or name.startswith("sluice.bench")]
+            found += [
+                f"{path.name}: {name}"
+                for name in names
+                if name.split(".")[0] == "sluice_bench" or name.startswith("sluice.bench")
+            ]
     return found
 
 
@@ -158,7 +160,9 @@ def link_dependencies(names: Set[str], target: Path) -> None:
 
 def run(cmd: List[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> str:
     done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert done.returncode == 0, (
+        f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    )
     return done.stdout
 
 
@@ -179,8 +183,11 @@ def test_wheel_installs_and_shuffles_without_gradle_or_a_java_compiler(tmp_path:
         env.pop(leaked, None)
 
     dist = tmp_path / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(REPO)],
-        env, tmp_path)
+    run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(REPO)],
+        env,
+        tmp_path,
+    )
     [wheel] = dist.glob("spark_sluice-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
@@ -190,13 +197,20 @@ def test_wheel_installs_and_shuffles_without_gradle_or_a_java_compiler(tmp_path:
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env, tmp_path)
     python = venv / "bin" / "python"
-    site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env, tmp_path).strip())
+    site = Path(
+        run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env, tmp_path).strip()
+    )
     link_dependencies(runtime_dependencies("spark-sluice"), tmp_path / "dependencies")
     (site / "dependencies.pth").write_text(f"{tmp_path / 'dependencies'}\n")
-    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index", str(wheel)], env, tmp_path)
+    run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index", str(wheel)], env, tmp_path
+    )
 
     env = dict(env, PYSPARK_PYTHON=str(python))
-    assert run([str(venv / "bin" / "sluice"), "--version"], env, tmp_path).strip() == f"sluice {sluice.__version__} (spark-sluice)"
+    assert (
+        run([str(venv / "bin" / "sluice"), "--version"], env, tmp_path).strip()
+        == f"sluice {sluice.__version__} (spark-sluice)"
+    )
     out = json.loads(run([str(python), "-c", SHUFFLE_JOB], env, tmp_path).strip().splitlines()[-1])
     assert Path(out["sluice"]).is_relative_to(site) and Path(out["jar"]).is_relative_to(site), out
     assert out["answer"] == [[20000, sum(range(20000))]]

@@ -7,10 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Tuple
 
+import sluice
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-
-import sluice
 from sessions import http_json, ui_url
 from sparkjobs import SlowConsumerQuery
 from streaming import StreamingRun, latest_counts, run_to_completion
@@ -31,8 +30,7 @@ def test_group_by_count_matches_micro_batch(spark: SparkSession) -> None:
     def query(df: DataFrame) -> DataFrame:
         return df.withColumn("k", F.col("value") % 11).groupBy("k").count()
 
-    real_time, micro_batch = _both_modes(spark, "counts", query,
-                                         lambda rows: sum(latest_counts(rows).values()) == N)
+    real_time, micro_batch = _both_modes(spark, "counts", query, lambda rows: sum(latest_counts(rows).values()) == N)
     assert latest_counts(real_time) == latest_counts(micro_batch)
     assert latest_counts(real_time) == {k: len([v for v in range(N) if v % 11 == k]) for k in range(11)}
 
@@ -112,7 +110,9 @@ def _assert_bounded_threads(names: List[str], executors: int = 2, cores: int = 2
     assert len(loops) <= executors * 2 * cores, f"{len(loops)} Netty event-loop threads: {names}"
     services = [n for n in names if n not in loops]
     for kind in set(n[:12] for n in services):
-        assert sum(1 for n in services if n.startswith(kind)) <= executors, f"more than one {kind}* per executor: {names}"
+        assert sum(1 for n in services if n.startswith(kind)) <= executors, (
+            f"more than one {kind}* per executor: {names}"
+        )
 
 
 def _sluice_connections() -> Dict[Tuple[int, int], int]:
@@ -151,7 +151,7 @@ def test_batches_reuse_the_executors_connections(spark: SparkSession) -> None:
     try:
         for batch in range(3):
             run.add(range(batch * 100, batch * 100 + 100))
-            run.wait_until(lambda rows: sum(latest_counts(rows).values()) == (batch + 1) * 100)
+            run.wait_until(lambda rows: sum(latest_counts(rows).values()) == (batch + 1) * 100)  # noqa: B023 (called at once, in the loop)
             seen.append(sluice_links())
             time.sleep(5.5)  # the next 5 s batch: a new job and a new shuffle id
     finally:

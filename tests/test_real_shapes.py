@@ -22,10 +22,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
-
 from sessions import app_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,7 +77,8 @@ def kill_group(pgid: int) -> None:
 
 def task_errors(result: Dict[str, Any]) -> List[str]:
     return [e for s in result["stages"] for e in s["task_errors"]] + [
-        s["failure"] for s in result["stages"] if s.get("failure")]
+        s["failure"] for s in result["stages"] if s.get("failure")
+    ]
 
 
 def retried_stages(result: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -106,14 +106,16 @@ def sluice_defaults() -> Dict[str, Any]:
 
 
 def check_run(name: str, run: Dict[str, Any], reference: Dict[str, Any]) -> None:
-    assert "error" not in run, f"{name} failed through Sluice after {run['seconds']}s: {run['key_errors']}\n" \
-                               f"{run['error'][-3000:]}"
+    assert "error" not in run, (
+        f"{name} failed through Sluice after {run['seconds']}s: {run['key_errors']}\n{run['error'][-3000:]}"
+    )
     assert run["answer"] == reference[name]["answer"], f"{name}: {run['answer']} != sort's {reference[name]['answer']}"
 
 
 @pytest.mark.parametrize("shape", WIDE)
-def test_wide_shape_gives_the_sort_shuffles_answer(shape: str, sluice_defaults: Dict[str, Any],
-                                                    sort_reference: Dict[str, Any]) -> None:
+def test_wide_shape_gives_the_sort_shuffles_answer(
+    shape: str, sluice_defaults: Dict[str, Any], sort_reference: Dict[str, Any]
+) -> None:
     """M maps x R reducers with two task slots per executor, then one task reading the R
     groups' outputs: completes with the sort shuffle's answer (issue 10: 1500 x 400 aborted with
     InsufficientNetworkBuffersException)."""
@@ -124,15 +126,24 @@ def test_wide_shape_gives_the_sort_shuffles_answer(shape: str, sluice_defaults: 
 def test_sort_merge_join_in_both_credit_modes(credit_based: bool, sort_reference: Dict[str, Any]) -> None:
     """A sort-merge join of two ~50 MB sides over 8 partitions: the sort shuffle's answer, and no
     wait for a request timeout (45 s here): a hang guard with a wide margin, not a speed test."""
-    args = [SHAPES, "--shuffle", "sluice", "--workloads", "smj_join", f"--option=request_timeout={REQUEST_TIMEOUT_S}s",
-            "--deadline", "300"]
+    args = [
+        SHAPES,
+        "--shuffle",
+        "sluice",
+        "--workloads",
+        "smj_join",
+        f"--option=request_timeout={REQUEST_TIMEOUT_S}s",
+        "--deadline",
+        "300",
+    ]
     if not credit_based:
         args.append("--option=credit_based=false")
     run = run_app(args, timeout=900)["runs"]["smj_join"]
     check_run("smj_join", run, sort_reference)
-    assert run["seconds"] < 0.75 * REQUEST_TIMEOUT_S, \
-        f"the join took {run['seconds']}s (sort shuffle: {sort_reference['smj_join']['seconds']}s): " \
+    assert run["seconds"] < 0.75 * REQUEST_TIMEOUT_S, (
+        f"the join took {run['seconds']}s (sort shuffle: {sort_reference['smj_join']['seconds']}s): "
         f"close to or over the {REQUEST_TIMEOUT_S}s request timeout"
+    )
 
 
 # --- failures ----------------------------------------------------------------------------------
@@ -177,8 +188,9 @@ def test_many_shuffles_hold_no_open_files_and_are_deleted_when_dropped() -> None
     assert result["equal"], "wrong answer"
     assert result["partition_files_while_referenced"] > 0, "no Sluice partition files were written"
     assert len(result["executor_pids"]) == 2, result["executor_pids"]
-    assert all(n == 0 for n in result["open_partition_files"].values()), \
+    assert all(n == 0 for n in result["open_partition_files"].values()), (
         f"partition files open while idle: {result['open_partition_files']} (total fds {result['open_fds']})"
+    )
     assert all(n < 1000 for n in result["open_fds"].values()), result["open_fds"]
     assert result["deleted_after_gc"], f"{result['partition_files_left']} partition files left after GC"
 

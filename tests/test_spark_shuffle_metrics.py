@@ -8,7 +8,6 @@ from typing import Any, Dict, List
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-
 from sessions import http_json, ui_url
 from sparkjobs import run_in_group
 

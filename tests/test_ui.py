@@ -12,13 +12,12 @@ import time
 from typing import Any, Iterator, List
 
 import pytest
-
 import sluice
-
 from sessions import REPO, http_get, http_json, ui_url
 from sparkjobs import Background, SlowConsumerQuery, run_in_group, sample_until_all_tasks_seen, shuffle_rows
 
 SCREENSHOT = REPO / "docs" / "sluice-ui-tab.png"
+
 
 def prometheus_name(spark: Any, executor_id: str, metric: str) -> str:
     """What Spark's Prometheus servlet calls a Sluice metric: ``metrics_`` and the registry name
@@ -84,9 +83,17 @@ def chromium() -> str:
 def run_chromium(args: List[str]) -> str:
     with tempfile.TemporaryDirectory(prefix="sluice-chromium-") as profile:
         flags = [
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={profile}", "--window-size=1600,1300", "--hide-scrollbars",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--window-size=1600,1300",
+            "--hide-scrollbars",
         ]
         result = subprocess.run([chromium()] + flags + args, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr[-2000:]
@@ -113,9 +120,9 @@ def test_the_tab_renders_in_headless_chromium(spark: Any) -> None:
         yield sum(1 for _ in rows)
 
     idle = Background(
-        spark, "sluice-ui-idle",
-        lambda: sc.parallelize(range(100), 1).map(lambda x: (x, x)).partitionBy(1).mapPartitions(sleepy)
-        .sum(),
+        spark,
+        "sluice-ui-idle",
+        lambda: sc.parallelize(range(100), 1).map(lambda x: (x, x)).partitionBy(1).mapPartitions(sleepy).sum(),
     )
     idle_stage = idle.running_stage()
     assert sample_until_all_tasks_seen(spark, idle_stage, tasks=1)["level"] == "OK"
@@ -141,4 +148,3 @@ def test_the_tab_renders_in_headless_chromium(spark: Any) -> None:
     run_chromium([f"--screenshot={target}", url])
     assert target.is_file() and target.stat().st_size > 10_000
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-

@@ -47,7 +47,8 @@ def df_join(spark: SparkSession) -> Answer:
     plan = joined._jdf.queryExecution().executedPlan().toString()
     assert "BroadcastHashJoin" not in plan, plan
     out = joined.groupBy(F.pmod("k", F.lit(97)).alias("b")).agg(
-        F.count("*").alias("n"), F.sum("lv").alias("sl"), F.sum("rv").alias("sr"))
+        F.count("*").alias("n"), F.sum("lv").alias("sl"), F.sum("rv").alias("sr")
+    )
     return _sorted_rows(out)
 
 
@@ -73,10 +74,17 @@ def large_records(spark: SparkSession) -> Answer:
     """Records of 100 KB to 300 KB: each spans several 32 KiB network buffers."""
     df = spark.range(0, 240, 1, 6).select(
         (F.col("id") % 7).alias("k"),
-        F.expr("repeat(sha2(cast(id as string), 256), 1600 + 3200 * cast(id % 3 as int))").alias("blob"))
-    out = df.repartition(5, "k").groupBy("k").agg(
-        F.count("*").alias("n"), F.sum(F.length("blob")).alias("bytes"),
-        F.sort_array(F.collect_list(F.sha2("blob", 256))).alias("hashes"))
+        F.expr("repeat(sha2(cast(id as string), 256), 1600 + 3200 * cast(id % 3 as int))").alias("blob"),
+    )
+    out = (
+        df.repartition(5, "k")
+        .groupBy("k")
+        .agg(
+            F.count("*").alias("n"),
+            F.sum(F.length("blob")).alias("bytes"),
+            F.sort_array(F.collect_list(F.sha2("blob", 256))).alias("hashes"),
+        )
+    )
     return _sorted_rows(out)
 
 
@@ -84,13 +92,15 @@ def _python_pairs(spark: SparkSession, n: int, keys: int, seed: int) -> Any:
     def make(i: int) -> Any:
         h = (i * 2654435761 + seed) % 2**32
         return (h % keys, {"id": i, "tags": [h % 5, h % 7], "name": f"n{h % 1000}"})
+
     return spark.sparkContext.parallelize(range(n), 6).map(make)
 
 
 def rdd_reduce_by_key(spark: SparkSession) -> Answer:
     pairs = _python_pairs(spark, 80_000, 700, seed=13)
     out = pairs.mapValues(lambda d: (1, d["id"], sum(d["tags"]))).reduceByKey(
-        lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2]), numPartitions=9)
+        lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2]), numPartitions=9
+    )
     return sorted([k, list(v)] for k, v in out.collect())
 
 
@@ -115,7 +125,8 @@ def rdd_cogroup(spark: SparkSession) -> Answer:
 def key_skew(spark: SparkSession) -> Answer:
     """Nine records in ten have the same key: one reduce partition gets nearly everything."""
     df = spark.range(0, 400_000, 1, 8).select(
-        F.when(F.col("id") % 10 != 0, F.lit(0)).otherwise(F.col("id") % 1000).alias("k"), F.col("id"))
+        F.when(F.col("id") % 10 != 0, F.lit(0)).otherwise(F.col("id") % 1000).alias("k"), F.col("id")
+    )
     return _sorted_rows(df.groupBy("k").agg(F.count("*"), F.sum("id")))
 
 
@@ -162,7 +173,8 @@ def aqe_skew_join(spark: SparkSession) -> Answer:
     spark.conf.set("spark.sql.adaptive.advisoryPartitionSizeInBytes", "64k")
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
     left = spark.range(0, 200_000, 1, 10).select(
-        F.when(F.col("id") % 4 != 0, F.lit(7)).otherwise(F.col("id") % 500).alias("k"), F.col("id").alias("a"))
+        F.when(F.col("id") % 4 != 0, F.lit(7)).otherwise(F.col("id") % 500).alias("k"), F.col("id").alias("a")
+    )
     right = spark.range(0, 5_000, 1, 4).select((F.col("id") % 500).alias("k"), F.col("id").alias("b"))
     joined = left.join(right, "k")
     # Grouping by another key keeps the join's output distribution free to be split.
@@ -198,7 +210,8 @@ MARKER = "SLUICE-PLAINTEXT-MARKER-5f3c9a"
 def marked_records(spark: SparkSession) -> Answer:
     """Strings carrying MARKER, grouped by the string: the map side's partial aggregates shuffle them."""
     df = spark.range(0, 60_000, 1, 6).select(
-        F.concat(F.lit(MARKER + ":"), (F.col("id") % 5_000).cast("string")).alias("tag"), "id")
+        F.concat(F.lit(MARKER + ":"), (F.col("id") % 5_000).cast("string")).alias("tag"), "id"
+    )
     return _sorted_rows(df.groupBy("tag").agg(F.count("*").alias("n"), F.sum("id").alias("s")))
 
 
@@ -210,9 +223,11 @@ def spill_heavy(spark: SparkSession) -> Answer:
     """A shuffle far larger than a small network memory (every row carries a 64-byte hash): the
     blocking partitions must spill. The answer is known without Spark."""
     df = spark.range(0, SPILL_ROWS, 1, 6).select(
-        (F.col("id") % SPILL_KEYS).alias("k"), "id", F.sha2(F.col("id").cast("string"), 256).alias("h"))
-    per_key = df.repartition(12, "k").groupBy("k").agg(
-        F.count("*").alias("n"), F.sum("id").alias("s"), F.max("h").alias("h"))
+        (F.col("id") % SPILL_KEYS).alias("k"), "id", F.sha2(F.col("id").cast("string"), 256).alias("h")
+    )
+    per_key = (
+        df.repartition(12, "k").groupBy("k").agg(F.count("*").alias("n"), F.sum("id").alias("s"), F.max("h").alias("h"))
+    )
     return _rows(per_key.agg(F.count("*"), F.sum("n"), F.sum("s"), F.sum(F.length("h"))))
 
 

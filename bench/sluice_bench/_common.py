@@ -116,7 +116,6 @@ def java_version() -> str:
 def machine() -> Dict[str, Any]:
     """The machine a run is made on: cores, CPU, memory, kernel, Java/Spark/Sluice versions."""
     import pyspark
-
     import sluice
 
     return {
@@ -261,8 +260,14 @@ def run_plan(plan: Sequence[T], description: str, label: Callable[[T], str], run
         progress.close()
 
 
-def run_alternating_apps(recorder: "Recorder", kind: str, spec: Dict[str, Any], rounds: int,
-                         timeout: float, contenders: Sequence[str] = ("sluice", "sort")) -> None:
+def run_alternating_apps(
+    recorder: "Recorder",
+    kind: str,
+    spec: Dict[str, Any],
+    rounds: int,
+    timeout: float,
+    contenders: Sequence[str] = ("sluice", "sort"),
+) -> None:
     """One application per contender per round, alternated, each run (with its round number)
     appended to ``recorder.runs``."""
 
@@ -275,8 +280,9 @@ def run_alternating_apps(recorder: "Recorder", kind: str, spec: Dict[str, Any], 
     run_plan(alternation(contenders, rounds), f"bench {kind}", lambda i: f"round {i[0]}: {i[1]}", one)
 
 
-def save_result(recorder: "Recorder", out: str, name: str,
-                draw: Callable[[Path, Dict[str, Any]], Path]) -> Tuple[Path, Path]:
+def save_result(
+    recorder: "Recorder", out: str, name: str, draw: Callable[[Path, Dict[str, Any]], Path]
+) -> Tuple[Path, Path]:
     """Writes ``NAME.json`` (NaN as null) and draws ``NAME.png`` from it into ``out``."""
     result = clean_floats(recorder.result())
     path = write_result(Path(out), name, result)
@@ -310,7 +316,9 @@ def run_app(kind: str, contender: str, spec: Dict[str, Any], *, timeout: float, 
             try:
                 done = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT, env=env, timeout=timeout)
             except subprocess.TimeoutExpired:
-                raise BenchError(f"{kind}/{contender} took longer than {timeout:.0f}s; log: {log}\n{tail(log)}") from None
+                raise BenchError(
+                    f"{kind}/{contender} took longer than {timeout:.0f}s; log: {log}\n{tail(log)}"
+                ) from None
         if done.returncode != 0 or not out_file.is_file():
             raise BenchError(f"{kind}/{contender} failed (exit {done.returncode}); log: {log}\n{tail(log)}")
         result: Dict[str, Any] = json.loads(out_file.read_text())

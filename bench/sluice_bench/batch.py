@@ -37,14 +37,19 @@ DUCKDB_QUERIES = (1, 6)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--heavy-rows", type=int, help=f"rows of the heavy job (default {HEAVY_ROWS:,}; quick {QUICK_HEAVY_ROWS:,})")
+    parser.add_argument(
+        "--heavy-rows", type=int, help=f"rows of the heavy job (default {HEAVY_ROWS:,}; quick {QUICK_HEAVY_ROWS:,})"
+    )
     parser.add_argument("--scale", type=float, help="TPC-H scale factor (default 1; quick 0.01)")
     parser.add_argument("--queries", help="TPC-H queries to run, e.g. 1,3,6 (default all 22)")
     parser.add_argument("--no-heavy", action="store_true", help="skip the heavy job")
     parser.add_argument("--no-tpch", action="store_true", help="skip TPC-H")
     parser.add_argument("--no-duckdb", action="store_true", help="skip checking queries against DuckDB")
-    parser.add_argument("--duckdb-queries", default=",".join(str(q) for q in DUCKDB_QUERIES),
-                        help="queries whose sort-shuffle answers are checked against DuckDB (default %(default)s)")
+    parser.add_argument(
+        "--duckdb-queries",
+        default=",".join(str(q) for q in DUCKDB_QUERIES),
+        help="queries whose sort-shuffle answers are checked against DuckDB (default %(default)s)",
+    )
     parser.add_argument("--memory", default="3072", help="executor memory in MiB (local-cluster[2,1,MEM])")
 
 
@@ -107,10 +112,14 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
 def _without_answers(result: Dict[str, Any]) -> Dict[str, Any]:
     slim = dict(result)
     if "heavy" in slim:
-        slim["heavy"] = {k: v for k, v in slim["heavy"].items() if k != "answer"} | {"answer": slim["heavy"].get("answer")}
+        slim["heavy"] = {k: v for k, v in slim["heavy"].items() if k != "answer"} | {
+            "answer": slim["heavy"].get("answer")
+        }
     if "tpch" in slim:
-        slim["tpch"] = {q: {k: v for k, v in r.items() if k != "answer"} | {"rows": len(r.get("answer") or [])}
-                        for q, r in slim["tpch"].items()}
+        slim["tpch"] = {
+            q: {k: v for k, v in r.items() if k != "answer"} | {"rows": len(r.get("answer") or [])}
+            for q, r in slim["tpch"].items()
+        }
     return slim
 
 
@@ -165,7 +174,9 @@ def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec
     if spec["heavy"] is not None:
         heavy = {c: _spread([r["heavy"]["seconds"] for r in results[c]]) for c in CONTENDERS}
         s["heavy"] = heavy
-        s["heavy_shuffle_write_bytes"] = {c: median([r["heavy"]["shuffle_write_bytes"] for r in results[c]]) for c in CONTENDERS}
+        s["heavy_shuffle_write_bytes"] = {
+            c: median([r["heavy"]["shuffle_write_bytes"] for r in results[c]]) for c in CONTENDERS
+        }
         s["heavy_ratio"] = ratio(heavy["sluice"]["median"], heavy["sort"]["median"])
         for metric in ("executor_run_ms", "shuffle_fetch_wait_ms", "shuffle_write_time_ns", "jvm_gc_ms", "tasks"):
             s[f"heavy_{metric}"] = {c: median([r["heavy"].get(metric, 0) for r in results[c]]) for c in CONTENDERS}
@@ -176,8 +187,12 @@ def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec
         for q in queries:
             times = {c: median([r["tpch"][q]["seconds"] for r in results[c]]) for c in CONTENDERS}
             shuffled = median([r["tpch"][q]["shuffle_write_bytes"] for r in results["sort"]])
-            per_query[q] = {"sluice_s": times["sluice"], "sort_s": times["sort"],
-                            "ratio": ratio(times["sluice"], times["sort"]), "sort_shuffle_write_bytes": shuffled}
+            per_query[q] = {
+                "sluice_s": times["sluice"],
+                "sort_s": times["sort"],
+                "ratio": ratio(times["sluice"], times["sort"]),
+                "sort_shuffle_write_bytes": shuffled,
+            }
             for metric in ("executor_run_ms", "shuffle_fetch_wait_ms", "shuffle_write_time_ns", "jvm_gc_ms", "tasks"):
                 for c in CONTENDERS:
                     per_query[q][f"{c}_{metric}"] = median([r["tpch"][q].get(metric, 0) for r in results[c]])
@@ -204,8 +219,10 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
     print()
     if "heavy" in s:
         h = s["heavy"]
-        print(f"heavy job: Sluice {h['sluice']['median']:.1f}s, sort {h['sort']['median']:.1f}s "
-              f"(ratio {s['heavy_ratio']:.2f}; sort shuffle wrote {s['heavy_shuffle_write_bytes']['sort'] / 1e9:.2f} GB)")
+        print(
+            f"heavy job: Sluice {h['sluice']['median']:.1f}s, sort {h['sort']['median']:.1f}s "
+            f"(ratio {s['heavy_ratio']:.2f}; sort shuffle wrote {s['heavy_shuffle_write_bytes']['sort'] / 1e9:.2f} GB)"
+        )
     if "tpch_queries" in s:
         print(f"{'query':>6} {'sluice s':>9} {'sort s':>8} {'ratio':>6}")
         for q, v in s["tpch_queries"].items():

@@ -80,7 +80,8 @@ def transport_chart(
     iperf_fraction: Dict[str, float],
     subtitle: str,
 ) -> Path:
-    """The "Latency vs. Throughput" figure of "A Deep-Dive into Flink's Network Stack": throughput per buffer timeout as a fraction of
+    """The "Latency vs. Throughput" figure of "A Deep-Dive into Flink's Network Stack": throughput per buffer
+    timeout as a fraction of
     the 100 ms throughput, Sluice's series beside Flink 1.5's published ratios; on the right,
     Sluice's 100 ms throughput as a fraction of iperf3's."""
     plt = _pyplot()
@@ -88,11 +89,20 @@ def transport_chart(
     positions = list(range(len(timeouts)))
     width = 0.8 / (len(series) + 1)
     for i, (name, values) in enumerate(series.items()):
-        left.bar([p + i * width for p in positions], [(v if v is not None else float("nan")) * 100 for v in values], width,
-                 label=name)
+        left.bar(
+            [p + i * width for p in positions],
+            [(v if v is not None else float("nan")) * 100 for v in values],
+            width,
+            label=name,
+        )
     flink_values = [flink.get(t, float("nan")) * 100 for t in timeouts]
-    left.bar([p + len(series) * width for p in positions], flink_values, width, label="Flink 1.5 (Flink blog, 2019; no 10 ms point)",
-             color=COLORS["flink"])
+    left.bar(
+        [p + len(series) * width for p in positions],
+        flink_values,
+        width,
+        label="Flink 1.5 (Flink blog, 2019; no 10 ms point)",
+        color=COLORS["flink"],
+    )
     left.axhline(100, color="black", linewidth=0.8)
     left.axhline(90, color="gray", linewidth=0.8, linestyle="--", label="goal at 1 ms: 90 %")
     left.set_xticks([p + width * len(series) / 2 for p in positions])
@@ -126,12 +136,19 @@ def latency_chart(path: Path, rows: List[Dict[str, Any]], subtitle: str) -> Path
             for stat, marker in (("p50_ms", "o"), ("p99_ms", "s"), ("p999_ms", "^")):
                 xs, ys = [], []
                 for i, rate in enumerate(rates):
-                    match = [r for r in rows if r["config"] == config and r["contender"] == contender and r["rate"] == rate]
+                    match = [
+                        r for r in rows if r["config"] == config and r["contender"] == contender and r["rate"] == rate
+                    ]
                     if match and match[0][stat] == match[0][stat]:
                         xs.append(i + offset)
                         ys.append(match[0][stat])
-                ax.scatter(xs, ys, marker=marker, color=COLORS[contender],
-                           label=f"{contender} {stat.replace('_ms', '').replace('p999', 'p99.9')}")
+                ax.scatter(
+                    xs,
+                    ys,
+                    marker=marker,
+                    color=COLORS[contender],
+                    label=f"{contender} {stat.replace('_ms', '').replace('p999', 'p99.9')}",
+                )
         ax.set_yscale("log")
         ax.set_xticks(range(len(rates)))
         ax.set_xticklabels([f"{r // 1000}k/s" for r in rates])
@@ -148,7 +165,11 @@ def memory_chart(path: Path, samples: Dict[str, float], budget_mib: float, subti
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(11, 4.8))
     names = list(samples)
-    ax.bar(names, list(samples.values()), color=[COLORS["sort"] if n.startswith("sort") else COLORS["sluice"] for n in names])
+    ax.bar(
+        names,
+        list(samples.values()),
+        color=[COLORS["sort"] if n.startswith("sort") else COLORS["sluice"] for n in names],
+    )
     ax.axhline(budget_mib, color="#d62728", linestyle="--", label=f"budget (network_memory) {budget_mib:.0f} MiB")
     for i, v in enumerate(samples.values()):
         ax.text(i, v, f"{v:.1f}", ha="center", va="bottom")
@@ -163,17 +184,24 @@ def scale_chart(path: Path, groups: Dict[str, Dict[str, Optional[float]]], subti
     """Median seconds per configuration, Sluice beside sort, one panel per group (size, partitions,
     and the wide shapes when they ran). A contender whose job failed has no bar (NaN)."""
     plt = _pyplot()
-    panels = [("data size (16 maps x 16 reduces)", [k for k in groups if k.startswith("size")]),
-              ("partitions, maps x reduces (data x1)", [k for k in groups if k.startswith("parts")]),
-              ("wide shapes, 2 slots per executor", [k for k in groups if k.startswith("wide")])]
+    panels = [
+        ("data size (16 maps x 16 reduces)", [k for k in groups if k.startswith("size")]),
+        ("partitions, maps x reduces (data x1)", [k for k in groups if k.startswith("parts")]),
+        ("wide shapes, 2 slots per executor", [k for k in groups if k.startswith("wide")]),
+    ]
     panels = [p for p in panels if p[1]] or panels[:1]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.6), squeeze=False)
     for ax, (title, keys) in zip(axes[0], panels):
         positions = list(range(len(keys)))
         for i, contender in enumerate(("sluice", "sort")):
             heights = [groups[k].get(contender) for k in keys]
-            ax.bar([p + (i - 0.5) * 0.4 for p in positions], [float("nan") if h is None else h for h in heights], 0.4,
-                   label=contender, color=COLORS[contender])
+            ax.bar(
+                [p + (i - 0.5) * 0.4 for p in positions],
+                [float("nan") if h is None else h for h in heights],
+                0.4,
+                label=contender,
+                color=COLORS[contender],
+            )
         ax.set_xticks(positions)
         ax.set_xticklabels(keys, fontsize=8)
         ax.set_ylabel("seconds (median)")

@@ -35,7 +35,9 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
     warmup_ms, measure_ms = int(float(spec["warmup_s"]) * 1000), int(float(spec["measure_s"]) * 1000)
     # The schedule: start-up and JIT warm-up at the middle rate, then each rate unmeasured and
     # measured, then a trickle that makes every task write its histograms once more.
-    steps: List[Tuple[int, int, int]] = [(0, rates[len(rates) // 2], int(float(spec.get("initial_warmup_s", 15)) * 1000))]
+    steps: List[Tuple[int, int, int]] = [
+        (0, rates[len(rates) // 2], int(float(spec.get("initial_warmup_s", 15)) * 1000))
+    ]
     for i, rate in enumerate(rates):
         steps += [(2 * i + 1, rate, warmup_ms), (2 * i + 2, rate, measure_ms)]
     steps.append((TRICKLE_PHASE, 200, 4000))
@@ -60,8 +62,13 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
 
     start_delay_ms = 2000
     stream = stream_class.create(
-        jss, partitions, int(spec.get("keys", 1000)), start_delay_ms,
-        ints([s[0] for s in steps]), longs([s[1] for s in steps]), longs([s[2] for s in steps]),
+        jss,
+        partitions,
+        int(spec.get("keys", 1000)),
+        start_delay_ms,
+        ints([s[0] for s in steps]),
+        longs([s[1] for s in steps]),
+        longs([s[2] for s in steps]),
     )
     source = DataFrame(stream.toScheduledDF(), spark)
     query_df = (
@@ -71,7 +78,9 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
     )
     writer = jvm_class(spark, f"{BENCH}.LatencyProbeWriter")
     started = time.monotonic()
-    query = writer.start(query_df._jdf, str(work / "hist"), str(work / "checkpoint"), spec.get("batch_duration", "30 seconds"))
+    query = writer.start(
+        query_df._jdf, str(work / "hist"), str(work / "checkpoint"), spec.get("batch_duration", "30 seconds")
+    )
     try:
         total_s = start_delay_ms / 1000 + sum(s[2] for s in steps) / 1000
         _sleep_checking(query, total_s - (time.monotonic() - started) + 1.0)

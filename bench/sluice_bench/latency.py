@@ -95,8 +95,11 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     configs = CONFIGS[:1] if quick else CONFIGS
     specs = {name: app_spec(args, s, b) for name, s, b in configs}
     recorder = Recorder("latency", command_line(argv), {"rounds": rounds, "quick": quick, "specs": specs})
-    plan = [(r, name, contender) for r, name in alternation([c[0] for c in configs], rounds)
-            for contender in ("sluice", "builtin")]
+    plan = [
+        (r, name, contender)
+        for r, name in alternation([c[0] for c in configs], rounds)
+        for contender in ("sluice", "builtin")
+    ]
 
     def one(item: Tuple[int, str, str]) -> None:
         round_number, name, contender = item
@@ -125,15 +128,23 @@ def summarize(recorder: Recorder, configs: Tuple[Tuple[str, Optional[int], Optio
             for rate in rates:
                 phases = [p for r in runs for p in r["phases"] if int(p["rate"]) == rate]
                 row: Dict[str, Any] = {
-                    "config": name, "contender": contender, "rate": rate,
-                    "interval_ms": (sluice_ms or SLUICE_DEFAULT_MS) if contender == "sluice" else (builtin_ms or BUILTIN_DEFAULT_MS),
+                    "config": name,
+                    "contender": contender,
+                    "rate": rate,
+                    "interval_ms": (sluice_ms or SLUICE_DEFAULT_MS)
+                    if contender == "sluice"
+                    else (builtin_ms or BUILTIN_DEFAULT_MS),
                     "received_fraction": median([ratio(p["received"], p["scheduled"]) for p in phases]),
                 }
                 for stat in ("p50_ms", "p99_ms", "p999_ms", "mean_ms"):
                     row[stat] = median([p["e2e"][stat] for p in phases if p["e2e"][stat] is not None])
-                    row[f"shuffle_{stat}"] = median([p["shuffle"][stat] for p in phases if p["shuffle"][stat] is not None])
+                    row[f"shuffle_{stat}"] = median(
+                        [p["shuffle"][stat] for p in phases if p["shuffle"][stat] is not None]
+                    )
                 table.append(row)
-        markers = [r.get("network_latency", {}) for r in recorder.runs if r["config"] == name and r["contender"] == "sluice"]
+        markers = [
+            r.get("network_latency", {}) for r in recorder.runs if r["config"] == name and r["contender"] == "sluice"
+        ]
         p99s = [max(m["p99_ms"]) for m in markers if m.get("p99_ms")]
         recorder.summary.setdefault("sluice_network_marker_p99_ms", {})[name] = median(p99s)
     recorder.summary["table"] = table
@@ -156,17 +167,28 @@ def summarize(recorder: Recorder, configs: Tuple[Tuple[str, Optional[int], Optio
         s_low = cell(name, "sluice", low) if low is not None else None
         if s_low is not None:
             timeout = sluice_ms or SLUICE_DEFAULT_MS
-            recorder.goals.append(goal(f"low load ({low}/s): Sluice p99 through the shuffle, buffer timeout {timeout} ms",
-                                       s_low["shuffle_p99_ms"], timeout + 1.0, at_most=True, unit="ms"))
+            recorder.goals.append(
+                goal(
+                    f"low load ({low}/s): Sluice p99 through the shuffle, buffer timeout {timeout} ms",
+                    s_low["shuffle_p99_ms"],
+                    timeout + 1.0,
+                    at_most=True,
+                    unit="ms",
+                )
+            )
     recorder.summary["p99_ratio_sluice_over_builtin"] = ratios
 
 
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
-    print(f"\n{'config':<42}{'contender':>9}{'rate/s':>8}{'p50':>9}{'p99':>9}{'p99.9':>10}"
-          f"{'shuf p50':>10}{'shuf p99':>10}{'recv':>6}")
+    print(
+        f"\n{'config':<42}{'contender':>9}{'rate/s':>8}{'p50':>9}{'p99':>9}{'p99.9':>10}"
+        f"{'shuf p50':>10}{'shuf p99':>10}{'recv':>6}"
+    )
     for t in recorder.summary["table"]:
-        print(f"{t['config']:<42}{t['contender']:>9}{t['rate']:>8}{t['p50_ms']:>9.2f}{t['p99_ms']:>9.2f}"
-              f"{t['p999_ms']:>10.2f}{t['shuffle_p50_ms']:>10.2f}{t['shuffle_p99_ms']:>10.2f}{t['received_fraction']:>6.2f}")
+        print(
+            f"{t['config']:<42}{t['contender']:>9}{t['rate']:>8}{t['p50_ms']:>9.2f}{t['p99_ms']:>9.2f}"
+            f"{t['p999_ms']:>10.2f}{t['shuffle_p50_ms']:>10.2f}{t['shuffle_p99_ms']:>10.2f}{t['received_fraction']:>6.2f}"
+        )
     print("(milliseconds, medians over rounds; recv = rows received / scheduled)")
     for g in recorder.goals:
         sign = "<="

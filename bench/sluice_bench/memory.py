@@ -50,7 +50,9 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         "rows": rows,
         "partitions": 16,
     }
-    recorder = Recorder("memory", command_line(argv), {"rounds": rounds, "quick": quick, "budget_bytes": budget, "spec": spec})
+    recorder = Recorder(
+        "memory", command_line(argv), {"rounds": rounds, "quick": quick, "budget_bytes": budget, "spec": spec}
+    )
     run_alternating_apps(recorder, "memory", spec, rounds, timeout=3600)
     summarize(recorder, budget)
     path, chart = save_result(recorder, args.out, "memory", draw)
@@ -73,7 +75,8 @@ def draw(path: Path, result: Dict[str, Any]) -> Path:
             "sort: Netty direct\nmemory (peak)": s["peak_netty_direct_bytes"]["sort"] / MIB,
         },
         budget / MIB,
-        f"shuffle {s['shuffle_bytes'] / MIB:.0f} MiB = {s['shuffle_over_budget']:.0f}x the budget, " + subtitle_of(result),
+        f"shuffle {s['shuffle_bytes'] / MIB:.0f} MiB = {s['shuffle_over_budget']:.0f}x the budget, "
+        + subtitle_of(result),
     )
 
 
@@ -94,15 +97,26 @@ def summarize(recorder: Recorder, budget: int) -> None:
     s["sluice_allocated_bytes"] = allocated
     s["sluice_configured_bytes"] = configured
     s["peak_direct_bytes"] = {
-        c: max((int(e["peak_direct_bytes"]) for r in recorder.runs if r["contender"] == c for e in r["after"]), default=0)
+        c: max(
+            (int(e["peak_direct_bytes"]) for r in recorder.runs if r["contender"] == c for e in r["after"]), default=0
+        )
         for c in ("sluice", "sort")
     }
     s["peak_netty_direct_bytes"] = {
-        c: max((int(e.get("peak_netty_direct_bytes", 0)) for r in recorder.runs if r["contender"] == c for e in r["after"]),
-               default=0)
+        c: max(
+            (
+                int(e.get("peak_netty_direct_bytes", 0))
+                for r in recorder.runs
+                if r["contender"] == c
+                for e in r["after"]
+            ),
+            default=0,
+        )
         for c in ("sluice", "sort")
     }
-    s["seconds"] = {c: median([r["job"]["seconds"] for r in recorder.runs if r["contender"] == c]) for c in ("sluice", "sort")}
+    s["seconds"] = {
+        c: median([r["job"]["seconds"] for r in recorder.runs if r["contender"] == c]) for c in ("sluice", "sort")
+    }
     s["time_ratio"] = ratio(s["seconds"]["sluice"], s["seconds"]["sort"])
     # The shuffle's size: what the sort shuffle wrote (compressed) and the rows' in-memory size.
     s["sort_shuffle_write_bytes"] = median([r["job"]["shuffle_write_bytes"] for r in sort_runs])
@@ -112,21 +126,32 @@ def summarize(recorder: Recorder, budget: int) -> None:
     answers = {repr(r["job"]["answer"]) for r in recorder.runs}
     if len(answers) != 1:
         recorder.mismatches.append(f"the memory job's answers differ between runs: {sorted(answers)}")
-    recorder.goals.append(goal("Sluice's peak network memory / budget", max(peak_used, allocated) / budget, 1.0,
-                               at_most=True))
+    recorder.goals.append(
+        goal("Sluice's peak network memory / budget", max(peak_used, allocated) / budget, 1.0, at_most=True)
+    )
 
 
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
     s = recorder.summary
     budget = recorder.settings["budget_bytes"]
-    print(f"\nbudget {budget / MIB:.0f} MiB per executor; shuffle {s['shuffle_bytes'] / MIB:.0f} MiB "
-          f"({s['shuffle_over_budget']:.1f}x)")
-    print(f"Sluice peak used segments: {s['sluice_peak_used_bytes'] / MIB:.1f} MiB; allocated high-water: "
-          f"{s['sluice_allocated_bytes'] / MIB:.1f} MiB; JVM direct peak: {s['peak_direct_bytes']['sluice'] / MIB:.1f} MiB")
+    print(
+        f"\nbudget {budget / MIB:.0f} MiB per executor; shuffle {s['shuffle_bytes'] / MIB:.0f} MiB "
+        f"({s['shuffle_over_budget']:.1f}x)"
+    )
+    print(
+        f"Sluice peak used segments: {s['sluice_peak_used_bytes'] / MIB:.1f} MiB; allocated high-water: "
+        f"{s['sluice_allocated_bytes'] / MIB:.1f} MiB;"
+        f" JVM direct peak: {s['peak_direct_bytes']['sluice'] / MIB:.1f} MiB"
+    )
     print(f"sort shuffle JVM direct peak: {s['peak_direct_bytes']['sort'] / MIB:.1f} MiB")
-    print(f"Netty's own direct memory peak: Sluice {s['peak_netty_direct_bytes']['sluice'] / MIB:.1f} MiB, "
-          f"sort {s['peak_netty_direct_bytes']['sort'] / MIB:.1f} MiB")
-    print(f"job time: Sluice {s['seconds']['sluice']:.1f}s, sort {s['seconds']['sort']:.1f}s (ratio {s['time_ratio']:.2f})")
+    print(
+        f"Netty's own direct memory peak: Sluice {s['peak_netty_direct_bytes']['sluice'] / MIB:.1f} MiB, "
+        f"sort {s['peak_netty_direct_bytes']['sort'] / MIB:.1f} MiB"
+    )
+    print(
+        f"job time: Sluice {s['seconds']['sluice']:.1f}s,"
+        f" sort {s['seconds']['sort']:.1f}s (ratio {s['time_ratio']:.2f})"
+    )
     for g in recorder.goals:
         print(f"goal {g['goal']} <= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")
     print(f"result: {path}\nchart: {chart}")

@@ -36,13 +36,21 @@ QUICK_BASE_ROWS = 20_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--base-rows", type=int, help=f"rows at size x1 (default {BASE_ROWS:,}; quick {QUICK_BASE_ROWS:,})")
-    parser.add_argument("--memory", default="2048", help="worker memory in MiB (local-cluster[2,1,MEM], "
-                        "local-cluster[2,2,MEM] for the wide shapes)")
-    parser.add_argument("--groups", default="classic,wide",
-                        help="which groups to run: classic (size and partitions on local-cluster[2,1,MEM]), "
-                        "wide (the wide shapes on local-cluster[2,2,MEM]), or both (default); a run of one "
-                        "group is saved as scale-<group>.json")
+    parser.add_argument(
+        "--base-rows", type=int, help=f"rows at size x1 (default {BASE_ROWS:,}; quick {QUICK_BASE_ROWS:,})"
+    )
+    parser.add_argument(
+        "--memory",
+        default="2048",
+        help="worker memory in MiB (local-cluster[2,1,MEM], local-cluster[2,2,MEM] for the wide shapes)",
+    )
+    parser.add_argument(
+        "--groups",
+        default="classic,wide",
+        help="which groups to run: classic (size and partitions on local-cluster[2,1,MEM]), "
+        "wide (the wide shapes on local-cluster[2,2,MEM]), or both (default); a run of one "
+        "group is saved as scale-<group>.json",
+    )
 
 
 def configs(base: int, quick: bool) -> List[Dict[str, Any]]:
@@ -64,8 +72,10 @@ def wide_configs(base: int, quick: bool) -> List[Dict[str, Any]]:
     """The wide shapes, run with two task slots per executor (``local-cluster[2,2,MEM]``). Each
     map writes at least 5 rows per reducer (so nearly every map output has data for every
     reducer, as in a real job: Spark leaves empty blocks out of a reducer's input)."""
-    return [{"name": f"wide {m}x{r}", "rows": max(base, 5 * m * r), "maps": m, "reduces": r}
-            for m, r in (QUICK_WIDE_SHAPES if quick else WIDE_SHAPES)]
+    return [
+        {"name": f"wide {m}x{r}", "rows": max(base, 5 * m * r), "maps": m, "reduces": r}
+        for m, r in (QUICK_WIDE_SHAPES if quick else WIDE_SHAPES)
+    ]
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
@@ -78,8 +88,12 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         "sluice_options": sluice_options(args),
         "configs": configs(base, quick),
     }
-    wide = dict(spec, master=f"local-cluster[2,2,{args.memory}]", configs=wide_configs(base, quick),
-                warmup={"name": "warm-up", "rows": base, "maps": 16, "reduces": 16})
+    wide = dict(
+        spec,
+        master=f"local-cluster[2,2,{args.memory}]",
+        configs=wide_configs(base, quick),
+        warmup={"name": "warm-up", "rows": base, "maps": 16, "reduces": 16},
+    )
     groups = [g.strip() for g in str(args.groups).split(",") if g.strip()]
     unknown = [g for g in groups if g not in ("classic", "wide")]
     if unknown or not groups:
@@ -111,14 +125,36 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
     for c in config_list:
         name = c["name"]
         runs = [r for r in recorder.runs if name in r["runs"]]
-        failures += [f"round {r['round']}, {r['contender']}, {name}: {r['runs'][name]['error']}"
-                     for r in runs if r["runs"][name].get("error")]
-        times = {k: median([r["runs"][name]["seconds"] for r in runs
-                            if r["contender"] == k and r["runs"][name]["seconds"] is not None]) for k in ("sluice", "sort")}
-        s[name] = {"sluice_s": times["sluice"], "sort_s": times["sort"], "ratio": ratio(times["sluice"], times["sort"]),
-                   "rows": c["rows"], "maps": c["maps"], "reduces": c["reduces"],
-                   "sort_shuffle_write_bytes": median([r["runs"][name]["shuffle_write_bytes"] for r in runs
-                                                       if r["contender"] == "sort" and "shuffle_write_bytes" in r["runs"][name]])}
+        failures += [
+            f"round {r['round']}, {r['contender']}, {name}: {r['runs'][name]['error']}"
+            for r in runs
+            if r["runs"][name].get("error")
+        ]
+        times = {
+            k: median(
+                [
+                    r["runs"][name]["seconds"]
+                    for r in runs
+                    if r["contender"] == k and r["runs"][name]["seconds"] is not None
+                ]
+            )
+            for k in ("sluice", "sort")
+        }
+        s[name] = {
+            "sluice_s": times["sluice"],
+            "sort_s": times["sort"],
+            "ratio": ratio(times["sluice"], times["sort"]),
+            "rows": c["rows"],
+            "maps": c["maps"],
+            "reduces": c["reduces"],
+            "sort_shuffle_write_bytes": median(
+                [
+                    r["runs"][name]["shuffle_write_bytes"]
+                    for r in runs
+                    if r["contender"] == "sort" and "shuffle_write_bytes" in r["runs"][name]
+                ]
+            ),
+        }
         memory = [r["runs"][name]["network_memory"] for r in runs if "network_memory" in r["runs"][name]]
         if memory:
             s[name]["network_peak_bytes"] = max(m["peak_used_bytes"] for m in memory)
@@ -144,7 +180,9 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
     recorder.summary["max_connections_per_pair"] = most
     if not seen:
         recorder.notes.append("no Sluice connection was seen (no executor reported a Sluice port)")
-    recorder.goals.append(goal("TCP connections per executor pair and direction (most seen)", float(most), 1.0, at_most=True))
+    recorder.goals.append(
+        goal("TCP connections per executor pair and direction (most seen)", float(most), 1.0, at_most=True)
+    )
     wide_names = [c["name"] for c in config_list if c["name"].startswith("wide")]
     if wide_names:
         goal_name = f"wide {WIDE_GOAL_SHAPE[0]}x{WIDE_GOAL_SHAPE[1]}"
@@ -169,13 +207,20 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
 
 
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
-    print(f"\n{'config':<18}{'rows':>11}{'sluice s':>10}{'sort s':>9}{'ratio':>7}{'growth sluice':>15}{'growth sort':>13}"
-          f"{'net peak/budget MiB':>22}")
+    print(
+        f"\n{'config':<18}{'rows':>11}{'sluice s':>10}{'sort s':>9}{'ratio':>7}{'growth sluice':>15}{'growth sort':>13}"
+        f"{'net peak/budget MiB':>22}"
+    )
     for name, v in recorder.summary["configs"].items():
-        memory = (f"{v['network_peak_bytes'] / MIB:.1f}/{v['network_budget_bytes'] / MIB:.0f}"
-                  if "network_peak_bytes" in v else "-")
-        print(f"{name:<18}{v['rows']:>11,}{v['sluice_s']:>10.2f}{v['sort_s']:>9.2f}{v['ratio']:>7.2f}"
-              f"{v.get('growth_sluice', float('nan')):>15.2f}{v.get('growth_sort', float('nan')):>13.2f}{memory:>22}")
+        memory = (
+            f"{v['network_peak_bytes'] / MIB:.1f}/{v['network_budget_bytes'] / MIB:.0f}"
+            if "network_peak_bytes" in v
+            else "-"
+        )
+        print(
+            f"{name:<18}{v['rows']:>11,}{v['sluice_s']:>10.2f}{v['sort_s']:>9.2f}{v['ratio']:>7.2f}"
+            f"{v.get('growth_sluice', float('nan')):>15.2f}{v.get('growth_sort', float('nan')):>13.2f}{memory:>22}"
+        )
     print(f"most TCP connections per executor pair (one direction): {recorder.summary['max_connections_per_pair']}")
     for g in recorder.goals:
         print(f"goal {g['goal']} <= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")

@@ -8,9 +8,9 @@ import time
 import urllib.request
 from typing import Any, Callable, Dict, List
 
+import sluice
 from pyspark.sql import SparkSession
 
-import sluice
 from sluice_bench._jars import bench_jar_path
 
 CONTENDERS = ("sluice", "sort", "builtin")

@@ -2,7 +2,8 @@
 timeout, measured by ``io.sluice.bench.TransportBenchmark`` (two executors in one JVM over
 loopback), alternated with ``iperf3`` over loopback as the ceiling of one TCP connection.
 
-The chart redraws "A Deep-Dive into Flink's Network Stack"'s "Latency vs. Throughput" figure: Sluice's throughput at each buffer
+The chart redraws "A Deep-Dive into Flink's Network Stack"'s "Latency vs. Throughput" figure: Sluice's
+throughput at each buffer
 timeout as a fraction of its throughput at 100 ms, beside Flink 1.5's published ratios.
 
 Goals: 1 ms reaches at least 90 % of the 100 ms throughput; one connection at least 80 % of
@@ -73,13 +74,20 @@ def java_command(args: List[str]) -> List[str]:
     """``java`` running TransportBenchmark from the benchmark jar, with the plugin jar and
     pyspark's jars."""
     import pyspark
-
     import sluice
 
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     classpath = os.pathsep.join([bench_jar_path(), sluice.jar_path(), f"{jars}/*"])
-    return ["java", *SPARK_JVM_ARGS, "-Xmx1g", "-XX:MaxDirectMemorySize=1g", "-cp", classpath,
-            "io.sluice.bench.TransportBenchmark", *args]
+    return [
+        "java",
+        *SPARK_JVM_ARGS,
+        "-Xmx1g",
+        "-XX:MaxDirectMemorySize=1g",
+        "-cp",
+        classpath,
+        "io.sluice.bench.TransportBenchmark",
+        *args,
+    ]
 
 
 def parse_runs(output: str) -> List[Dict[str, Any]]:
@@ -113,8 +121,12 @@ def iperf3(seconds: int) -> float:
     server = subprocess.Popen([tool, "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        done = subprocess.run([tool, "-c", "127.0.0.1", "-p", str(port), "-l", "32K", "-t", str(seconds), "-J"],
-                              capture_output=True, text=True, timeout=seconds + 60)
+        done = subprocess.run(
+            [tool, "-c", "127.0.0.1", "-p", str(port), "-l", "32K", "-t", str(seconds), "-J"],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 60,
+        )
         if done.returncode != 0:
             raise BenchError(f"iperf3 failed: {done.stdout[-500:]} {done.stderr[-500:]}")
         report = json.loads(done.stdout)
@@ -132,13 +144,32 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     seconds = args.seconds or (1.0 if quick else 3.0)
     sizes = args.record_sizes or ("10240" if quick else "100,10240")
     iperf_seconds = args.iperf_seconds or (1 if quick else 5)
-    bench_args = ["--seconds", str(seconds), "--warmup", "0.5" if quick else "1", "--repeats", "1",
-                  "--channels", args.channels, "--record-sizes", sizes,
-                  "--timeouts", ",".join(str(t) for t in TIMEOUTS), "--modes", "remote"]
-    recorder = Recorder("transport", command_line(argv), {
-        "rounds": rounds, "quick": quick, "transport_benchmark_command": " ".join(java_command(bench_args)),
-        "iperf3_command": f"iperf3 -s -1 -p PORT & iperf3 -c 127.0.0.1 -p PORT -l 32K -t {iperf_seconds} -J",
-    })
+    bench_args = [
+        "--seconds",
+        str(seconds),
+        "--warmup",
+        "0.5" if quick else "1",
+        "--repeats",
+        "1",
+        "--channels",
+        args.channels,
+        "--record-sizes",
+        sizes,
+        "--timeouts",
+        ",".join(str(t) for t in TIMEOUTS),
+        "--modes",
+        "remote",
+    ]
+    recorder = Recorder(
+        "transport",
+        command_line(argv),
+        {
+            "rounds": rounds,
+            "quick": quick,
+            "transport_benchmark_command": " ".join(java_command(bench_args)),
+            "iperf3_command": f"iperf3 -s -1 -p PORT & iperf3 -c 127.0.0.1 -p PORT -l 32K -t {iperf_seconds} -J",
+        },
+    )
     plan = alternation(("iperf3", "sluice"), rounds)
     iperf: List[float] = []
     sluice_runs: List[Dict[str, Any]] = []
@@ -177,8 +208,12 @@ def summarize(recorder: Recorder, iperf: List[float], runs: List[Dict[str, Any]]
     table: Dict[str, Dict[str, Any]] = {}
     for key in sorted({(int(r["channels"]), int(r["recordSize"])) for r in runs}):
         name = series_name(*key)
-        by_timeout = {t: median([r["gbps"] for r in runs if (r["channels"], r["recordSize"]) == key
-                                 and int(r["bufferTimeoutMs"]) == t]) for t in TIMEOUTS}
+        by_timeout = {
+            t: median(
+                [r["gbps"] for r in runs if (r["channels"], r["recordSize"]) == key and int(r["bufferTimeoutMs"]) == t]
+            )
+            for t in TIMEOUTS
+        }
         base = by_timeout[100]
         table[name] = {
             "gbps": {str(t): v for t, v in by_timeout.items()},
@@ -191,7 +226,9 @@ def summarize(recorder: Recorder, iperf: List[float], runs: List[Dict[str, Any]]
     if table:
         worst_1ms = min(v["fraction_of_100ms"]["1"] for v in table.values())
         best_iperf = max(v["best_fraction_of_iperf3"] for v in table.values())
-        recorder.goals.append(goal("1 ms throughput / 100 ms throughput (worst series)", worst_1ms, 0.90, at_most=False))
+        recorder.goals.append(
+            goal("1 ms throughput / 100 ms throughput (worst series)", worst_1ms, 0.90, at_most=False)
+        )
         recorder.goals.append(goal("one connection / iperf3 (best series)", best_iperf, 0.80, at_most=False))
 
 

@@ -1,19 +1,19 @@
 """The ``sluice`` command: the jar's path, spark-submit settings, spark-submit itself, the demo.
 
-    sluice --version                    the installed Sluice version
-    sluice jar                          path of the plugin jar
-    sluice conf [--buffer-timeout 10ms ...] [--prometheus]
-                                        --jars/--conf arguments for spark-submit
-    sluice submit [spark-submit args] app.py [app args]
-                                        pyspark's spark-submit with Sluice switched on (on
-                                        loopback for local masters; SPARK_LOCAL_IP and
-                                        SPARK_HOME left as they are for a cluster)
-    sluice demo [--keep-ui [SECONDS]] [--compare]
-                                        a shuffle-heavy job on a local two-executor cluster
-    sluice bench NAME [--rounds N] [--quick] [--out DIR]
-                                        benchmarks against Spark's shuffles (batch, transport,
-                                        latency, memory, scale); handed over to the sluice-bench
-                                        distribution (sluice-bench NAME ...), installed apart
+sluice --version                    the installed Sluice version
+sluice jar                          path of the plugin jar
+sluice conf [--buffer-timeout 10ms ...] [--prometheus]
+                                    --jars/--conf arguments for spark-submit
+sluice submit [spark-submit args] app.py [app args]
+                                    pyspark's spark-submit with Sluice switched on (on
+                                    loopback for local masters; SPARK_LOCAL_IP and
+                                    SPARK_HOME left as they are for a cluster)
+sluice demo [--keep-ui [SECONDS]] [--compare]
+                                    a shuffle-heavy job on a local two-executor cluster
+sluice bench NAME [--rounds N] [--quick] [--out DIR]
+                                    benchmarks against Spark's shuffles (batch, transport,
+                                    latency, memory, scale); handed over to the sluice-bench
+                                    distribution (sluice-bench NAME ...), installed apart
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from sluice import _options
 from sluice._version import __version__
@@ -74,9 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sluice", description="Sluice: Flink's network stack as a Spark shuffle."
-    )
+    parser = argparse.ArgumentParser(prog="sluice", description="Sluice: Flink's network stack as a Spark shuffle.")
     parser.add_argument("--version", action="version", version=f"sluice {__version__} (spark-sluice)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("jar", help="print the path of the Sluice plugin jar")
@@ -109,9 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     run_demo = commands.add_parser(
         "demo", help="run a shuffle-heavy job on a local two-executor cluster through Sluice"
     )
-    run_demo.add_argument(
-        "--rows", type=int, default=demo.ROWS, help="rows of each input (default %(default)s)"
-    )
+    run_demo.add_argument("--rows", type=int, default=demo.ROWS, help="rows of each input (default %(default)s)")
     run_demo.add_argument(
         "--partitions", type=int, default=demo.PARTITIONS, help="shuffle partitions (default %(default)s)"
     )
@@ -251,8 +247,9 @@ def _properties(path: str) -> Dict[str, str]:
         line = line.strip()
         if not line or line.startswith(("#", "!")):
             continue
-        cut = min((i for i in (line.find("="), line.find(":"), line.find(" "), line.find("\t")) if i >= 0),
-                  default=len(line))
+        cut = min(
+            (i for i in (line.find("="), line.find(":"), line.find(" "), line.find("\t")) if i >= 0), default=len(line)
+        )
         value = line[cut:].lstrip(" \t")
         if value[:1] in ("=", ":"):
             value = value[1:]

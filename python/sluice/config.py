@@ -59,9 +59,7 @@ def spark_conf(*, prometheus: bool = False, **options: object) -> Dict[str, str]
     return conf
 
 
-def configure(
-    builder: SparkSession.Builder, *, prometheus: bool = False, **options: object
-) -> SparkSession.Builder:
+def configure(builder: SparkSession.Builder, *, prometheus: bool = False, **options: object) -> SparkSession.Builder:
     """Sets up ``builder`` to run its session's shuffles on Sluice and returns it.
 
     Adds the plugin jar to ``spark.jars`` and Sluice's plugin to ``spark.plugins`` (keeping what

@@ -87,10 +87,14 @@ def run_job(
         top = groups.orderBy(F.desc("n"), F.desc("total"), "key").limit(10).collect()
 
     with step("join on key (sort-merge)"):
-        joined = left.join(right, "key").agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.bit_xor(F.xxhash64("key", left["value"], right["value"])).alias("checksum"),
-        ).first()
+        joined = (
+            left.join(right, "key")
+            .agg(
+                F.count(F.lit(1)).alias("rows"),
+                F.bit_xor(F.xxhash64("key", left["value"], right["value"])).alias("checksum"),
+            )
+            .first()
+        )
     groups.unpersist()
     if summary is None or joined is None:
         raise RuntimeError("a global aggregate returned no row")
@@ -108,10 +112,7 @@ def run_job(
 
 def print_result(result: DemoResult) -> None:
     print(f"input: 2 x {result.rows:,} rows")
-    print(
-        f"groupBy(key).agg(count, sum): {result.groups:,} groups, "
-        f"sum of values {result.aggregated_total:,}"
-    )
+    print(f"groupBy(key).agg(count, sum): {result.groups:,} groups, sum of values {result.aggregated_total:,}")
     print("largest groups (key, count, sum):")
     for key, n, total in result.top_groups:
         print(f"  {key:>10}  {n:>3}  {total:>6}")
@@ -157,8 +158,7 @@ def print_network_metrics(spark: SparkSession) -> None:
         return
     headers = ["stage", "tasks"] + [label for _, label in NETWORK_COLUMNS]
     cells = [
-        [str(row["stage_id"]), str(row["tasks"])] + [f"{row[name]:,}" for name, _ in NETWORK_COLUMNS]
-        for row in rows
+        [str(row["stage_id"]), str(row["tasks"])] + [f"{row[name]:,}" for name, _ in NETWORK_COLUMNS] for row in rows
     ]
     totals = ["total", f"{sum(r['tasks'] for r in rows)}"] + [
         f"{sum(r[name] for r in rows):,}" for name, _ in NETWORK_COLUMNS
@@ -232,8 +232,10 @@ def keep_ui_open(spark: SparkSession, seconds: float) -> None:
     """Keeps the session (and its UI) up for ``seconds`` or until Ctrl-C."""
     url = ui_address(spark)
     where = f" at {url}/sluice/" if url else " (the UI is off)"
-    print(f"Keeping the session open for {seconds:.0f}s so you can look at the Sluice tab{where}; "
-          "Ctrl-C to stop.", flush=True)
+    print(
+        f"Keeping the session open for {seconds:.0f}s so you can look at the Sluice tab{where}; Ctrl-C to stop.",
+        flush=True,
+    )
     try:
         time.sleep(seconds)
     except KeyboardInterrupt:
@@ -258,8 +260,9 @@ def main(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.pop("SPARK_HOME", None)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    print(f"Sluice demo on {master}: 2 x {rows:,} rows, {partitions} shuffle partitions; starting Spark ...",
-          flush=True)
+    print(
+        f"Sluice demo on {master}: 2 x {rows:,} rows, {partitions} shuffle partitions; starting Spark ...", flush=True
+    )
     spark = _session(master, "sluice-demo", sluice=True)
     try:
         url = ui_address(spark)

@@ -92,9 +92,7 @@ def metrics_schema(with_latency: bool) -> Any:
     """The schema of :func:`metrics`' table, with or without the latency columns."""
     fields: List[Tuple[str, Any]] = list(ID_COLUMNS) + list(OUTPUT_COLUMNS) + list(FLINK_METRICS)
     if with_latency:
-        fields += [
-            (_latency_column(stat), pa.int64() if stat == "count" else pa.float64()) for stat in LATENCY_STATS
-        ]
+        fields += [(_latency_column(stat), pa.int64() if stat == "count" else pa.float64()) for stat in LATENCY_STATS]
         fields.append(("latency_histograms", pa.list_(LATENCY_HISTOGRAM)))
     return pa.schema(fields)
 
@@ -104,7 +102,8 @@ def metrics(spark: SparkSession, *, wait: bool = True) -> Any:
 
     Columns: ``executor_id``, ``stage_id``, ``stage_attempt_id``, ``task_attempt_id``,
     ``output_type`` (``"blocking"``, ``"pipelined"`` or ``""``), ``bufferTimeoutMs`` (the buffer
-    timeout in effect for a pipelined producer, else null), then Flink's metric names (``outPoolUsage``, ``inPoolUsage``, ``floatingBuffersUsage``,
+    timeout in effect for a pipelined producer, else null), then Flink's metric names (``outPoolUsage``,
+    ``inPoolUsage``, ``floatingBuffersUsage``,
     ``exclusiveBuffersUsage``, ``numRecordsOut``, ``numRecordsIn``, ``numBytesOut``,
     ``numBytesInLocal``, ``numBytesInRemote``, ``numBuffersOut``, ``numBuffersInLocal``,
     ``numBuffersInRemote``, their ``...PerSecond`` rates, ``outputQueueLength``,
