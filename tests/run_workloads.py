@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import workloads  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
-from sessions import APP_MASTER, build_session  # noqa: E402
+from sessions import APP_MASTER, build_session, write_json  # noqa: E402
 
 
 def shuffle_files(root: str) -> Dict[str, List[str]]:
@@ -156,6 +156,7 @@ def main(argv: List[str]) -> int:
         if args.hold:
             result["executors"] = executor_hosts(spark)
             hold(args.hold)
+    write_json(args.out, result)
     return 0
 
 
