@@ -196,8 +196,8 @@ def test_a_killed_executor_and_a_cut_off_host_during_the_reduce_stage_are_recomp
     w1, w2 = cluster.worker_hosts[:2]
     try:
         run_in_driver(cluster, [sys.executable, str(HERE / "run_cluster_failures.py"), "--out", str(out),
-                                "--marks", str(marks), "--kill-ns", w1.ns, "--bridge-ns", cluster.bridge.ns,
-                                "--cut-link", w2.link],
+                                "--marks", str(marks), "--kill-ns", w1.ns, "--kill-reader", w2.address,
+                                "--bridge-ns", cluster.bridge.ns, "--cut-link", w2.link, "--cut-reader", w1.address],
                       timeout=1200)
     finally:
         cluster.reconnect(w2)
