@@ -51,7 +51,8 @@ def dev_cluster() -> ModuleType:
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
     dev = dev_cluster()
-    dev.clean_stale()  # what an earlier, killed run left behind (its process is gone)
+    # What an earlier run that was killed left behind: clusters whose maker's lock is free.
+    dev.clean_stale(unlocked_too=False)
     failed_before = request.session.testsfailed
     c = dev.Cluster(workers=2, rate="1gbit", cores=1, memory="1g")
     c.up()
