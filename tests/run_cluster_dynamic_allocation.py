@@ -96,7 +96,7 @@ def main(argv: List[str]) -> int:
         result["first"] = sorted([k, v] for k, v in held.collect()) == expected(200_000, 31)
         result["map_executors"] = map_executors(spark, "first")
         # Idle, but holding the live shuffle's outputs: kept well past the idle timeout.
-        time.sleep(4 * IDLE_TIMEOUT_S)
+        time.sleep(3 * IDLE_TIMEOUT_S)
         result["while_shuffle_lives"] = executors(spark)
         # Release the shuffle: drop every reference and let the driver's ContextCleaner see it.
         del held

@@ -36,9 +36,9 @@ def query(spark: SparkSession) -> DataFrame:
     # is far more than its channels' buffers hold: it is still reading when the failure comes.
     rows = spark.range(0, N, 1, 8).select(((F.col("id") * 7919) % KEYS).alias("k"), F.col("id"),
                                           F.sha2(F.col("id").cast("string"), 256).alias("h"))
-    # A 40 ms pause every 500 rows, evaluated in the JVM as the reduce task pulls its input, so the
+    # A 20 ms pause every 500 rows, evaluated in the JVM as the reduce task pulls its input, so the
     # failure lands while the reduce tasks hold open channels.
-    pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 40 as bigint))"))
+    pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 20 as bigint))"))
     # One row in 4999 (spread over every key, so over every reduce partition) leaves a file
     # reading-<host address>-*.mark in the executors' java.io.tmpdir (--marks) as a reduce task
     # reads it: the sign that a reduce task on that host is reading its input. (Executors inherit
