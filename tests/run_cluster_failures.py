@@ -17,15 +17,17 @@ import datetime
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from typing import Any, Callable, Dict, List
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+import realapps  # noqa: E402
 
 N = 400_000
 KEYS = 1_000
@@ -63,14 +65,8 @@ def expected() -> List[List[int]]:
     return sorted([k, v, counts[k]] for k, v in sums.items())
 
 
-def rest(spark: SparkSession, path: str) -> Any:
-    sc = spark.sparkContext
-    with urllib.request.urlopen(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/{path}", timeout=30) as r:
-        return json.load(r)
-
-
 def live_executors(spark: SparkSession) -> List[Dict[str, Any]]:
-    return [e for e in rest(spark, "executors") if e["id"] != "driver"]
+    return [e for e in realapps.rest(spark, "executors") if e["id"] != "driver"]
 
 
 def when_reading(marks: str, reader: str, action: Callable[[], Any], state: Dict[str, Any]) -> None:
@@ -85,21 +81,8 @@ def when_reading(marks: str, reader: str, action: Callable[[], Any], state: Dict
         time.sleep(0.05)
 
 
-def namespace_executor_pids(ns: str) -> List[int]:
-    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=30).stdout.split()
-    found = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"CoarseGrainedExecutorBackend" in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def kill_executor(ns: str) -> Any:
-    pids = namespace_executor_pids(ns)
+    pids = realapps.dev_cluster().executor_pids(ns)
     if not pids:
         return None
     os.kill(pids[0], signal.SIGKILL)
@@ -107,7 +90,7 @@ def kill_executor(ns: str) -> Any:
 
 
 def cut_link(bridge_ns: str, link: str) -> Any:
-    subprocess.run(["ip", "-n", bridge_ns, "link", "set", link, "down"], check=True, timeout=30)
+    realapps.dev_cluster().set_link(bridge_ns, link, up=False)
     return link
 
 
@@ -126,12 +109,10 @@ def run_phase(spark: SparkSession, group: str, marks: str, reader: str, action: 
     got = sorted([r["k"], r["s"], r["n"]] for r in query(spark).collect())
     finished = time.monotonic()
     thread.join(timeout=5)
-    tracker = sc.statusTracker()
-    stage_ids = sorted({s for j in tracker.getJobIdsForGroup(group) for s in (tracker.getJobInfo(j).stageIds or [])})
     attempts = []
-    for stage_id in stage_ids:
-        for attempt in rest(spark, f"stages/{stage_id}"):
-            tasks = rest(spark, f"stages/{stage_id}/{attempt['attemptId']}/taskList?length=1000")
+    for stage_id in realapps.stages_of_group(spark, group):
+        for attempt in realapps.rest(spark, f"stages/{stage_id}"):
+            tasks = realapps.rest(spark, f"stages/{stage_id}/{attempt['attemptId']}/taskList?length=1000")
             attempts.append({
                 "stage": stage_id, "attempt": attempt["attemptId"], "status": attempt["status"],
                 "failureReason": attempt.get("failureReason", ""),

@@ -76,12 +76,9 @@ def sluice_counters(spark: SparkSession) -> Dict[str, Any]:
 
 def executor_hosts(spark: SparkSession) -> Dict[str, str]:
     """executor id -> host of the application's live executors (Spark's REST API)."""
-    import urllib.request
+    import realapps
 
-    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/executors"
-    with urllib.request.urlopen(url, timeout=30) as response:
-        listed = json.load(response)
-    return {e["id"]: e["hostPort"].rsplit(":", 1)[0] for e in listed if e["id"] != "driver"}
+    return {e["id"]: e["hostPort"].rsplit(":", 1)[0] for e in realapps.rest(spark, "executors") if e["id"] != "driver"}
 
 
 def hold(path: str, timeout: float = 180.0) -> None:
