@@ -16,19 +16,18 @@ import json
 import os
 import sys
 import time
-import urllib.request
 from typing import Any, Dict, List
 
-from pyspark.sql import SparkSession
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import sessions  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
 
 IDLE_TIMEOUT_S = 3
 
 
 def executors(spark: SparkSession) -> List[str]:
-    sc = spark.sparkContext
-    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors"
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return sorted(e["id"] for e in json.load(r) if e["id"] != "driver")
+    return sorted(e["id"] for e in sessions.rest(spark, "executors") if e["id"] != "driver")
 
 
 def wait_for(spark: SparkSession, done: Any, timeout: float, collect_garbage: bool = False) -> List[str]:
@@ -45,14 +44,13 @@ def wait_for(spark: SparkSession, done: Any, timeout: float, collect_garbage: bo
 
 def map_executors(spark: SparkSession, group: str) -> List[str]:
     """The executors that ran a successful map task of the group's shuffle (Spark's REST API)."""
-    sc = spark.sparkContext
-    tracker = sc.statusTracker()
-    stages = sorted({s for j in tracker.getJobIdsForGroup(group) for s in (tracker.getJobInfo(j).stageIds or [])})
     found = set()
-    base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
-    for stage in stages[:-1]:  # the last one is the result stage
-        with urllib.request.urlopen(f"{base}/{stage}/0/taskList?length=1000", timeout=30) as r:
-            found |= {t["executorId"] for t in json.load(r) if t["status"] == "SUCCESS"}
+    for stage in sessions.stages_of_group(spark, group)[:-1]:  # the last one is the result stage
+        found |= {
+            t["executorId"]
+            for t in sessions.rest(spark, f"stages/{stage}/0/taskList?length=1000")
+            if t["status"] == "SUCCESS"
+        }
     return sorted(found)
 
 
@@ -100,7 +98,7 @@ def main(argv: List[str]) -> int:
         result["first"] = sorted([k, v] for k, v in held.collect()) == expected(200_000, 31)
         result["map_executors"] = map_executors(spark, "first")
         # Idle, but holding the live shuffle's outputs: kept well past the idle timeout.
-        time.sleep(4 * IDLE_TIMEOUT_S)
+        time.sleep(3 * IDLE_TIMEOUT_S)
         result["while_shuffle_lives"] = executors(spark)
         # Release the shuffle: drop every reference and let the driver's ContextCleaner see it.
         del held

@@ -6,7 +6,8 @@ failure, the answer next to the expected one and every attempt of the job's stag
 API), so the test can check that a FetchFailed made Spark recompute the lost map outputs.
 
 Run in the driver host:
-    python tests/run_cluster_failures.py --out r.json --marks DIR --kill-ns NS --bridge-ns NS --cut-link v-w2
+    python tests/run_cluster_failures.py --out r.json --marks DIR --kill-ns NS --kill-reader ADDRESS \\
+        --bridge-ns NS --cut-link v-w2 --cut-reader ADDRESS
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ import datetime
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from typing import Any, Callable, Dict, List
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import realapps  # noqa: E402
+import sessions  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 N = 400_000
 KEYS = 1_000
@@ -36,12 +39,20 @@ def query(spark: SparkSession) -> DataFrame:
     rows = spark.range(0, N, 1, 8).select(
         ((F.col("id") * 7919) % KEYS).alias("k"), F.col("id"), F.sha2(F.col("id").cast("string"), 256).alias("h")
     )
-    # A 40 ms pause every 500 rows, evaluated in the JVM as the reduce task pulls its input, so the
+    # A 20 ms pause every 500 rows, evaluated in the JVM as the reduce task pulls its input, so the
     # failure lands while the reduce tasks hold open channels.
-    pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 40 as bigint))"))
-    # A few rows leave a file in the executors' java.io.tmpdir (--marks) as a reduce task reads
-    # them: the sign that reduce tasks are reading, a fifth of the way into their input.
-    mark = F.when(F.col("id") % 20_000 == 7, F.expr("reflect('java.io.File', 'createTempFile', 'reading-', '.mark')"))
+    pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 20 as bigint))"))
+    # One row in 4999 (spread over every key, so over every reduce partition) leaves a file
+    # reading-<host address>-*.mark in the executors' java.io.tmpdir (--marks) as a reduce task
+    # reads it: the sign that a reduce task on that host is reading its input. (Executors inherit
+    # their worker's SPARK_LOCAL_IP.)
+    mark = F.when(
+        F.col("id") % 4_999 == 7,
+        F.expr(
+            "reflect('java.io.File', 'createTempFile', "
+            "concat('reading-', reflect('java.lang.System', 'getenv', 'SPARK_LOCAL_IP'), '-'), '.mark')"
+        ),
+    )
     side_effects = F.coalesce(F.length(pause), F.lit(0)) + F.coalesce(F.length(mark), F.lit(0))
     slow = rows.repartition(4, "k").select("k", (F.col("id") + side_effects * 0).alias("id"), F.length("h").alias("n"))
     return slow.groupBy("k").agg(F.sum("id").alias("s"), F.sum("n").alias("n"))
@@ -58,21 +69,15 @@ def expected() -> List[List[int]]:
     return sorted([k, v, counts[k]] for k, v in sums.items())
 
 
-def rest(spark: SparkSession, path: str) -> Any:
-    sc = spark.sparkContext
-    with urllib.request.urlopen(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/{path}", timeout=30) as r:
-        return json.load(r)
-
-
 def live_executors(spark: SparkSession) -> List[Dict[str, Any]]:
-    return [e for e in rest(spark, "executors") if e["id"] != "driver"]
+    return [e for e in sessions.rest(spark, "executors") if e["id"] != "driver"]
 
 
-def when_reading(marks: str, action: Callable[[], Any], state: Dict[str, Any]) -> None:
-    """Runs ``action`` as soon as a reduce task has left a mark (it is reading its input)."""
+def when_reading(marks: str, reader: str, action: Callable[[], Any], state: Dict[str, Any]) -> None:
+    """Runs ``action`` as soon as a reduce task on host ``reader`` has left a mark (it is reading)."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        if any(name.endswith(".mark") for name in os.listdir(marks)):
+        if any(name.startswith(f"reading-{reader}-") and name.endswith(".mark") for name in os.listdir(marks)):
             state["acted_at"] = time.monotonic()
             state["acted_at_epoch_ms"] = int(time.time() * 1000)
             state["action"] = action()
@@ -80,21 +85,8 @@ def when_reading(marks: str, action: Callable[[], Any], state: Dict[str, Any]) -
         time.sleep(0.05)
 
 
-def namespace_executor_pids(ns: str) -> List[int]:
-    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=30).stdout.split()
-    found = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"CoarseGrainedExecutorBackend" in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def kill_executor(ns: str) -> Any:
-    pids = namespace_executor_pids(ns)
+    pids = realapps.dev_cluster().executor_pids(ns)
     if not pids:
         return None
     os.kill(pids[0], signal.SIGKILL)
@@ -102,29 +94,29 @@ def kill_executor(ns: str) -> Any:
 
 
 def cut_link(bridge_ns: str, link: str) -> Any:
-    subprocess.run(["ip", "-n", bridge_ns, "link", "set", link, "down"], check=True, timeout=30)
+    realapps.dev_cluster().set_link(bridge_ns, link, up=False)
     return link
 
 
-def run_phase(spark: SparkSession, group: str, marks: str, action: Callable[[], Any]) -> Dict[str, Any]:
+def run_phase(spark: SparkSession, group: str, marks: str, reader: str, action: Callable[[], Any]) -> Dict[str, Any]:
+    """Runs the query as job group ``group``, making the failure (``action``) once a reduce task on
+    the host with address ``reader`` (one that survives the failure) is reading."""
     state: Dict[str, Any] = {}
     for name in os.listdir(marks):
         if name.endswith(".mark"):
             os.remove(os.path.join(marks, name))
     sc = spark.sparkContext
     sc.setJobGroup(group, group)
-    thread = threading.Thread(target=when_reading, args=(marks, action, state), daemon=True)
+    thread = threading.Thread(target=when_reading, args=(marks, reader, action, state), daemon=True)
     thread.start()
     started = time.monotonic()
     got = sorted([r["k"], r["s"], r["n"]] for r in query(spark).collect())
     finished = time.monotonic()
     thread.join(timeout=5)
-    tracker = sc.statusTracker()
-    stage_ids = sorted({s for j in tracker.getJobIdsForGroup(group) for s in (tracker.getJobInfo(j).stageIds or [])})
     attempts = []
-    for stage_id in stage_ids:
-        for attempt in rest(spark, f"stages/{stage_id}"):
-            tasks = rest(spark, f"stages/{stage_id}/{attempt['attemptId']}/taskList?length=1000")
+    for stage_id in sessions.stages_of_group(spark, group):
+        for attempt in sessions.rest(spark, f"stages/{stage_id}"):
+            tasks = sessions.rest(spark, f"stages/{stage_id}/{attempt['attemptId']}/taskList?length=1000")
             attempts.append(
                 {
                     "stage": stage_id,
@@ -159,8 +151,10 @@ def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--kill-ns", help="the worker host whose executor is SIGKILLed")
+    parser.add_argument("--kill-reader", help="the address of a worker host that reads from --kill-ns")
     parser.add_argument("--bridge-ns", help="the bridge host, where --cut-link is taken down")
     parser.add_argument("--cut-link")
+    parser.add_argument("--cut-reader", help="the address of a worker host that reads from the cut-off one")
     parser.add_argument("--executors", type=int, default=2)
     parser.add_argument("--marks", required=True, help="an empty directory the executors can write to")
     args = parser.parse_args(argv)
@@ -193,7 +187,9 @@ def main(argv: List[str]) -> int:
             time.sleep(0.5)
         result["executors_before"] = {e["id"]: e["hostPort"] for e in live_executors(spark)}
         if args.kill_ns:
-            result["phases"]["kill"] = run_phase(spark, "kill", args.marks, lambda: kill_executor(args.kill_ns))
+            result["phases"]["kill"] = run_phase(
+                spark, "kill", args.marks, args.kill_reader, lambda: kill_executor(args.kill_ns)
+            )
             # The worker starts a replacement executor; wait for it so the next phase has two hosts.
             deadline = time.monotonic() + 180
             while len(live_executors(spark)) < args.executors and time.monotonic() < deadline:
@@ -201,7 +197,7 @@ def main(argv: List[str]) -> int:
             result["executors_between"] = {e["id"]: e["hostPort"] for e in live_executors(spark)}
         if args.cut_link:
             result["phases"]["cut"] = run_phase(
-                spark, "cut", args.marks, lambda: cut_link(args.bridge_ns, args.cut_link)
+                spark, "cut", args.marks, args.cut_reader, lambda: cut_link(args.bridge_ns, args.cut_link)
             )
     finally:
         spark.stop()

@@ -27,6 +27,7 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import sessions  # noqa: E402
 import workloads  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from sessions import APP_MASTER, build_session, write_json  # noqa: E402
@@ -91,12 +92,7 @@ def probe_data_plane(spark: SparkSession, secret: str) -> Dict[str, Any]:
 
 def executor_hosts(spark: SparkSession) -> Dict[str, str]:
     """executor id -> host of the application's live executors (Spark's REST API)."""
-    import urllib.request
-
-    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/executors"
-    with urllib.request.urlopen(url, timeout=30) as response:
-        listed = json.load(response)
-    return {e["id"]: e["hostPort"].rsplit(":", 1)[0] for e in listed if e["id"] != "driver"}
+    return {e["id"]: e["hostPort"].rsplit(":", 1)[0] for e in sessions.rest(spark, "executors") if e["id"] != "driver"}
 
 
 def hold(path: str, timeout: float = 180.0) -> None:

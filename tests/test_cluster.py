@@ -5,12 +5,12 @@ a driver host and two 1-core worker hosts, each a network namespace with its own
 10.77.0.0/24, joined through a bridge by links rate-limited to 1 Gbit/s. Every Spark process runs
 in its host: the Master and Workers (pyspark's spark-class), the executors the Workers start, and
 the driver. The tests need root (network namespaces); deselect them with ``-m "not cluster"``.
+Three Spark applications run, one per test; on a 2-core machine shared with other work (load
+10-15) the module took 7-10 minutes, most of it JVM start-ups and task scheduling.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -18,39 +18,26 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Dict, Iterator, List
 
 import pytest
+import realapps
 import sluice
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "tests"
-# The workloads whose answers must equal the sort shuffle's: group-by, join, skew, large records,
-# a wide shuffle (60 x 60) and an RDD shuffle of Python objects.
-WORKLOADS = "df_group_by,df_join,key_skew,large_records,many_partitions,rdd_reduce_by_key"
-
-
-def dev_cluster() -> ModuleType:
-    """dev/cluster, imported as a module."""
-    name = "sluice_dev_cluster"
-    if name in sys.modules:
-        return sys.modules[name]
-    loader = importlib.machinery.SourceFileLoader(name, str(REPO / "dev" / "cluster"))
-    spec = importlib.util.spec_from_loader(name, loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+# The workloads whose answers must equal the sort shuffle's: group-by, join, skew, large records
+# and a wide shuffle (60 x 60). (RDD shuffles of Python objects run in the dynamic allocation test.)
+WORKLOADS = "df_group_by,df_join,key_skew,large_records,many_partitions"
 
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
-    dev = dev_cluster()
-    dev.clean_stale()  # what an earlier, killed run left behind (its process is gone)
+    dev = realapps.dev_cluster()
+    # What an earlier run that was killed left behind: clusters whose maker's lock is free.
+    dev.clean_stale(unlocked_too=False)
     failed_before = request.session.testsfailed
     c = dev.Cluster(workers=2, rate="1gbit", cores=1, memory="1g")
     c.up()
@@ -247,10 +234,14 @@ def test_a_killed_executor_and_a_cut_off_host_during_the_reduce_stage_are_recomp
                 str(marks),
                 "--kill-ns",
                 w1.ns,
+                "--kill-reader",
+                w2.address,
                 "--bridge-ns",
                 cluster.bridge.ns,
                 "--cut-link",
                 w2.link,
+                "--cut-reader",
+                w1.address,
             ],
             timeout=1200,
         )
