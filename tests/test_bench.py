@@ -1,6 +1,7 @@
 """sluice-bench's pure parts, without Spark: statistics, the alternation of contenders, answer
 comparison, histograms, connection counting, result JSON shape, the CLI's wiring (``sluice-bench``
-and ``sluice bench``), the benchmark jar, and modules free of import cycles. (The benchmarks
+and ``sluice bench``), the cluster benchmark's link rates from byte counters, the benchmark jar, and
+modules free of import cycles. (The benchmarks
 themselves take minutes; `sluice bench NAME --quick` is their smoke run.)"""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import datetime
 import decimal
 import json
 import math
+import os
 import subprocess
 import sys
 import zipfile
@@ -20,7 +22,7 @@ from typing import Any, Dict, List, Set
 import pytest
 import sluice
 import sluice_bench
-from sluice_bench import batch, connections, latency, scale, tpch, transport
+from sluice_bench import batch, cluster, connections, latency, scale, tpch, transport
 from sluice_bench._common import Recorder, alternation, clean_floats, goal, median, parse_size, percentile, ratio
 from sluice_bench._jars import bench_jar_path
 from sluice_bench.compare import difference, plain, plain_rows
@@ -254,10 +256,57 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
     assert scale.draw(tmp_path / "scale.png", result).is_file()
 
 
+def test_cluster_link_rates_come_from_the_sampled_byte_counters() -> None:
+    # A link's received-bytes counter read every 0.1 s over 4 s: 2 s at 1 Gbit/s, 1 s idle, 1 s at 0.5 Gbit/s.
+    times, counts, total = [], [], 5000.0
+    for i in range(41):
+        times.append(100.0 + i / 10)
+        counts.append(total)
+        total += (125e6 if i < 20 else 0.0 if i < 30 else 62.5e6) / 10
+    whole = cluster.window_traffic(times, counts, 100.0, 104.0, 1e9)
+    assert whole["bytes"] == pytest.approx(312.5e6) and whole["seconds"] == pytest.approx(4.0)
+    # In use (at least 5 % of the rate) for 3 of the 4 s; the best second ran at the full rate.
+    assert whole["busy_seconds"] == pytest.approx(3.0) and whole["busy_bytes"] == pytest.approx(312.5e6)
+    assert whole["peak_bytes_per_s"] * 8 == pytest.approx(1e9)
+    rates = cluster.link_rates([whole], 1e9)
+    assert rates["mean_bps"] == pytest.approx(625e6) and rates["read_bps"] == pytest.approx(312.5e6 * 8 / 3)
+    assert rates["read_fraction"] == pytest.approx(312.5e6 * 8 / 3 / 1e9)
+    # Window edges between samples: the counter is interpolated, so a second at full rate is exactly that.
+    edge = cluster.window_traffic(times, counts, 100.05, 101.05, 1e9)
+    assert edge["bytes"] == pytest.approx(125e6) and edge["busy_seconds"] == pytest.approx(1.0)
+    # Two stages' windows add up: 1.5 s at full rate and 1 s at half.
+    two = cluster.link_rates(
+        [
+            cluster.window_traffic(times, counts, 100.5, 102.0, 1e9),
+            cluster.window_traffic(times, counts, 103.0, 104.0, 1e9),
+        ],
+        1e9,
+    )
+    assert two["read_bps"] == pytest.approx((187.5e6 + 62.5e6) * 8 / 2.5) and two["stage_seconds"] == pytest.approx(2.5)
+    assert two["peak_bps"] == pytest.approx(1e9)
+    # The reduce stage is the one that read the most from other executors; TPC-H has one per query that did.
+    stages = [
+        {"stage": 1, "remote_bytes_read": 0},
+        {"stage": 2, "remote_bytes_read": 9},
+        {"stage": 3, "remote_bytes_read": 4},
+    ]
+    assert cluster.reduce_stage(stages)["stage"] == 2 and cluster.reduce_stage(stages[:1]) is None
+    run = {"tpch": {"1": {"stages": stages[:1]}, "3": {"stages": stages}}, "heavy": {"stages": stages[2:]}}
+    assert [s["stage"] for s in cluster.job_stages(run, "tpch")] == [2]
+    assert [s["stage"] for s in cluster.job_stages(run, "heavy")] == [3] and cluster.job_stages(run, "wide") == []
+
+
+def test_cluster_reads_a_namespaces_byte_counters_from_proc() -> None:
+    rx, tx = cluster.read_counters(os.getpid(), "lo")
+    assert rx >= 0 and tx >= 0
+    with pytest.raises(cluster.BenchError, match="no device nosuchdev"):
+        cluster.read_counters(os.getpid(), "nosuchdev")
+
+
 def test_cli_lists_the_benchmarks() -> None:
     done = subprocess.run([sys.executable, "-m", "sluice.cli", "bench", "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    for name in ("batch", "transport", "latency", "memory", "scale"):
+    for name in ("batch", "transport", "latency", "memory", "scale", "cluster"):
         assert name in done.stdout
     done = subprocess.run(
         [sys.executable, "-m", "sluice.cli", "bench", "batch", "--help"], capture_output=True, text=True

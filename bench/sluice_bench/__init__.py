@@ -6,11 +6,12 @@ own jar of JVM classes (``sluice_bench/jars/sluice-bench.jar``). Sluice does not
 One module per question: ``batch`` (a shuffle-heavy job and TPC-H SF1 against the sort
 shuffle), ``transport`` (throughput per buffer timeout, and against iperf3), ``latency``
 (Real-Time Mode against Spark's streaming shuffle), ``memory`` (peak network memory against
-the budget) and ``scale`` (data size, partitions, connections). Each alternates its contenders
-(A B A B ...) over several rounds, each run a separate Spark application in its own process,
-and writes a JSON result and a PNG chart (into ``docs/benchmarks/`` unless told otherwise).
+the budget), ``scale`` (data size, partitions, connections) and ``cluster`` (the batch jobs
+on dev/cluster's multi-host test cluster per link rate, and the links' use). Each alternates
+its contenders (A B A B ...) over several rounds, each run a separate Spark application in its
+own process, and writes a JSON result and a PNG chart (into ``docs/benchmarks/`` unless told otherwise).
 """
 
-BENCHMARKS = ("batch", "transport", "latency", "memory", "scale")
+BENCHMARKS = ("batch", "transport", "latency", "memory", "scale", "cluster")
 
 __all__ = ["BENCHMARKS"]

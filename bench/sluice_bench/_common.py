@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 DEFAULT_OUT = Path("docs") / "benchmarks"
 # Each application's output (Spark's log, the worker's traceback) lands here, named in errors.
@@ -45,6 +45,13 @@ def ratio(numerator: float, denominator: float) -> float:
     if denominator == 0 or denominator != denominator:
         return float("nan")
     return numerator / denominator
+
+
+def spread(values: Sequence[float]) -> Dict[str, float]:
+    """Median, least, most and count of ``values`` (empty when there are none)."""
+    if not values:
+        return {}
+    return {"median": median(values), "min": min(values), "max": max(values), "runs": len(values)}
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -292,9 +299,20 @@ def save_result(
 # --- one Spark application per process ------------------------------------------------------
 
 
-def run_app(kind: str, contender: str, spec: Dict[str, Any], *, timeout: float, log_dir: Path) -> Dict[str, Any]:
+def run_app(
+    kind: str,
+    contender: str,
+    spec: Dict[str, Any],
+    *,
+    timeout: float,
+    log_dir: Path,
+    launcher: Sequence[str] = (),
+    env: Optional[Mapping[str, str]] = None,
+) -> Dict[str, Any]:
     """Runs one contender's Spark application (``sluice_bench.worker``) in a new Python process
-    (a Python process can start Spark's driver JVM only once) and returns what it wrote.
+    (a Python process can start Spark's driver JVM only once) and returns what it wrote. The
+    process starts through ``launcher`` (e.g. ``ip netns exec NS``: the driver in a cluster's
+    host) with ``env`` (default this process's environment).
 
     Raises:
         BenchError: when the application fails or takes longer than ``timeout`` seconds; the
@@ -307,14 +325,23 @@ def run_app(kind: str, contender: str, spec: Dict[str, Any], *, timeout: float, 
         spec_file = Path(tmp, "spec.json")
         out_file = Path(tmp, "out.json")
         spec_file.write_text(json.dumps(spec))
-        env = dict(os.environ)
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        env.pop("SPARK_HOME", None)
-        env.setdefault("PYSPARK_PYTHON", sys.executable)
-        command = [sys.executable, "-m", "sluice_bench.worker", kind, contender, str(spec_file), str(out_file)]
+        app_env = dict(os.environ if env is None else env)
+        app_env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        app_env.pop("SPARK_HOME", None)
+        app_env.setdefault("PYSPARK_PYTHON", sys.executable)
+        command = [
+            *launcher,
+            sys.executable,
+            "-m",
+            "sluice_bench.worker",
+            kind,
+            contender,
+            str(spec_file),
+            str(out_file),
+        ]
         with open(log, "w") as log_file:
             try:
-                done = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT, env=env, timeout=timeout)
+                done = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT, env=app_env, timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise BenchError(
                     f"{kind}/{contender} took longer than {timeout:.0f}s; log: {log}\n{tail(log)}"

@@ -26,6 +26,7 @@ from sluice_bench._common import (
     run_plan,
     save_result,
     sluice_options,
+    spread,
     subtitle_of,
 )
 from sluice_bench.compare import difference, plain_rows
@@ -165,14 +166,10 @@ def check_duckdb(sort_answers: Dict[str, Any], data_dir: Path, recorder: Recorde
     recorder.summary["duckdb_checked_queries"] = checked
 
 
-def _spread(values: List[float]) -> Dict[str, float]:
-    return {"median": median(values), "min": min(values), "max": max(values), "runs": len(values)} if values else {}
-
-
 def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec: Dict[str, Any]) -> None:
     s = recorder.summary
     if spec["heavy"] is not None:
-        heavy = {c: _spread([r["heavy"]["seconds"] for r in results[c]]) for c in CONTENDERS}
+        heavy = {c: spread([r["heavy"]["seconds"] for r in results[c]]) for c in CONTENDERS}
         s["heavy"] = heavy
         s["heavy_shuffle_write_bytes"] = {
             c: median([r["heavy"]["shuffle_write_bytes"] for r in results[c]]) for c in CONTENDERS
@@ -196,7 +193,7 @@ def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec
             for metric in ("executor_run_ms", "shuffle_fetch_wait_ms", "shuffle_write_time_ns", "jvm_gc_ms", "tasks"):
                 for c in CONTENDERS:
                     per_query[q][f"{c}_{metric}"] = median([r["tpch"][q].get(metric, 0) for r in results[c]])
-        totals = {c: _spread([sum(r["tpch"][q]["seconds"] for q in queries) for r in results[c]]) for c in CONTENDERS}
+        totals = {c: spread([sum(r["tpch"][q]["seconds"] for q in queries) for r in results[c]]) for c in CONTENDERS}
         s["tpch_queries"] = per_query
         s["tpch_total"] = totals
         s["tpch_ratio"] = ratio(totals["sluice"]["median"], totals["sort"]["median"])

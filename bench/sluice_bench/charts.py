@@ -209,3 +209,62 @@ def scale_chart(path: Path, groups: Dict[str, Dict[str, Optional[float]]], subti
         ax.legend()
     fig.suptitle(f"sluice bench scale: {subtitle}", fontsize=10)
     return _save(fig, path)
+
+
+def _number(value: Optional[float]) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def cluster_chart(
+    path: Path,
+    ratios: Dict[str, Dict[str, Optional[float]]],
+    fractions: Dict[str, Dict[str, Optional[float]]],
+    series: Dict[str, Dict[str, Dict[str, Any]]],
+    configured: Dict[str, float],
+    link_job: str,
+    subtitle: str,
+) -> Path:
+    """Left: Sluice's median time over the sort shuffle's per job (and all jobs) at each link rate.
+    Middle: the rate each contender's traffic reached while ``link_job``'s reduce stage read, as
+    a fraction of the configured rate. Right, one panel per rate: the first worker link's received
+    rate over the job's run (0 = the reduce stage's start; shaded: the stage), Sluice and sort."""
+    plt = _pyplot()
+    rates = list(ratios)
+    fig, axes = plt.subplots(1, 2 + len(series), figsize=(5.2 * (2 + len(series)), 4.6), squeeze=False)
+    left, middle, *right = axes[0]
+    jobs = list(next(iter(ratios.values()), {}))
+    width = 0.8 / max(1, len(rates))
+    for i, rate in enumerate(rates):
+        values = [_number(ratios[rate].get(j)) for j in jobs]
+        left.bar([p + (i - (len(rates) - 1) / 2) * width for p in range(len(jobs))], values, width, label=rate)
+    left.set_xticks(range(len(jobs)))
+    left.set_xticklabels(jobs)
+    left.axhline(1.0, color="black", linewidth=0.8)
+    left.axhline(0.9, color="gray", linewidth=0.8, linestyle="--", label="goal: 0.90")
+    left.set_ylabel("Sluice time / sort time (median)")
+    left.set_title("time against the sort shuffle, per link rate")
+    left.legend(fontsize=8)
+    for i, contender in enumerate(("sluice", "sort")):
+        values = [_number(fractions[r].get(contender)) for r in rates]
+        middle.bar(
+            [p + (i - 0.5) * 0.4 for p in range(len(rates))], values, 0.4, label=contender, color=COLORS[contender]
+        )
+    middle.set_xticks(range(len(rates)))
+    middle.set_xticklabels(rates)
+    middle.axhline(0.9, color="gray", linewidth=0.8, linestyle="--", label="goal: 0.90")
+    middle.set_ylim(0, 1.05)
+    middle.set_ylabel("received rate while reading / link rate (median)")
+    middle.set_title(f"link use in the {link_job} job's reduce stage")
+    middle.legend(fontsize=8)
+    for ax, rate in zip(right, series):
+        for contender, s in series[rate].items():
+            host = sorted(s["gbps"])[0]
+            ax.plot(s["t"], s["gbps"][host], label=f"{contender} ({host})", color=COLORS.get(contender, "#999"))
+            ax.axvspan(*s["reduce_stage"], color=COLORS.get(contender, "#999"), alpha=0.08)
+        ax.axhline(configured[rate] / 1e9, color="gray", linewidth=0.8, linestyle="--", label=f"configured {rate}")
+        ax.set_xlabel(f"seconds from the {link_job} job's reduce stage start")
+        ax.set_ylabel("received Gbit/s (0.1 s samples)")
+        ax.set_title(f"{rate}: one worker link, last round", fontsize=10)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"sluice bench cluster: Sluice vs Spark's sort shuffle on dev/cluster: {subtitle}", fontsize=10)
+    return _save(fig, path)

@@ -3,8 +3,8 @@
     sluice-bench NAME [--rounds N] [--quick] [--out DIR] [--replot] [--option NAME=VALUE ...]
     sluice-bench jar        the path of the benchmark jar (sluice-bench.jar)
 
-NAME is one of ``batch``, ``transport``, ``latency``, ``memory``, ``scale``; ``sluice-bench NAME
---help`` lists each one's own options. Results go to ``docs/benchmarks/`` unless ``--out`` says
+NAME is one of ``batch``, ``transport``, ``latency``, ``memory``, ``scale``, ``cluster``;
+``sluice-bench NAME --help`` lists each one's own options. Results go to ``docs/benchmarks/`` unless ``--out`` says
 otherwise.
 """
 
@@ -27,6 +27,7 @@ HELP = {
     "latency": "Real-Time Mode p50/p99/p99.9 latency, Sluice vs Spark's streaming shuffle",
     "memory": "peak network memory against the budget while a 20x larger shuffle runs",
     "scale": "cost as data and partitions grow, and TCP connections per executor pair",
+    "cluster": "the batch jobs on dev/cluster's multi-host cluster per link rate, and each link's use (root)",
 }
 
 

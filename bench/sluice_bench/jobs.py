@@ -1,5 +1,6 @@
 """The batch jobs the benchmarks time inside one contender's application (see ``worker``): the
-shuffle-heavy DataFrame job, TPC-H's 22 queries, the memory job and the scale matrix."""
+shuffle-heavy DataFrame job, TPC-H's 22 queries, the memory job, the scale matrix, and all of
+them on a real cluster (``sluice bench cluster``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pyspark.sql import functions as F
 
 from sluice_bench import connections, tpch
 from sluice_bench.compare import plain_rows
-from sluice_bench.session import executor_probe, rest, timed
+from sluice_bench.session import executor_probe, rest, stage_windows, stages_of_group, timed
 
 # --- the shuffle-heavy job --------------------------------------------------------------------
 
@@ -223,3 +224,24 @@ def network_memory(probes: List[Dict[str, Any]]) -> Dict[str, int]:
         "peak_used_bytes": max((int(e["peak_used_segments"]) * int(e["segment_size"]) for e in probes), default=0),
         "budget_bytes": max((int(e["total_segments"]) * int(e["segment_size"]) for e in probes), default=0),
     }
+
+
+# --- on a real cluster ----------------------------------------------------------------------
+
+
+def run_cluster(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
+    """``sluice bench cluster``'s application: the batch jobs of ``run_batch`` (``heavy``,
+    ``tpch``), then ``wide`` ({rows, maps, reduces} or null), a wide shuffle of the scale matrix.
+    Each timed job also gets its stages' wall-clock windows (``stages``), from which the
+    benchmark picks the reduce stage whose link traffic it measures."""
+    out = run_batch(spark, contender, spec)
+    wide: Optional[Dict[str, Any]] = spec.get("wide")
+    if wide is not None:
+        rows, maps, reduces = int(wide["rows"]), int(wide["maps"]), int(wide["reduces"])
+        out["wide"] = timed(spark, "wide", lambda: scale_job(spark, rows, maps, reduces))
+    groups = [("heavy", out.get("heavy")), ("wide", out.get("wide"))]
+    groups += [(f"q{q}", r) for q, r in out.get("tpch", {}).items()]
+    for group, run in groups:
+        if run is not None:
+            run["stages"] = stage_windows(spark, stages_of_group(spark, group))
+    return out

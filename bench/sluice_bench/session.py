@@ -3,6 +3,7 @@ timing a job group with Spark's shuffle metrics, and Sluice's executor probes.""
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 import urllib.request
@@ -99,6 +100,39 @@ def shuffle_bytes(spark: SparkSession, stages: List[int]) -> Dict[str, int]:
             for name, rest_name in STAGE_METRICS.items():
                 totals[name] += int(attempt.get(rest_name, 0) or 0)
     return totals
+
+
+def rest_time(text: str) -> float:
+    """A REST API time (``2026-11-23T04:10:11.123GMT``) in seconds since the epoch."""
+    return datetime.datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def stage_windows(spark: SparkSession, stages: List[int]) -> List[Dict[str, Any]]:
+    """Each completed stage attempt of ``stages``: its wall-clock window (seconds since the epoch,
+    from submission to completion as the REST API records them) and the shuffle bytes its tasks
+    read, remote and in all."""
+    out: List[Dict[str, Any]] = []
+    for stage in stages:
+        try:
+            attempts = rest(spark, f"stages/{stage}?details=false")
+        except Exception:  # a stage the UI no longer (or never) knew
+            continue
+        for a in attempts:
+            if a.get("status") != "COMPLETE" or not a.get("submissionTime") or not a.get("completionTime"):
+                continue
+            out.append(
+                {
+                    "stage": stage,
+                    "attempt": int(a.get("attemptId", 0)),
+                    "name": str(a.get("name", ""))[:80],
+                    "submitted": rest_time(a["submissionTime"]),
+                    "completed": rest_time(a["completionTime"]),
+                    "tasks": int(a.get("numCompleteTasks", 0) or 0),
+                    "shuffle_read_bytes": int(a.get("shuffleReadBytes", 0) or 0),
+                    "remote_bytes_read": int(a.get("shuffleRemoteBytesRead", 0) or 0),
+                }
+            )
+    return out
 
 
 def timed(spark: SparkSession, group: str, job: Callable[[], Any]) -> Dict[str, Any]:

@@ -2,7 +2,7 @@
 
     python -m sluice_bench.worker KIND CONTENDER SPEC.json OUT.json
 
-KIND is ``batch``, ``latency``, ``memory`` or ``scale``; CONTENDER is ``sluice``, ``sort`` (Spark's
+KIND is ``batch``, ``latency``, ``memory``, ``scale`` or ``cluster``; CONTENDER is ``sluice``, ``sort`` (Spark's
 sort shuffle) or ``builtin`` (the sort shuffle for batch, Spark's streaming shuffle for Real-Time
 Mode). SPEC says what to run; OUT receives the timings, answers and probes as JSON. Every
 application first runs one unmeasured warm-up job, the same for every contender.
@@ -26,6 +26,7 @@ RUNS: Dict[str, Callable[[SparkSession, str, Dict[str, Any]], Dict[str, Any]]] =
     "latency": jobs_streaming.run_latency,
     "memory": jobs.run_memory,
     "scale": jobs.run_scale,
+    "cluster": jobs.run_cluster,
 }
 
 

@@ -12,8 +12,9 @@ sluice demo [--keep-ui [SECONDS]] [--compare]
                                     a shuffle-heavy job on a local two-executor cluster
 sluice bench NAME [--rounds N] [--quick] [--out DIR]
                                     benchmarks against Spark's shuffles (batch, transport,
-                                    latency, memory, scale); handed over to the sluice-bench
-                                    distribution (sluice-bench NAME ...), installed apart
+                                    latency, memory, scale, cluster); handed over to the
+                                    sluice-bench distribution (sluice-bench NAME ...), installed
+                                    apart
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser(
         "bench",
-        help="benchmarks against Spark's own shuffles (batch, transport, latency, memory, scale); "
+        help="benchmarks against Spark's own shuffles (batch, transport, latency, memory, scale, cluster); "
         "needs the sluice-bench distribution, and all further arguments go to it",
         add_help=False,
     )
