@@ -5,7 +5,12 @@ succeeds on it, and forgets it when the ContextCleaner removes the shuffle; that
 outputs live, so idle executors holding a live Sluice shuffle must stay, and must go once the
 shuffle is cleaned. Then a new job must get new executors and the exact answer.
 
-    python tests/run_cluster_dynamic_allocation.py --out r.json     (in the driver host)
+Launched the way a user submits an application: ``spark-submit $(sluice conf) --master ...`` in
+the driver host (see test_cluster.py), so Sluice comes from ``sluice conf``'s arguments and this
+script does not call ``sluice.configure``; it only adds its dynamic allocation settings.
+
+    spark-submit $(sluice conf) --master "$SLUICE_CLUSTER_MASTER" \
+        tests/run_cluster_dynamic_allocation.py --out r.json
 """
 
 from __future__ import annotations
@@ -74,11 +79,9 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
-    import sluice
-
+    # Master, jar, shuffle managers and plugin: all from spark-submit's arguments.
     builder = (
-        SparkSession.builder.master(os.environ["SLUICE_CLUSTER_MASTER"])
-        .appName("sluice-cluster-dynamic-allocation")
+        SparkSession.builder.appName("sluice-cluster-dynamic-allocation")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.executor.memory", "768m")
         .config("spark.dynamicAllocation.enabled", "true")
@@ -88,8 +91,12 @@ def main(argv: List[str]) -> int:
         .config("spark.dynamicAllocation.executorIdleTimeout", f"{IDLE_TIMEOUT_S}s")
         .config("spark.dynamicAllocation.schedulerBacklogTimeout", "1s")
     )
-    spark = sluice.configure(builder).getOrCreate()
-    result: Dict[str, Any] = {}
+    spark = builder.getOrCreate()
+    conf = spark.sparkContext.getConf()
+    submitted = ("spark.master", "spark.jars", "spark.shuffle.manager", "spark.shuffle.manager.incremental")
+    result: Dict[str, Any] = {key: conf.get(key, "") for key in (*submitted, "spark.plugins")}
+    # Nothing here configured Sluice: the package was never imported.
+    result["sluice_imported"] = "sluice" in sys.modules
     try:
         # No waiting for executors: idle ones go after the idle timeout, before or after the job.
         sc = spark.sparkContext

@@ -169,14 +169,14 @@ def main(argv: List[str]) -> int:
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         # A hung peer is noticed in seconds, not Spark's default two minutes: Sluice's heartbeat on
-        # its connections, Spark's executor heartbeats and their check.
+        # its connections, Spark's executor heartbeats and their check. A zombie reader of the
+        # failed attempt may still try to connect to the cut-off host: Sluice's connect timeout
+        # follows spark.network.timeout (no setting of its own here), so it gives up after 15 s
+        # instead of holding the surviving worker's only task slot for two minutes.
         .config("spark.network.timeout", "15s")
         .config("spark.network.timeoutInterval", "2s")
         .config("spark.executor.heartbeatInterval", "2s")
         .config("spark.sluice.network.heartbeatTimeout", "6s")
-        # A zombie reader of the failed attempt may still try to connect to the cut-off host: let
-        # it give up soon, so it does not hold the surviving worker's only task slot for 2 min.
-        .config("spark.sluice.network.connectTimeout", "10s")
         .config("spark.executor.extraJavaOptions", f"-Djava.io.tmpdir={args.marks}")
     )
     spark = sluice.configure(builder).getOrCreate()

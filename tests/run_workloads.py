@@ -109,6 +109,9 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--option", action="append", default=[], help="a Sluice option, name=value")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
     parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS))
+    parser.add_argument(
+        "--tpch-data", help="a directory of TPC-H tables (parquet): the tpch_* workloads read them from there"
+    )
     parser.add_argument("--marker", help="also report the shuffle files whose bytes contain this string")
     parser.add_argument(
         "--probe-secret",
@@ -125,6 +128,9 @@ def main(argv: List[str]) -> int:
     options = dict(o.split("=", 1) for o in args.option)
     conf = dict(c.split("=", 1) for c in args.conf)
     master = None if args.shuffle == "preconfigured" else APP_MASTER
+    available = {**workloads.WORKLOADS, **workloads.EXTRA_WORKLOADS}
+    if args.tpch_data:
+        available.update(workloads.tpch_workloads(args.tpch_data))
     result: Dict[str, Any] = {"answers": {}, "errors": {}, "seconds": {}}
     with build_session(f"sluice-workloads-{args.shuffle}", args.shuffle, master, options=options, conf=conf) as spark:
         result["shuffle_manager"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")
@@ -133,7 +139,7 @@ def main(argv: List[str]) -> int:
                 spark.conf.set(key, value)
             started = time.monotonic()
             try:
-                result["answers"][name] = {**workloads.WORKLOADS, **workloads.EXTRA_WORKLOADS}[name](spark)
+                result["answers"][name] = available[name](spark)
             except Exception:
                 result["errors"][name] = traceback.format_exc()
             result["seconds"][name] = round(time.monotonic() - started, 2)

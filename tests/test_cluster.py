@@ -5,8 +5,10 @@ a driver host and two 1-core worker hosts, each a network namespace with its own
 10.77.0.0/24, joined through a bridge by links rate-limited to 1 Gbit/s. Every Spark process runs
 in its host: the Master and Workers (pyspark's spark-class), the executors the Workers start, and
 the driver. The tests need root (network namespaces); deselect them with ``-m "not cluster"``.
-Three Spark applications run, one per test; on a 2-core machine shared with other work (load
-10-15) the module took 7-10 minutes, most of it JVM start-ups and task scheduling.
+Four Spark applications run, one per test (the answers test also runs the sort shuffle's
+reference locally); on a 2-core machine shared with other work (load 10-15) the module took
+7-10 minutes, and 18 minutes at load 15-20, most of it JVM start-ups and task scheduling. The
+decommissioning test runs last: it leaves one Worker decommissioned.
 """
 
 from __future__ import annotations
@@ -17,20 +19,26 @@ import re
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
 import realapps
 import sluice
+import workloads
+from sluice.config import PIPELINED_SHUFFLE_MANAGER, PLUGIN, SHUFFLE_MANAGER
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "tests"
-# The workloads whose answers must equal the sort shuffle's: group-by, join, skew, large records
-# and a wide shuffle (60 x 60). (RDD shuffles of Python objects run in the dynamic allocation test.)
-WORKLOADS = "df_group_by,df_join,key_skew,large_records,many_partitions"
+TEST_JAR = REPO / "build" / "test-libs" / "sluice-tests.jar"
+# The workloads whose answers must equal the sort shuffle's: group-by, join, skew, large records,
+# a wide shuffle (60 x 60) and a TPC-H subset (Q3 and Q5 at scale factor TPCH_SCALE). (RDD
+# shuffles of Python objects run in the dynamic allocation test.)
+WORKLOADS = "df_group_by,df_join,key_skew,large_records,many_partitions,tpch_q3,tpch_q5"
+TPCH_SCALE = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +91,25 @@ def sockets(cluster: Any, host: Any, *ss_args: str) -> List[List[str]]:
     ]
 
 
+def tpch_data(out: Path, scale: float) -> Path:
+    """TPC-H's tables at ``scale``, written by tpchgen-cli as parquet, four files a table (so
+    several map tasks read each), into ``out``."""
+    tool = Path(sys.executable).parent / "tpchgen-cli"
+    assert tool.is_file(), f"tpchgen-cli is missing beside {sys.executable}: dev/build installs it"
+    for table in workloads.TPCH_TABLES:
+        done = subprocess.run(
+            [str(tool), "parquet", "-s", f"{scale:g}", "--tables", table, "--parts", "4", "--output-dir", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, f"tpchgen-cli failed for {table}: {done.stderr[-3000:]}"
+    return out
+
+
 def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: Any, tmp_path: Path) -> None:
+    # The TPC-H tables, once, for both runs (every host sees this machine's files).
+    tpch = tpch_data(tmp_path / "tpch", TPCH_SCALE)
     # The reference: Spark's sort shuffle, locally, while the cluster job runs.
     reference_out = tmp_path / "sort.json"
     reference_env = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
@@ -99,6 +125,8 @@ def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: 
             str(reference_out),
             "--workloads",
             WORKLOADS,
+            "--tpch-data",
+            str(tpch),
         ],
         env=reference_env,
         stdout=reference_log,
@@ -133,6 +161,8 @@ def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: 
             str(out),
             "--workloads",
             WORKLOADS,
+            "--tpch-data",
+            str(tpch),
             "--hold",
             str(hold),
         ],
@@ -177,6 +207,10 @@ def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: 
     assert not want["errors"], want["errors"]
     for name in WORKLOADS.split(","):
         assert got["answers"][name] == want["answers"][name], name
+    # The TPC-H answers are not empty (the filters select rows at this scale).
+    assert all(want["answers"][name] for name in workloads.TPCH_QUERIES), {
+        name: want["answers"][name] for name in workloads.TPCH_QUERIES
+    }
     # The data crossed the network through Sluice.
     assert got["counters"].get("numBytesInRemote", 0) > 0, got["counters"]
     assert sorted(got["executors"].values()) == [h.address for h in cluster.worker_hosts], got["executors"]
@@ -202,11 +236,29 @@ def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: 
 def test_dynamic_allocation_keeps_executors_with_live_sluice_output_and_releases_them_after(
     cluster: Any, tmp_path: Path
 ) -> None:
+    # Submitted as a user would, with `sluice conf`'s output as spark-submit's arguments through
+    # the shell, and the cluster's master on the command line.
     out = tmp_path / "da.json"
-    run_in_driver(
-        cluster, [sys.executable, str(HERE / "run_cluster_dynamic_allocation.py"), "--out", str(out)], timeout=600
+    bin_dir = Path(sys.executable).parent
+    assert (bin_dir / "sluice").is_file(), f"no sluice command beside {sys.executable}"
+    env = cluster.host_env(cluster.driver)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    command = '"$SPARK_SUBMIT" $(sluice conf) --master "$SLUICE_CLUSTER_MASTER" "$APP" --out "$OUT"'
+    env.update(
+        SPARK_SUBMIT=str(cluster.spark_home / "bin" / "spark-submit"),
+        APP=str(HERE / "run_cluster_dynamic_allocation.py"),
+        OUT=str(out),
     )
+    done = cluster.run_on(cluster.driver, ["bash", "-c", command], timeout=600, env=env)
+    assert done.returncode == 0, f"spark-submit $(sluice conf) failed in the driver host:\n{done.stderr[-6000:]}"
     r = json.loads(out.read_text())
+    # Sluice came from `sluice conf` alone: its jar, shuffle managers and plugin; the app never imported it.
+    assert r["spark.master"] == cluster.master_url, r
+    assert [urllib.parse.urlparse(jar).path for jar in r["spark.jars"].split(",")] == [sluice.jar_path()], r
+    assert r["spark.shuffle.manager"] == SHUFFLE_MANAGER, r
+    assert r["spark.shuffle.manager.incremental"] == PIPELINED_SHUFFLE_MANAGER, r
+    assert PLUGIN in r["spark.plugins"].split(","), r
+    assert r["sluice_imported"] is False, r
     assert r["first"] and r["second"], r
     assert r["map_executors"], r
     # Idle past the idle timeout, but holding the live shuffle's outputs: kept.
@@ -270,3 +322,73 @@ def test_a_killed_executor_and_a_cut_off_host_during_the_reduce_stage_are_recomp
             # machine may delay the heartbeat's thread, so not within 6 s).
             first = min(after for host, after in named if host == lost.address)
             assert first < 60_000, (first, p["attempts"])
+
+
+# Last in the module: the decommissioned Worker stays decommissioned (no executor starts on its
+# host again), so no application after this one could use both worker hosts.
+def test_a_decommissioned_worker_host_hands_its_map_outputs_to_the_other_host(cluster: Any, tmp_path: Path) -> None:
+    assert TEST_JAR.is_file(), f"{TEST_JAR} is missing: build it with `run_gradle testJar` (dev/test does)"
+    out = tmp_path / "decommission.json"
+    done = run_in_driver(
+        cluster,
+        [
+            sys.executable,
+            str(HERE / "run_cluster_decommission.py"),
+            "--out",
+            str(out),
+            "--test-jar",
+            str(TEST_JAR),
+            "--master-ui",
+            f"http://{cluster.master.address}:8080",
+            *[arg for host in cluster.worker_hosts for arg in ("--worker", f"{host.ns}={host.address}")],
+        ],
+        timeout=900,
+    )
+    r = json.loads(out.read_text())
+    victim, victim_host = r["victim"], r["victimHost"]
+    (survivor,) = [h for h in cluster.worker_hosts if h.address != victim_host]
+    before = r["before"]
+    assert sum(1 for m in before if m["executor"] == victim) >= 1, before
+    # The Worker itself was decommissioned (the Master says so), and its executor left.
+    assert r["signalled"], r
+    assert r["masterWorkers"][victim_host] == "DECOMMISSIONED", r["masterWorkers"]
+    assert r["masterWorkers"][survivor.address] == "ALIVE", r["masterWorkers"]
+    assert victim not in r["executorsAfter"], r["executorsAfter"]
+    assert set(r["executorsAfter"].values()) == {survivor.address}, r["executorsAfter"]
+    # Every map output the victim held now lives on the other host's executor, with that
+    # executor's Sluice port; the others did not move.
+    after = {m["mapId"]: m for m in r["after"]}
+    assert len(after) == len(before) and not any(m.get("missing") for m in r["after"]), r["after"]
+    ports = {m["executor"]: m["topology"] for m in before}
+    moved = 0
+    for m in before:
+        now = after[m["mapId"]]
+        if m["executor"] == victim:
+            moved += 1
+            assert r["executorsAfter"].get(now["executor"]) == survivor.address, (now, r["executorsAfter"])
+            if now["executor"] in ports:
+                assert now["topology"] == ports[now["executor"]], (now, ports)
+            assert now["topology"], now
+        else:
+            assert now == m, (now, m)
+    # ... and crossed the network to get there: the receiving executor adopted each of them.
+    adopted = [
+        line
+        for log in sorted((cluster.logs / survivor.name / "work").glob("app-*/*/stderr"))
+        for line in log.read_text(errors="replace").splitlines()
+        if "Adopted migrated map output" in line
+    ]
+    assert len(adopted) >= moved, adopted
+    assert r["got"] == r["expected"]
+    # No recompute, no fetch failure: the map stage ran once (the reduce job's copy of it was
+    # skipped), and the reduce stage's single attempt had no failed task.
+    jobs = {j["id"]: j for j in r["jobs"]}
+    stages = {s["id"]: s for s in r["stages"]}
+    assert len(jobs) == 2 and all(j["status"] == "SUCCEEDED" for j in jobs.values()), jobs
+    map_job, reduce_job = sorted(jobs)
+    map_stage, reduce_map_stage, reduce_stage = jobs[map_job]["stageIds"][0], *sorted(jobs[reduce_job]["stageIds"])
+    assert stages[map_stage]["completedTasks"] == 6 and stages[map_stage]["attempt"] == 0, stages
+    assert stages[reduce_map_stage]["completedTasks"] == 0, f"the map stage ran again: {stages}"
+    assert stages[reduce_stage]["attempt"] == 0 and stages[reduce_stage]["failedTasks"] == 0, stages
+    assert not [a for a in r["attempts"] if a["attempt"] > 0 or a["task_errors"]], r["attempts"]
+    assert "FetchFailed" not in done.stderr, done.stderr[-3000:]

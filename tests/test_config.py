@@ -128,7 +128,7 @@ def test_unknown_option_without_a_close_name_lists_the_valid_ones() -> None:
         ("buffer_timeout", "spark.sluice.bufferTimeout", "-2ms"),
         ("buffer_timeout", "spark.sluice.bufferTimeout", datetime.timedelta(microseconds=1500)),
         ("buffer_timeout", "spark.sluice.bufferTimeout", 1.5),
-        ("connect_timeout", "spark.sluice.network.connectTimeout", 0),
+        ("connect_timeout", "spark.sluice.network.connectTimeout", "-1s"),
         ("metrics_report_interval", "spark.sluice.metrics.reportInterval", "5ms"),
         # enum
         ("latency_tracking_granularity", "spark.sluice.latencyTracking.granularity", "per-task"),

@@ -7,7 +7,10 @@ managers can be compared with ``==``. Data is generated deterministically on the
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import hashlib
+import os
 from typing import Any, Callable, Dict, List
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -233,6 +236,68 @@ def spill_heavy(spark: SparkSession) -> Answer:
 
 def spill_heavy_expected() -> Answer:
     return [[SPILL_KEYS, SPILL_ROWS, SPILL_ROWS * (SPILL_ROWS - 1) // 2, SPILL_KEYS * 64]]
+
+
+# A subset of TPC-H: shuffle-heavy queries written from the TPC-H specification with its
+# validation parameters, over tables tpchgen-cli generated (see test_cluster.py). Q3 keeps every
+# group (no LIMIT, whose cut could fall between equal values), so the whole answer is compared.
+TPCH_QUERIES: Dict[str, str] = {
+    # Three tables joined, a group-by over the join.
+    "tpch_q3": """
+select l_orderkey, sum(l_extendedprice * (1 - l_discount)) as revenue, o_orderdate, o_shippriority
+from customer, orders, lineitem
+where c_mktsegment = 'BUILDING'
+  and c_custkey = o_custkey
+  and l_orderkey = o_orderkey
+  and o_orderdate < date '1995-03-15'
+  and l_shipdate > date '1995-03-15'
+group by l_orderkey, o_orderdate, o_shippriority
+""",
+    # Six tables joined (every join a shuffle with broadcasts off).
+    "tpch_q5": """
+select n_name, sum(l_extendedprice * (1 - l_discount)) as revenue
+from customer, orders, lineitem, supplier, nation, region
+where c_custkey = o_custkey
+  and l_orderkey = o_orderkey
+  and l_suppkey = s_suppkey
+  and c_nationkey = s_nationkey
+  and s_nationkey = n_nationkey
+  and n_regionkey = r_regionkey
+  and r_name = 'ASIA'
+  and o_orderdate >= date '1994-01-01'
+  and o_orderdate < date '1994-01-01' + interval '1' year
+group by n_name
+""",
+}
+# The tables those queries read.
+TPCH_TABLES = ("nation", "region", "supplier", "customer", "orders", "lineitem")
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-able value two runs agree on: decimals and dates as text, doubles to 12 significant digits
+    (a sum of doubles depends on the order it was added in)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, (decimal.Decimal, datetime.date)):
+        return str(value)
+    return value
+
+
+def tpch_workloads(data_dir: str) -> Dict[str, Workload]:
+    """The TPC-H subset over the tables in ``data_dir`` (``<table>/`` or ``<table>.parquet`` each)."""
+
+    def query(name: str) -> Workload:
+        def run(spark: SparkSession) -> Answer:
+            for table in TPCH_TABLES:
+                path = os.path.join(data_dir, table)
+                path = path if os.path.isdir(path) else path + ".parquet"
+                spark.read.parquet(path).createOrReplaceTempView(table)
+            rows = [[_canonical(v) for v in row] for row in spark.sql(TPCH_QUERIES[name]).collect()]
+            return sorted(rows, key=repr)
+
+        return run
+
+    return {name: query(name) for name in TPCH_QUERIES}
 
 
 # The workloads every configuration runs (spill_heavy and marked_records run on their own, see their tests).

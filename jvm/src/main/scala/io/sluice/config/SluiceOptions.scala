@@ -124,9 +124,10 @@ object SluiceOptions {
   }
 
   val ConnectTimeout: ConfigOption[Long] = opt("spark.sluice.network.connectTimeout", "connect_timeout",
-    DurationMsType, 120000L, "taskmanager.network.netty.client.connectTimeoutSec", Effect.ExecutorStart,
-    atLeast(1L)) {
-    """Longest wait to open (and authenticate) the connection to another executor's Sluice server."""
+    DurationMsType, 0L, "taskmanager.network.netty.client.connectTimeoutSec", Effect.ExecutorStart,
+    atLeast(0L)) {
+    """Longest wait to open (and authenticate) the connection to another executor's Sluice server.
+      |0 follows spark.network.timeout (as Spark's own spark.shuffle.io.connectionTimeout does)."""
   }
 
   val RequestTimeout: ConfigOption[Long] = opt("spark.sluice.network.requestTimeout", "request_timeout",

@@ -65,7 +65,7 @@ final class NettyConnectionManager(
   private val tconf = NettyConnectionManager.effectiveTransportConf(transportConf, conf)
   private val maxFrameLength = conf.get(SluiceOptions.MaxFrameLength).toInt
   private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
-  private val connectTimeoutMs = conf.get(SluiceOptions.ConnectTimeout)
+  private val connectTimeoutMs = NettyConnectionManager.connectTimeoutMs(conf)
   private val peerLimits = new PeerLimits(conf.get(SluiceOptions.MaxConnectionsPerPeer), conf.get(SluiceOptions.MaxReadersPerPeer))
   /** spark.sluice.network.heartbeatTimeout as resolved by the Spark layer (0: Spark's default 120s). */
   val heartbeatTimeoutMs: Long = NettyConnectionManager.heartbeatTimeoutMs(conf)
@@ -364,6 +364,12 @@ object NettyConnectionManager {
     if (t > 0) t else ConnectionHeartbeat.DefaultTimeoutMs
   }
 
+  /** spark.sluice.network.connectTimeout, with 0 (follow spark.network.timeout) as Spark's default. */
+  def connectTimeoutMs(conf: SluiceConf): Long = {
+    val t = conf.get(SluiceOptions.ConnectTimeout)
+    if (t > 0) t else ConnectionHeartbeat.DefaultTimeoutMs
+  }
+
   /**
    * `base` with Sluice's thread counts and connect timeout laid over its `spark.<module>.io.*`
    * keys: a positive Sluice setting wins; 0 keeps the TransportConf's own value when it has one,
@@ -374,7 +380,7 @@ object NettyConnectionManager {
     val cores = Runtime.getRuntime.availableProcessors()
     def threads(sluice: Int, existing: Int): Int =
       if (sluice > 0) sluice else if (existing > 0) existing else math.min(cores, 8)
-    val connectSeconds = math.max(1L, (conf.get(SluiceOptions.ConnectTimeout) + 999) / 1000)
+    val connectSeconds = math.max(1L, (connectTimeoutMs(conf) + 999) / 1000)
     val overrides = Map(
       s"spark.$module.io.serverThreads" -> threads(conf.get(SluiceOptions.ServerThreads), base.serverThreads()).toString,
       s"spark.$module.io.clientThreads" -> threads(conf.get(SluiceOptions.ClientThreads), base.clientThreads()).toString,

@@ -40,12 +40,16 @@ private[sluice] object SluiceEnvironment extends Logging {
    * The settings the executor's engine runs with: [[sluiceConf]], with what follows Spark's own
    * settings resolved. spark.sluice.network.heartbeatTimeout=0 (the default) becomes
    * spark.network.timeout (Spark's default 120s), so a hung peer fails its readers with a
-   * FetchFailedException in the time Spark's own shuffle would take.
+   * FetchFailedException in the time Spark's own shuffle would take; so does
+   * spark.sluice.network.connectTimeout=0 (the default), as Spark's spark.shuffle.io.connectionTimeout
+   * follows spark.network.timeout, so a reader does not wait for a hung peer's connection longer
+   * than the user allowed.
    */
   def engineConf(conf: SparkConf): SluiceConf = {
     val sluice = sluiceConf(conf)
-    if (sluice.get(SluiceOptions.HeartbeatTimeout) > 0) sluice
-    else sluice.withSettings(SluiceOptions.HeartbeatTimeout.key -> s"${networkTimeoutMs(conf)}ms")
+    val following = Seq(SluiceOptions.HeartbeatTimeout, SluiceOptions.ConnectTimeout).filter(o => sluice.get(o) == 0L)
+    if (following.isEmpty) sluice
+    else sluice.withSettings(following.map(o => o.key -> s"${networkTimeoutMs(conf)}ms"): _*)
   }
 
   /** spark.network.timeout in milliseconds (Spark's default 120s). */

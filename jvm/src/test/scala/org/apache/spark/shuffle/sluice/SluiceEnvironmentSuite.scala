@@ -1,7 +1,9 @@
 package org.apache.spark.shuffle.sluice
 
 import io.sluice.NettyLeakDetection
-import io.sluice.config.SluiceOptions
+import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.netty.NettyConnectionManager
+import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.SparkConf
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -16,6 +18,28 @@ class SluiceEnvironmentSuite extends AnyFunSuite with NettyLeakDetection {
     assert(heartbeat("spark.network.timeout" -> "30s") == 30000L)
     assert(heartbeat("spark.network.timeout" -> "30s", SluiceOptions.HeartbeatTimeout.key -> "5s") == 5000L)
     assert(heartbeat("spark.network.timeout" -> "45s", SluiceOptions.HeartbeatTimeout.key -> "0") == 45000L)
+  }
+
+  test("the connect timeout follows spark.network.timeout unless Sluice's own option is set") {
+    def connect(settings: (String, String)*): (Long, String) = {
+      val engine = SluiceEnvironment.engineConf(new SparkConf(false).setAll(settings))
+      val transport = NettyConnectionManager.effectiveTransportConf(
+        new TransportConf("sluice", new MapConfigProvider(java.util.Collections.emptyMap())), engine)
+      (engine.get(SluiceOptions.ConnectTimeout), transport.get("spark.sluice.io.connectionCreationTimeout", null))
+    }
+    assert(connect() == (120000L, "120s"), "Spark's default spark.network.timeout")
+    assert(connect("spark.network.timeout" -> "15s") == (15000L, "15s"))
+    // An explicit setting wins, whichever is shorter; 0 is the default spelled out.
+    assert(connect("spark.network.timeout" -> "15s", SluiceOptions.ConnectTimeout.key -> "10s") == (10000L, "10s"))
+    assert(connect("spark.network.timeout" -> "15s", SluiceOptions.ConnectTimeout.key -> "40s") == (40000L, "40s"))
+    assert(connect("spark.network.timeout" -> "45s", SluiceOptions.ConnectTimeout.key -> "0") == (45000L, "45s"))
+    // Each follows on its own: a heartbeat timeout of its own leaves the connect timeout following.
+    val both = SluiceEnvironment.engineConf(new SparkConf(false).setAll(Seq("spark.network.timeout" -> "20s",
+      SluiceOptions.HeartbeatTimeout.key -> "6s")))
+    assert(both.get(SluiceOptions.HeartbeatTimeout) == 6000L && both.get(SluiceOptions.ConnectTimeout) == 20000L)
+    // Without the Spark layer (the engine alone, as in its own tests), 0 means Spark's default.
+    assert(NettyConnectionManager.connectTimeoutMs(SluiceConf(Nil)) == 120000L)
+    assert(NettyConnectionManager.connectTimeoutMs(SluiceConf(Seq(SluiceOptions.ConnectTimeout.key -> "3s"))) == 3000L)
   }
 
   test("spark.io.encryption.enabled: partition files get Spark's I/O key and AES/CTR; other ciphers are refused at start") {

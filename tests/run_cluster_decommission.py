@@ -1,13 +1,19 @@
-"""Decommissions an executor that holds Sluice map outputs between the map stage and the reduce
-stage, and prints what happened as JSON. Run in its own process (see test_decommission.py):
-``python tests/run_decommission.py --out result.json --test-jar build/test-libs/sluice-tests.jar``.
+"""Decommissions a whole worker host of the multi-host test cluster (see test_cluster.py) while the
+Sluice map outputs of a job live on it, and writes what happened as JSON.
 
-Three 1-core executors; the map stage of one shuffle runs alone (``SparkContext.submitMapStage``);
-then the executor holding the most map outputs gets SIGPWR, which makes Spark decommission it
-(spark.decommission.enabled): its BlockManager moves its shuffle blocks to the other executors
+One 1-core executor per worker host. The map stage of one shuffle runs alone
+(``SparkContext.submitMapStage``, through the test jar); then the Worker of the host whose
+executor holds the most map outputs gets SIGPWR (spark.worker.decommission.signal): it tells the
+Master, which marks the worker DECOMMISSIONED and has the application decommission that host's
+executor. Its BlockManager moves the finished partitions to the executor on the other host
 through Sluice's block resolver, and it exits once they are moved. Then the reduce stage runs.
-The script records the answer next to the expected one, where the map outputs live before and
-after, and what Spark's status tracker says about the stages that ran.
+Recorded: the answer next to the expected one, where the map outputs live before and after
+(the driver's MapOutputTracker), the Master's view of the workers, and Spark's record of the
+stages that ran.
+
+Run in the driver host:
+    python tests/run_cluster_decommission.py --out r.json --test-jar build/test-libs/sluice-tests.jar \\
+        --worker NS=ADDRESS --worker NS=ADDRESS --master-ui http://10.77.0.2:8080
 """
 
 from __future__ import annotations
@@ -15,28 +21,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Tuple
 
-from pyspark.sql import SparkSession
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import realapps  # noqa: E402
+import sessions  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
 
 N = 300_000
 KEYS = 997
 MAPS = 6
 REDUCERS = 4
-
-
-def executor_pid(app_id: str, executor_id: str) -> int:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        args = line.split()
-        if "CoarseGrainedExecutorBackend" in line and app_id in line and "--executor-id" in args:
-            if args[args.index("--executor-id") + 1] == executor_id:
-                return int(args[0])
-    raise RuntimeError(f"no JVM of executor {executor_id} of {app_id}")
 
 
 def map_locations(spark: SparkSession, shuffle_id: int) -> List[Dict[str, Any]]:
@@ -53,8 +51,13 @@ def map_locations(spark: SparkSession, shuffle_id: int) -> List[Dict[str, Any]]:
     return out
 
 
-def active_executors(spark: SparkSession) -> List[str]:
-    return str(spark.sparkContext._jsc.sc().getExecutorIds().mkString(",")).split(",")  # type: ignore[union-attr]
+def executor_hosts(spark: SparkSession) -> Dict[str, str]:
+    """executor id -> host address of the live executors (Spark's REST API)."""
+    return {e["id"]: e["hostPort"].rsplit(":", 1)[0] for e in sessions.rest(spark, "executors") if e["id"] != "driver"}
+
+
+def at_least(executors: Dict[str, str], n: int) -> Dict[str, str]:
+    return executors if len(executors) >= n else {}
 
 
 def sums_by_key(rows: Iterable[Tuple[int, int]]) -> Iterator[Tuple[int, Tuple[int, int]]]:
@@ -67,72 +70,82 @@ def sums_by_key(rows: Iterable[Tuple[int, int]]) -> Iterator[Tuple[int, Tuple[in
         yield k, (s, c)
 
 
+def expected() -> List[List[Any]]:
+    out: Dict[int, List[int]] = {}
+    for x in range(N):
+        e = out.setdefault((x * 7919) % KEYS, [0, 0])
+        e[0] += x
+        e[1] += 1
+    return sorted([k, v] for k, v in out.items())
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--test-jar", required=True, help="build/test-libs/sluice-tests.jar")
-    parser.add_argument(
-        "--no-shuffle-migration",
-        action="store_true",
-        help="spark.storage.decommission.shuffleBlocks.enabled=false (the control: outputs are lost)",
-    )
+    parser.add_argument("--worker", action="append", required=True, help="a worker host: NAMESPACE=ADDRESS")
+    parser.add_argument("--master-ui", required=True, help="the standalone Master's web UI, http://host:port")
     args = parser.parse_args(argv)
+    workers = dict(w.split("=", 1)[::-1] for w in args.worker)  # address -> namespace
 
     import sluice
     from sluice.config import append_to_list
 
     builder = (
-        SparkSession.builder.master("local-cluster[3,1,1024]")
-        .appName("sluice-decommission")
+        SparkSession.builder.master(os.environ["SLUICE_CLUSTER_MASTER"])
+        .appName("sluice-cluster-decommission")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executor.memory", "700m")
+        .config("spark.executor.memory", "768m")
         .config("spark.decommission.enabled", "true")
         .config("spark.storage.decommission.enabled", "true")
-        .config("spark.storage.decommission.shuffleBlocks.enabled", str(not args.no_shuffle_migration).lower())
+        .config("spark.storage.decommission.shuffleBlocks.enabled", "true")
         .config("spark.storage.decommission.rddBlocks.enabled", "false")
-        # How often the decommissioning executor looks for blocks left (default 30s).
+        # How often the decommissioning executor looks for blocks left to move (default 30s).
         .config("spark.storage.decommission.replicationReattemptInterval", "1s")
     )
     builder = sluice.configure(builder)
     builder = builder.config("spark.jars", append_to_list(str(builder._options["spark.jars"]), [args.test_jar]))
     spark = builder.getOrCreate()
     sc = spark.sparkContext
-    result: Dict[str, Any] = {}
+    result: Dict[str, Any] = {"expected": expected()}
     try:
+        hosts = realapps.wait_for(lambda: at_least(executor_hosts(spark), len(workers)), 240, interval=0.5)
+        assert hosts, f"fewer than {len(workers)} executors registered within 240 s: {executor_hosts(spark)}"
+        result["executorsBefore"] = hosts
+
         pairs = sc.parallelize(range(N), MAPS).map(lambda x: ((x * 7919) % KEYS, x))
         shuffled = pairs.partitionBy(REDUCERS)  # one shuffle, no map-side combine: every row moves
         jvm = sc._jvm
         assert jvm is not None
+        sc.setJobGroup("map", "map")
         shuffle_id = jvm.org.apache.spark.shuffle.sluice.TestingMapOutputs.runMapStage(shuffled._jrdd.rdd())
         before = map_locations(spark, shuffle_id)
         by_executor: Dict[str, int] = {}
         for loc in before:
             by_executor[loc["executor"]] = by_executor.get(loc["executor"], 0) + 1
         victim = max(sorted(by_executor), key=lambda e: by_executor[e])
+        victim_host = hosts[victim]
 
-        os.kill(executor_pid(sc.applicationId, victim), signal.SIGPWR)
-        start = time.monotonic()
-        while victim in active_executors(spark):
-            if time.monotonic() - start > 180:
-                raise RuntimeError(f"executor {victim} was still running 180 s after SIGPWR")
-            time.sleep(0.2)
-        result["decommissionSeconds"] = round(time.monotonic() - start, 1)
+        # The whole worker host goes: its Worker gets SIGPWR.
+        started = time.monotonic()
+        result["signalled"] = realapps.dev_cluster().decommission_worker(workers[victim_host])
+        gone = realapps.wait_for(lambda: victim not in executor_hosts(spark), 240, interval=0.2)
+        assert gone, f"executor {victim} on {victim_host} was still running 240 s after its Worker got SIGPWR"
+        result["decommissionSeconds"] = round(time.monotonic() - started, 1)
         after = map_locations(spark, shuffle_id)
+        master = sessions.http_json(f"{args.master_ui}/json")
+        result["masterWorkers"] = {w["host"]: w["state"] for w in master.get("workers", [])}
 
+        sc.setJobGroup("reduce", "reduce")
         reduce_start = time.monotonic()
         got = dict(shuffled.mapPartitions(sums_by_key).collect())
         result["reduceSeconds"] = round(time.monotonic() - reduce_start, 1)
 
-        expected: Dict[int, List[int]] = {}
-        for x in range(N):
-            e = expected.setdefault((x * 7919) % KEYS, [0, 0])
-            e[0] += x
-            e[1] += 1
         # What Spark's status tracker saw, once the listener bus has delivered both jobs' ends.
         tracker = sc.statusTracker()
         deadline = time.monotonic() + 120
         while True:
-            jobs = [tracker.getJobInfo(j) for j in sorted(tracker.getJobIdsForGroup())]
+            jobs = [tracker.getJobInfo(j) for g in ("map", "reduce") for j in sorted(tracker.getJobIdsForGroup(g))]
             if len(jobs) >= 2 and all(j is not None and j.status != "RUNNING" for j in jobs):
                 break
             if time.monotonic() > deadline:
@@ -154,15 +167,17 @@ def main(argv: List[str]) -> int:
         result.update(
             {
                 "victim": victim,
+                "victimHost": victim_host,
                 "before": before,
                 "after": after,
-                "executorsAfter": active_executors(spark),
+                "executorsAfter": executor_hosts(spark),
                 "got": sorted([k, list(v)] for k, v in got.items()),
-                "expected": sorted([k, v] for k, v in expected.items()),
                 "jobs": [
                     {"id": j.jobId, "status": j.status, "stageIds": list(j.stageIds)} for j in jobs if j is not None
                 ],
                 "stages": stages,
+                # Every stage attempt, with its tasks' failure reasons (none expected).
+                "attempts": realapps.stage_attempts(spark),
             }
         )
     finally:
