@@ -67,7 +67,14 @@ def sluice_counters(spark: SparkSession) -> Dict[str, Any]:
             return {}
         table = metrics(spark)
         totals: Dict[str, Any] = {}
-        for name in ("numRecordsOut", "numRecordsIn", "numBytesOut", "numBytesInLocal", "numBytesInRemote"):
+        for name in (
+            "numRecordsOut",
+            "numRecordsIn",
+            "numBytesOut",
+            "numBytesIn",
+            "numBytesInLocal",
+            "numBytesInRemote",
+        ):
             if name in table.column_names:
                 totals[name] = int(sum(v or 0 for v in table.column(name).to_pylist()))
         return totals

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List
 
+import sluice
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sessions import http_json, ui_url
@@ -32,7 +33,9 @@ def test_read_bytes_are_the_shuffled_bytes_and_write_time_is_time_blocked_on_out
     """Rows that compress well (spark.shuffle.compress is on): Spark counts shuffle bytes as
     stored and sent, so the reduce side reads exactly the bytes the map side wrote (not the
     decompressed ones), from both executors (local and remote channels); the write time is the
-    time blocked on output, a small part of the map tasks' run time, not their whole run."""
+    time blocked on output, a small part of the map tasks' run time, not their whole run.
+    Sluice's own counters: numBytesInLocal / numBytesInRemote are those bytes as sent, while
+    numBytesOut and numBytesIn (Flink's) count the serialised bytes, uncompressed, alike."""
 
     def job() -> None:
         df = spark.range(0, 400_000, 1, 4).select(F.col("id"), F.lit("x" * 60).alias("pad"))
@@ -48,3 +51,13 @@ def test_read_bytes_are_the_shuffled_bytes_and_write_time_is_time_blocked_on_out
     assert reader["shuffleReadRecords"] == writer["shuffleWriteRecords"] == 400_000
     run_ns = writer["executorRunTime"] * 1_000_000
     assert 0 <= writer["shuffleWriteTime"] < run_ns / 2, (writer["shuffleWriteTime"], run_ns)
+
+    ours = [r for r in sluice.metrics(spark).to_pylist() if r["stage_id"] in (writer["stageId"], reader["stageId"])]
+
+    def total(name: str) -> int:
+        return sum(r[name] or 0 for r in ours)
+
+    assert total("numBytesInLocal") == reader["shuffleLocalBytesRead"], ours
+    assert total("numBytesInRemote") == reader["shuffleRemoteBytesRead"], ours
+    assert total("numBytesOut") > raw  # serialised, not compressed
+    assert total("numBytesIn") == total("numBytesOut"), (total("numBytesIn"), total("numBytesOut"))

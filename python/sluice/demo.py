@@ -125,6 +125,7 @@ NETWORK_COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("numRecordsOut", "records out"),
     ("numRecordsIn", "records in"),
     ("numBytesOut", "bytes out"),
+    ("numBytesIn", "bytes in"),
     ("numBytesInLocal", "bytes in local"),
     ("numBytesInRemote", "bytes in remote"),
     ("numBuffersOut", "buffers out"),

@@ -105,7 +105,7 @@ def metrics(spark: SparkSession, *, wait: bool = True) -> Any:
     timeout in effect for a pipelined producer, else null), then Flink's metric names (``outPoolUsage``,
     ``inPoolUsage``, ``floatingBuffersUsage``,
     ``exclusiveBuffersUsage``, ``numRecordsOut``, ``numRecordsIn``, ``numBytesOut``,
-    ``numBytesInLocal``, ``numBytesInRemote``, ``numBuffersOut``, ``numBuffersInLocal``,
+    ``numBytesIn``, ``numBytesInLocal``, ``numBytesInRemote``, ``numBuffersOut``, ``numBuffersInLocal``,
     ``numBuffersInRemote``, their ``...PerSecond`` rates, ``outputQueueLength``,
     ``inputQueueLength``, ``backPressuredTimeMsPerSecond``, ``busyTimeMsPerSecond``,
     ``idleTimeMsPerSecond``; see ``docs/metrics.md``). Once any task has tracked latency

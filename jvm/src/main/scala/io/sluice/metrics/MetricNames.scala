@@ -26,6 +26,7 @@ object MetricNames {
   val NumRecordsOut = "numRecordsOut"
   val NumRecordsIn = "numRecordsIn"
   val NumBytesOut = "numBytesOut"
+  val NumBytesIn = "numBytesIn"
   val NumBytesInLocal = "numBytesInLocal"
   val NumBytesInRemote = "numBytesInRemote"
   val NumBuffersOut = "numBuffersOut"
@@ -51,8 +52,8 @@ object MetricNames {
 
   val PerSecond = "PerSecond"
 
-  val Counters: Seq[String] = Seq(NumRecordsOut, NumRecordsIn, NumBytesOut, NumBytesInLocal, NumBytesInRemote,
-    NumBuffersOut, NumBuffersInLocal, NumBuffersInRemote)
+  val Counters: Seq[String] = Seq(NumRecordsOut, NumRecordsIn, NumBytesOut, NumBytesIn, NumBytesInLocal,
+    NumBytesInRemote, NumBuffersOut, NumBuffersInLocal, NumBuffersInRemote)
 
   /** The meters: `<counter>PerSecond` for every counter. */
   val Rates: Seq[String] = Counters.map(_ + PerSecond)

@@ -145,7 +145,8 @@ object ShuffleMetricRegistry {
   val DefaultMaxUnreported = 10000
 
   private[metrics] def countersOf(s: TaskIOSnapshot): Array[Long] = Array(s.numRecordsOut, s.numRecordsIn,
-    s.numBytesOut, s.numBytesInLocal, s.numBytesInRemote, s.numBuffersOut, s.numBuffersInLocal, s.numBuffersInRemote)
+    s.numBytesOut, s.numBytesIn, s.numBytesInLocal, s.numBytesInRemote, s.numBuffersOut, s.numBuffersInLocal,
+    s.numBuffersInRemote)
 }
 
 /**

@@ -37,6 +37,7 @@ class TaskIOMetricGroupSuite extends AnyFunSuite with NettyLeakDetection {
       val r = reader.sample()
       assert(r.numRecordsIn == 15)
       assert(r.numBytesInLocal == w.numBytesOut)
+      assert(r.numBytesIn == w.numBytesOut) // nothing compressed: as sent and as consumed are the same bytes
       assert(r.numBuffersInLocal == 2)
       assert(r.numBytesInRemote == 0 && r.numBuffersInRemote == 0)
       assert(r.inPoolUsage == 0.0 && r.floatingBuffersUsage == 0.0 && r.exclusiveBuffersUsage == 0.0)

@@ -24,9 +24,10 @@ object TestingSnapshots {
       outPoolUsage = outPoolUsage,
       inPoolUsage = if (inPoolUsage >= 0) inPoolUsage else math.max(floatingBuffersUsage, exclusiveBuffersUsage),
       floatingBuffersUsage = floatingBuffersUsage, exclusiveBuffersUsage = exclusiveBuffersUsage,
-      numRecordsOut = 0, numRecordsIn = numRecordsIn, numBytesOut = 0, numBytesInLocal = numBytesInLocal,
-      numBytesInRemote = numBytesInRemote, numBuffersOut = 0, numBuffersInLocal = numBuffersInLocal,
-      numBuffersInRemote = numBuffersInRemote, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, Nil, None)
+      numRecordsOut = 0, numRecordsIn = numRecordsIn, numBytesOut = 0, numBytesIn = numBytesInLocal + numBytesInRemote,
+      numBytesInLocal = numBytesInLocal, numBytesInRemote = numBytesInRemote, numBuffersOut = 0,
+      numBuffersInLocal = numBuffersInLocal, numBuffersInRemote = numBuffersInRemote,
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, Nil, None)
   }
 
   /** A consumer task that read something (so it counts as reading input). */

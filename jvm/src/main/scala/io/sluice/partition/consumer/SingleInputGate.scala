@@ -71,7 +71,11 @@ final class SingleInputGate(
   private val crc = new CRC32C
   private var decryptor: BufferCipher = _ // taken with the first encrypted buffer
 
-  // Flink's input metrics of this consumer.
+  // Flink's input metrics of this consumer. numBytesIn counts the bytes of the buffers handed to the
+  // task (decompressed: what the producers' numBytesOut counted), numBytesInLocal / numBytesInRemote
+  // the bytes as they travelled from local / remote producers (compressed when stored compressed),
+  // as Flink's gate and channel counters do.
+  val numBytesIn = new LongAdder
   val numBytesInLocal = new LongAdder
   val numBytesInRemote = new LongAdder
   val numBuffersInLocal = new LongAdder
@@ -373,6 +377,7 @@ final class SingleInputGate(
     }
     if (channel.isRemote) { numBytesInRemote.add(size.toLong); numBuffersInRemote.increment() }
     else { numBytesInLocal.add(size.toLong); numBuffersInLocal.increment() }
+    numBytesIn.add(data.readableBytes().toLong)
     new InputBuffer(data, channel.channelIndex, next.subpartition, channel.isRemote, size)
   }
 

@@ -7,6 +7,7 @@ import java.nio.file.Files
 import io.sluice.NettyLeakDetection
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.SluiceOptions
+import io.sluice.metrics.{SystemClock, TaskIOMetricGroup, TaskKey}
 import io.sluice.netty.{TestingExecutor, TestingGateReader, TestingRecords}
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, SortMergeResultPartition}
@@ -60,6 +61,37 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       }
       parts.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
       b.partitionManager.releasePartition(localToo.partitionId, null)
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("numBytesIn counts the bytes the producers wrote (numBytesOut); numBytesInLocal / numBytesInRemote the " +
+      "bytes as sent (compressed), which are the stored bytes Spark reports") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      val remote = a.blockingPartition(ResultPartitionID(4, 0), 2, lz4)
+      val local = b.blockingPartition(ResultPartitionID(4, 1), 2, lz4)
+      for (p <- Seq(remote, local); s <- 0 until 2) TestingRecords.writeMany(p, s, 300, 500 + 100 * s)
+      Seq(remote, local).foreach(_.finish())
+      val gate = b.gate("reader", Vector(GateInput(remote.partitionId, 0, 2, a.location),
+        GateInput(local.partitionId, 0, 2, b.location)), lz4)
+      val group = new TaskIOMetricGroup(TaskKey(5, 0, 0, 77L), SystemClock)
+      group.attachInputGate(gate)
+      val reader = new TestingGateReader(gate)
+      assert(reader.readAll() == Map((0L, 0) -> 300, (0L, 1) -> 300, (1L, 0) -> 300, (1L, 1) -> 300))
+      val s = group.finish()
+      val written = remote.numBytesOut.sum + local.numBytesOut.sum
+      assert(written == 4 * 300 * 4 + 2 * 300 * (500 + 600)) // records and their 4-byte headers
+      // Flink's numBytesIn: the buffers the task consumed, decompressed, i.e. what the producers emitted.
+      assert(s.numBytesIn == written)
+      // Flink's channel counters count buffers as they arrive: compressed, the partition files' stored bytes.
+      assert(s.numBytesInRemote == remote.subpartitionSizes.sum && s.numBytesInLocal == local.subpartitionSizes.sum)
+      assert(s.numBytesInRemote > 0 && s.numBytesInLocal > 0)
+      assert(s.numBytesInLocal + s.numBytesInRemote < written / 4, s"$s: the records compress well")
+      reader.close()
+      a.partitionManager.releasePartition(remote.partitionId, null)
+      b.partitionManager.releasePartition(local.partitionId, null)
       a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }

@@ -30,6 +30,7 @@ private[sluice] final case class StageView(
   def numRecordsOut: Long = sum(_.numRecordsOut)
   def numRecordsIn: Long = sum(_.numRecordsIn)
   def numBytesOut: Long = sum(_.numBytesOut)
+  def numBytesIn: Long = sum(_.numBytesIn)
   def numBytesInLocal: Long = sum(_.numBytesInLocal)
   def numBytesInRemote: Long = sum(_.numBytesInRemote)
   def numBuffersOut: Long = sum(_.numBuffersOut)

@@ -68,7 +68,10 @@ private[sluice] final class SluicePage(metrics: SluiceDriverMetrics) extends Spa
         <th>Stage</th><th>Status</th><th>Tasks (running / reported)</th><th>Backpressure</th>
         <th title={MetricNames.OutPoolUsage}>outPoolUsage</th>
         <th title="inPoolUsage (floatingBuffersUsage / exclusiveBuffersUsage)">inPoolUsage (floating / exclusive)</th>
-        <th>Records out / in</th><th>Bytes out</th><th>Bytes in local / remote</th>
+        <th>Records out / in</th>
+        <th title="numBytesOut / numBytesIn (as serialised, before compression)">Bytes out / in</th>
+        <th title="numBytesInLocal / numBytesInRemote (as sent: compressed when stored compressed)">
+          Bytes in local / remote</th>
         <th>Buffers out / in local / remote</th><th>Buffer fill rate</th><th>Suggested buffer timeout</th>
         <th>Root cause</th>
       </tr></thead>
@@ -86,7 +89,7 @@ private[sluice] final class SluicePage(metrics: SluiceDriverMetrics) extends Spa
       <td>{pct(v.outPoolUsage)}</td>
       <td>{pct(v.inPoolUsage)} ({pct(v.floatingBuffersUsage)} / {pct(v.exclusiveBuffersUsage)})</td>
       <td>{v.numRecordsOut} / {v.numRecordsIn}</td>
-      <td>{bytesToString(v.numBytesOut)}</td>
+      <td>{bytesToString(v.numBytesOut)} / {bytesToString(v.numBytesIn)}</td>
       <td>{bytesToString(v.numBytesInLocal)} / {bytesToString(v.numBytesInRemote)}</td>
       <td>{v.numBuffersOut} / {v.numBuffersInLocal} / {v.numBuffersInRemote}</td>
       <td>{v.diagnosis.bufferFillRate.map(pct).getOrElse("n/a (no remote input)")}</td>
@@ -117,7 +120,7 @@ private[sluice] final class SluicePage(metrics: SluiceDriverMetrics) extends Spa
       <thead><tr>
         <th>Task (TID)</th><th>Executor</th><th>Running</th><th>Backpressure</th>
         <th>outPoolUsage</th><th>inPoolUsage</th><th>numRecordsOut</th><th>numRecordsIn</th>
-        <th>numBytesOut</th><th>numBytesInLocal</th><th>numBytesInRemote</th>
+        <th>numBytesOut</th><th>numBytesIn</th><th>numBytesInLocal</th><th>numBytesInRemote</th>
         <th>backPressuredTimeMsPerSecond</th><th>busyTimeMsPerSecond</th><th>idleTimeMsPerSecond</th>
         <th>Latency p50 / p99 (ms)</th>
       </tr></thead>
@@ -129,7 +132,8 @@ private[sluice] final class SluicePage(metrics: SluiceDriverMetrics) extends Spa
             .getOrElse(Text("not sampled"))}</td>
           <td>{pct(s.outPoolUsage)}</td><td>{pct(s.inPoolUsage)}</td>
           <td>{s.numRecordsOut}</td><td>{s.numRecordsIn}</td>
-          <td>{bytesToString(s.numBytesOut)}</td><td>{bytesToString(s.numBytesInLocal)}</td>
+          <td>{bytesToString(s.numBytesOut)}</td><td>{bytesToString(s.numBytesIn)}</td>
+          <td>{bytesToString(s.numBytesInLocal)}</td>
           <td>{bytesToString(s.numBytesInRemote)}</td>
           <td>{f"${s.backPressuredTimeMsPerSecond}%.0f"}</td><td>{f"${s.busyTimeMsPerSecond}%.0f"}</td>
           <td>{f"${s.idleTimeMsPerSecond}%.0f"}</td>
