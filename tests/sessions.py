@@ -118,13 +118,13 @@ def ui_url(spark: Any) -> str:
     return str(url)
 
 
-def http_get(url: str, timeout: float = 30.0) -> str:
+def http_get(url: str, timeout: float = 120.0) -> str:
     with urllib.request.urlopen(url, timeout=timeout) as response:
         body: bytes = response.read()
         return body.decode("utf-8")
 
 
-def http_json(url: str, timeout: float = 30.0) -> Any:
+def http_json(url: str, timeout: float = 120.0) -> Any:
     return json.loads(http_get(url, timeout))
 
 
