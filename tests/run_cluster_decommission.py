@@ -19,7 +19,6 @@ Run in the driver host:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -182,8 +181,7 @@ def main(argv: List[str]) -> int:
         )
     finally:
         spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    sessions.write_json(args.out, result)
     return 0
 
 

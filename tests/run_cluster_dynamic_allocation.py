@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 import time
@@ -118,8 +117,7 @@ def main(argv: List[str]) -> int:
         result["for_second"] = executors(spark)
     finally:
         spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    sessions.write_json(args.out, result)
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import signal
 import sys
@@ -201,8 +200,7 @@ def main(argv: List[str]) -> int:
             )
     finally:
         spark.stop()
-    with open(args.out, "w") as f:
-        json.dump(result, f)
+    sessions.write_json(args.out, result)
     return 0
 
 
