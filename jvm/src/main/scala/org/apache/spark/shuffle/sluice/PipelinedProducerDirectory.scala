@@ -31,24 +31,12 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
   final case class AwaitProducers(shuffleId: Int, numMaps: Int)
   final case class Producers(locations: Map[Int, BlockManagerId])
 
-  @volatile private var driverEndpointSet = false
-  @volatile private var executorRef: SparkInternals.DriverEndpointRef = _
+  private val driverEndpoint = new LazyDriverEndpoint(EndpointName)
 
   /** Sets up the driver's endpoint once (the driver, at the first pipelined shuffle). */
-  def ensureDriverEndpoint(): Unit = if (!driverEndpointSet) synchronized {
-    if (!driverEndpointSet) {
-      SparkInternals.setupDriverEndpoint(EndpointName, new Endpoint)
-      driverEndpointSet = true
-    }
-  }
+  def ensureDriverEndpoint(): Unit = driverEndpoint.ensure(new Endpoint)
 
-  private def ref: SparkInternals.DriverEndpointRef = {
-    val r = executorRef
-    if (r != null) r else synchronized {
-      if (executorRef == null) executorRef = SparkInternals.driverEndpointRef(EndpointName)
-      executorRef
-    }
-  }
+  private def ref: SparkInternals.DriverEndpointRef = driverEndpoint.ref
 
   /** A producer announces itself (fire and forget). */
   def announce(shuffleId: Int, mapIndex: Int, location: BlockManagerId): Unit =
@@ -65,7 +53,7 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
     answer.locations
   }
 
-  def reset(): Unit = synchronized { executorRef = null; driverEndpointSet = false }
+  def reset(): Unit = driverEndpoint.reset()
 
   /** The driver's endpoint; Spark hands it one message at a time. */
   private final class Endpoint extends SparkInternals.DriverEndpoint {

@@ -27,8 +27,7 @@ private[sluice] object ShuffleMigration extends Logging {
   final case class MapOutputMoved(shuffleId: Int, mapId: Long, location: BlockManagerId)
   final case class MapOutputMovedReply(shuffleKnown: Boolean)
 
-  @volatile private var driverEndpointSet = false
-  @volatile private var executorRef: SparkInternals.DriverEndpointRef = _
+  private val driverEndpoint = new LazyDriverEndpoint(EndpointName)
 
   /**
    * Whether decommissioning executors move their shuffle blocks: spark.storage.decommission.enabled
@@ -55,20 +54,9 @@ private[sluice] object ShuffleMigration extends Logging {
     }
 
   /** Sets up the driver's endpoint once (the driver, at the first shuffle, when [[enabled]]). */
-  def ensureDriverEndpoint(): Unit = if (!driverEndpointSet) synchronized {
-    if (!driverEndpointSet) {
-      SparkInternals.setupDriverEndpoint(EndpointName, new Endpoint)
-      driverEndpointSet = true
-    }
-  }
+  def ensureDriverEndpoint(): Unit = driverEndpoint.ensure(new Endpoint)
 
-  private def ref: SparkInternals.DriverEndpointRef = {
-    val r = executorRef
-    if (r != null) r else synchronized {
-      if (executorRef == null) executorRef = SparkInternals.driverEndpointRef(EndpointName)
-      executorRef
-    }
-  }
+  private def ref: SparkInternals.DriverEndpointRef = driverEndpoint.ref
 
   /**
    * Points the map output of `id` at `location` on the driver, waiting up to spark.network.timeout
@@ -81,7 +69,7 @@ private[sluice] object ShuffleMigration extends Logging {
     RpcPayload.decode(Await.result(future, timeoutMs.millis + 5.seconds)).asInstanceOf[MapOutputMovedReply].shuffleKnown
   }
 
-  def reset(): Unit = synchronized { executorRef = null; driverEndpointSet = false }
+  def reset(): Unit = driverEndpoint.reset()
 
   /** The driver's endpoint; Spark hands it one message at a time. */
   private final class Endpoint extends SparkInternals.DriverEndpoint {
