@@ -98,8 +98,9 @@ VARIANTS = {
     "defaults": ({}, ALL),
     # Tiny network memory, one exclusive and one floating buffer: everything spills, channels wait.
     "starved_pool": ({"network_memory": "2m", "buffers_per_channel": "1", "floating_buffers_per_gate": "1"}, ALL),
-    "credit_less": ({"credit_based": "false"}, TRANSPORT),
-    "buffer_timeout_0": ({"buffer_timeout": "0"}, TRANSPORT),
+    # Both transport extremes in one application (each alone is covered by the JVM suites): no
+    # credit (the producer pushes while the reader keeps up) and a flush after every record.
+    "credit_less_flush_always": ({"credit_based": "false", "buffer_timeout": "0"}, TRANSPORT),
 }
 
 

@@ -3,10 +3,10 @@
 per executor), AQE off.
 
 Shapes (``run_real_shapes.py``, one application per shuffle manager running several workloads,
-answers compared with the sort shuffle's): 1500 maps x 400 reducers, 4000 x 200 and 200 x 4000,
+answers compared with the sort shuffle's): 4000 maps x 200 reducers and 200 x 4000,
 each followed by a global aggregate; a sort-merge join of two ~50 MB sides in both credit modes.
 Failures (``run_real_failures.py``, one application each): a speculated straggling reducer, a job
-cancelled with interrupts while its reducers read and its shuffle read again, 30 shuffles of 500
+cancelled with interrupts while its reducers read and its shuffle read again, 30 shuffles of 120
 maps kept and then dropped (open files, deleted files), and an executor SIGSTOPped mid-read.
 
 Every application runs in its own process group with a generous timeout: a hang fails the test
@@ -30,7 +30,9 @@ from sessions import app_env
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = os.path.join(HERE, "run_real_shapes.py")
 FAILURES = os.path.join(HERE, "run_real_failures.py")
-WIDE = ["wide_1500x400", "wide_4000x200", "wide_200x4000"]
+# The two extremes: 4000 channels into each reducer's gate, and 4000 subpartitions in each map
+# output. 1500 x 400, between them (the shape issue 10 was filed with), runs in `sluice bench scale`.
+WIDE = ["wide_4000x200", "wide_200x4000"]
 REQUEST_TIMEOUT_S = 45
 
 
@@ -180,13 +182,16 @@ def test_cancel_while_reducers_read_then_read_the_same_shuffle_again() -> None:
 
 
 def test_many_shuffles_hold_no_open_files_and_are_deleted_when_dropped() -> None:
-    """30 shuffles x 500 maps, all kept referenced: once the jobs are done no executor holds a
-    partition file open and the executors' open descriptors stay far below one per map output;
+    """30 shuffles x 120 maps, all kept referenced: once the jobs are done no executor holds a
+    partition file open and the executors' open descriptors stay far below one per map output
+    (3,600 outputs: one descriptor each would put an executor far above 1,000);
     once the references are dropped and the driver GCs, ContextCleaner unregisters the shuffles
     and every partition file is deleted."""
     result = run_app([FAILURES, "many_shuffles"], timeout=1500)
     assert result["equal"], "wrong answer"
-    assert result["partition_files_while_referenced"] > 0, "no Sluice partition files were written"
+    assert result["partition_files_while_referenced"] >= 2000, (
+        f"{result['partition_files_while_referenced']} partition files: too few for the bound on descriptors"
+    )
     assert len(result["executor_pids"]) == 2, result["executor_pids"]
     assert all(n == 0 for n in result["open_partition_files"].values()), (
         f"partition files open while idle: {result['open_partition_files']} (total fds {result['open_fds']})"
