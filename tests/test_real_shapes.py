@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
 from sessions import app_env
@@ -36,16 +36,17 @@ WIDE = ["wide_4000x200", "wide_200x4000"]
 REQUEST_TIMEOUT_S = 45
 
 
-def run_app(args: List[str], timeout: float) -> Dict[str, Any]:
+def run_app(args: List[str], timeout: float, master: Optional[str] = None) -> Dict[str, Any]:
     """Runs a runner script with ``args`` (plus ``--out``) in a new process group, local dirs in a
-    temporary directory; returns its JSON with ``local_dirs_files`` and the log's tail added."""
+    temporary directory, on ``master`` if given (else the runner's ``local-cluster[2,2,2048]``);
+    returns its JSON with ``local_dirs_files`` and the log's tail added."""
     work = tempfile.mkdtemp(prefix="sluice-real-")
     try:
         local_dirs = os.path.join(work, "local")
         os.makedirs(local_dirs)
         out = os.path.join(work, "out.json")
         log_path = os.path.join(work, "app.log")
-        env = app_env(SPARK_LOCAL_DIRS=local_dirs)
+        env = app_env(SPARK_LOCAL_DIRS=local_dirs, **({"SLUICE_REAL_MASTER": master} if master else {}))
         cmd = [sys.executable] + [a.replace("{work}", work) for a in args] + ["--out", out]
         with open(log_path, "w") as log:
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -93,8 +94,9 @@ def retried_stages(result: Dict[str, Any]) -> List[Dict[str, Any]]:
 @pytest.fixture(scope="module")
 def sort_reference() -> Dict[str, Any]:
     """The sort shuffle's answers. The wide shapes' rows go through 8 maps and 8 reducers: the
-    same answer as at the wide shape (partitioning changes no group), minutes sooner."""
-    report = run_app([SHAPES, "--shuffle", "sort", "--narrow"], timeout=1200)
+    same answer as at the wide shape (partitioning changes no group), minutes sooner, in one JVM."""
+    shapes = ",".join(WIDE + ["smj_join"])
+    report = run_app([SHAPES, "--shuffle", "sort", "--narrow", "--workloads", shapes], timeout=1200, master="local[2]")
     errors = {k: v["error"] for k, v in report["runs"].items() if "error" in v}
     assert not errors, errors
     return report["runs"]
