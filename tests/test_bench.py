@@ -90,28 +90,63 @@ def test_batch_reports_every_mismatch() -> None:
     assert clean.mismatches == []
 
 
-def test_batch_summary_and_result_json_shape(tmp_path: Path) -> None:
-    runs = {
-        c: [
-            {
-                "contender": c,
-                "round": r,
-                "heavy": {"seconds": t, "shuffle_write_bytes": 10, "answer": []},
-                "tpch": {
-                    "1": {"seconds": t / 2, "shuffle_write_bytes": 5, "answer": []},
-                    "2": {"seconds": t / 4, "shuffle_write_bytes": 5, "answer": []},
-                },
-            }
-            for r, t in ((1, base), (2, base + 2))
-        ]
-        for c, base in (("sluice", 6.0), ("sort", 10.0))
-    }
+def test_batch_summary_cpu_per_gb_and_result_json_shape(tmp_path: Path) -> None:
+    """Each setting is summarized on its own; CPU per GB divides each contender's median executor
+    CPU by the sort shuffle's shuffle write bytes (one denominator for both)."""
+
+    def runs(base_s: float, cpu: float, gb: float) -> Dict[str, List[Dict[str, Any]]]:
+        return {
+            c: [
+                {
+                    "contender": c,
+                    "round": r,
+                    "heavy": {
+                        "seconds": t,
+                        "shuffle_write_bytes": int(gb * 1e9) + (7 if c == "sluice" else 0),
+                        "executor_process_cpu_s": t * cpu,
+                        "executor_cpu_ns": int(t * 1e9),
+                        "answer": [],
+                    },
+                    "tpch": {
+                        "1": {
+                            "seconds": t / 2,
+                            "shuffle_write_bytes": int(gb * 1e9),
+                            "executor_process_cpu_s": t,
+                            "answer": [],
+                        },
+                        "2": {"seconds": t / 4, "shuffle_write_bytes": 0, "executor_process_cpu_s": 1.0, "answer": []},
+                    },
+                }
+                for r, t in ((1, b), (2, b + 2))
+            ]
+            for c, b in (("sluice", base_s), ("sort", 10.0))
+        }
+
     recorder = Recorder("batch", "sluice bench batch --rounds 2", {"rounds": 2})
     spec = {"heavy": {"rows": 1}, "tpch": {"queries": [1, 2]}}
-    batch.summarize(runs, recorder, spec)
-    assert recorder.summary["heavy_ratio"] == pytest.approx(7 / 11)
-    assert recorder.summary["tpch_total"]["sluice"]["median"] == pytest.approx(7 * 0.75)
-    assert [g["met"] for g in recorder.goals] == [True, True]
+    batch.summarize(
+        {"off64": runs(6.0, 2.0, 2.0), "defaults": runs(12.0, 1.0, 0.5)}, recorder, {"off64": spec, "defaults": spec}
+    )
+    off, defaults = recorder.summary["settings"]["off64"], recorder.summary["settings"]["defaults"]
+    assert off["label"] == "AQE off, 64 partitions" and "AQE on" in defaults["label"]
+    assert off["heavy_ratio"] == pytest.approx(7 / 11)
+    assert off["tpch_total"]["sluice"]["median"] == pytest.approx(7 * 0.75)
+    heavy_cpu = off["heavy_cpu"]
+    assert heavy_cpu["gb_shuffled"] == pytest.approx(2.0)  # the sort shuffle's bytes
+    assert heavy_cpu["sluice"]["process_cpu_s"] == pytest.approx(14.0)  # median of 12 and 16
+    assert heavy_cpu["sluice"]["process_cpu_s_per_gb"] == pytest.approx(7.0)
+    assert heavy_cpu["sort"]["process_cpu_s_per_gb"] == pytest.approx(11.0)
+    assert heavy_cpu["ratio"] == pytest.approx(14 / 22)
+    assert heavy_cpu["sluice"]["task_cpu_s"] == pytest.approx(7.0)
+    # TPC-H: the per-round sums of the queries' CPU (Q2 shuffled nothing: it still counts).
+    assert off["tpch_cpu"]["sluice"]["process_cpu_s"] == pytest.approx(8.0)
+    assert off["tpch_cpu"]["sort"]["process_cpu_s_per_gb"] == pytest.approx(12.0 / 2.0)
+    assert off["tpch_queries"]["2"]["cpu"]["ratio"] == pytest.approx(1.0)
+    assert math.isnan(off["tpch_queries"]["2"]["cpu"]["sort"]["process_cpu_s_per_gb"])
+    assert defaults["heavy_ratio"] == pytest.approx(13 / 11)
+    assert len(recorder.goals) == 8
+    assert [g["met"] for g in recorder.goals] == [True] * 4 + [False] * 4
+    assert all(g["goal"].startswith(("AQE off", "Spark's defaults")) for g in recorder.goals)
     result = clean_floats(recorder.result())
     for key in ("benchmark", "command", "machine", "settings", "summary", "goals", "mismatches", "runs"):
         assert key in result
@@ -119,6 +154,49 @@ def test_batch_summary_and_result_json_shape(tmp_path: Path) -> None:
         assert key in result["machine"]
     json.dumps(result, allow_nan=False)  # standard JSON: no NaN
     assert batch.draw(tmp_path / "batch.png", result).is_file()
+    # A result saved before the settings existed still draws.
+    old = dict(result, summary={k: v for k, v in off.items() if k != "label"})
+    assert batch.draw(tmp_path / "old.png", old).is_file()
+    assert batch.parse_settings("defaults, off64") == ["defaults", "off64"]
+    with pytest.raises(batch.BenchError, match="--settings"):
+        batch.parse_settings("aqe")
+
+
+PROC_STAT = "{pid} (java thread (x)) S 1 2 3 0 -1 4194560 100 0 0 0 {utime} {stime} 0 0 20 0 9 0 5 6 7"
+
+
+def fake_proc(root: Path, pid: int, argv: List[str], utime: int, stime: int, threads: Dict[int, Any]) -> None:
+    """A /proc/PID with its command line, stat and threads (TID -> (comm, utime, stime))."""
+    d = root / str(pid)
+    (d / "task").mkdir(parents=True)
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (d / "stat").write_text(PROC_STAT.format(pid=pid, utime=utime, stime=stime) + "\n")
+    for tid, (comm, u, st) in threads.items():
+        (d / "task" / str(tid)).mkdir()
+        (d / "task" / str(tid) / "comm").write_text(comm + "\n")
+        (d / "task" / str(tid) / "stat").write_text(PROC_STAT.format(pid=tid, utime=u, stime=st) + "\n")
+
+
+def test_executor_cpu_comes_from_proc_less_the_benchmarks_sampler(tmp_path: Path) -> None:
+    from sluice_bench import session
+
+    backend = ["java", "-cp", "x", session.EXECUTOR_MAIN, "--executor-id", "0"]
+    fake_proc(
+        tmp_path, 10, backend + ["--app-id", "app-1"], 300, 100, {10: ("java", 1, 1), 11: ("sluice-bench-me", 30, 20)}
+    )
+    fake_proc(tmp_path, 11, backend + ["--app-id", "app-1"], 50, 50, {11: ("java", 1, 1)})
+    fake_proc(tmp_path, 12, backend + ["--app-id", "app-2"], 999, 0, {})
+    fake_proc(tmp_path, 13, ["python", "--app-id", "app-1"], 999, 0, {})
+    (tmp_path / "self").mkdir()
+    assert session.executor_pids("app-1", str(tmp_path)) == [10, 11]
+    assert session.stat_cpu_ticks(PROC_STAT.format(pid=1, utime=7, stime=5)) == 12
+    ticks = os.sysconf("SC_CLK_TCK")
+    before = session.executor_cpu_seconds("app-1", str(tmp_path))
+    assert before == {10: pytest.approx(350 / ticks), 11: pytest.approx(100 / ticks)}
+    after = {10: before[10] + 2.0, 11: before[11] + 0.5}
+    assert session.cpu_used(before, after) == pytest.approx(2.5)
+    assert session.cpu_used(before, {10: 9.0}) is None  # an executor went away: unknown
+    assert session.cpu_used({}, {}) is None
 
 
 def test_histogram_quantiles_and_merging(tmp_path: Path) -> None:
@@ -230,9 +308,12 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
         return {"contender": contender, "round": 1, "runs": runs}
 
     recorder = Recorder("scale", "sluice bench scale", {"rounds": 1})
+    for r in [run("sluice", narrow, 1.0), run("sort", narrow, 2.0)]:
+        for job in r["runs"].values():
+            job["executor_process_cpu_s"] = 3.0 if r["contender"] == "sluice" else 4.0
+            job["shuffle_write_bytes"] = 2 * 10**9
+        recorder.runs.append(r)
     recorder.runs += [
-        run("sluice", narrow, 1.0),
-        run("sort", narrow, 2.0),
         run("sluice", wide, 3.0, failed="wide 4000x200"),
         run("sort", wide, 4.0),
     ]
@@ -246,6 +327,11 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
     goals = {g["goal"]: g for g in recorder.goals}
     assert goals["Sluice / sort time at wide 1500x400"]["met"]
     assert goals["Sluice's peak network memory / budget (any shape)"]["value"] == 0.75
+    # CPU per GB: only the size x1 runs measured it (3 and 4 s over the sort shuffle's 2 GB).
+    assert configs["size x1"]["cpu"]["sluice"]["process_cpu_s_per_gb"] == 1.5
+    assert configs["size x1"]["cpu"]["ratio"] == 0.75 and math.isnan(configs["wide 1500x400"]["cpu"]["ratio"])
+    assert recorder.summary["cpu_all_jobs"]["sort_process_cpu_s_per_gb"] == 2.0
+    assert goals["executor CPU s per GB shuffled, Sluice / sort, all jobs together"]["value"] == 0.75
     result = clean_floats(
         {
             "summary": recorder.summary,

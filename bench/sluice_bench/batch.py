@@ -1,9 +1,21 @@
 """``sluice bench batch``: a shuffle-heavy DataFrame job (about 1 GB of shuffle writes) and TPC-H
 SF1's 22 queries, through Sluice and through Spark's sort shuffle, alternated over rounds on
-``local-cluster[2,1,...]``. Every Sluice answer is checked against the sort shuffle's answer of
-the same round; a few queries are also checked against DuckDB. Any difference fails the run.
+``local-cluster[2,1,...]``, in two settings, each its own applications: AQE off with 64 shuffle
+partitions (``off64``: both shuffle managers run the same plans), and Spark's defaults (``defaults``:
+AQE on, 200 partitions), as a new user would run. Every Sluice answer is checked against the sort
+shuffle's answer of the same round and setting; a few queries are also checked against DuckDB. Any
+difference fails the run.
 
-Goals: heavy job at most 0.80 of the sort shuffle's time; TPC-H total at most 0.90.
+Besides the time, every job reports its executors' CPU: the user + system CPU seconds of the
+executor processes (every thread: tasks, Sluice's network threads, GC, JIT; from
+``/proc/PID/stat`` sampled before and after the job), per GB the sort shuffle wrote for that job
+(Spark's shuffle write bytes, the median of the sort shuffle's runs; 1 GB = 1e9 bytes), the same
+denominator for both, so the Sluice / sort ratio of CPU per GB is the ratio of the CPU seconds.
+Spark's own task CPU time (``executorCpuTime``, which leaves out the network threads) is reported
+beside it.
+
+Goals (issue 14), in each setting: heavy job and TPC-H total at most 0.80 of the sort shuffle's
+time; executor CPU per GB shuffled at most 0.80 of the sort shuffle's.
 """
 
 from __future__ import annotations
@@ -17,7 +29,6 @@ from sluice_bench._common import (
     LOG_DIR,
     BenchError,
     Recorder,
-    alternation,
     command_line,
     goal,
     median,
@@ -35,6 +46,18 @@ CONTENDERS = ("sluice", "sort")
 HEAVY_ROWS = 8_000_000  # about 1 GB of shuffle writes with the sort shuffle (lz4): 125 bytes a row
 QUICK_HEAVY_ROWS = 200_000
 DUCKDB_QUERIES = (1, 6)
+GB = 1e9
+# The settings a run compares in: what each adds to the applications' Spark configuration.
+SETTINGS: Dict[str, Dict[str, Any]] = {
+    "off64": {
+        "label": "AQE off, 64 partitions",
+        "conf": {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "64"},
+    },
+    "defaults": {"label": "Spark's defaults (AQE on, 200 partitions)", "conf": {}},
+}
+TIME_GOAL = 0.80
+CPU_GOAL = 0.80
+METRICS = ("executor_run_ms", "shuffle_fetch_wait_ms", "shuffle_write_time_ns", "jvm_gc_ms", "tasks")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,20 +75,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="queries whose sort-shuffle answers are checked against DuckDB (default %(default)s)",
     )
     parser.add_argument("--memory", default="3072", help="executor memory in MiB (local-cluster[2,1,MEM])")
+    parser.add_argument(
+        "--settings",
+        default=",".join(SETTINGS),
+        help="the settings to run, each in its own applications: off64 (AQE off, 64 shuffle partitions), "
+        "defaults (Spark's: AQE on, 200 partitions); default %(default)s",
+    )
 
 
-def spec_for(args: argparse.Namespace) -> Dict[str, Any]:
+def parse_settings(text: str) -> List[str]:
+    names = [n.strip() for n in str(text).split(",") if n.strip()]
+    unknown = [n for n in names if n not in SETTINGS]
+    if unknown or not names:
+        raise BenchError(f"--settings takes some of {', '.join(SETTINGS)}, not {text!r}")
+    return list(dict.fromkeys(names))
+
+
+def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]:
+    """The applications' spec in ``setting`` (one of :data:`SETTINGS`)."""
     quick = bool(args.quick)
     rows = args.heavy_rows or (QUICK_HEAVY_ROWS if quick else HEAVY_ROWS)
     scale = args.scale or (0.01 if quick else 1.0)
     queries = [int(q) for q in args.queries.split(",")] if args.queries else sorted(tpch.QUERIES)
     spec: Dict[str, Any] = {
         "master": f"local-cluster[2,1,{args.memory}]",
-        "conf": {
-            "spark.driver.memory": "2g",
-            "spark.sql.adaptive.enabled": "false",
-            "spark.sql.shuffle.partitions": "64",
-        },
+        "conf": {"spark.driver.memory": "2g", **SETTINGS[setting]["conf"]},
+        "setting": setting,
         "sluice_options": sluice_options(args),
         "heavy": None if args.no_heavy else {"rows": rows, "partitions": 16},
         "tpch": None,
@@ -79,27 +114,42 @@ def spec_for(args: argparse.Namespace) -> Dict[str, Any]:
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     rounds = args.rounds or (1 if args.quick else 3)
-    spec = spec_for(args)
-    if spec["tpch"] is not None:
-        tpch.ensure_data(Path(spec["tpch"]["data_dir"]), float(spec["scale"]))
-    recorder = Recorder("batch", command_line(argv), {"rounds": rounds, "quick": bool(args.quick), "spec": spec})
-    plan = alternation(CONTENDERS, rounds)
-    results: Dict[str, List[Dict[str, Any]]] = {c: [] for c in CONTENDERS}
+    settings = parse_settings(getattr(args, "settings", ",".join(SETTINGS)))
+    specs = {name: spec_for(args, name) for name in settings}
+    first = specs[settings[0]]
+    if first["tpch"] is not None:
+        tpch.ensure_data(Path(first["tpch"]["data_dir"]), float(first["scale"]))
+    recorder = Recorder(
+        "batch",
+        command_line(argv),
+        {"rounds": rounds, "quick": bool(args.quick), "settings": settings, "specs": specs},
+    )
+    # Every round runs every setting, each setting both contenders in turn (A B A B ...).
+    plan = [(r, name, c) for r in range(1, rounds + 1) for name in settings for c in CONTENDERS]
+    results: Dict[str, Dict[str, List[Dict[str, Any]]]] = {n: {c: [] for c in CONTENDERS} for n in settings}
 
-    def one(item: Tuple[int, str]) -> None:
-        round_number, contender = item
-        result = run_app("batch", contender, spec, timeout=4 * 3600, log_dir=LOG_DIR)
+    def one(item: Tuple[int, str, str]) -> None:
+        round_number, setting, contender = item
+        result = run_app("batch", contender, specs[setting], timeout=4 * 3600, log_dir=LOG_DIR)
         result["round"] = round_number
-        results[contender].append(result)
+        result["setting"] = setting
+        results[setting][contender].append(result)
         recorder.runs.append(_without_answers(result))
 
-    run_plan(plan, "bench batch", lambda i: f"round {i[0]}: {i[1]}", one)
+    run_plan(plan, "bench batch", lambda i: f"round {i[0]}, {i[1]}: {i[2]}", one)
 
-    check_answers(results, recorder)
-    if spec["tpch"] is not None and not args.no_duckdb:
+    checked = 0
+    for name in settings:
+        before = len(recorder.mismatches)
+        check_answers(results[name], recorder)
+        checked += int(recorder.summary["answers_checked"])
+        recorder.mismatches[before:] = [f"{name}: {m}" for m in recorder.mismatches[before:]]
+    recorder.summary["answers_checked"] = checked
+    if first["tpch"] is not None and not args.no_duckdb:
         duck = [int(q) for q in args.duckdb_queries.split(",") if q.strip()]
-        check_duckdb(results["sort"][0].get("tpch", {}), Path(spec["tpch"]["data_dir"]), recorder, duck)
-    summarize(results, recorder, spec)
+        sort_answers = results[settings[0]]["sort"][0].get("tpch", {})
+        check_duckdb(sort_answers, Path(first["tpch"]["data_dir"]), recorder, duck)
+    summarize(results, recorder, specs)
     path, chart = save_result(recorder, args.out, "batch", draw)
     print_summary(recorder, path, chart)
     if recorder.mismatches:
@@ -166,8 +216,50 @@ def check_duckdb(sort_answers: Dict[str, Any], data_dir: Path, recorder: Recorde
     recorder.summary["duckdb_checked_queries"] = checked
 
 
-def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec: Dict[str, Any]) -> None:
-    s = recorder.summary
+def cpu_of(run: Dict[str, Any]) -> Optional[float]:
+    """A job's executor process CPU seconds (None when the run could not read them)."""
+    value = run.get("executor_process_cpu_s")
+    return None if value is None else float(value)
+
+
+def cpu_report(
+    cpu: Dict[str, List[Optional[float]]], task_cpu_ns: Dict[str, List[float]], sort_bytes: float
+) -> Dict[str, Any]:
+    """Medians of each contender's executor process CPU seconds and Spark's task CPU seconds over
+    its runs, both per GB the sort shuffle wrote (``sort_bytes``), and the Sluice / sort ratio of
+    the process CPU per GB (the common denominator makes it the ratio of the CPU seconds)."""
+    out: Dict[str, Any] = {"gb_shuffled": sort_bytes / GB}
+    for c in CONTENDERS:
+        process = median([v for v in cpu.get(c, []) if v is not None])
+        task = median(task_cpu_ns.get(c, [])) / 1e9
+        out[c] = {
+            "process_cpu_s": process,
+            "process_cpu_s_per_gb": ratio(process, sort_bytes / GB),
+            "task_cpu_s": task,
+            "task_cpu_s_per_gb": ratio(task, sort_bytes / GB),
+        }
+    out["ratio"] = ratio(out["sluice"]["process_cpu_s"], out["sort"]["process_cpu_s"])
+    out["task_ratio"] = ratio(out["sluice"]["task_cpu_s"], out["sort"]["task_cpu_s"])
+    return out
+
+
+def summarize(
+    results: Dict[str, Dict[str, List[Dict[str, Any]]]], recorder: Recorder, specs: Dict[str, Dict[str, Any]]
+) -> None:
+    """Each setting's summary under ``summary["settings"][NAME]`` and its goals."""
+    s = recorder.summary.setdefault("settings", {})
+    for name, spec in specs.items():
+        label = SETTINGS[name]["label"]
+        summary, goals = summarize_setting(results[name], spec, label)
+        s[name] = dict(summary, label=label)
+        recorder.goals += goals
+
+
+def summarize_setting(
+    results: Dict[str, List[Dict[str, Any]]], spec: Dict[str, Any], label: str
+) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    s: Dict[str, Any] = {}
+    goals: List[Dict[str, Any]] = []
     if spec["heavy"] is not None:
         heavy = {c: spread([r["heavy"]["seconds"] for r in results[c]]) for c in CONTENDERS}
         s["heavy"] = heavy
@@ -175,9 +267,22 @@ def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec
             c: median([r["heavy"]["shuffle_write_bytes"] for r in results[c]]) for c in CONTENDERS
         }
         s["heavy_ratio"] = ratio(heavy["sluice"]["median"], heavy["sort"]["median"])
-        for metric in ("executor_run_ms", "shuffle_fetch_wait_ms", "shuffle_write_time_ns", "jvm_gc_ms", "tasks"):
+        for metric in METRICS:
             s[f"heavy_{metric}"] = {c: median([r["heavy"].get(metric, 0) for r in results[c]]) for c in CONTENDERS}
-        recorder.goals.append(goal("heavy job: Sluice time / sort time", s["heavy_ratio"], 0.80, at_most=True))
+        s["heavy_cpu"] = cpu_report(
+            {c: [cpu_of(r["heavy"]) for r in results[c]] for c in CONTENDERS},
+            {c: [r["heavy"].get("executor_cpu_ns", 0) for r in results[c]] for c in CONTENDERS},
+            s["heavy_shuffle_write_bytes"]["sort"],
+        )
+        goals.append(goal(f"{label}: heavy job: Sluice time / sort time", s["heavy_ratio"], TIME_GOAL, at_most=True))
+        goals.append(
+            goal(
+                f"{label}: heavy job: executor CPU s per GB shuffled, Sluice / sort",
+                s["heavy_cpu"]["ratio"],
+                CPU_GOAL,
+                at_most=True,
+            )
+        )
     if spec["tpch"] is not None:
         queries = [str(q) for q in spec["tpch"]["queries"]]
         per_query: Dict[str, Any] = {}
@@ -189,45 +294,108 @@ def summarize(results: Dict[str, List[Dict[str, Any]]], recorder: Recorder, spec
                 "sort_s": times["sort"],
                 "ratio": ratio(times["sluice"], times["sort"]),
                 "sort_shuffle_write_bytes": shuffled,
+                "cpu": cpu_report(
+                    {c: [cpu_of(r["tpch"][q]) for r in results[c]] for c in CONTENDERS},
+                    {c: [r["tpch"][q].get("executor_cpu_ns", 0) for r in results[c]] for c in CONTENDERS},
+                    shuffled,
+                ),
             }
-            for metric in ("executor_run_ms", "shuffle_fetch_wait_ms", "shuffle_write_time_ns", "jvm_gc_ms", "tasks"):
+            for metric in METRICS:
                 for c in CONTENDERS:
                     per_query[q][f"{c}_{metric}"] = median([r["tpch"][q].get(metric, 0) for r in results[c]])
         totals = {c: spread([sum(r["tpch"][q]["seconds"] for q in queries) for r in results[c]]) for c in CONTENDERS}
         s["tpch_queries"] = per_query
         s["tpch_total"] = totals
         s["tpch_ratio"] = ratio(totals["sluice"]["median"], totals["sort"]["median"])
-        recorder.goals.append(goal("TPC-H total: Sluice time / sort time", s["tpch_ratio"], 0.90, at_most=True))
+
+        def total_cpu(r: Dict[str, Any]) -> Optional[float]:
+            values = [cpu_of(r["tpch"][q]) for q in queries]
+            return None if any(v is None for v in values) else sum(v or 0.0 for v in values)
+
+        s["tpch_cpu"] = cpu_report(
+            {c: [total_cpu(r) for r in results[c]] for c in CONTENDERS},
+            {c: [sum(r["tpch"][q].get("executor_cpu_ns", 0) for q in queries) for r in results[c]] for c in CONTENDERS},
+            sum(v["sort_shuffle_write_bytes"] for v in per_query.values()),
+        )
+        goals.append(goal(f"{label}: TPC-H total: Sluice time / sort time", s["tpch_ratio"], TIME_GOAL, at_most=True))
+        goals.append(
+            goal(
+                f"{label}: TPC-H total: executor CPU s per GB shuffled, Sluice / sort",
+                s["tpch_cpu"]["ratio"],
+                CPU_GOAL,
+                at_most=True,
+            )
+        )
+    return s, goals
+
+
+def setting_summaries(result: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """A result's summary per setting (a result saved before the settings existed: one, AQE off)."""
+    s = result["summary"]
+    if "settings" in s:
+        settings: Dict[str, Dict[str, Any]] = s["settings"]
+        return settings
+    return {"off64": dict(s, label=SETTINGS["off64"]["label"])}
 
 
 def draw(path: Path, result: Dict[str, Any]) -> Path:
     """The chart of a result (also from a saved JSON: ``sluice bench batch --replot``)."""
-    s = result["summary"]
-    heavy = None
-    if "heavy" in s:
-        heavy = {c: (v["median"], v["min"], v["max"]) for c, v in s["heavy"].items()}
-    queries = {f"Q{q}": v["ratio"] for q, v in s.get("tpch_queries", {}).items()}
-    subtitle = subtitle_of(result)
-    return charts.batch_chart(path, heavy, queries, s.get("tpch_ratio"), subtitle)
+    panels = []
+    for s in setting_summaries(result).values():
+        heavy = None
+        if "heavy" in s:
+            heavy = {c: (v["median"], v["min"], v["max"]) for c, v in s["heavy"].items()}
+        queries = {f"Q{q}": v["ratio"] for q, v in s.get("tpch_queries", {}).items()}
+        panels.append(
+            charts.BatchPanel(
+                title=str(s.get("label", "")),
+                heavy=heavy,
+                queries=queries,
+                total_ratio=s.get("tpch_ratio"),
+                heavy_cpu_ratio=(s.get("heavy_cpu") or {}).get("ratio"),
+                tpch_cpu_ratio=(s.get("tpch_cpu") or {}).get("ratio"),
+            )
+        )
+    return charts.batch_chart(path, panels, subtitle_of(result))
+
+
+def _cpu_text(cpu: Optional[Dict[str, Any]]) -> str:
+    if not cpu:
+        return "executor CPU: not measured"
+    return (
+        f"executor CPU {cpu['sluice']['process_cpu_s']:.1f} / {cpu['sort']['process_cpu_s']:.1f} s "
+        f"= {cpu['sluice']['process_cpu_s_per_gb']:.1f} / {cpu['sort']['process_cpu_s_per_gb']:.1f} s per GB "
+        f"(Sluice / sort {cpu['ratio']:.2f}; task CPU {cpu['task_ratio']:.2f})"
+    )
 
 
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
-    s = recorder.summary
-    print()
-    if "heavy" in s:
-        h = s["heavy"]
-        print(
-            f"heavy job: Sluice {h['sluice']['median']:.1f}s, sort {h['sort']['median']:.1f}s "
-            f"(ratio {s['heavy_ratio']:.2f}; sort shuffle wrote {s['heavy_shuffle_write_bytes']['sort'] / 1e9:.2f} GB)"
-        )
-    if "tpch_queries" in s:
-        print(f"{'query':>6} {'sluice s':>9} {'sort s':>8} {'ratio':>6}")
-        for q, v in s["tpch_queries"].items():
-            print(f"{'Q' + q:>6} {v['sluice_s']:>9.2f} {v['sort_s']:>8.2f} {v['ratio']:>6.2f}")
-        t = s["tpch_total"]
-        print(f"{'total':>6} {t['sluice']['median']:>9.2f} {t['sort']['median']:>8.2f} {s['tpch_ratio']:>6.2f}")
+    for s in recorder.summary.get("settings", {}).values():
+        print(f"\n== {s['label']} ==")
+        if "heavy" in s:
+            h = s["heavy"]
+            written = s["heavy_shuffle_write_bytes"]["sort"] / GB
+            print(
+                f"heavy job: Sluice {h['sluice']['median']:.1f}s, sort {h['sort']['median']:.1f}s "
+                f"(ratio {s['heavy_ratio']:.2f}; sort shuffle wrote {written:.2f} GB)"
+            )
+            print(f"heavy job: {_cpu_text(s.get('heavy_cpu'))}")
+        if "tpch_queries" in s:
+            columns = f"{'query':>6} {'sluice s':>9} {'sort s':>8} {'ratio':>6} {'sort MB':>8}"
+            print(f"{columns} {'cpu s sl/sort':>14} {'cpu':>5}")
+            for q, v in s["tpch_queries"].items():
+                cpu = v["cpu"]
+                print(
+                    f"{'Q' + q:>6} {v['sluice_s']:>9.2f} {v['sort_s']:>8.2f} {v['ratio']:>6.2f} "
+                    f"{v['sort_shuffle_write_bytes'] / 1e6:>8.1f} "
+                    f"{cpu['sluice']['process_cpu_s']:>6.1f} /{cpu['sort']['process_cpu_s']:>6.1f} {cpu['ratio']:>5.2f}"
+                )
+            t = s["tpch_total"]
+            print(f"{'total':>6} {t['sluice']['median']:>9.2f} {t['sort']['median']:>8.2f} {s['tpch_ratio']:>6.2f}")
+            print(f"TPC-H total: {_cpu_text(s.get('tpch_cpu'))}")
     for g in recorder.goals:
         print(f"goal {g['goal']} <= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")
+    s = recorder.summary
     print(f"answers checked: {s.get('answers_checked', 0)}; DuckDB: {s.get('duckdb_checked_queries', [])}")
     print(f"result: {path}\nchart: {chart}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -26,48 +27,67 @@ def _save(fig: Any, path: Path, bottom: float = 0.0) -> Path:
     return path
 
 
-def batch_chart(
-    path: Path,
-    heavy: Optional[Dict[str, Tuple[float, float, float]]],
-    queries: Dict[str, float],
-    total_ratio: Optional[float],
-    subtitle: str,
-) -> Path:
-    """Left: the heavy job's median seconds per contender (whiskers: min and max over rounds).
-    Right: each TPC-H query's median time through Sluice as a fraction of the sort shuffle's."""
+@dataclass
+class BatchPanel:
+    """One row of the batch chart: a setting's heavy job (median, min, max seconds per
+    contender), its TPC-H queries' Sluice / sort time ratios and total ratio, and the
+    Sluice / sort ratios of executor CPU per GB shuffled (heavy job, TPC-H total)."""
+
+    title: str
+    heavy: Optional[Dict[str, Tuple[float, float, float]]]
+    queries: Dict[str, float]
+    total_ratio: Optional[float]
+    heavy_cpu_ratio: Optional[float] = None
+    tpch_cpu_ratio: Optional[float] = None
+
+
+def batch_chart(path: Path, panels: Sequence[BatchPanel], subtitle: str) -> Path:
+    """One row per setting. Left: the heavy job's median seconds per contender (whiskers: min and
+    max over rounds). Right: each TPC-H query's median time through Sluice as a fraction of the
+    sort shuffle's. The titles carry the CPU-per-GB ratios."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1, 3.2]})
-    left, right = axes
-    if heavy:
-        names = list(heavy)
-        medians = [heavy[n][0] for n in names]
-        low = [heavy[n][0] - heavy[n][1] for n in names]
-        high = [heavy[n][2] - heavy[n][0] for n in names]
-        left.bar(names, medians, yerr=[low, high], capsize=6, color=[COLORS.get(n, "#999") for n in names])
-        for i, m in enumerate(medians):
-            left.text(i, m / 2, f"{m:.1f} s", ha="center", va="center", color="white", fontweight="bold")
-        if "sort" in heavy:
-            left.axhline(0.8 * heavy["sort"][0], color="gray", linewidth=0.8, linestyle="--", label="goal: 0.80 x sort")
-            left.legend(loc="lower right", fontsize=8)
-        left.set_ylabel("seconds (median; whiskers min/max)")
-        left.set_title("shuffle-heavy job")
-    else:
-        left.axis("off")
-    if queries:
-        labels = list(queries)
-        values = [queries[q] for q in labels]
-        colors = ["#2ca02c" if v <= 1.0 else "#d62728" for v in values]
-        right.bar(labels, values, color=colors)
-        right.axhline(1.0, color="black", linewidth=0.8)
-        right.axhline(0.9, color="gray", linewidth=0.8, linestyle="--", label="goal for the total: 0.90")
-        right.set_ylabel("Sluice time / sort time (median)")
-        title = "TPC-H SF1 per query"
-        if total_ratio is not None:
-            title += f" (total: {total_ratio:.2f})"
-        right.set_title(title)
-        right.legend(loc="upper right")
-    else:
-        right.axis("off")
+    rows = max(1, len(panels))
+    fig, axes = plt.subplots(rows, 2, figsize=(13, 4.8 * rows), gridspec_kw={"width_ratios": [1, 3.2]}, squeeze=False)
+    for (left, right), panel in zip(axes, panels):
+        heavy = panel.heavy
+        if heavy:
+            names = list(heavy)
+            medians = [heavy[n][0] for n in names]
+            low = [heavy[n][0] - heavy[n][1] for n in names]
+            high = [heavy[n][2] - heavy[n][0] for n in names]
+            left.bar(names, medians, yerr=[low, high], capsize=6, color=[COLORS.get(n, "#999") for n in names])
+            for i, m in enumerate(medians):
+                left.text(i, m / 2, f"{m:.1f} s", ha="center", va="center", color="white", fontweight="bold")
+            if "sort" in heavy:
+                left.axhline(
+                    0.8 * heavy["sort"][0], color="gray", linewidth=0.8, linestyle="--", label="goal: 0.80 x sort"
+                )
+                left.legend(loc="lower right", fontsize=8)
+            left.set_ylabel("seconds (median; whiskers min/max)")
+            title = f"heavy job, {panel.title}"
+            if panel.heavy_cpu_ratio is not None:
+                title += f"\nCPU/GB Sluice/sort: {panel.heavy_cpu_ratio:.2f}"
+            left.set_title(title, fontsize=9)
+        else:
+            left.axis("off")
+        if panel.queries:
+            labels = list(panel.queries)
+            values = [panel.queries[q] for q in labels]
+            colors = ["#2ca02c" if v <= 1.0 else "#d62728" for v in values]
+            right.bar(labels, values, color=colors)
+            right.axhline(1.0, color="black", linewidth=0.8)
+            right.axhline(0.8, color="gray", linewidth=0.8, linestyle="--", label="goal for the total: 0.80")
+            right.set_ylabel("Sluice time / sort time (median)")
+            title = f"TPC-H per query, {panel.title}"
+            if panel.total_ratio is not None:
+                title += f" (total: {panel.total_ratio:.2f}"
+                if panel.tpch_cpu_ratio is not None:
+                    title += f"; CPU/GB Sluice/sort: {panel.tpch_cpu_ratio:.2f}"
+                title += ")"
+            right.set_title(title, fontsize=9)
+            right.legend(loc="upper right")
+        else:
+            right.axis("off")
     fig.suptitle(f"sluice bench batch: Sluice vs Spark's sort shuffle: {subtitle}", fontsize=10)
     return _save(fig, path)
 

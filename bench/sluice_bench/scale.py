@@ -7,7 +7,9 @@ While Sluice's jobs run, the established TCP connections between the executors' 
 are counted from /proc: Flink multiplexes every channel between two executors over one
 connection, so the goal is exactly one per executor pair (and direction), whatever the
 partitions. Around each Sluice job, each executor's peak network memory is probed against its
-budget (as ``sluice bench memory`` does).
+budget (as ``sluice bench memory`` does). Every job reports its executors' CPU per GB shuffled,
+Sluice against the sort shuffle, as ``sluice bench batch`` does (executor processes' user + system
+CPU seconds from ``/proc``, over the sort shuffle's shuffle write bytes of the same job).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sluice_bench._common import (
     sluice_options,
     subtitle_of,
 )
+from sluice_bench.batch import CPU_GOAL, GB, cpu_report
 from sluice_bench.compare import difference
 
 MIB = 1 << 20
@@ -155,6 +158,17 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
                 ]
             ),
         }
+        s[name]["cpu"] = cpu_report(
+            {
+                k: [r["runs"][name].get("executor_process_cpu_s") for r in runs if r["contender"] == k]
+                for k in ("sluice", "sort")
+            },
+            {
+                k: [r["runs"][name].get("executor_cpu_ns", 0) for r in runs if r["contender"] == k]
+                for k in ("sluice", "sort")
+            },
+            s[name]["sort_shuffle_write_bytes"],
+        )
         memory = [r["runs"][name]["network_memory"] for r in runs if "network_memory" in r["runs"][name]]
         if memory:
             s[name]["network_peak_bytes"] = max(m["peak_used_bytes"] for m in memory)
@@ -169,6 +183,25 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
                 s[n]["growth_sort"] = ratio(s[n]["sort_s"], first["sort_s"])
     recorder.summary["configs"] = s
     recorder.summary["failures"] = failures
+    # CPU per GB over all jobs together: the sum of the jobs' median CPU seconds over the sum of
+    # the sort shuffle's bytes (jobs without a measured CPU left out of both).
+    measured = [v for v in s.values() if v["cpu"]["ratio"] == v["cpu"]["ratio"]]
+    total_gb = sum(v["sort_shuffle_write_bytes"] for v in measured) / GB
+    all_cpu = {k: sum(v["cpu"][k]["process_cpu_s"] for v in measured) for k in ("sluice", "sort")}
+    recorder.summary["cpu_all_jobs"] = {
+        "gb_shuffled": total_gb,
+        "sluice_process_cpu_s_per_gb": ratio(all_cpu["sluice"], total_gb),
+        "sort_process_cpu_s_per_gb": ratio(all_cpu["sort"], total_gb),
+        "ratio": ratio(all_cpu["sluice"], all_cpu["sort"]),
+    }
+    recorder.goals.append(
+        goal(
+            "executor CPU s per GB shuffled, Sluice / sort, all jobs together",
+            recorder.summary["cpu_all_jobs"]["ratio"],
+            CPU_GOAL,
+            at_most=True,
+        )
+    )
     # Connections per executor pair, the most seen in any sample of any Sluice run.
     seen: Dict[str, int] = {}
     for r in recorder.runs:
@@ -209,7 +242,7 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
     print(
         f"\n{'config':<18}{'rows':>11}{'sluice s':>10}{'sort s':>9}{'ratio':>7}{'growth sluice':>15}{'growth sort':>13}"
-        f"{'net peak/budget MiB':>22}"
+        f"{'net peak/budget MiB':>22}{'cpu s/GB sluice':>17}{'sort':>7}{'cpu ratio':>10}"
     )
     for name, v in recorder.summary["configs"].items():
         memory = (
@@ -220,6 +253,8 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
         print(
             f"{name:<18}{v['rows']:>11,}{v['sluice_s']:>10.2f}{v['sort_s']:>9.2f}{v['ratio']:>7.2f}"
             f"{v.get('growth_sluice', float('nan')):>15.2f}{v.get('growth_sort', float('nan')):>13.2f}{memory:>22}"
+            f"{v['cpu']['sluice']['process_cpu_s_per_gb']:>17.1f}{v['cpu']['sort']['process_cpu_s_per_gb']:>7.1f}"
+            f"{v['cpu']['ratio']:>10.2f}"
         )
     print(f"most TCP connections per executor pair (one direction): {recorder.summary['max_connections_per_pair']}")
     for g in recorder.goals:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import time
 import urllib.request
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import sluice
 from pyspark.sql import SparkSession
@@ -136,15 +137,97 @@ def stage_windows(spark: SparkSession, stages: List[int]) -> List[Dict[str, Any]
 
 
 def timed(spark: SparkSession, group: str, job: Callable[[], Any]) -> Dict[str, Any]:
-    """Runs ``job`` in job group ``group``; its seconds, answer and Spark's shuffle metrics."""
+    """Runs ``job`` in job group ``group``; its seconds, answer, Spark's shuffle metrics and the
+    CPU seconds its executor processes used meanwhile (``executor_process_cpu_s``, see
+    :func:`executor_cpu_seconds`; absent when no executor process was found on this machine)."""
     spark.sparkContext.setJobGroup(group, group)
+    app = spark.sparkContext.applicationId
+    cpu_before = executor_cpu_seconds(app)
     started = time.monotonic()
     answer = job()
     seconds = time.monotonic() - started
+    cpu_after = executor_cpu_seconds(app)
     spark.sparkContext.setJobGroup("", "")
     out: Dict[str, Any] = {"seconds": round(seconds, 3), "answer": answer}
     out.update(shuffle_bytes(spark, stages_of_group(spark, group)))
+    cpu = cpu_used(cpu_before, cpu_after)
+    if cpu is not None:
+        out["executor_process_cpu_s"] = round(cpu, 3)
+        out["executor_processes"] = len(cpu_before)
     return out
+
+
+# --- the executors' CPU from /proc ---------------------------------------------------------------
+
+EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+# The benchmark's own 1 ms memory sampler (ExecutorProbe, started in Sluice's executors by
+# `sluice bench memory` and `scale`): its CPU is the benchmark's, not the shuffle's.
+PROBE_THREAD = "sluice-bench-me"  # its name as /proc shows it (15 characters)
+
+
+def executor_pids(app_id: str, proc: str = "/proc") -> List[int]:
+    """The process ids of application ``app_id``'s executors running on this machine (their command
+    lines name Spark's executor main class and ``--app-id APP``)."""
+    found: List[int] = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{entry}/cmdline", "rb") as f:
+                argv = f.read().decode("utf-8", "replace").split("\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if EXECUTOR_MAIN in argv and any(a == "--app-id" and b == app_id for a, b in zip(argv, argv[1:])):
+            found.append(int(entry))
+    return sorted(found)
+
+
+def stat_cpu_ticks(stat: str) -> int:
+    """utime + stime (clock ticks) of a ``/proc/PID/stat`` or ``/proc/PID/task/TID/stat`` line; for a
+    process, these include its threads that have ended."""
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is field 3
+    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+
+
+def process_cpu_seconds(pid: int, proc: str = "/proc") -> float:
+    """The CPU seconds (user + system, every thread) process ``pid`` used so far, less the
+    benchmark's own sampler thread's (:data:`PROBE_THREAD`)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    with open(f"{proc}/{pid}/stat") as f:
+        total = stat_cpu_ticks(f.read())
+    try:
+        tasks = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        tasks = []
+    for tid in tasks:
+        try:
+            with open(f"{proc}/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != PROBE_THREAD:
+                    continue
+            with open(f"{proc}/{pid}/task/{tid}/stat") as f:
+                total -= stat_cpu_ticks(f.read())
+        except OSError:
+            continue
+    return total / ticks
+
+
+def executor_cpu_seconds(app_id: str, proc: str = "/proc") -> Dict[int, float]:
+    """:func:`process_cpu_seconds` of each of ``app_id``'s executors on this machine, by pid."""
+    out: Dict[int, float] = {}
+    for pid in executor_pids(app_id, proc):
+        try:
+            out[pid] = process_cpu_seconds(pid, proc)
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def cpu_used(before: Dict[int, float], after: Dict[int, float]) -> Optional[float]:
+    """The CPU seconds the executors used between two :func:`executor_cpu_seconds` samples; None
+    when there were none, or when an executor ended or started in between (its CPU is unknown)."""
+    if not before or set(before) != set(after):
+        return None
+    return sum(after[pid] - before[pid] for pid in before)
 
 
 def executor_probe(spark: SparkSession, reset: bool) -> List[Dict[str, Any]]:
