@@ -6,6 +6,10 @@ The chart redraws "A Deep-Dive into Flink's Network Stack"'s "Latency vs. Throug
 throughput at each buffer
 timeout as a fraction of its throughput at 100 ms, beside Flink 1.5's published ratios.
 
+Each run also records the CPU time of the whole benchmark process per buffer moved (CPU-microseconds
+per 32 KiB buffer, end to end: producer, both event loops, consumer, GC), which on a shared machine
+says more than Gbit/s.
+
 Goals: 1 ms reaches at least 90 % of the 100 ms throughput; one connection at least 80 % of
 iperf3's.
 """
@@ -215,8 +219,21 @@ def summarize(recorder: Recorder, iperf: List[float], runs: List[Dict[str, Any]]
             for t in TIMEOUTS
         }
         base = by_timeout[100]
+
+        def median_of(field: str, t: int, key: Tuple[int, int] = key) -> float:
+            return median(
+                [
+                    float(r.get(field, 0.0))
+                    for r in runs
+                    if (r["channels"], r["recordSize"]) == key and int(r["bufferTimeoutMs"]) == t
+                ]
+            )
+
         table[name] = {
             "gbps": {str(t): v for t, v in by_timeout.items()},
+            "cpu_us_per_buffer": {str(t): median_of("cpuMicrosPerBuffer", t) for t in TIMEOUTS},
+            "buffers_per_s": {str(t): median_of("buffersPerSec", t) for t in TIMEOUTS},
+            "bytes_per_buffer": {str(t): median_of("bytesPerBuffer", t) for t in TIMEOUTS},
             "fraction_of_100ms": {str(t): ratio(v, base) for t, v in by_timeout.items()},
             "fraction_of_iperf3_at_100ms": ratio(base, s["iperf3_gbps"]),
             "best_fraction_of_iperf3": ratio(max(by_timeout.values()), s["iperf3_gbps"]),
@@ -251,6 +268,8 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
     for name, v in s["series"].items():
         print(f"{name:<34}" + "".join(f"{v['gbps'][str(t)]:>9.2f}" for t in TIMEOUTS))
         print(f"{'  % of 100 ms':<34}" + "".join(f"{v['fraction_of_100ms'][str(t)] * 100:>8.0f}%" for t in TIMEOUTS))
+        if "cpu_us_per_buffer" in v:
+            print(f"{'  CPU-us per buffer':<34}" + "".join(f"{v['cpu_us_per_buffer'][str(t)]:>9.1f}" for t in TIMEOUTS))
     for g in recorder.goals:
         print(f"goal {g['goal']} >= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")
     print(f"result: {path}\nchart: {chart}")
