@@ -22,7 +22,8 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   private var endDelivered = false
   private var released = false
   private var listener: BufferAvailabilityListener = _
-  private var waitingForRoom = false
+  /** The producer waits in [[awaitRoom]] until the queue is down to this many buffers (-1: nobody waits). */
+  private var roomLowWater = -1
   // The reader took everything readable at its last look (written by the reader under the lock,
   // read by the producer without it: a stale value only delays or advances one idle flush).
   @volatile private var drained = false
@@ -82,17 +83,27 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
 
   /**
    * Waits until the queue holds fewer than `max` buffers, so one slow channel cannot take the
-   * whole pool (Flink's max-buffers-per-channel). The wait is backpressure.
+   * whole pool (Flink's max-buffers-per-channel). The wait is backpressure. A producer that had
+   * to wait is woken only when the reader has taken the queue down to half of `max` (a low-water
+   * mark), not on every buffer it takes: it then fills several buffers in one go instead of being
+   * woken, and waking the reader, once per buffer. Every queued buffer is finished (the producer
+   * finished this subpartition's last one before asking for a new one), so the reader can always
+   * take the queue down that far.
    */
   def awaitRoom(max: Int, deadlineNanos: Long): Unit = synchronized {
-    while (buffers.size >= max && !released) {
-      val left = deadlineNanos - System.nanoTime()
-      if (left <= 0) {
-        throw new java.util.concurrent.TimeoutException(s"Subpartition $index of ${parent.partitionId} kept " +
-          s"$max buffers for longer than spark.sluice.network.bufferRequestTimeout; its consumer is not reading")
-      }
-      waitingForRoom = true
-      wait(math.max(1L, left / 1000000L))
+    if (buffers.size >= max && !released) {
+      val lowWater = max / 2
+      try {
+        while (buffers.size > lowWater && !released) {
+          val left = deadlineNanos - System.nanoTime()
+          if (left <= 0) {
+            throw new java.util.concurrent.TimeoutException(s"Subpartition $index of ${parent.partitionId} kept " +
+              s"$max buffers for longer than spark.sluice.network.bufferRequestTimeout; its consumer is not reading")
+          }
+          roomLowWater = lowWater
+          wait(math.max(1L, left / 1000000L))
+        }
+      } finally roomLowWater = -1
     }
   }
 
@@ -128,7 +139,7 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
           if (finishedBefore) {
             buffers.poll()
             consumer.close()
-            if (waitingForRoom) { waitingForRoom = false; notifyAll() }
+            if (buffers.size <= roomLowWater) { roomLowWater = -1; notifyAll() }
           }
           if (last) flushRequested = false // drained everything readable
           if (slice.readableBytes() == 0) slice.release()
