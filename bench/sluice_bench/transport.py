@@ -116,8 +116,9 @@ def free_port() -> int:
         return port
 
 
-def iperf3(seconds: int) -> float:
-    """Gbit/s of one ``iperf3`` TCP stream over loopback with 32 KiB writes."""
+def iperf3(seconds: int) -> Tuple[float, float]:
+    """Gbit/s of one ``iperf3`` TCP stream over loopback with 32 KiB writes, and the CPU-microseconds
+    both ends spent per 32 KiB moved (iperf3's own CPU accounting of sender and receiver)."""
     tool = shutil.which("iperf3")
     if tool is None:
         raise BenchError("iperf3 is missing: apt-get install iperf3 (dev/env.sh does so)")
@@ -133,8 +134,12 @@ def iperf3(seconds: int) -> float:
         )
         if done.returncode != 0:
             raise BenchError(f"iperf3 failed: {done.stdout[-500:]} {done.stderr[-500:]}")
-        report = json.loads(done.stdout)
-        return float(report["end"]["sum_received"]["bits_per_second"]) / 1e9
+        end = json.loads(done.stdout)["end"]
+        received = end["sum_received"]
+        cpu = end["cpu_utilization_percent"]
+        chunks = float(received["bytes"]) / 32768
+        cpu_seconds = (float(cpu["host_total"]) + float(cpu["remote_total"])) / 100 * float(received["seconds"])
+        return float(received["bits_per_second"]) / 1e9, cpu_seconds * 1e6 / chunks if chunks else 0.0
     finally:
         try:
             server.wait(timeout=10)
@@ -176,14 +181,18 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     )
     plan = alternation(("iperf3", "sluice"), rounds)
     iperf: List[float] = []
+    iperf_cpu: List[float] = []
     sluice_runs: List[Dict[str, Any]] = []
 
     def one(item: Tuple[int, str]) -> None:
         round_number, contender = item
         if contender == "iperf3":
-            gbps = iperf3(iperf_seconds)
+            gbps, cpu_us = iperf3(iperf_seconds)
             iperf.append(gbps)
-            recorder.runs.append({"round": round_number, "contender": "iperf3", "gbps": gbps})
+            iperf_cpu.append(cpu_us)
+            recorder.runs.append(
+                {"round": round_number, "contender": "iperf3", "gbps": gbps, "cpu_us_per_32kib": cpu_us}
+            )
             return
         done = subprocess.run(java_command(bench_args), capture_output=True, text=True, timeout=3600)
         runs = parse_runs(done.stdout)
@@ -195,7 +204,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         recorder.runs.append({"round": round_number, "contender": "sluice", "runs": runs})
 
     run_plan(plan, "bench transport", lambda i: f"round {i[0]}: {i[1]}", one)
-    summarize(recorder, iperf, sluice_runs)
+    summarize(recorder, iperf, sluice_runs, iperf_cpu)
     path, chart = save_result(recorder, args.out, "transport", draw)
     print_summary(recorder, path, chart)
     return 0
@@ -206,9 +215,13 @@ def series_name(channels: int, record_size: int) -> str:
     return f"Sluice, {channels} ch, {size} records"
 
 
-def summarize(recorder: Recorder, iperf: List[float], runs: List[Dict[str, Any]]) -> None:
+def summarize(
+    recorder: Recorder, iperf: List[float], runs: List[Dict[str, Any]], iperf_cpu: Optional[List[float]] = None
+) -> None:
     s = recorder.summary
     s["iperf3_gbps"] = median(iperf)
+    if iperf_cpu:
+        s["iperf3_cpu_us_per_32kib"] = median(iperf_cpu)
     table: Dict[str, Dict[str, Any]] = {}
     for key in sorted({(int(r["channels"]), int(r["recordSize"])) for r in runs}):
         name = series_name(*key)
@@ -263,6 +276,8 @@ def draw(path: Path, result: Dict[str, Any]) -> Path:
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
     s = recorder.summary
     print(f"\niperf3: {s['iperf3_gbps']:.1f} Gbit/s (median)")
+    if "iperf3_cpu_us_per_32kib" in s:
+        print(f"iperf3: {s['iperf3_cpu_us_per_32kib']:.1f} CPU-us per 32 KiB, sender and receiver (median)")
     header = "".join(f"{str(t) + ' ms':>9}" for t in TIMEOUTS)
     print(f"{'series':<34}{header}   (Gbit/s of record payload, median)")
     for name, v in s["series"].items():
