@@ -80,9 +80,11 @@ class PipelinedResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     }
   }
 
-  test("a producer held by maxBuffersPerSubpartition is woken at half of it, not for every buffer taken") {
+  test("a producer held by maxBuffersPerSubpartition is woken at a low-water mark, not for every buffer taken") {
+    assert(PipelinedSubpartition.roomLowWater(10) == 8 && PipelinedSubpartition.roomLowWater(4) == 3)
+    assert(PipelinedSubpartition.roomLowWater(1) == 0)
     withNetworkBufferPool(64) { global =>
-      val p = pipelined(global, 1, poolMax = 64, maxBuffersPerSubpartition = 4)
+      val p = pipelined(global, 1, poolMax = 64, maxBuffersPerSubpartition = 10)
       val listener = new TestingAvailabilityListener
       val view = p.createSubpartitionView(0, 1, listener)
       val count = 100
@@ -91,16 +93,16 @@ class PipelinedResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
         p.finish()
         p.awaitConsumed(60000)
       }
-      eventually(what = "four queued buffers")(p.subpartition(0).queueLength >= 4)
+      eventually(what = "ten queued buffers")(p.subpartition(0).queueLength >= 10)
       producer.awaitWaiting()
       val first = view.getNextBuffer()
       val reader = new TestingElementReader
       reader.feed(first.buffer)
       Thread.sleep(200) // time enough for a woken producer to queue a buffer
       producer.awaitWaiting()
-      assert(p.subpartition(0).queueLength == 3, "one buffer taken: the producer still waits")
+      assert(p.subpartition(0).queueLength == 9, "one buffer taken: the producer still waits")
       reader.feed(view.getNextBuffer().buffer)
-      eventually(what = "the producer to refill the queue")(p.subpartition(0).queueLength == 4)
+      eventually(what = "the producer to refill the queue")(p.subpartition(0).queueLength == 10)
       TestingViewReader.readToEnd(view, listener, reader)
       producer.join()
       assert(reader.records.size == count)
