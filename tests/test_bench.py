@@ -251,11 +251,20 @@ def test_transport_parses_the_benchmarks_json_lines() -> None:
     assert "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED" in command
     recorder = Recorder("transport", "sluice bench transport", {"rounds": 1})
     fake = [
-        {"channels": 1, "recordSize": 100, "bufferTimeoutMs": t, "gbps": 10.0 if t else 4.0} for t in transport.TIMEOUTS
+        {
+            "channels": 1,
+            "recordSize": 100,
+            "bufferTimeoutMs": t,
+            "gbps": 10.0 if t else 4.0,
+            "cpuMicrosPerBuffer": 30.0 if t else 50.0,
+        }
+        for t in transport.TIMEOUTS
     ]
-    transport.summarize(recorder, [20.0], fake)
+    transport.summarize(recorder, [20.0], fake, [8.0])
     series = recorder.summary["series"]["Sluice, 1 ch, 100 B records"]
     assert series["fraction_of_100ms"]["1"] == 1.0 and series["fraction_of_100ms"]["0"] == 0.4
+    assert series["cpu_us_per_buffer"]["100"] == 30.0 and series["cpu_us_per_buffer"]["0"] == 50.0
+    assert recorder.summary["iperf3_cpu_us_per_32kib"] == 8.0
     assert [g["met"] for g in recorder.goals] == [True, False]
 
 

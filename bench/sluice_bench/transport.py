@@ -6,6 +6,10 @@ The chart redraws "A Deep-Dive into Flink's Network Stack"'s "Latency vs. Throug
 throughput at each buffer
 timeout as a fraction of its throughput at 100 ms, beside Flink 1.5's published ratios.
 
+Each run also records the CPU time of the whole benchmark process per buffer moved (CPU-microseconds
+per 32 KiB buffer, end to end: producer, both event loops, consumer, GC), which on a shared machine
+says more than Gbit/s.
+
 Goals: 1 ms reaches at least 90 % of the 100 ms throughput; one connection at least 80 % of
 iperf3's.
 """
@@ -112,8 +116,9 @@ def free_port() -> int:
         return port
 
 
-def iperf3(seconds: int) -> float:
-    """Gbit/s of one ``iperf3`` TCP stream over loopback with 32 KiB writes."""
+def iperf3(seconds: int) -> Tuple[float, float]:
+    """Gbit/s of one ``iperf3`` TCP stream over loopback with 32 KiB writes, and the CPU-microseconds
+    both ends spent per 32 KiB moved (iperf3's own CPU accounting of sender and receiver)."""
     tool = shutil.which("iperf3")
     if tool is None:
         raise BenchError("iperf3 is missing: apt-get install iperf3 (dev/env.sh does so)")
@@ -129,8 +134,12 @@ def iperf3(seconds: int) -> float:
         )
         if done.returncode != 0:
             raise BenchError(f"iperf3 failed: {done.stdout[-500:]} {done.stderr[-500:]}")
-        report = json.loads(done.stdout)
-        return float(report["end"]["sum_received"]["bits_per_second"]) / 1e9
+        end = json.loads(done.stdout)["end"]
+        received = end["sum_received"]
+        cpu = end["cpu_utilization_percent"]
+        chunks = float(received["bytes"]) / 32768
+        cpu_seconds = (float(cpu["host_total"]) + float(cpu["remote_total"])) / 100 * float(received["seconds"])
+        return float(received["bits_per_second"]) / 1e9, cpu_seconds * 1e6 / chunks if chunks else 0.0
     finally:
         try:
             server.wait(timeout=10)
@@ -172,14 +181,18 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     )
     plan = alternation(("iperf3", "sluice"), rounds)
     iperf: List[float] = []
+    iperf_cpu: List[float] = []
     sluice_runs: List[Dict[str, Any]] = []
 
     def one(item: Tuple[int, str]) -> None:
         round_number, contender = item
         if contender == "iperf3":
-            gbps = iperf3(iperf_seconds)
+            gbps, cpu_us = iperf3(iperf_seconds)
             iperf.append(gbps)
-            recorder.runs.append({"round": round_number, "contender": "iperf3", "gbps": gbps})
+            iperf_cpu.append(cpu_us)
+            recorder.runs.append(
+                {"round": round_number, "contender": "iperf3", "gbps": gbps, "cpu_us_per_32kib": cpu_us}
+            )
             return
         done = subprocess.run(java_command(bench_args), capture_output=True, text=True, timeout=3600)
         runs = parse_runs(done.stdout)
@@ -191,7 +204,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         recorder.runs.append({"round": round_number, "contender": "sluice", "runs": runs})
 
     run_plan(plan, "bench transport", lambda i: f"round {i[0]}: {i[1]}", one)
-    summarize(recorder, iperf, sluice_runs)
+    summarize(recorder, iperf, sluice_runs, iperf_cpu)
     path, chart = save_result(recorder, args.out, "transport", draw)
     print_summary(recorder, path, chart)
     return 0
@@ -202,9 +215,13 @@ def series_name(channels: int, record_size: int) -> str:
     return f"Sluice, {channels} ch, {size} records"
 
 
-def summarize(recorder: Recorder, iperf: List[float], runs: List[Dict[str, Any]]) -> None:
+def summarize(
+    recorder: Recorder, iperf: List[float], runs: List[Dict[str, Any]], iperf_cpu: Optional[List[float]] = None
+) -> None:
     s = recorder.summary
     s["iperf3_gbps"] = median(iperf)
+    if iperf_cpu:
+        s["iperf3_cpu_us_per_32kib"] = median(iperf_cpu)
     table: Dict[str, Dict[str, Any]] = {}
     for key in sorted({(int(r["channels"]), int(r["recordSize"])) for r in runs}):
         name = series_name(*key)
@@ -215,8 +232,21 @@ def summarize(recorder: Recorder, iperf: List[float], runs: List[Dict[str, Any]]
             for t in TIMEOUTS
         }
         base = by_timeout[100]
+
+        def median_of(field: str, t: int, key: Tuple[int, int] = key) -> float:
+            return median(
+                [
+                    float(r.get(field, 0.0))
+                    for r in runs
+                    if (r["channels"], r["recordSize"]) == key and int(r["bufferTimeoutMs"]) == t
+                ]
+            )
+
         table[name] = {
             "gbps": {str(t): v for t, v in by_timeout.items()},
+            "cpu_us_per_buffer": {str(t): median_of("cpuMicrosPerBuffer", t) for t in TIMEOUTS},
+            "buffers_per_s": {str(t): median_of("buffersPerSec", t) for t in TIMEOUTS},
+            "bytes_per_buffer": {str(t): median_of("bytesPerBuffer", t) for t in TIMEOUTS},
             "fraction_of_100ms": {str(t): ratio(v, base) for t, v in by_timeout.items()},
             "fraction_of_iperf3_at_100ms": ratio(base, s["iperf3_gbps"]),
             "best_fraction_of_iperf3": ratio(max(by_timeout.values()), s["iperf3_gbps"]),
@@ -246,11 +276,15 @@ def draw(path: Path, result: Dict[str, Any]) -> Path:
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
     s = recorder.summary
     print(f"\niperf3: {s['iperf3_gbps']:.1f} Gbit/s (median)")
+    if "iperf3_cpu_us_per_32kib" in s:
+        print(f"iperf3: {s['iperf3_cpu_us_per_32kib']:.1f} CPU-us per 32 KiB, sender and receiver (median)")
     header = "".join(f"{str(t) + ' ms':>9}" for t in TIMEOUTS)
     print(f"{'series':<34}{header}   (Gbit/s of record payload, median)")
     for name, v in s["series"].items():
         print(f"{name:<34}" + "".join(f"{v['gbps'][str(t)]:>9.2f}" for t in TIMEOUTS))
         print(f"{'  % of 100 ms':<34}" + "".join(f"{v['fraction_of_100ms'][str(t)] * 100:>8.0f}%" for t in TIMEOUTS))
+        if "cpu_us_per_buffer" in v:
+            print(f"{'  CPU-us per buffer':<34}" + "".join(f"{v['cpu_us_per_buffer'][str(t)]:>9.1f}" for t in TIMEOUTS))
     for g in recorder.goals:
         print(f"goal {g['goal']} >= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")
     print(f"result: {path}\nchart: {chart}")

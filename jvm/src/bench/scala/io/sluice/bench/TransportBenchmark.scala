@@ -1,5 +1,6 @@
 package io.sluice.bench
 
+import java.lang.management.ManagementFactory
 import java.util.Locale
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 
@@ -36,12 +37,39 @@ object TransportBenchmark {
 
   /** `local`: the consumer runs in the producer's executor (local channels, no network): the ceiling of the rest. */
   final case class Config(channels: Int, recordSize: Int, bufferTimeoutMs: Long, local: Boolean = false)
+  /**
+   * @param buffers     buffers the consumer took from its gate in the window
+   * @param cpuNanos    CPU time of the whole process in the window (every thread, GC and JIT included)
+   * @param threadNanos CPU time of the threads that move the data, by role (producer, flusher,
+   *                    server event loop, client event loop, consumer, everything else)
+   */
   final case class Result(config: Config, repeat: Int, seconds: Double, records: Long, recordBytes: Long, wireBytes: Long,
-      buffers: Long, creditMessages: Long) {
+      buffers: Long, creditMessages: Long, cpuNanos: Long, threadNanos: Map[String, Long], wakeUps: Map[String, Long]) {
     def recordsPerSec: Double = records / seconds
     def gbps: Double = recordBytes * 8 / seconds / 1e9
     def wireGbps: Double = wireBytes * 8 / seconds / 1e9
+    def buffersPerSec: Double = buffers / seconds
+    /** CPU-microseconds the process spent per buffer moved end to end. */
+    def cpuMicrosPerBuffer: Double = if (buffers == 0) 0.0 else cpuNanos / 1e3 / buffers
+    /** Cores busy on average. */
+    def cores: Double = cpuNanos / 1e9 / seconds
+    def threadMicrosPerBuffer(role: String): Double =
+      if (buffers == 0) 0.0 else threadNanos.getOrElse(role, 0L) / 1e3 / buffers
+    /** Times the role's threads blocked and were woken again (voluntary context switches) per buffer. */
+    def wakeUpsPerBuffer(role: String): Double = if (buffers == 0) 0.0 else wakeUps.getOrElse(role, 0L).toDouble / buffers
   }
+
+  /** The roles [[Result.threadNanos]] names, in the order the output lists them. */
+  val Roles: Seq[String] = Seq("producer", "flusher", "serverLoop", "clientLoop", "consumer", "other")
+
+  /** The role of a thread by its name (or by its name as Linux keeps it, cut to 15 characters). */
+  private def roleOf(threadName: String): String =
+    if (threadName == "bench-producer") "producer"
+    else if (threadName == "bench-consumer") "consumer"
+    else if (threadName.startsWith("sluice-bench-fl")) "flusher"
+    else if (threadName.contains("-server-")) "serverLoop"
+    else if (threadName.contains("-client-")) "clientLoop"
+    else "other"
 
   def main(args: Array[String]): Unit = {
     val opts = parse(args)
@@ -65,13 +93,18 @@ object TransportBenchmark {
         println(json("run", res.config, Seq("repeat" -> res.repeat, "seconds" -> res.seconds, "records" -> res.records,
           "recordsPerSec" -> res.recordsPerSec, "gbps" -> res.gbps, "wireGbps" -> res.wireGbps,
           "bytesPerBuffer" -> (if (res.buffers == 0) 0.0 else res.wireBytes.toDouble / res.buffers),
-          "addCreditPerBuffer" -> (if (res.buffers == 0) 0.0 else res.creditMessages.toDouble / res.buffers))))
+          "addCreditPerBuffer" -> (if (res.buffers == 0) 0.0 else res.creditMessages.toDouble / res.buffers),
+          "buffersPerSec" -> res.buffersPerSec, "cpuMicrosPerBuffer" -> res.cpuMicrosPerBuffer, "cores" -> res.cores) ++
+          Roles.map(role => s"${role}MicrosPerBuffer" -> res.threadMicrosPerBuffer(role)) ++
+          Roles.map(role => s"${role}WakeUpsPerBuffer" -> res.wakeUpsPerBuffer(role))))
       }
       for (c <- configs) {
         val rs = results.filter(_.config == c).sortBy(_.gbps)
         val med = rs(rs.size / 2)
+        val cpu = rs.map(_.cpuMicrosPerBuffer).sorted
         println(json("median", c, Seq("repeats" -> rs.size, "recordsPerSec" -> med.recordsPerSec, "gbps" -> med.gbps,
-          "wireGbps" -> med.wireGbps, "minGbps" -> rs.head.gbps, "maxGbps" -> rs.last.gbps)))
+          "wireGbps" -> med.wireGbps, "minGbps" -> rs.head.gbps, "maxGbps" -> rs.last.gbps,
+          "cpuMicrosPerBuffer" -> cpu(cpu.size / 2))))
       }
     } finally bench.close()
   }
@@ -149,6 +182,7 @@ final class TransportBenchmark(conf: SluiceConf) {
     val records = new AtomicLong
     val recordBytes = new AtomicLong
     val wireBytes = new AtomicLong
+    val buffers = new AtomicLong
     val consumer = new Thread(() => {
       val deserializers = Array.fill(c.channels)(new SpanningRecordDeserializer)
       val view = new RecordView
@@ -157,6 +191,7 @@ final class TransportBenchmark(conf: SluiceConf) {
         val d = deserializers(next.channelIndex)
         d.setNextBuffer(next.buffer)
         wireBytes.addAndGet(next.buffer.readableBytes().toLong)
+        buffers.incrementAndGet()
         var n = 0L; var bytes = 0L
         while (d.readNext(view) == SpanningRecordDeserializer.Record) { n += 1; bytes += view.length }
         records.addAndGet(n); recordBytes.addAndGet(bytes)
@@ -168,16 +203,56 @@ final class TransportBenchmark(conf: SluiceConf) {
     producer.start(); consumer.start()
     Thread.sleep((warmupSeconds * 1000).toLong)
     val (r0, b0, w0, t0) = (records.get, recordBytes.get, wireBytes.get, System.nanoTime())
-    val (n0, m0) = (b.connections.counters.buffersReceived.sum, b.connections.counters.addCreditMessages.sum)
+    val (n0, m0) = (buffers.get, b.connections.counters.addCreditMessages.sum)
+    val (cpu0, threads0, switches0) = (processCpuNanos(), threadCpuNanos(), voluntarySwitches())
     Thread.sleep((seconds * 1000).toLong)
     val (r1, b1, w1, t1) = (records.get, recordBytes.get, wireBytes.get, System.nanoTime())
-    val (n1, m1) = (b.connections.counters.buffersReceived.sum, b.connections.counters.addCreditMessages.sum)
+    val (n1, m1) = (buffers.get, b.connections.counters.addCreditMessages.sum)
+    val (cpu1, threads1, switches1) = (processCpuNanos(), threadCpuNanos(), voluntarySwitches())
     stop.set(true)
     producer.join(); consumer.join()
     gate.close()
     partition.awaitConsumed(60000)
-    Result(c, repeat, (t1 - t0) / 1e9, r1 - r0, b1 - b0, w1 - w0, n1 - n0, m1 - m0)
+    val byRole = threads1.toSeq.map { case (tid, (name, nanos)) =>
+      roleOf(name) -> (nanos - threads0.get(tid).map(_._2).getOrElse(0L))
+    }.groupMapReduce(_._1)(_._2)(_ + _)
+    val wakeUps = switches1.toSeq.map { case (tid, (name, n)) =>
+      roleOf(name) -> (n - switches0.get(tid).map(_._2).getOrElse(0L))
+    }.groupMapReduce(_._1)(_._2)(_ + _)
+    Result(c, repeat, (t1 - t0) / 1e9, r1 - r0, b1 - b0, w1 - w0, n1 - n0, m1 - m0, cpu1 - cpu0, byRole, wakeUps)
   }
+
+  private val os = ManagementFactory.getOperatingSystemMXBean.asInstanceOf[com.sun.management.OperatingSystemMXBean]
+  private val threadBean = ManagementFactory.getThreadMXBean
+
+  private def processCpuNanos(): Long = os.getProcessCpuTime
+
+  /**
+   * Voluntary context switches of every thread of the process (Linux: /proc/self/task/TID/status):
+   * native thread id -> (name, count); empty elsewhere. Each is a thread that blocked (a wait, a
+   * park, an epoll_wait with nothing ready) and was woken: the hand-offs between threads.
+   */
+  private def voluntarySwitches(): Map[Long, (String, Long)] = {
+    val tasks = new java.io.File("/proc/self/task").listFiles()
+    if (tasks == null) Map.empty
+    else tasks.iterator.flatMap { t =>
+      try {
+        val status = java.nio.file.Files.readAllLines(new java.io.File(t, "status").toPath)
+        var name = ""; var n = -1L
+        status.forEach { line =>
+          if (line.startsWith("Name:")) name = line.substring(5).trim
+          else if (line.startsWith("voluntary_ctxt_switches:")) n = line.substring(24).trim.toLong
+        }
+        if (n < 0) None else Some(t.getName.toLong -> (name, n))
+      } catch { case _: java.io.IOException | _: NumberFormatException => None } // the thread ended
+    }.toMap
+  }
+
+  /** CPU time of every live thread: id -> (name, nanoseconds). */
+  private def threadCpuNanos(): Map[Long, (String, Long)] =
+    threadBean.getThreadInfo(threadBean.getAllThreadIds).iterator.filter(_ != null).map { info =>
+      info.getThreadId -> (info.getThreadName, math.max(0L, threadBean.getThreadCpuTime(info.getThreadId)))
+    }.toMap
 
   def close(): Unit = { flusher.shutdown(); b.close(); a.close() }
 

@@ -32,6 +32,10 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
       size() > MaxRememberedReleases
   }
   private val channelsWithCredit = new java.util.ArrayDeque[RemoteInputChannel]()
+  /** Channels that became non-empty during the current read; their gates are told at its end. */
+  private val channelsToNotify = new java.util.ArrayDeque[RemoteInputChannel]()
+  private var notifyScheduled = false
+  private val notifyTask: Runnable = () => { notifyScheduled = false; notifyGates() }
   private var ctx: ChannelHandlerContext = _
   private var writeInFlight = false
   @volatile private var failure: Throwable = _
@@ -100,13 +104,42 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
     case r: BufferResponse =>
       val channel = if (r.data == null) null else channels.get(r.receiverId)
       if (channel == null) r.releasePayload() // its channel was released: dropped
-      else channel.onBuffer(r)
+      else if (channel.receiveBuffer(r)) deferGateNotification(channel)
     case e: EndOfPartition =>
       val channel = receiver(e.receiverId, "EndOfPartition")
       if (channel != null) channel.onEndOfPartition(e.sequenceNumber, e.subpartition)
     case e: ErrorResponse => onError(e)
     case _: Pong => counters.pongsReceived.increment() // its bytes already told the heartbeat the peer lives
     case other => ctx.fireChannelRead(other)
+  }
+
+  /**
+   * The gate of `channel` learns about its data at the end of the current read (the buffers one
+   * wake-up of the event loop brought), so that a consumer waiting for several channels, or for
+   * several buffers of one, is woken once, not once per buffer. Netty signals the end of a read
+   * with channelReadComplete; buffers decoded outside a read (a credit-less connection resuming
+   * after a stall) are covered by a task that runs after the event loop's current round of I/O.
+   */
+  private def deferGateNotification(channel: RemoteInputChannel): Unit = {
+    channelsToNotify.add(channel)
+    if (!notifyScheduled) {
+      notifyScheduled = true
+      try ctx.executor().execute(notifyTask)
+      catch { case _: RejectedExecutionException => notifyScheduled = false; notifyGates() } // shutting down
+    }
+  }
+
+  private def notifyGates(): Unit = {
+    var channel = channelsToNotify.poll()
+    while (channel != null) {
+      channel.notifyGate()
+      channel = channelsToNotify.poll()
+    }
+  }
+
+  override def channelReadComplete(ctx: ChannelHandlerContext): Unit = {
+    notifyGates()
+    ctx.fireChannelReadComplete()
   }
 
   private def receiver(id: InputChannelID, what: String): RemoteInputChannel = {

@@ -22,7 +22,8 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   private var endDelivered = false
   private var released = false
   private var listener: BufferAvailabilityListener = _
-  private var waitingForRoom = false
+  /** The producer waits in [[awaitRoom]] until the queue is down to this many buffers (-1: nobody waits). */
+  private var roomLowWater = -1
   // The reader took everything readable at its last look (written by the reader under the lock,
   // read by the producer without it: a stale value only delays or advances one idle flush).
   @volatile private var drained = false
@@ -82,17 +83,30 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
 
   /**
    * Waits until the queue holds fewer than `max` buffers, so one slow channel cannot take the
-   * whole pool (Flink's max-buffers-per-channel). The wait is backpressure.
+   * whole pool (Flink's max-buffers-per-channel). The wait is backpressure. A producer that had
+   * to wait is woken only when the reader has taken a fifth of `max` (at least one buffer) off the
+   * queue (a low-water mark), not on every buffer it takes: it then fills several buffers in one
+   * go instead of being woken, and waking the reader, once per buffer, while a backpressured
+   * producer still keeps at least four fifths of the queue taken (its outPoolUsage stays high, the
+   * sign of backpressure). Every queued buffer is finished (the producer finished this
+   * subpartition's last one before asking for a new one), so the reader can always take the
+   * queue down that far.
    */
   def awaitRoom(max: Int, deadlineNanos: Long): Unit = synchronized {
-    while (buffers.size >= max && !released) {
-      val left = deadlineNanos - System.nanoTime()
-      if (left <= 0) {
-        throw new java.util.concurrent.TimeoutException(s"Subpartition $index of ${parent.partitionId} kept " +
-          s"$max buffers for longer than spark.sluice.network.bufferRequestTimeout; its consumer is not reading")
-      }
-      waitingForRoom = true
-      wait(math.max(1L, left / 1000000L))
+    if (buffers.size >= max && !released) {
+      val lowWater = PipelinedSubpartition.roomLowWater(max)
+      try {
+        while (buffers.size > lowWater && !released) {
+          val left = deadlineNanos - System.nanoTime()
+          if (left <= 0) {
+            throw new java.util.concurrent.TimeoutException(s"Subpartition $index of ${parent.partitionId} kept " +
+              s"more than $lowWater of its $max buffers (spark.sluice.network.maxBuffersPerSubpartition) for longer " +
+              "than spark.sluice.network.bufferRequestTimeout; its consumer is not reading")
+          }
+          roomLowWater = lowWater
+          wait(math.max(1L, left / 1000000L))
+        }
+      } finally roomLowWater = -1
     }
   }
 
@@ -128,7 +142,7 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
           if (finishedBefore) {
             buffers.poll()
             consumer.close()
-            if (waitingForRoom) { waitingForRoom = false; notifyAll() }
+            if (buffers.size <= roomLowWater) { roomLowWater = -1; notifyAll() }
           }
           if (last) flushRequested = false // drained everything readable
           if (slice.readableBytes() == 0) slice.release()
@@ -221,6 +235,11 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   override def toString: String = synchronized(
     s"PipelinedSubpartition($index of ${parent.partitionId}, queued=${buffers.size}, backlog=$backlogLocked, " +
       s"flushRequested=$flushRequested, finished=$finished, released=$released)")
+}
+
+private[partition] object PipelinedSubpartition {
+  /** Queue length at which a producer waiting for room in a queue of at most `max` buffers is woken. */
+  def roomLowWater(max: Int): Int = max - math.max(1, max / 5)
 }
 
 /** The single reader's view of a [[PipelinedSubpartition]]. */

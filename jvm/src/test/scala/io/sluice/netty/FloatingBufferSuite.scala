@@ -72,6 +72,34 @@ class FloatingBufferSuite extends AnyFunSuite with NettyLeakDetection {
     c.close()
   }
 
+  test("buffers that arrive in one read tell the gate once, at the end of the read") {
+    val c = new Client(exclusive = 2, floating = 8)
+    val frames = Seq(1, 0).zipWithIndex.map { case (backlog, seq) =>
+      encode(BufferResponse(c.channel.id, seq, backlog, 0, bytes(Array.fill[Byte](100)(seq.toByte))))
+    }
+    c.wire.pipeline().fireChannelRead(bytes(frames.flatten.toArray)) // one read from the socket, two buffers
+    assert(c.channel.numBuffersReceived == 2)
+    assert(c.gate.numDataNotifications == 0, "not told in the middle of the read")
+    c.wire.pipeline().fireChannelReadComplete()
+    assert(c.gate.numDataNotifications == 1, "told once at its end")
+    val taken = Seq.fill(2)(c.take())
+    assert(taken.forall(_ != null) && c.take() == null)
+    taken.foreach(_.buffer.release())
+    c.announced()
+    c.close()
+  }
+
+  test("buffers decoded outside a read (no channelReadComplete follows) tell the gate from a task of the event loop") {
+    val c = new Client(exclusive = 2, floating = 8)
+    c.wire.pipeline().fireChannelRead(bytes(encode(BufferResponse(c.channel.id, 0, 0, 0, bytes(Array.fill[Byte](100)(1))))))
+    assert(c.channel.numBuffersReceived == 1 && c.gate.numDataNotifications == 0)
+    c.wire.runPendingTasks()
+    assert(c.gate.numDataNotifications == 1, "the event loop's task told the gate")
+    c.take().buffer.release()
+    c.announced()
+    c.close()
+  }
+
   test("a dry floating pool is waited on as a listener: each buffer recycled to it becomes credit of the waiting channel") {
     val c = new Client(exclusive = 2, floating = 2)
     c.send(backlog = 6) // wants 8 free buffers: 1 exclusive + the pool's 2 floating, then waits

@@ -80,6 +80,36 @@ class PipelinedResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     }
   }
 
+  test("a producer held by maxBuffersPerSubpartition is woken at a low-water mark, not for every buffer taken") {
+    assert(PipelinedSubpartition.roomLowWater(10) == 8 && PipelinedSubpartition.roomLowWater(4) == 3)
+    assert(PipelinedSubpartition.roomLowWater(1) == 0)
+    withNetworkBufferPool(64) { global =>
+      val p = pipelined(global, 1, poolMax = 64, maxBuffersPerSubpartition = 10)
+      val listener = new TestingAvailabilityListener
+      val view = p.createSubpartitionView(0, 1, listener)
+      val count = 100
+      val producer = fork("producer") {
+        (0 until count).foreach(i => emit(p, 0, bytes(0, i, 1000)))
+        p.finish()
+        p.awaitConsumed(60000)
+      }
+      eventually(what = "ten queued buffers")(p.subpartition(0).queueLength >= 10)
+      producer.awaitWaiting()
+      val first = view.getNextBuffer()
+      val reader = new TestingElementReader
+      reader.feed(first.buffer)
+      Thread.sleep(200) // time enough for a woken producer to queue a buffer
+      producer.awaitWaiting()
+      assert(p.subpartition(0).queueLength == 9, "one buffer taken: the producer still waits")
+      reader.feed(view.getNextBuffer().buffer)
+      eventually(what = "the producer to refill the queue")(p.subpartition(0).queueLength == 10)
+      TestingViewReader.readToEnd(view, listener, reader)
+      producer.join()
+      assert(reader.records.size == count)
+      assert(reader.records.zipWithIndex.forall { case (r, i) => r.sameElements(bytes(0, i, 1000)) })
+    }
+  }
+
   test("a producer blocked on a full subpartition is woken by release with ProducerFailedException") {
     withNetworkBufferPool(16) { global =>
       val p = pipelined(global, 2, poolMax = 16, maxBuffersPerSubpartition = 2)

@@ -154,8 +154,16 @@ final class RemoteInputChannel(
   /** Forgets a stalled decoder's wait for the gate's pool (its connection closed). */
   private[sluice] def removeBufferListener(listener: BufferListener): Unit = gate.floatingBuffers.removeListener(listener)
 
-  /** A buffer arrived (its payload is in `r.data`, a buffer this channel handed out). */
-  private[sluice] def onBuffer(r: BufferResponse): Unit = {
+  /** A buffer arrived (its payload is in `r.data`, a buffer this channel handed out); the gate is told at once. */
+  private[sluice] def onBuffer(r: BufferResponse): Unit = if (receiveBuffer(r)) notifyGate()
+
+  /**
+   * As [[onBuffer]], except that when the buffer made the channel non-empty, the gate is not told
+   * here: this returns true and the caller calls [[notifyGate]] (the connection does so once at
+   * the end of what one read from the socket brought, so that a consumer thread waiting for data
+   * is woken once for several buffers, not once for each).
+   */
+  private[sluice] def receiveBuffer(r: BufferResponse): Boolean = {
     var error: Throwable = null
     var drop = false
     var wasEmpty = false
@@ -180,9 +188,12 @@ final class RemoteInputChannel(
     }
     if (drop) r.releasePayload()
     if (error != null) setError(error)
-    else if (wasEmpty) notifyChannelNonEmpty()
     if (announce) announceCredit()
+    error == null && wasEmpty
   }
+
+  /** Tells the gate this channel has data (after [[receiveBuffer]] returned true). */
+  private[sluice] def notifyGate(): Unit = notifyChannelNonEmpty()
 
   private[sluice] def onEndOfPartition(sequenceNumber: Int, subpartition: Int): Unit = {
     val error = synchronized {

@@ -84,6 +84,7 @@ final class SingleInputGate(
   val idleTimeNanos = new LongAdder
   /** When the task's current wait for input began (System.nanoTime), 0 when not waiting. */
   @volatile private var idleSince = 0L
+  private var numChannelNotifications = 0L // guarded by channelsWithData
 
   /**
    * The gate's channels, before the first [[getNext]]. `needsReadBuffer`: some local channel
@@ -206,9 +207,13 @@ final class SingleInputGate(
     if (!queued(i) && !ended(i)) {
       queued(i) = true
       channelsWithData.add(channel)
+      numChannelNotifications += 1
       channelsWithData.notifyAll()
     }
   }
+
+  /** Times a channel was queued as having data ([[notifyChannelNonEmpty]] that woke the task, if it waited). */
+  def numDataNotifications: Long = channelsWithData.synchronized(numChannelNotifications)
 
   /**
    * The next buffer ready for deserialisation, or null when every channel has ended. The caller
