@@ -20,7 +20,7 @@ import org.apache.spark.serializer.Serializer
 import org.apache.spark.shuffle.FetchFailedException
 import org.apache.spark.storage.{BlockId, BlockManagerId}
 import org.apache.spark.ui.{SparkUI, SparkUITab, UIUtils, WebUIPage}
-import org.apache.spark.util.{RpcUtils, Utils}
+import org.apache.spark.util.{AccumulatorV2, RpcUtils, Utils}
 import org.apache.spark.util.collection.ExternalSorter
 import org.json4s.JValue
 
@@ -162,6 +162,21 @@ object SparkInternals {
 
   private[sluice] val UnsafeRowSerializerClass = "org.apache.spark.sql.execution.UnsafeRowSerializer"
   private[sluice] val UnsafeRowSerializerFields = "numFields"
+  private[sluice] val UnsafeRowSerializerDataSize = "dataSize"
+
+  /**
+   * The exchange's `dataSize` metric that SQL's UnsafeRowSerializer adds every written row's size
+   * to (a private field; None when the serializer has none). It is the size AQE plans with: an
+   * exchange's runtime statistics are this metric and its record count, so a shuffle that leaves
+   * it at 0 looks empty to AQE's join selection, which then broadcasts it whatever its size.
+   */
+  private[sluice] def unsafeRowDataSize(serializer: Serializer): Option[AccumulatorV2[Long, Long]] =
+    if (serializer.getClass.getName != UnsafeRowSerializerClass) None
+    else {
+      val f = serializer.getClass.getDeclaredField(UnsafeRowSerializerDataSize)
+      f.setAccessible(true)
+      Option(f.get(serializer)).map(_.asInstanceOf[AccumulatorV2[Long, Long]])
+    }
 
   /**
    * Sorts `records` by `ordering` (aggregating them with `aggregator` inside the sorter) in Spark's

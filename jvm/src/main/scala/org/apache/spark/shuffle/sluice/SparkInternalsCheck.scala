@@ -26,7 +26,7 @@ import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
  *    NoSuchMethodError inside some task;
  *  - that a pipeline built by Spark's TransportContext (server and client side) holds the handlers
  *    [[SparkInternals.TransportPipeline]] names, which the upgrade to Sluice's protocol replaces;
- *  - that SQL's UnsafeRowSerializer still has the field Sluice reads.
+ *  - that SQL's UnsafeRowSerializer still has the fields Sluice reads.
  * Any failure stops the application with one message naming the Spark version and every broken
  * assumption. Thread-safe.
  */
@@ -217,14 +217,25 @@ private[sluice] object SparkInternalsCheck extends Logging {
 
   // ---- Fields read by reflection ------------------------------------------------------------
 
-  /** SQL's UnsafeRowSerializer must keep its int field (when SQL is on the class path at all). */
+  /**
+   * SQL's UnsafeRowSerializer must keep its int field and its data size metric (when SQL is on the
+   * class path at all).
+   */
   private def fieldProblems: Seq[String] = {
     val name = SparkInternals.UnsafeRowSerializerClass
-    val field = SparkInternals.UnsafeRowSerializerFields
     try {
       val cls = Class.forName(name, false, getClass.getClassLoader)
-      val ok = try cls.getDeclaredField(field).getType == java.lang.Integer.TYPE catch { case _: NoSuchFieldException => false }
-      if (ok) Nil else Seq(s"$name has no int field $field (Sluice reads it to decode SQL rows)")
+      def fieldType(field: String): Option[Class[_]] =
+        try Some(cls.getDeclaredField(field).getType) catch { case _: NoSuchFieldException => None }
+      val numFields = SparkInternals.UnsafeRowSerializerFields
+      val dataSize = SparkInternals.UnsafeRowSerializerDataSize
+      val fields =
+        if (fieldType(numFields).contains(java.lang.Integer.TYPE)) Nil
+        else Seq(s"$name has no int field $numFields (Sluice reads it to decode SQL rows)")
+      val metric =
+        if (fieldType(dataSize).exists(classOf[org.apache.spark.util.AccumulatorV2[_, _]].isAssignableFrom)) Nil
+        else Seq(s"$name has no accumulator field $dataSize (Sluice adds the rows' sizes to it for AQE)")
+      fields ++ metric
     } catch {
       case _: ClassNotFoundException => Nil
       case NonFatal(e) => logWarning(s"Sluice could not check $name: $e"); Nil
