@@ -51,6 +51,9 @@ CONFIGS: Tuple[Tuple[str, Optional[int], Optional[int]], ...] = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rates", help="input rates in records/s (default 1000,10000,50000)")
     parser.add_argument("--measure-seconds", type=float, help="measured seconds per rate (default 20; quick 5)")
+    parser.add_argument(
+        "--contenders", default="sluice,builtin", help="which to run (default sluice,builtin; e.g. sluice alone)"
+    )
     parser.add_argument("--memory", default="1024", help="executor memory in MiB (local-cluster[2,2,MEM])")
 
 
@@ -94,11 +97,12 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     rounds = args.rounds or (1 if quick else 3)
     configs = CONFIGS[:1] if quick else CONFIGS
     specs = {name: app_spec(args, s, b) for name, s, b in configs}
+    contenders = [c for c in ("sluice", "builtin") if c in getattr(args, "contenders", "sluice,builtin").split(",")]
+    if not contenders:
+        raise ValueError(f"--contenders {args.contenders!r}: name sluice, builtin or both")
     recorder = Recorder("latency", command_line(argv), {"rounds": rounds, "quick": quick, "specs": specs})
     plan = [
-        (r, name, contender)
-        for r, name in alternation([c[0] for c in configs], rounds)
-        for contender in ("sluice", "builtin")
+        (r, name, contender) for r, name in alternation([c[0] for c in configs], rounds) for contender in contenders
     ]
 
     def one(item: Tuple[int, str, str]) -> None:
@@ -136,10 +140,10 @@ def summarize(recorder: Recorder, configs: Tuple[Tuple[str, Optional[int], Optio
                     else (builtin_ms or BUILTIN_DEFAULT_MS),
                     "received_fraction": median([ratio(p["received"], p["scheduled"]) for p in phases]),
                 }
-                for stat in ("p50_ms", "p99_ms", "p999_ms", "mean_ms"):
-                    row[stat] = median([p["e2e"][stat] for p in phases if p["e2e"][stat] is not None])
+                for stat in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms"):
+                    row[stat] = median([p["e2e"][stat] for p in phases if p["e2e"].get(stat) is not None])
                     row[f"shuffle_{stat}"] = median(
-                        [p["shuffle"][stat] for p in phases if p["shuffle"][stat] is not None]
+                        [p["shuffle"][stat] for p in phases if p["shuffle"].get(stat) is not None]
                     )
                 table.append(row)
         markers = [
