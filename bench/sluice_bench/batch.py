@@ -243,6 +243,14 @@ def cpu_report(
     return out
 
 
+def time_and_cpu_goals(what: str, time_ratio: float, cpu_ratio: float) -> List[Dict[str, Any]]:
+    """The two goals of a job (issue 14): its time and its executor CPU per GB, Sluice / sort."""
+    return [
+        goal(f"{what}: Sluice time / sort time", time_ratio, TIME_GOAL, at_most=True),
+        goal(f"{what}: executor CPU s per GB shuffled, Sluice / sort", cpu_ratio, CPU_GOAL, at_most=True),
+    ]
+
+
 def summarize(
     results: Dict[str, Dict[str, List[Dict[str, Any]]]], recorder: Recorder, specs: Dict[str, Dict[str, Any]]
 ) -> None:
@@ -274,15 +282,7 @@ def summarize_setting(
             {c: [r["heavy"].get("executor_cpu_ns", 0) for r in results[c]] for c in CONTENDERS},
             s["heavy_shuffle_write_bytes"]["sort"],
         )
-        goals.append(goal(f"{label}: heavy job: Sluice time / sort time", s["heavy_ratio"], TIME_GOAL, at_most=True))
-        goals.append(
-            goal(
-                f"{label}: heavy job: executor CPU s per GB shuffled, Sluice / sort",
-                s["heavy_cpu"]["ratio"],
-                CPU_GOAL,
-                at_most=True,
-            )
-        )
+        goals += time_and_cpu_goals(f"{label}: heavy job", s["heavy_ratio"], s["heavy_cpu"]["ratio"])
     if spec["tpch"] is not None:
         queries = [str(q) for q in spec["tpch"]["queries"]]
         per_query: Dict[str, Any] = {}
@@ -317,15 +317,7 @@ def summarize_setting(
             {c: [sum(r["tpch"][q].get("executor_cpu_ns", 0) for q in queries) for r in results[c]] for c in CONTENDERS},
             sum(v["sort_shuffle_write_bytes"] for v in per_query.values()),
         )
-        goals.append(goal(f"{label}: TPC-H total: Sluice time / sort time", s["tpch_ratio"], TIME_GOAL, at_most=True))
-        goals.append(
-            goal(
-                f"{label}: TPC-H total: executor CPU s per GB shuffled, Sluice / sort",
-                s["tpch_cpu"]["ratio"],
-                CPU_GOAL,
-                at_most=True,
-            )
-        )
+        goals += time_and_cpu_goals(f"{label}: TPC-H total", s["tpch_ratio"], s["tpch_cpu"]["ratio"])
     return s, goals
 
 
