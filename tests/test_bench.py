@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Set
 import pytest
 import sluice
 import sluice_bench
-from sluice_bench import batch, cluster, connections, latency, scale, tpch, transport
+from sluice_bench import batch, cluster, connections, jobs, latency, scale, tpch, transport
 from sluice_bench._common import Recorder, alternation, clean_floats, goal, median, parse_size, percentile, ratio
 from sluice_bench._jars import bench_jar_path
 from sluice_bench.compare import difference, plain, plain_rows
@@ -224,6 +224,15 @@ PROC_NET_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->
 """
 
 
+def test_the_watched_port_is_sluices_or_else_the_block_managers() -> None:
+    """In an application of the sort shuffle the probe finds no Sluice port: the connection
+    watcher then watches the block manager's, so both contenders' runs carry the same sampling."""
+    assert jobs.shuffle_port({"sluice_port": 7337, "block_manager_port": 40000}) == 7337
+    assert jobs.shuffle_port({"sluice_port": -1, "block_manager_port": 40000}) == 40000
+    assert jobs.shuffle_port({}) == -1
+    assert not jobs.ConnectionWatcher([{"executor_id": "0", "pid": 1, "sluice_port": -1}]).executors
+
+
 def test_connections_between_sluice_ports_are_counted_per_direction() -> None:
     table = list(connections.parse_proc_net_tcp(PROC_NET_TCP))
     assert table[1] == (0xD431, 0xB0A7, "01", 200)
@@ -312,6 +321,8 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
                 runs[c["name"]] = {"seconds": None, "answer": None, "error": "InsufficientNetworkBuffersException"}
                 continue
             runs[c["name"]] = {"seconds": seconds, "answer": [[1, 2]], "shuffle_write_bytes": 10}
+            # Both contenders' connections are watched; only Sluice's count for the goal.
+            runs[c["name"]]["connections"] = {"0->1": 1 if contender == "sluice" else 3, "1->0": 1}
             if contender == "sluice":
                 runs[c["name"]]["network_memory"] = {"peak_used_bytes": 48 << 20, "budget_bytes": 64 << 20}
         return {"contender": contender, "round": 1, "runs": runs}
@@ -336,6 +347,8 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
     goals = {g["goal"]: g for g in recorder.goals}
     assert goals["Sluice / sort time at wide 1500x400"]["met"]
     assert goals["Sluice's peak network memory / budget (any shape)"]["value"] == 0.75
+    assert goals["TCP connections per executor pair and direction (most seen)"]["met"]
+    assert recorder.summary["max_connections_per_pair"] == 1 and recorder.summary["sort_max_connections_per_pair"] == 3
     # CPU per GB: only the size x1 runs measured it (3 and 4 s over the sort shuffle's 2 GB).
     assert configs["size x1"]["cpu"]["sluice"]["process_cpu_s_per_gb"] == 1.5
     assert configs["size x1"]["cpu"]["ratio"] == 0.75 and math.isnan(configs["wide 1500x400"]["cpu"]["ratio"])

@@ -149,12 +149,20 @@ def scale_job(spark: SparkSession, rows: int, maps: int, reduces: int) -> List[L
     return plain_rows([list(r) for r in out.collect()])
 
 
+def shuffle_port(executor: Dict[str, Any]) -> int:
+    """The port an executor serves shuffle data on: Sluice's server port, or, in an application of
+    Spark's own shuffle (no Sluice port), its block manager's."""
+    sluice_port = int(executor.get("sluice_port", -1))
+    return sluice_port if sluice_port > 0 else int(executor.get("block_manager_port", -1))
+
+
 class ConnectionWatcher:
     """Samples, from this machine's /proc, the established TCP connections between the executors'
-    Sluice ports while a job runs; keeps the most seen per (client executor, server executor)."""
+    shuffle ports (:func:`shuffle_port`) while a job runs; keeps the most seen per (client
+    executor, server executor). It runs for both contenders, so both pay for its sampling."""
 
     def __init__(self, executors: List[Dict[str, Any]]) -> None:
-        self.executors = [e for e in executors if int(e.get("sluice_port", -1)) > 0]
+        self.executors = [e for e in executors if shuffle_port(e) > 0]
         self.peak: Dict[str, int] = {}
         self.samples = 0
         self._stop = threading.Event()
@@ -178,7 +186,7 @@ class ConnectionWatcher:
     def sample(self) -> None:
         counts = connections.sluice_connections(
             {str(e["executor_id"]): int(e["pid"]) for e in self.executors},
-            {str(e["executor_id"]): int(e["sluice_port"]) for e in self.executors},
+            {str(e["executor_id"]): shuffle_port(e) for e in self.executors},
         )
         self.samples += 1
         for pair, n in counts.items():
@@ -188,15 +196,17 @@ class ConnectionWatcher:
 def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
     """``spec``: ``configs``, a list of {name, rows, maps, reduces}, and optionally ``warmup`` (one
     such config; default the first); each config runs once, timed. A config whose job fails is
-    recorded with its error and the next one still runs. For Sluice, each executor's network
-    memory is probed around each config: its peak of used segments against its budget."""
+    recorded with its error and the next one still runs. Each executor is probed around each
+    config (for Sluice, its peak of used network segments against its budget) and the
+    connections between the executors are watched, for both contenders alike: the probes'
+    sampler threads and the watcher cost the same in either contender's runs."""
     configs: List[Dict[str, Any]] = spec["configs"]
     warmup = spec.get("warmup") or configs[0]
     try:  # unmeasured
         scale_job(spark, int(warmup["rows"]), int(warmup["maps"]), int(warmup["reduces"]))
     except Exception as e:  # the measured run of the same shape reports it
         print(f"warm-up failed: {e!r}"[:2000], flush=True)
-    executors = executor_probe(spark, reset=False) if contender == "sluice" else []
+    executors = executor_probe(spark, reset=False)
     runs: Dict[str, Any] = {}
     for config in configs:
         watcher = ConnectionWatcher(executors)
@@ -212,7 +222,9 @@ def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
         if watcher.executors:
             run["connections"] = watcher.peak
             run["connection_samples"] = watcher.samples
-            run["network_memory"] = network_memory(executor_probe(spark, reset=False))
+            probes = executor_probe(spark, reset=False)
+            if contender == "sluice":
+                run["network_memory"] = network_memory(probes)
         runs[config["name"]] = run
     return {"contender": contender, "runs": runs, "executors": executors}
 

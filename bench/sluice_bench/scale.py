@@ -3,11 +3,13 @@
 partitions from 10 × 10 to 200 × 200 (data ×1). Then the wide shapes of real jobs (issue 10) on
 ``local-cluster[2,2,...]``, two task slots per executor: 1500 maps × 400 reducers, 4000 × 200
 and 200 × 4000, each followed by a global aggregate (one task reading every reducer's output).
-While Sluice's jobs run, the established TCP connections between the executors' Sluice ports
-are counted from /proc: Flink multiplexes every channel between two executors over one
+While each job runs, the established TCP connections between the executors' shuffle ports
+(Sluice's server, or the sort shuffle's block manager) are counted from /proc, for both
+contenders, so both pay for the sampling: Flink multiplexes every channel between two executors over one
 connection, so the goal is exactly one per executor pair (and direction), whatever the
-partitions. Around each Sluice job, each executor's peak network memory is probed against its
-budget (as ``sluice bench memory`` does). Every job reports its executors' CPU per GB shuffled,
+partitions. Around each job, each executor is probed (for Sluice, its peak network memory against
+its budget, as ``sluice bench memory`` does; the probe's 1 ms sampler thread runs in both
+contenders' executors). Every job reports its executors' CPU per GB shuffled,
 Sluice against the sort shuffle, as ``sluice bench batch`` does (executor processes' user + system
 CPU seconds from ``/proc``, over the sort shuffle's shuffle write bytes of the same job).
 """
@@ -202,13 +204,18 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
             at_most=True,
         )
     )
-    # Connections per executor pair, the most seen in any sample of any Sluice run.
-    seen: Dict[str, int] = {}
+    # Connections per executor pair, the most seen in any sample of any run: Sluice's (the goal)
+    # and, for comparison, the sort shuffle's to the block managers' ports.
+    seen_by: Dict[str, Dict[str, int]] = {"sluice": {}, "sort": {}}
     for r in recorder.runs:
+        seen = seen_by.setdefault(r["contender"], {})
         for name, run in r["runs"].items():
             for pair, n in run.get("connections", {}).items():
                 seen[f"{name}: {pair}"] = max(seen.get(f"{name}: {pair}", 0), int(n))
+    seen = seen_by["sluice"]
     recorder.summary["connections"] = seen
+    recorder.summary["sort_connections"] = seen_by["sort"]
+    recorder.summary["sort_max_connections_per_pair"] = max(seen_by["sort"].values(), default=0)
     most = max(seen.values(), default=0)
     recorder.summary["max_connections_per_pair"] = most
     if not seen:
@@ -256,7 +263,10 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
             f"{v['cpu']['sluice']['process_cpu_s_per_gb']:>17.1f}{v['cpu']['sort']['process_cpu_s_per_gb']:>7.1f}"
             f"{v['cpu']['ratio']:>10.2f}"
         )
-    print(f"most TCP connections per executor pair (one direction): {recorder.summary['max_connections_per_pair']}")
+    print(
+        f"most TCP connections per executor pair (one direction): {recorder.summary['max_connections_per_pair']}"
+        f" (the sort shuffle's, to block managers: {recorder.summary.get('sort_max_connections_per_pair', '-')})"
+    )
     for g in recorder.goals:
         print(f"goal {g['goal']} <= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")
     for f in recorder.summary["failures"]:

@@ -10,8 +10,9 @@ import org.apache.spark.api.java.JavaSparkContext
 import org.apache.spark.shuffle.sluice.SluiceEnvironment
 
 /**
- * What `sluice bench memory` and `sluice bench scale` read from each executor JVM: its process id
- * and Sluice server port, and its network memory: Flink's Total/Used memory segments, the
+ * What `sluice bench memory` and `sluice bench scale` read from each executor JVM: its process id,
+ * Sluice server port (-1 in an application of Spark's own shuffle) and block manager port (the
+ * port Spark's shuffle serves blocks on), and its network memory: Flink's Total/Used memory segments, the
  * segments the NetworkBufferPool ever allocated (its real high-water mark, since segments are
  * kept for reuse), and the peak of the used segments and of the JVM's and Netty's direct memory, sampled
  * every millisecond by a daemon thread started by the first probe. Thread-safe.
@@ -54,6 +55,7 @@ object ExecutorProbe {
       "executor_id" -> ("\"" + SparkEnv.get.executorId + "\""),
       "pid" -> ProcessHandle.current().pid().toString,
       "sluice_port" -> env.map(_.serverPort).getOrElse(-1).toString,
+      "block_manager_port" -> SparkEnv.get.blockManager.blockManagerId.port.toString,
       "segment_size" -> pool.map(_.segmentSize).getOrElse(0).toString,
       "total_segments" -> pool.map(_.totalSegments).getOrElse(0).toString,
       "used_segments" -> pool.map(_.numberOfUsedSegments).getOrElse(0).toString,
