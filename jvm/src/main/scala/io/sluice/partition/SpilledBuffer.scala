@@ -41,8 +41,11 @@ final class SpilledBuffer private[partition] (
   }
 
   /**
-   * The stored bytes as a Netty FileRegion: sent to the socket without entering the JVM heap. The
-   * region holds a reference to the file's reader until Netty releases it.
+   * The stored bytes as a Netty FileRegion. The region holds a reference to the file's reader
+   * until Netty releases it. Over Netty's NIO transport the JDK sends it with sendfile; Netty's
+   * epoll transport uses sendfile only for a DefaultFileRegion, so there the JDK copies this
+   * region through an 8 KiB heap buffer per transfer (docs/benchmarks.md, "The blocking path is
+   * not zero-copy on epoll").
    */
   def toFileRegion: FileRegion = new SpilledBuffer.Region(acquireReader(), offset, storedLength)
 
