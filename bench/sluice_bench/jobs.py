@@ -196,10 +196,11 @@ class ConnectionWatcher:
 def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
     """``spec``: ``configs``, a list of {name, rows, maps, reduces}, and optionally ``warmup`` (one
     such config; default the first); each config runs once, timed. A config whose job fails is
-    recorded with its error and the next one still runs. Each executor is probed around each
-    config (for Sluice, its peak of used network segments against its budget) and the
-    connections between the executors are watched, for both contenders alike: the probes'
-    sampler threads and the watcher cost the same in either contender's runs."""
+    recorded with its error and the next one still runs. Before each config every executor is
+    probed (which starts and resets the probe's 1 ms sampler thread) and the connections between
+    the executors are watched while it runs, for both contenders alike, so both pay for the
+    sampling; after it, Sluice's executors are probed again for their peak of used network
+    segments against their budget."""
     configs: List[Dict[str, Any]] = spec["configs"]
     warmup = spec.get("warmup") or configs[0]
     try:  # unmeasured
@@ -222,9 +223,8 @@ def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
         if watcher.executors:
             run["connections"] = watcher.peak
             run["connection_samples"] = watcher.samples
-            probes = executor_probe(spark, reset=False)
             if contender == "sluice":
-                run["network_memory"] = network_memory(probes)
+                run["network_memory"] = network_memory(executor_probe(spark, reset=False))
         runs[config["name"]] = run
     return {"contender": contender, "runs": runs, "executors": executors}
 

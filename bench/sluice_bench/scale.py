@@ -3,14 +3,14 @@
 partitions from 10 × 10 to 200 × 200 (data ×1). Then the wide shapes of real jobs (issue 10) on
 ``local-cluster[2,2,...]``, two task slots per executor: 1500 maps × 400 reducers, 4000 × 200
 and 200 × 4000, each followed by a global aggregate (one task reading every reducer's output).
-While each job runs, the established TCP connections between the executors' shuffle ports
-(Sluice's server, or the sort shuffle's block manager) are counted from /proc, for both
-contenders, so both pay for the sampling: Flink multiplexes every channel between two executors over one
-connection, so the goal is exactly one per executor pair (and direction), whatever the
-partitions. Around each job, each executor is probed (for Sluice, its peak network memory against
-its budget, as ``sluice bench memory`` does; the probe's 1 ms sampler thread runs in both
-contenders' executors). Every job reports its executors' CPU per GB shuffled,
-Sluice against the sort shuffle, as ``sluice bench batch`` does (executor processes' user + system
+While each job runs, the established TCP connections between the executors' Sluice ports are
+counted from /proc: Flink multiplexes every channel between two executors over one connection,
+so the goal is exactly one per executor pair (and direction), whatever the partitions. The sort
+shuffle's jobs are watched the same way, on the block managers' port, so both contenders pay for
+the sampling. Around each job, each executor is probed (for Sluice, its peak network memory
+against its budget, as ``sluice bench memory`` does); the probe's 1 ms sampler thread runs in
+both contenders' executors. Every job reports its executors' CPU per GB shuffled, Sluice
+against the sort shuffle, as ``sluice bench batch`` does (executor processes' user + system
 CPU seconds from ``/proc``, over the sort shuffle's shuffle write bytes of the same job).
 """
 
