@@ -12,9 +12,12 @@ import io.netty.handler.ssl.SslHandler
  * BufferResponse's payload is never copied into the frame: an in-memory payload goes out as a
  * composite of a small header buffer and the payload slice, a spilled one as the header followed
  * by a FileRegion of the partition file (sendfile), except behind TLS, which cannot encrypt a
- * FileRegion, where the region is read into a buffer first. A spilled payload that cannot be
- * read fails only its own write, with an [[UnreadablePayloadException]] (see [[GuardedFileRegion]]).
- * Stateless and shared by every connection.
+ * FileRegion, where the region is read into a buffer first. A spilled payload whose file cannot be
+ * opened or read before its frame starts fails only its own write, with an
+ * [[UnreadablePayloadException]], and nothing of its frame is sent. Once the header is out the
+ * payload must follow byte for byte, so a file that fails mid-payload (a disk error, a file cut
+ * short) fails the write and the connection, as Flink does: every reader on it then fails and
+ * Spark recomputes. Stateless and shared by every connection.
  */
 @Sharable
 private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAdapter {
@@ -52,11 +55,11 @@ private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAda
         header = null; payload = null
         ctx.write(frame, promise)
       } else {
-        val guarded = new GuardedFileRegion(region, r.receiverId, promise)
-        region = null
         ctx.write(header)
         header = null
-        ctx.write(guarded).addListener(guarded)
+        val sending = region
+        region = null
+        ctx.write(sending, promise)
       }
     } catch {
       case e: Throwable =>

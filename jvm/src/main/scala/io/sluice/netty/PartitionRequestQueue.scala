@@ -17,9 +17,10 @@ import org.slf4j.LoggerFactory
  *
  * A failure while serving one reader fails that reader only (an ErrorResponse for its receiver,
  * the reader removed and its view released) and the others go on: its view throwing, its partition
- * released, its spilled payload unreadable ([[UnreadablePayloadException]], whose frame went out
- * whole or not at all). Only a write that failed for the connection itself (a broken socket) or a
- * protocol violation closes the connection.
+ * released, its spilled payload unreadable before its frame started
+ * ([[UnreadablePayloadException]]; nothing of the frame went out). Only a write that failed for the
+ * connection itself (a broken socket, a file that failed mid-payload) or a protocol violation
+ * closes the connection.
  *
  * Confined to the connection's event loop; other threads only hand readers over
  * ([[notifyReaderNonEmpty]], [[notifyReaderCreated]], [[notifyReaderFailed]]).

@@ -1,7 +1,7 @@
 package io.sluice.partition
 
 import java.io.IOException
-import java.nio.channels.{FileChannel, WritableByteChannel}
+import java.nio.channels.FileChannel
 import java.util.concurrent.atomic.AtomicInteger
 
 import io.netty.buffer.ByteBuf
@@ -50,16 +50,10 @@ final class PartitionFileReader private[partition] (val file: PartitionFile, cha
   }
 
   /**
-   * Sends up to `count` bytes at `position` to `target` (sendfile where the OS has it). A file that
-   * ends before `position` fails, where FileChannel would answer 0 forever and Netty would retry.
+   * The channel itself, for a FileRegion that sends from it with sendfile while it holds a
+   * reference ([[SpilledBuffer.toFileRegion]]); never closed through this.
    */
-  def transferTo(position: Long, count: Long, target: WritableByteChannel): Long = {
-    val n = channel.transferTo(position, count, target)
-    if (n == 0 && count > 0 && position >= channel.size()) {
-      throw new IOException(s"${file.path} ends at ${channel.size()}, before the $count bytes at $position")
-    }
-    n
-  }
+  private[partition] def fileChannel: FileChannel = channel
 
   override def toString: String = s"PartitionFileReader(${file.path.getName}, refCnt=$refCnt)"
 }

@@ -1,10 +1,7 @@
 package io.sluice.partition
 
-import java.nio.channels.WritableByteChannel
-
 import io.netty.buffer.ByteBuf
-import io.netty.channel.FileRegion
-import io.netty.util.AbstractReferenceCounted
+import io.netty.channel.{DefaultFileRegion, FileRegion}
 
 /**
  * One buffer of a blocking partition as it lies in the partition's file (Flink's
@@ -41,11 +38,10 @@ final class SpilledBuffer private[partition] (
   }
 
   /**
-   * The stored bytes as a Netty FileRegion. The region holds a reference to the file's reader
-   * until Netty releases it. Over Netty's NIO transport the JDK sends it with sendfile; Netty's
-   * epoll transport uses sendfile only for a DefaultFileRegion, so there the JDK copies this
-   * region through an 8 KiB heap buffer per transfer (docs/benchmarks.md, "The blocking path is
-   * not zero-copy on epoll").
+   * The stored bytes as a Netty FileRegion, holding a reference to the file's reader until Netty
+   * releases it. It is a DefaultFileRegion over the reader's channel, so both of Netty's transports
+   * send it with sendfile(2): epoll only does so for a DefaultFileRegion (any other region is
+   * copied through the heap, 8 KiB at a time), NIO hands the socket to FileChannel.transferTo.
    */
   def toFileRegion: FileRegion = new SpilledBuffer.Region(acquireReader(), offset, storedLength)
 
@@ -62,30 +58,15 @@ final class SpilledBuffer private[partition] (
 object SpilledBuffer {
 
   /**
-   * A FileRegion over part of a partition file. Unlike Netty's DefaultFileRegion it does not own
-   * the channel: it holds a reference to its [[PartitionFileReader]] and drops it when Netty
-   * releases the region (sent, or discarded with a closed connection).
+   * A DefaultFileRegion over part of a partition file that does not own the channel: it holds a
+   * reference to its [[PartitionFileReader]] and drops it when Netty releases the region (sent, or
+   * discarded with a closed connection) instead of closing the channel, which other regions and the
+   * view may still read. A file that ends before the region does fails the write, and with it the
+   * connection, as a failed socket would (the frame's header is out and its payload cannot follow).
    */
   private final class Region(reader: PartitionFileReader, offset: Long, length: Int)
-    extends AbstractReferenceCounted with FileRegion {
-
-    private var done = 0L
-
-    override def position(): Long = 0L
-    override def count(): Long = length.toLong
-    override def transferred(): Long = done
-    @deprecated("Netty's misspelt alias", "4.1") override def transfered(): Long = done
-
-    override def transferTo(target: WritableByteChannel, position: Long): Long = {
-      val n = reader.transferTo(offset + position, length - position, target)
-      if (n > 0) done += n
-      n
-    }
+    extends DefaultFileRegion(reader.fileChannel, offset, length.toLong) {
 
     override protected def deallocate(): Unit = reader.release()
-    override def retain(): FileRegion = { super.retain(); this }
-    override def retain(increment: Int): FileRegion = { super.retain(increment); this }
-    override def touch(): FileRegion = this
-    override def touch(hint: AnyRef): FileRegion = this
   }
 }

@@ -9,6 +9,7 @@ import java.util.zip.CRC32C
 import scala.collection.mutable.ArrayBuffer
 
 import io.netty.buffer.{ByteBufUtil, Unpooled}
+import io.netty.channel.DefaultFileRegion
 import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.buffer.BlockCodec
@@ -451,6 +452,8 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
         val view = p.createSubpartitionView(0, 1, NoOpBufferAvailabilityListener)
         val first = view.getNextBuffer().spilled
         val region = first.toFileRegion
+        assert(region.isInstanceOf[DefaultFileRegion],
+          "Netty's epoll transport uses sendfile only for a DefaultFileRegion")
         while (!view.getNextBuffer().isEndOfPartition) ()
         assert(openUnder(dir) == 1, "the region in flight holds the view's handle")
         val out = new ByteArrayOutputStream()
