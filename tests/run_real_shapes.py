@@ -2,7 +2,7 @@
 and durations as JSON. Run in its own process (one Python process starts Spark's driver JVM once):
 
     python tests/run_real_shapes.py --shuffle sort|sluice --out out.json --workloads wide_1500x400,...
-        [--option request_timeout=45s] [--conf key=value]
+        [--option request_timeout=45s] [--conf key=value] [--stages]
 
 What matters is the shape, maps x reducers: ``wide_MxR`` groups rows read by M map tasks into R
 reduce partitions, then aggregates the R groups' outputs in one task (so one reducer reads R map
@@ -94,6 +94,11 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
     parser.add_argument("--deadline", type=float, default=DEADLINE_S, help="seconds per workload")
     parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="also write every stage attempt with its task failures (small applications only)",
+    )
+    parser.add_argument(
         "--narrow",
         action="store_true",
         help=f"run the wide shapes over {NARROW} maps and {NARROW} reducers (same answer)",
@@ -117,6 +122,8 @@ def main(argv: List[str]) -> int:
                 file=sys.stderr,
                 flush=True,
             )
+        if args.stages:
+            result["stages"] = realapps.stage_attempts(spark)
     sessions.write_json(args.out, result)
     return 0
 
