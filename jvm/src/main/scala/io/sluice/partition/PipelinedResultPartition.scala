@@ -1,9 +1,11 @@
 package io.sluice.partition
 
 import java.util.concurrent.{CountDownLatch, TimeUnit, TimeoutException}
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicIntegerArray}
 
 import io.sluice.buffer.{BufferBuilder, BufferConsumer}
 import io.sluice.memory.LocalBufferPool
+import io.sluice.writer.OutputFlusher
 
 /**
  * A result partition consumed while it is produced (Flink's PipelinedResultPartition): one
@@ -12,6 +14,10 @@ import io.sluice.memory.LocalBufferPool
  * subpartition: credit-based backpressure reaching the producer. After [[finish]], the producer
  * can wait until every consumer has read the end ([[awaitConsumed]]); then the partition
  * releases itself and its pool.
+ *
+ * With `idleFlushIntervalMs` >= 0 a record for an idle reader is flushed at once, at most once per
+ * interval per subpartition; a record that comes inside the interval is flushed by `flusher` when
+ * the interval ends (a deferred idle flush), not left for the buffer timeout.
  */
 final class PipelinedResultPartition(
     partitionId: ResultPartitionID,
@@ -21,7 +27,8 @@ final class PipelinedResultPartition(
     bufferRequestTimeoutMs: Long,
     onReleased: PipelinedResultPartition => Unit = _ => (),
     val bufferTimeoutMs: Long = -1L,
-    idleFlushIntervalMs: Long = -1L)
+    idleFlushIntervalMs: Long = -1L,
+    flusher: Option[OutputFlusher] = None)
   extends BufferWritingResultPartition(partitionId, ResultPartitionType.Pipelined, numSubpartitions, bufferPool) {
 
   private val subpartitions = Array.tabulate(numSubpartitions)(new PipelinedSubpartition(_, this))
@@ -30,14 +37,35 @@ final class PipelinedResultPartition(
   private val idleFlushNanos =
     if (idleFlushIntervalMs < 0 || bufferTimeoutMs <= 0) -1L else idleFlushIntervalMs * 1000000L
 
-  /** When each subpartition was last flushed after a record for an idle reader (producer thread only). */
+  /**
+   * When each subpartition was last flushed for an idle reader, or will be by a deferred idle
+   * flush already scheduled (then it lies in the future). Producer thread only.
+   */
   private val lastIdleFlushNanos = Array.fill(numSubpartitions)(Long.MinValue / 2)
+
+  // Deferred idle flushes: the subpartitions waiting for one (1 = waiting; set by the producer,
+  // cleared by the flusher's thread) and whether the one task that flushes them is scheduled.
+  private val deferredIdleFlush = new AtomicIntegerArray(numSubpartitions)
+  private val deferredIdleFlushScheduled = new AtomicBoolean(false)
+  private val deferredIdleFlushTask: Runnable = () => {
+    // Cleared before the scan: a subpartition marked after the scan started schedules a new task.
+    deferredIdleFlushScheduled.set(false)
+    var i = 0
+    while (i < numSubpartitions) {
+      if (deferredIdleFlush.get(i) == 1 && deferredIdleFlush.getAndSet(i, 0) == 1) subpartitions(i).flush()
+      i += 1
+    }
+  }
 
   /**
    * A record: flushed at once when its reader has taken everything readable and the last such
    * flush was at least the idle-flush interval ago. An idle reader (or an idle network with credit
    * to spare) need not wait for the buffer timeout; a busy one leaves data queued, so under load
-   * buffers fill as usual. One volatile read per record otherwise.
+   * buffers fill as usual. A record inside the interval is flushed when the interval ends (by the
+   * output flusher's thread), so the interval, not the buffer timeout, bounds its wait: sources
+   * hand records over in bursts (a Real-Time Mode reader polling its source), and the second
+   * record of a burst used to wait for the next buffer-timeout tick. One volatile read per record
+   * otherwise.
    */
   override protected def onRecordWritten(subpartition: Int): Unit = flushForIdleReader(subpartition, spaced = true)
 
@@ -52,10 +80,24 @@ final class PipelinedResultPartition(
     if (idleFlushNanos < 0 || !subpartitions(subpartition).isDrained) return
     if (spaced) {
       val now = System.nanoTime()
-      if (now - lastIdleFlushNanos(subpartition) < idleFlushNanos) return
+      val since = now - lastIdleFlushNanos(subpartition)
+      if (since < idleFlushNanos) {
+        // since < 0: a deferred idle flush of this subpartition is already scheduled.
+        if (since >= 0 && flusher.isDefined) deferIdleFlush(subpartition, idleFlushNanos - since)
+        return
+      }
       lastIdleFlushNanos(subpartition) = now
     }
     subpartitions(subpartition).flush()
+  }
+
+  private def deferIdleFlush(subpartition: Int, delayNanos: Long): Unit = {
+    lastIdleFlushNanos(subpartition) += idleFlushNanos
+    deferredIdleFlush.set(subpartition, 1)
+    if (deferredIdleFlushScheduled.compareAndSet(false, true) &&
+      !flusher.get.once(delayNanos, deferredIdleFlushTask)) {
+      deferredIdleFlushScheduled.set(false) // the flusher stopped (the executor is shutting down)
+    }
   }
 
   private val unconsumed = new CountDownLatch(numSubpartitions)
