@@ -49,12 +49,14 @@ class Histogram:
         return sum((low + max(low, high - 1)) / 2.0 * n for (low, high), n in self.buckets.items()) / total
 
     def summary(self) -> Dict[str, float]:
-        """count, mean, p50, p99, p99.9 and max, in milliseconds."""
+        """count, mean, p50, p90, p95, p99, p99.9 and max, in milliseconds."""
         ms = 1000.0
         return {
             "count": self.count,
             "mean_ms": self.mean_us() / ms,
             "p50_ms": self.quantile_us(0.50) / ms,
+            "p90_ms": self.quantile_us(0.90) / ms,
+            "p95_ms": self.quantile_us(0.95) / ms,
             "p99_ms": self.quantile_us(0.99) / ms,
             "p999_ms": self.quantile_us(0.999) / ms,
             "max_ms": self.quantile_us(1.0) / ms,

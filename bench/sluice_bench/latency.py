@@ -37,6 +37,7 @@ from sluice_bench._common import (
 
 RATES = (1000, 10000, 50000)
 QUICK_RATES = (1000, 5000)
+MEMORY_RATES = (600,)  # a driver-fed LowLatencyMemoryStream: each record is one RPC from a task to the driver
 SLUICE_DEFAULT_MS = 100
 BUILTIN_DEFAULT_MS = 50
 
@@ -51,12 +52,24 @@ CONFIGS: Tuple[Tuple[str, Optional[int], Optional[int]], ...] = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rates", help="input rates in records/s (default 1000,10000,50000)")
     parser.add_argument("--measure-seconds", type=float, help="measured seconds per rate (default 20; quick 5)")
+    parser.add_argument(
+        "--source",
+        choices=("scheduled", "memory"),
+        default="scheduled",
+        help="scheduled: records generated on the executors (open loop); memory: Spark's LowLatencyMemoryStream "
+        "fed from the driver, as a new user would (default rate 600/s)",
+    )
+    parser.add_argument(
+        "--contenders", default="sluice,builtin", help="which to run (default sluice,builtin; e.g. sluice alone)"
+    )
     parser.add_argument("--memory", default="1024", help="executor memory in MiB (local-cluster[2,2,MEM])")
 
 
 def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Optional[int]) -> Dict[str, Any]:
     quick = bool(args.quick)
-    rates = [int(r) for r in args.rates.split(",")] if args.rates else list(QUICK_RATES if quick else RATES)
+    source = getattr(args, "source", "scheduled")
+    default_rates = MEMORY_RATES if source == "memory" else QUICK_RATES if quick else RATES
+    rates = [int(r) for r in args.rates.split(",")] if args.rates else list(default_rates)
     options: Dict[str, Any] = {"latency_tracking_interval": "50ms", **sluice_options(args)}
     if sluice_ms is not None:
         options["buffer_timeout"] = f"{sluice_ms}ms"
@@ -86,6 +99,7 @@ def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Opt
         "batch_duration": f"{batch_s} seconds",
         "keys": 1000,
         "partitions": 2,
+        "source": source,
     }
 
 
@@ -94,11 +108,12 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     rounds = args.rounds or (1 if quick else 3)
     configs = CONFIGS[:1] if quick else CONFIGS
     specs = {name: app_spec(args, s, b) for name, s, b in configs}
+    contenders = [c for c in ("sluice", "builtin") if c in getattr(args, "contenders", "sluice,builtin").split(",")]
+    if not contenders:
+        raise ValueError(f"--contenders {args.contenders!r}: name sluice, builtin or both")
     recorder = Recorder("latency", command_line(argv), {"rounds": rounds, "quick": quick, "specs": specs})
     plan = [
-        (r, name, contender)
-        for r, name in alternation([c[0] for c in configs], rounds)
-        for contender in ("sluice", "builtin")
+        (r, name, contender) for r, name in alternation([c[0] for c in configs], rounds) for contender in contenders
     ]
 
     def one(item: Tuple[int, str, str]) -> None:
@@ -136,10 +151,10 @@ def summarize(recorder: Recorder, configs: Tuple[Tuple[str, Optional[int], Optio
                     else (builtin_ms or BUILTIN_DEFAULT_MS),
                     "received_fraction": median([ratio(p["received"], p["scheduled"]) for p in phases]),
                 }
-                for stat in ("p50_ms", "p99_ms", "p999_ms", "mean_ms"):
-                    row[stat] = median([p["e2e"][stat] for p in phases if p["e2e"][stat] is not None])
+                for stat in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms"):
+                    row[stat] = median([p["e2e"][stat] for p in phases if p["e2e"].get(stat) is not None])
                     row[f"shuffle_{stat}"] = median(
-                        [p["shuffle"][stat] for p in phases if p["shuffle"][stat] is not None]
+                        [p["shuffle"][stat] for p in phases if p["shuffle"].get(stat) is not None]
                     )
                 table.append(row)
         markers = [
