@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
@@ -71,10 +70,7 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
         longs([s[1] for s in steps]),
         longs([s[2] for s in steps]),
     )
-    if spec.get("source") == "memory":
-        source, feeder = _driver_fed_source(spark, partitions, int(spec.get("keys", 1000)), start_delay_ms, steps)
-    else:
-        source, feeder = DataFrame(stream.toScheduledDF(), spark), None
+    source = DataFrame(stream.toScheduledDF(), spark)
     query_df = (
         source.select("created_us", "phase", "key", F.expr("sluice_bench_now_us()").alias("map_us"))
         .groupBy("key", "phase")
@@ -86,14 +82,9 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
         query_df._jdf, str(work / "hist"), str(work / "checkpoint"), spec.get("batch_duration", "30 seconds")
     )
     try:
-        if feeder is not None:
-            feeder.start()
         total_s = start_delay_ms / 1000 + sum(s[2] for s in steps) / 1000
         _sleep_checking(query, total_s - (time.monotonic() - started) + 1.0)
     finally:
-        if feeder is not None:
-            feeder.stop.set()
-            feeder.join()
         query.stop()
     merged = merge_files(sorted((work / "hist").glob("latency-*.json")))
     out_phases: List[Dict[str, Any]] = []
@@ -119,69 +110,6 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
         result["network_latency"] = _sluice_marker_latency(spark)
     shutil.rmtree(work, ignore_errors=True)
     return result
-
-
-class _Feeder(threading.Thread):
-    """Hands records to a LowLatencyMemoryStream from the driver, as a new user would: every
-    ``FEED_EVERY_S`` it adds the records that fell due since the last time, each holding its
-    scheduled creation time in microseconds (wall clock)."""
-
-    FEED_EVERY_S = 0.005
-
-    def __init__(self, spark: SparkSession, stream: Any, start_us: int, steps: List[Tuple[int, int, int]]) -> None:
-        super().__init__(name="sluice-bench-feeder", daemon=True)
-        self.spark, self.stream, self.start_us, self.steps = spark, stream, start_us, steps
-        self.stop = threading.Event()
-
-    def due(self) -> List[int]:
-        """Every record's scheduled creation time (microseconds), in order."""
-        times: List[int] = []
-        t0 = self.start_us
-        for _, rate, duration_ms in self.steps:
-            n = rate * duration_ms // 1000
-            times += [t0 + i * 1_000_000 // rate for i in range(n)]
-            t0 += duration_ms * 1000
-        return times
-
-    def run(self) -> None:
-        jvm: Any = self.spark.sparkContext._jvm
-        convert = jvm.scala.jdk.javaapi.CollectionConverters
-        due, i = self.due(), 0
-        while i < len(due) and not self.stop.is_set():
-            now_us = time.time_ns() // 1000
-            j = i
-            while j < len(due) and due[j] <= now_us:
-                j += 1
-            if j > i:
-                items = jvm.java.util.ArrayList()
-                for created in due[i:j]:
-                    items.add(created)
-                self.stream.addData(convert.asScala(items))
-                i = j
-            self.stop.wait(self.FEED_EVERY_S)
-
-
-def _driver_fed_source(
-    spark: SparkSession, partitions: int, keys: int, start_delay_ms: int, steps: List[Tuple[int, int, int]]
-) -> Tuple[DataFrame, _Feeder]:
-    """Spark's LowLatencyMemoryStream (its reader fetches every record from the driver by RPC and
-    sleeps 10 ms when there is none) with the columns of ``ScheduledRateStream``: ``created_us``,
-    ``phase`` (from the schedule's step boundaries) and ``key``."""
-    jvm: Any = spark.sparkContext._jvm
-    stream = jvm.org.apache.spark.sql.execution.streaming.sources.LowLatencyMemoryStream.apply(
-        spark._jsparkSession, partitions, jvm.org.apache.spark.sql.Encoders.LONG()
-    )
-    start_us = time.time_ns() // 1000 + start_delay_ms * 1000
-    bound = start_us
-    cases: List[str] = []
-    for number, _, duration_ms in steps:
-        bound += duration_ms * 1000
-        cases.append(f"WHEN value < {bound} THEN {number}")
-    phase = f"CASE {' '.join(cases)} ELSE {steps[-1][0]} END"
-    df = DataFrame(stream.toDF(), spark).selectExpr(
-        "value AS created_us", f"CAST({phase} AS INT) AS phase", f"CAST(value % {keys} AS INT) AS key"
-    )
-    return df, _Feeder(spark, stream, start_us, steps)
 
 
 def _sleep_checking(query: Any, seconds: float) -> None:

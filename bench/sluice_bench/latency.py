@@ -37,7 +37,6 @@ from sluice_bench._common import (
 
 RATES = (1000, 10000, 50000)
 QUICK_RATES = (1000, 5000)
-MEMORY_RATES = (600,)  # a driver-fed LowLatencyMemoryStream: each record is one RPC from a task to the driver
 SLUICE_DEFAULT_MS = 100
 BUILTIN_DEFAULT_MS = 50
 
@@ -53,13 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rates", help="input rates in records/s (default 1000,10000,50000)")
     parser.add_argument("--measure-seconds", type=float, help="measured seconds per rate (default 20; quick 5)")
     parser.add_argument(
-        "--source",
-        choices=("scheduled", "memory"),
-        default="scheduled",
-        help="scheduled: records generated on the executors (open loop); memory: Spark's LowLatencyMemoryStream "
-        "fed from the driver, as a new user would (default rate 600/s)",
-    )
-    parser.add_argument(
         "--contenders", default="sluice,builtin", help="which to run (default sluice,builtin; e.g. sluice alone)"
     )
     parser.add_argument("--memory", default="1024", help="executor memory in MiB (local-cluster[2,2,MEM])")
@@ -67,9 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Optional[int]) -> Dict[str, Any]:
     quick = bool(args.quick)
-    source = getattr(args, "source", "scheduled")
-    default_rates = MEMORY_RATES if source == "memory" else QUICK_RATES if quick else RATES
-    rates = [int(r) for r in args.rates.split(",")] if args.rates else list(default_rates)
+    rates = [int(r) for r in args.rates.split(",")] if args.rates else list(QUICK_RATES if quick else RATES)
     options: Dict[str, Any] = {"latency_tracking_interval": "50ms", **sluice_options(args)}
     if sluice_ms is not None:
         options["buffer_timeout"] = f"{sluice_ms}ms"
@@ -99,7 +89,6 @@ def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Opt
         "batch_duration": f"{batch_s} seconds",
         "keys": 1000,
         "partitions": 2,
-        "source": source,
     }
 
 
