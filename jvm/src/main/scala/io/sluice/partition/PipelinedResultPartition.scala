@@ -37,11 +37,11 @@ final class PipelinedResultPartition(
   private val idleFlushNanos =
     if (idleFlushIntervalMs < 0 || bufferTimeoutMs <= 0) -1L else idleFlushIntervalMs * 1000000L
 
-  /**
-   * When each subpartition was last flushed for an idle reader, or will be by a deferred idle
-   * flush already scheduled (then it lies in the future). Producer thread only.
-   */
+  /** When each subpartition was last flushed at once for an idle reader (producer thread only). */
   private val lastIdleFlushNanos = Array.fill(numSubpartitions)(Long.MinValue / 2)
+
+  /** When the last deferred idle flush of each subpartition is due (producer thread only). */
+  private val deferredIdleFlushNanos = Array.fill(numSubpartitions)(Long.MinValue / 2)
 
   // Deferred idle flushes: the subpartitions waiting for one (1 = waiting; set by the producer,
   // cleared by the flusher's thread) and whether the one task that flushes them is scheduled.
@@ -80,10 +80,12 @@ final class PipelinedResultPartition(
     if (idleFlushNanos < 0 || !subpartitions(subpartition).isDrained) return
     if (spaced) {
       val now = System.nanoTime()
+      // A deferred flush still to come covers this record (the partition's one task may have
+      // flushed this subpartition before its own deadline: then it is deferred again).
+      if (now < deferredIdleFlushNanos(subpartition) && deferredIdleFlush.get(subpartition) == 1) return
       val since = now - lastIdleFlushNanos(subpartition)
       if (since < idleFlushNanos) {
-        // since < 0: a deferred idle flush of this subpartition is already scheduled.
-        if (since >= 0 && flusher.isDefined) deferIdleFlush(subpartition, idleFlushNanos - since)
+        if (flusher.isDefined) deferIdleFlush(subpartition, now + idleFlushNanos - since)
         return
       }
       lastIdleFlushNanos(subpartition) = now
@@ -91,11 +93,11 @@ final class PipelinedResultPartition(
     subpartitions(subpartition).flush()
   }
 
-  private def deferIdleFlush(subpartition: Int, delayNanos: Long): Unit = {
-    lastIdleFlushNanos(subpartition) += idleFlushNanos
+  private def deferIdleFlush(subpartition: Int, atNanos: Long): Unit = {
+    deferredIdleFlushNanos(subpartition) = atNanos
     deferredIdleFlush.set(subpartition, 1)
     if (deferredIdleFlushScheduled.compareAndSet(false, true) &&
-      !flusher.get.once(delayNanos, deferredIdleFlushTask)) {
+      !flusher.get.once(atNanos - System.nanoTime(), deferredIdleFlushTask)) {
       deferredIdleFlushScheduled.set(false) // the flusher stopped (the executor is shutting down)
     }
   }
