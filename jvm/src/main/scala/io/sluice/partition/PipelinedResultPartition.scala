@@ -40,6 +40,10 @@ final class PipelinedResultPartition(
   /** When each subpartition was last flushed at once for an idle reader (producer thread only). */
   private val lastIdleFlushNanos = Array.fill(numSubpartitions)(Long.MinValue / 2)
 
+  // Deferred idle flushes only pay when the output flusher's own tick is further away than the
+  // interval; at a buffer timeout <= the interval it flushes as soon, without the extra task.
+  private val deferring = flusher.isDefined && idleFlushNanos >= 0 && bufferTimeoutMs > idleFlushIntervalMs
+
   /** When the last deferred idle flush of each subpartition is due (producer thread only). */
   private val deferredIdleFlushNanos = Array.fill(numSubpartitions)(Long.MinValue / 2)
 
@@ -52,7 +56,11 @@ final class PipelinedResultPartition(
     deferredIdleFlushScheduled.set(false)
     var i = 0
     while (i < numSubpartitions) {
-      if (deferredIdleFlush.get(i) == 1 && deferredIdleFlush.getAndSet(i, 0) == 1) subpartitions(i).flush()
+      // Only for a reader still idle: a busy one has a flush request or full buffers to take, and
+      // flushing it would send partly filled buffers under load.
+      if (deferredIdleFlush.get(i) == 1 && deferredIdleFlush.getAndSet(i, 0) == 1 && subpartitions(i).isDrained) {
+        subpartitions(i).flush()
+      }
       i += 1
     }
   }
@@ -85,7 +93,7 @@ final class PipelinedResultPartition(
       if (now < deferredIdleFlushNanos(subpartition) && deferredIdleFlush.get(subpartition) == 1) return
       val since = now - lastIdleFlushNanos(subpartition)
       if (since < idleFlushNanos) {
-        if (flusher.isDefined) deferIdleFlush(subpartition, now + idleFlushNanos - since)
+        if (deferring) deferIdleFlush(subpartition, now + idleFlushNanos - since)
         return
       }
       lastIdleFlushNanos(subpartition) = now
