@@ -245,6 +245,26 @@ class PipelinedResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     }
   }
 
+  test("no deferred idle flush with a buffer timeout no longer than the interval (the flusher's tick comes as soon)") {
+    withNetworkBufferPool(16) { global =>
+      val flusher = new OutputFlusher("test-output-flusher")
+      try {
+        val p = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = 200L, idleFlushIntervalMs = 200L,
+          flusher = Some(flusher))
+        val view = p.createSubpartitionView(0, 1, new TestingAvailabilityListener)
+        val reader = new TestingElementReader
+        emit(p, 0, bytes(0, 0, 100))
+        assert(!drain(view, reader) && reader.records.size == 1)
+        emit(p, 0, bytes(0, 1, 100))
+        Thread.sleep(600)
+        assert(!view.isAvailable(1), "nothing deferred (and no periodic flush registered here)")
+        p.release(null)
+        p.closeBufferBuilders()
+        view.releaseAllResources()
+      } finally flusher.shutdown()
+    }
+  }
+
   test("idle flushes are spaced by their interval, and off with a buffer timeout of -1") {
     withNetworkBufferPool(16) { global =>
       val spaced = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = 600000L, idleFlushIntervalMs = 600000L)
