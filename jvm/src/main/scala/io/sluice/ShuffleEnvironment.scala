@@ -93,7 +93,7 @@ final class ShuffleEnvironment(
     val pool = networkBufferPool.createBufferPool(numSubpartitions + 1, max, s"pipelined result partition ($id)")
     new PipelinedResultPartition(id, numSubpartitions, pool, conf.get(SluiceOptions.MaxBuffersPerSubpartition),
       bufferRequestTimeout, p => partitionManager.unregister(p), conf.get(SluiceOptions.BufferTimeout),
-      conf.get(SluiceOptions.IdleFlushInterval))
+      conf.get(SluiceOptions.IdleFlushInterval), Some(outputFlusher))
   }
 
   /** Makes a partition visible to readers (blocking: once finished; pipelined: at once). */

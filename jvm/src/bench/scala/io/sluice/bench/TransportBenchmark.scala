@@ -161,7 +161,7 @@ final class TransportBenchmark(conf: SluiceConf) {
     val partition = new PipelinedResultPartition(id, c.channels,
       a.pool.createBufferPool(c.channels, poolSize, s"bench partition $id"),
       conf.get(SluiceOptions.MaxBuffersPerSubpartition), conf.get(SluiceOptions.RequestBufferTimeout), a.partitions.unregister,
-      c.bufferTimeoutMs, conf.get(SluiceOptions.IdleFlushInterval)) // as ShuffleEnvironment makes them
+      c.bufferTimeoutMs, conf.get(SluiceOptions.IdleFlushInterval), Some(flusher)) // as ShuffleEnvironment makes them
     a.partitions.registerResultPartition(partition)
     val consumerSide = if (c.local) a else b
     val gate = consumerSide.gates.create("bench consumer", (0 until c.channels).map(i =>

@@ -102,7 +102,7 @@ public class WritePathBenchmark {
         global = new NetworkBufferPool(1024, SEGMENT_SIZE);
         LocalBufferPool pool = global.createBufferPool(SUBPARTITIONS + 1, 512, "benchmark producer");
         partition = new PipelinedResultPartition(new ResultPartitionID(0, 0L), SUBPARTITIONS, pool, 1024, 60000L,
-            p -> BoxedUnit.UNIT, -1L, -1L);
+            p -> BoxedUnit.UNIT, -1L, -1L, scala.Option.empty());
         views = new ResultSubpartitionView[SUBPARTITIONS];
         for (int i = 0; i < SUBPARTITIONS; i++) {
             views[i] = partition.createSubpartitionView(i, i + 1, () -> { });

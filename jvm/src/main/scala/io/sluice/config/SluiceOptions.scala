@@ -91,7 +91,9 @@ object SluiceOptions {
     DurationMsType, 1L, "(none: a Sluice extension)", Effect.TaskStart, atLeast(-1L)) {
     """When the reader of a pipelined subpartition has taken everything readable (the consumer, or
       |the network with credit to spare, is idle), the next record is flushed at once instead of
-      |waiting for the buffer timeout, at most once per this interval. Under load the reader is
+      |waiting for the buffer timeout, at most once per this interval; a record that comes inside
+      |the interval is flushed when the interval ends (with a buffer timeout longer than the
+      |interval; otherwise the buffer timeout comes as soon). Under load the reader is
       |never idle and buffers fill as usual, so this only cuts latency at low load. -1 turns it off
       |(records then wait for the buffer timeout, as in Flink); it is off when bufferTimeout is -1."""
   }

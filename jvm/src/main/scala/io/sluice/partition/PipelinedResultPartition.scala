@@ -1,9 +1,11 @@
 package io.sluice.partition
 
 import java.util.concurrent.{CountDownLatch, TimeUnit, TimeoutException}
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicIntegerArray}
 
 import io.sluice.buffer.{BufferBuilder, BufferConsumer}
 import io.sluice.memory.LocalBufferPool
+import io.sluice.writer.OutputFlusher
 
 /**
  * A result partition consumed while it is produced (Flink's PipelinedResultPartition): one
@@ -12,6 +14,10 @@ import io.sluice.memory.LocalBufferPool
  * subpartition: credit-based backpressure reaching the producer. After [[finish]], the producer
  * can wait until every consumer has read the end ([[awaitConsumed]]); then the partition
  * releases itself and its pool.
+ *
+ * With `idleFlushIntervalMs` >= 0 a record for an idle reader is flushed at once, at most once per
+ * interval per subpartition; a record that comes inside the interval is flushed by `flusher` when
+ * the interval ends (a deferred idle flush), not left for the buffer timeout.
  */
 final class PipelinedResultPartition(
     partitionId: ResultPartitionID,
@@ -21,7 +27,8 @@ final class PipelinedResultPartition(
     bufferRequestTimeoutMs: Long,
     onReleased: PipelinedResultPartition => Unit = _ => (),
     val bufferTimeoutMs: Long = -1L,
-    idleFlushIntervalMs: Long = -1L)
+    idleFlushIntervalMs: Long = -1L,
+    flusher: Option[OutputFlusher] = None)
   extends BufferWritingResultPartition(partitionId, ResultPartitionType.Pipelined, numSubpartitions, bufferPool) {
 
   private val subpartitions = Array.tabulate(numSubpartitions)(new PipelinedSubpartition(_, this))
@@ -30,14 +37,43 @@ final class PipelinedResultPartition(
   private val idleFlushNanos =
     if (idleFlushIntervalMs < 0 || bufferTimeoutMs <= 0) -1L else idleFlushIntervalMs * 1000000L
 
-  /** When each subpartition was last flushed after a record for an idle reader (producer thread only). */
+  /** When each subpartition was last flushed at once for an idle reader (producer thread only). */
   private val lastIdleFlushNanos = Array.fill(numSubpartitions)(Long.MinValue / 2)
+
+  // Deferred idle flushes only pay when the output flusher's own tick is further away than the
+  // interval; at a buffer timeout <= the interval it flushes as soon, without the extra task.
+  private val deferring = flusher.isDefined && idleFlushNanos >= 0 && bufferTimeoutMs > idleFlushIntervalMs
+
+  /** When the last deferred idle flush of each subpartition is due (producer thread only). */
+  private val deferredIdleFlushNanos = Array.fill(numSubpartitions)(Long.MinValue / 2)
+
+  // Deferred idle flushes: the subpartitions waiting for one (1 = waiting; set by the producer,
+  // cleared by the flusher's thread) and whether the one task that flushes them is scheduled.
+  private val deferredIdleFlush = new AtomicIntegerArray(numSubpartitions)
+  private val deferredIdleFlushScheduled = new AtomicBoolean(false)
+  private val deferredIdleFlushTask: Runnable = () => {
+    // Cleared before the scan: a subpartition marked after the scan started schedules a new task.
+    deferredIdleFlushScheduled.set(false)
+    var i = 0
+    while (i < numSubpartitions) {
+      // Only for a reader still idle: a busy one has a flush request or full buffers to take, and
+      // flushing it would send partly filled buffers under load.
+      if (deferredIdleFlush.get(i) == 1 && deferredIdleFlush.getAndSet(i, 0) == 1 && subpartitions(i).isDrained) {
+        subpartitions(i).flush()
+      }
+      i += 1
+    }
+  }
 
   /**
    * A record: flushed at once when its reader has taken everything readable and the last such
    * flush was at least the idle-flush interval ago. An idle reader (or an idle network with credit
    * to spare) need not wait for the buffer timeout; a busy one leaves data queued, so under load
-   * buffers fill as usual. One volatile read per record otherwise.
+   * buffers fill as usual. A record inside the interval is flushed when the interval ends (by the
+   * output flusher's thread), so the interval, not the buffer timeout, bounds its wait: sources
+   * hand records over in bursts (a Real-Time Mode reader polling its source), and the second
+   * record of a burst used to wait for the next buffer-timeout tick. One volatile read per record
+   * otherwise.
    */
   override protected def onRecordWritten(subpartition: Int): Unit = flushForIdleReader(subpartition, spaced = true)
 
@@ -52,10 +88,26 @@ final class PipelinedResultPartition(
     if (idleFlushNanos < 0 || !subpartitions(subpartition).isDrained) return
     if (spaced) {
       val now = System.nanoTime()
-      if (now - lastIdleFlushNanos(subpartition) < idleFlushNanos) return
+      // A deferred flush still to come covers this record (the partition's one task may have
+      // flushed this subpartition before its own deadline: then it is deferred again).
+      if (now < deferredIdleFlushNanos(subpartition) && deferredIdleFlush.get(subpartition) == 1) return
+      val since = now - lastIdleFlushNanos(subpartition)
+      if (since < idleFlushNanos) {
+        if (deferring) deferIdleFlush(subpartition, now + idleFlushNanos - since)
+        return
+      }
       lastIdleFlushNanos(subpartition) = now
     }
     subpartitions(subpartition).flush()
+  }
+
+  private def deferIdleFlush(subpartition: Int, atNanos: Long): Unit = {
+    deferredIdleFlushNanos(subpartition) = atNanos
+    deferredIdleFlush.set(subpartition, 1)
+    if (deferredIdleFlushScheduled.compareAndSet(false, true) &&
+      !flusher.get.once(atNanos - System.nanoTime(), deferredIdleFlushTask)) {
+      deferredIdleFlushScheduled.set(false) // the flusher stopped (the executor is shutting down)
+    }
   }
 
   private val unconsumed = new CountDownLatch(numSubpartitions)

@@ -54,6 +54,18 @@ final class OutputFlusher(threadName: String = "sluice-output-flusher") {
     new OutputFlusher.Registration(executor.scheduleAtFixedRate(r, intervalMs, intervalMs, TimeUnit.MILLISECONDS))
   }
 
+  /**
+   * Runs `task` once, `delayNanos` from now, on the flusher's thread (deferred idle flushes of
+   * pipelined partitions); the task must be short and must not throw. False when the flusher was
+   * shut down.
+   */
+  def once(delayNanos: Long, task: Runnable): Boolean = try {
+    executor.schedule(task, delayNanos, TimeUnit.NANOSECONDS)
+    true
+  } catch {
+    case _: java.util.concurrent.RejectedExecutionException => false
+  }
+
   def numRegistered: Int = executor.getQueue.size()
 
   def shutdown(): Unit = executor.shutdownNow()

@@ -8,6 +8,7 @@ import io.sluice.TestingThreads._
 import io.sluice.memory.TestingBufferPools._
 import io.sluice.partition.TestingRecords._
 import io.sluice.partition.TestingResultPartitions._
+import io.sluice.writer.OutputFlusher
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The life of a pipelined partition: consumption, self-release, backpressure and failure. */
@@ -239,6 +240,58 @@ class PipelinedResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
       p.release(null)
       p.closeBufferBuilders()
       view.releaseAllResources()
+    }
+  }
+
+  test("a record inside the idle-flush interval is flushed when the interval ends, not at the buffer timeout") {
+    withNetworkBufferPool(16) { global =>
+      val flusher = new OutputFlusher("test-output-flusher")
+      try {
+        // A buffer timeout of ten minutes and an idle-flush interval of three seconds.
+        val p = pipelined(global, 2, poolMax = 16, bufferTimeoutMs = 600000L, idleFlushIntervalMs = 3000L,
+          flusher = Some(flusher))
+        val listener = new TestingAvailabilityListener
+        val otherListener = new TestingAvailabilityListener
+        val view = p.createSubpartitionView(0, 1, listener)
+        val otherView = p.createSubpartitionView(1, 2, otherListener)
+        val reader = new TestingElementReader
+        emit(p, 0, bytes(0, 0, 100))
+        assert(listener.notifications.get == 1, "the first record for the idle reader was flushed at once")
+        assert(!drain(view, reader) && reader.records.size == 1)
+        // A burst inside the interval: both records wait, for one deferred flush.
+        emit(p, 0, bytes(0, 1, 100))
+        emit(p, 0, bytes(0, 2, 100))
+        assert(!view.isAvailable(1), "inside the interval the records wait")
+        assert(listener.awaitNotification() && listener.awaitNotification(), "then the deferred idle flush came")
+        assert(!drain(view, reader))
+        assert(reader.records.size == 3)
+        assert(listener.notifications.get == 2)
+        assert(otherListener.notifications.get == 0, "a subpartition without records is not flushed")
+        p.release(null)
+        p.closeBufferBuilders()
+        view.releaseAllResources()
+        otherView.releaseAllResources()
+      } finally flusher.shutdown()
+    }
+  }
+
+  test("no deferred idle flush with a buffer timeout no longer than the interval (the flusher's tick comes as soon)") {
+    withNetworkBufferPool(16) { global =>
+      val flusher = new OutputFlusher("test-output-flusher")
+      try {
+        val p = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = 200L, idleFlushIntervalMs = 200L,
+          flusher = Some(flusher))
+        val view = p.createSubpartitionView(0, 1, new TestingAvailabilityListener)
+        val reader = new TestingElementReader
+        emit(p, 0, bytes(0, 0, 100))
+        assert(!drain(view, reader) && reader.records.size == 1)
+        emit(p, 0, bytes(0, 1, 100))
+        Thread.sleep(600)
+        assert(!view.isAvailable(1), "nothing deferred (and no periodic flush registered here)")
+        p.release(null)
+        p.closeBufferBuilders()
+        view.releaseAllResources()
+      } finally flusher.shutdown()
     }
   }
 

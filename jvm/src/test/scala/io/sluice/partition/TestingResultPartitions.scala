@@ -10,6 +10,7 @@ import io.netty.buffer.{ByteBuf, Unpooled}
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
+import io.sluice.writer.OutputFlusher
 import org.apache.spark.unsafe.Platform
 
 /** Builders for result partitions in tests, and a reader that turns their buffers back into elements. */
@@ -25,10 +26,11 @@ object TestingResultPartitions {
       bufferRequestTimeoutMs: Long = 60000L,
       onReleased: PipelinedResultPartition => Unit = _ => (),
       bufferTimeoutMs: Long = -1L,
-      idleFlushIntervalMs: Long = -1L): PipelinedResultPartition = {
+      idleFlushIntervalMs: Long = -1L,
+      flusher: Option[OutputFlusher] = None): PipelinedResultPartition = {
     val pool = global.createBufferPool(1, poolMax, s"pipelined producer $producerId of shuffle $shuffleId")
     new PipelinedResultPartition(ResultPartitionID(shuffleId, producerId), numSubpartitions, pool,
-      maxBuffersPerSubpartition, bufferRequestTimeoutMs, onReleased, bufferTimeoutMs, idleFlushIntervalMs)
+      maxBuffersPerSubpartition, bufferRequestTimeoutMs, onReleased, bufferTimeoutMs, idleFlushIntervalMs, flusher)
   }
 
   /** A sort-merge blocking partition whose sort buffer may take up to `poolMax` buffers. */
