@@ -88,9 +88,15 @@ final class PipelinedResultPartition(
     if (idleFlushNanos < 0 || !subpartitions(subpartition).isDrained) return
     if (spaced) {
       val now = System.nanoTime()
-      // A deferred flush still to come covers this record (the partition's one task may have
-      // flushed this subpartition before its own deadline: then it is deferred again).
-      if (now < deferredIdleFlushNanos(subpartition) && deferredIdleFlush.get(subpartition) == 1) return
+      if (deferredIdleFlush.get(subpartition) == 1) {
+        // A deferred flush still to come covers this record.
+        if (now < deferredIdleFlushNanos(subpartition)) return
+      } else if (deferredIdleFlushNanos(subpartition) > lastIdleFlushNanos(subpartition)) {
+        // The deferred flush came (or found the reader busy): it was this interval's idle flush, so a
+        // stream that goes on is still flushed once per interval, not once more right after it. (The
+        // partition's one task may have come before this subpartition's own deadline.)
+        lastIdleFlushNanos(subpartition) = math.min(deferredIdleFlushNanos(subpartition), now)
+      }
       val since = now - lastIdleFlushNanos(subpartition)
       if (since < idleFlushNanos) {
         if (deferring) deferIdleFlush(subpartition, now + idleFlushNanos - since)
