@@ -28,12 +28,7 @@ class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
       val a = new TestingExecutor("A")
       val b = new TestingExecutor("B")
       withExecutors(a, b) {
-        val good = a.blockingPartition(ResultPartitionID(1, 0), 1, None)
-        val bad = a.blockingPartition(ResultPartitionID(1, 1), 1, None)
-        Seq(good, bad).foreach { p => TestingRecords.writeMany(p, 0, records, recordSize); p.finish() }
-        val goodReader = new TestingGateReader(b.gate("good", Vector(GateInput(good.partitionId, 0, 1, a.location))))
-        val badReader = new TestingGateReader(b.gate("bad", Vector(GateInput(bad.partitionId, 0, 1, a.location))))
-        for (_ <- 0 until 100) assert(badReader.readOne())
+        val (good, bad, goodReader, badReader) = twoReaders(a, b)
         assert(goodReader.readOne())
         break(bad)(a)
         val readingGood = async(goodReader.readAll())
@@ -70,12 +65,7 @@ class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
       val a = new TestingExecutor("A", transportSettings = transport)
       val b = new TestingExecutor("B", transportSettings = transport)
       withExecutors(a, b) {
-        val good = a.blockingPartition(ResultPartitionID(1, 0), 1, None)
-        val bad = a.blockingPartition(ResultPartitionID(1, 1), 1, None)
-        Seq(good, bad).foreach { p => TestingRecords.writeMany(p, 0, records, recordSize); p.finish() }
-        val goodReader = new TestingGateReader(b.gate("good", Vector(GateInput(good.partitionId, 0, 1, a.location))))
-        val badReader = new TestingGateReader(b.gate("bad", Vector(GateInput(bad.partitionId, 0, 1, a.location))))
-        for (_ <- 0 until 100) assert(badReader.readOne())
+        val (good, bad, goodReader, badReader) = twoReaders(a, b)
         val connection = b.clientChannelTo(a)
         // Cut the file its open reader sends from: the next region's sendfile finds its end early.
         val raf = new java.io.RandomAccessFile(bad.file.path, "rw")
@@ -99,6 +89,18 @@ class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
         a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
       }
     }
+  }
+
+  /** Two finished partitions on `a` read from `b` over one connection; 100 records of `bad` read. */
+  private def twoReaders(a: TestingExecutor, b: TestingExecutor)
+      : (SortMergeResultPartition, SortMergeResultPartition, TestingGateReader, TestingGateReader) = {
+    val good = a.blockingPartition(ResultPartitionID(1, 0), 1, None)
+    val bad = a.blockingPartition(ResultPartitionID(1, 1), 1, None)
+    Seq(good, bad).foreach { p => TestingRecords.writeMany(p, 0, records, recordSize); p.finish() }
+    val goodReader = new TestingGateReader(b.gate("good", Vector(GateInput(good.partitionId, 0, 1, a.location))))
+    val badReader = new TestingGateReader(b.gate("bad", Vector(GateInput(bad.partitionId, 0, 1, a.location))))
+    for (_ <- 0 until 100) assert(badReader.readOne())
+    (good, bad, goodReader, badReader)
   }
 
   private def waitUntil(condition: => Boolean, what: => String, timeoutMs: Long = 30000): Unit = {

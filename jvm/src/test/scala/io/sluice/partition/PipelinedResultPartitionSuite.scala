@@ -275,49 +275,47 @@ class PipelinedResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     }
   }
 
+  /**
+   * A one-subpartition partition whose deferred idle flushes an OutputFlusher runs, its view (with
+   * `listener`) and a reader that already read a first record, flushed at once for the idle reader.
+   */
+  private def withFirstRecordRead(bufferTimeoutMs: Long, idleFlushIntervalMs: Long)(
+      body: (PipelinedResultPartition, ResultSubpartitionView, TestingAvailabilityListener, TestingElementReader) => Unit)
+      : Unit = withNetworkBufferPool(16) { global =>
+    val flusher = new OutputFlusher("test-output-flusher")
+    try {
+      val p = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = bufferTimeoutMs,
+        idleFlushIntervalMs = idleFlushIntervalMs, flusher = Some(flusher))
+      val listener = new TestingAvailabilityListener
+      val view = p.createSubpartitionView(0, 1, listener)
+      val reader = new TestingElementReader
+      emit(p, 0, bytes(0, 0, 100))
+      assert(!drain(view, reader) && reader.records.size == 1)
+      body(p, view, listener, reader)
+      p.release(null)
+      p.closeBufferBuilders()
+      view.releaseAllResources()
+    } finally flusher.shutdown()
+  }
+
   test("a deferred idle flush counts as its interval's: a stream that goes on is flushed once per interval") {
-    withNetworkBufferPool(16) { global =>
-      val flusher = new OutputFlusher("test-output-flusher")
-      try {
-        val p = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = 600000L, idleFlushIntervalMs = 3000L,
-          flusher = Some(flusher))
-        val listener = new TestingAvailabilityListener
-        val view = p.createSubpartitionView(0, 1, listener)
-        val reader = new TestingElementReader
-        emit(p, 0, bytes(0, 0, 100))
-        assert(!drain(view, reader) && reader.records.size == 1)
-        emit(p, 0, bytes(0, 1, 100))
-        assert(listener.awaitNotification() && listener.awaitNotification(), "the deferred idle flush came")
-        assert(!drain(view, reader) && reader.records.size == 2)
-        // Right after the deferred flush: inside its interval, so deferred again, not flushed at once.
-        emit(p, 0, bytes(0, 2, 100))
-        assert(!view.isAvailable(1), "a record right after a deferred flush waits for the next interval")
-        assert(listener.awaitNotification(), "and is flushed when that interval ends")
-        assert(!drain(view, reader) && reader.records.size == 3)
-        p.release(null)
-        p.closeBufferBuilders()
-        view.releaseAllResources()
-      } finally flusher.shutdown()
+    withFirstRecordRead(bufferTimeoutMs = 600000L, idleFlushIntervalMs = 3000L) { (p, view, listener, reader) =>
+      emit(p, 0, bytes(0, 1, 100))
+      assert(listener.awaitNotification() && listener.awaitNotification(), "the deferred idle flush came")
+      assert(!drain(view, reader) && reader.records.size == 2)
+      // Right after the deferred flush: inside its interval, so deferred again, not flushed at once.
+      emit(p, 0, bytes(0, 2, 100))
+      assert(!view.isAvailable(1), "a record right after a deferred flush waits for the next interval")
+      assert(listener.awaitNotification(), "and is flushed when that interval ends")
+      assert(!drain(view, reader) && reader.records.size == 3)
     }
   }
 
   test("no deferred idle flush with a buffer timeout no longer than the interval (the flusher's tick comes as soon)") {
-    withNetworkBufferPool(16) { global =>
-      val flusher = new OutputFlusher("test-output-flusher")
-      try {
-        val p = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = 200L, idleFlushIntervalMs = 200L,
-          flusher = Some(flusher))
-        val view = p.createSubpartitionView(0, 1, new TestingAvailabilityListener)
-        val reader = new TestingElementReader
-        emit(p, 0, bytes(0, 0, 100))
-        assert(!drain(view, reader) && reader.records.size == 1)
-        emit(p, 0, bytes(0, 1, 100))
-        Thread.sleep(600)
-        assert(!view.isAvailable(1), "nothing deferred (and no periodic flush registered here)")
-        p.release(null)
-        p.closeBufferBuilders()
-        view.releaseAllResources()
-      } finally flusher.shutdown()
+    withFirstRecordRead(bufferTimeoutMs = 200L, idleFlushIntervalMs = 200L) { (p, view, _, _) =>
+      emit(p, 0, bytes(0, 1, 100))
+      Thread.sleep(600)
+      assert(!view.isAvailable(1), "nothing deferred (and no periodic flush registered here)")
     }
   }
 
