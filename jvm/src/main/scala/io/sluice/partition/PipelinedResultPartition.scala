@@ -88,14 +88,18 @@ final class PipelinedResultPartition(
     if (idleFlushNanos < 0 || !subpartitions(subpartition).isDrained) return
     if (spaced) {
       val now = System.nanoTime()
-      if (deferredIdleFlush.get(subpartition) == 1) {
-        // A deferred flush still to come covers this record.
-        if (now < deferredIdleFlushNanos(subpartition)) return
-      } else if (deferredIdleFlushNanos(subpartition) > lastIdleFlushNanos(subpartition)) {
-        // The deferred flush came (or found the reader busy): it was this interval's idle flush, so a
-        // stream that goes on is still flushed once per interval, not once more right after it. (The
-        // partition's one task may have come before this subpartition's own deadline.)
-        lastIdleFlushNanos(subpartition) = math.min(deferredIdleFlushNanos(subpartition), now)
+      // Without deferring (no flusher, or a buffer timeout <= the interval) nothing is ever marked:
+      // no volatile read per record for it.
+      if (deferring) {
+        if (deferredIdleFlush.get(subpartition) == 1) {
+          // A deferred flush still to come covers this record.
+          if (now < deferredIdleFlushNanos(subpartition)) return
+        } else if (deferredIdleFlushNanos(subpartition) > lastIdleFlushNanos(subpartition)) {
+          // The deferred flush came (or found the reader busy): it was this interval's idle flush, so
+          // a stream that goes on is still flushed once per interval, not once more right after it.
+          // (The partition's one task may have come before this subpartition's own deadline.)
+          lastIdleFlushNanos(subpartition) = math.min(deferredIdleFlushNanos(subpartition), now)
+        }
       }
       val since = now - lastIdleFlushNanos(subpartition)
       if (since < idleFlushNanos) {
