@@ -95,11 +95,15 @@ ALL = list(workloads.WORKLOADS)
 # What a transport setting changes is how buffers cross the wire: these workloads cover small and
 # large records, many channels, skew and both record formats (UnsafeRow and Java-serialised).
 TRANSPORT = ["df_group_by", "df_join", "large_records", "rdd_group_by_key", "key_skew", "many_partitions"]
+# What a starved pool changes is how long channels wait for buffers: the transport's shapes plus
+# the gates AQE reshapes (partition ranges, map-index ranges) and 200 mostly empty subpartitions.
+# The other workloads differ from these only in Spark's operators, which `defaults` covers.
+STARVED = TRANSPORT + ["aqe_coalesce", "aqe_skew_join", "mostly_empty"]
 
 VARIANTS = {
     "defaults": ({}, ALL),
     # Tiny network memory, one exclusive and one floating buffer: everything spills, channels wait.
-    "starved_pool": ({"network_memory": "2m", "buffers_per_channel": "1", "floating_buffers_per_gate": "1"}, ALL),
+    "starved_pool": ({"network_memory": "2m", "buffers_per_channel": "1", "floating_buffers_per_gate": "1"}, STARVED),
     # Both transport extremes in one application (each alone is covered by the JVM suites): no
     # credit (the producer pushes while the reader keeps up) and a flush after every record.
     "credit_less_flush_always": ({"credit_based": "false", "buffer_timeout": "0"}, TRANSPORT),

@@ -146,7 +146,8 @@ def transport_chart(
 
 
 def latency_chart(path: Path, rows: List[Dict[str, Any]], subtitle: str) -> Path:
-    """p50/p99/p99.9 end-to-end latency per configuration and rate, Sluice beside built-in."""
+    """p50/p99/p99.9 latency through the shuffle (map-side stamp to sink) per configuration and
+    rate, Sluice beside built-in."""
     plt = _pyplot()
     configs = sorted({r["config"] for r in rows}, key=lambda c: [r["config"] for r in rows].index(c))
     rates = sorted({int(r["rate"]) for r in rows})
@@ -159,9 +160,10 @@ def latency_chart(path: Path, rows: List[Dict[str, Any]], subtitle: str) -> Path
                     match = [
                         r for r in rows if r["config"] == config and r["contender"] == contender and r["rate"] == rate
                     ]
-                    if match and match[0][stat] == match[0][stat]:
+                    value = match[0].get(f"shuffle_{stat}") if match else None
+                    if value is not None and value == value:
                         xs.append(i + offset)
-                        ys.append(match[0][stat])
+                        ys.append(value)
                 ax.scatter(
                     xs,
                     ys,
@@ -171,9 +173,9 @@ def latency_chart(path: Path, rows: List[Dict[str, Any]], subtitle: str) -> Path
                 )
         ax.set_yscale("log")
         ax.set_xticks(range(len(rates)))
-        ax.set_xticklabels([f"{r // 1000}k/s" for r in rates])
+        ax.set_xticklabels([f"{r / 1000:g}k/s" if r >= 1000 else f"{r}/s" for r in rates])
         ax.set_title(config, fontsize=9)
-        ax.set_ylabel("end-to-end latency, ms (median over rounds)")
+        ax.set_ylabel("latency through the shuffle, ms (median over rounds)")
         ax.grid(True, which="both", axis="y", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=6, frameon=False)

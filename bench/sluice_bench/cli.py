@@ -49,10 +49,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "sluice-bench") -> in
             raise SystemExit(f"{prog}: --option takes NAME=VALUE, got {option!r}")
     module = _module(parsed.benchmark)
     if parsed.replot:
-        saved = Path(parsed.out) / f"{parsed.benchmark}.json"
+        name = module.result_name(parsed) if hasattr(module, "result_name") else parsed.benchmark
+        saved = Path(parsed.out) / f"{name}.json"
         if not saved.is_file():
             raise SystemExit(f"{prog} {parsed.benchmark} --replot: {saved} does not exist")
-        print(module.draw(Path(parsed.out) / f"{parsed.benchmark}.png", json.loads(saved.read_text())))
+        print(module.draw(Path(parsed.out) / f"{name}.png", json.loads(saved.read_text())))
         return 0
     try:
         # The result records the command as `sluice bench ...`, which reruns it either way.

@@ -1,8 +1,11 @@
 """The Real-Time Mode query `sluice bench latency` measures inside one contender's application.
 
-A JVM-side source (``ScheduledRateStream``) generates records ``(created_us, phase, key)`` on
-the executors at fixed rates, stepping through the rates of the spec; each step is first run
-unmeasured (warm-up) and then measured. The query stamps every record on the map side
+A JVM-side source generates records ``(created_us, phase, key)`` at fixed rates, stepping
+through the rates of the spec; each step is first run unmeasured (warm-up) and then measured.
+With ``source`` ``scheduled`` (the default) the records are generated on the executors, evenly
+spaced (``ScheduledRateStream``); with ``driver`` a driver thread adds them to Spark's
+``LowLatencyMemoryStream``, whose readers fetch them by RPC, so they arrive in small bursts
+(``DriverFedStream``). The query stamps every record on the map side
 (``map_us``), shuffles it by key (two shuffle partitions, a pipelined shuffle) into a stateful
 ``groupBy(key, phase).count()`` and writes the updates, in update mode, into
 ``LatencyProbeWriter``, which records per output row ``now - created_us`` (end to end) and
@@ -29,7 +32,8 @@ TRICKLE_PHASE = 10_000
 
 def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
     """``spec``: ``rates`` (records/s), ``warmup_s``, ``measure_s``, ``keys``, ``partitions``,
-    ``batch_duration`` (Real-Time Mode's batch length), ``initial_warmup_s``."""
+    ``batch_duration`` (Real-Time Mode's batch length), ``initial_warmup_s``, ``source``
+    (``scheduled`` or ``driver``)."""
     partitions = int(spec.get("partitions", 2))
     rates: List[int] = [int(r) for r in spec["rates"]]
     warmup_ms, measure_ms = int(float(spec["warmup_s"]) * 1000), int(float(spec["measure_s"]) * 1000)
@@ -45,8 +49,7 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
     jss = spark._jsparkSession
     jvm: Any = spark.sparkContext._jvm
     gateway: Any = spark.sparkContext._gateway
-    stream_class = jvm_class(spark, f"{BENCH}.ScheduledRateStream")
-    stream_class.registerNowUdf(jss)
+    jvm_class(spark, f"{BENCH}.ScheduledRateStream").registerNowUdf(jss)
 
     def longs(values: List[int]) -> Any:
         array = gateway.new_array(jvm.long, len(values))
@@ -61,6 +64,8 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
         return array
 
     start_delay_ms = 2000
+    driver_fed = spec.get("source", "scheduled") == "driver"
+    stream_class = jvm_class(spark, f"{BENCH}.{'DriverFedStream' if driver_fed else 'ScheduledRateStream'}")
     stream = stream_class.create(
         jss,
         partitions,
@@ -81,10 +86,16 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
     query = writer.start(
         query_df._jdf, str(work / "hist"), str(work / "checkpoint"), spec.get("batch_duration", "30 seconds")
     )
+    if driver_fed:
+        _wait_for_tasks(spark, query, 2 * partitions)
+        started = time.monotonic()
+        stream.start()
     try:
         total_s = start_delay_ms / 1000 + sum(s[2] for s in steps) / 1000
         _sleep_checking(query, total_s - (time.monotonic() - started) + 1.0)
     finally:
+        if driver_fed:
+            stream.stop()
         query.stop()
     merged = merge_files(sorted((work / "hist").glob("latency-*.json")))
     out_phases: List[Dict[str, Any]] = []
@@ -110,6 +121,20 @@ def run_latency(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
         result["network_latency"] = _sluice_marker_latency(spark)
     shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def _wait_for_tasks(spark: SparkSession, query: Any, tasks: int, timeout_s: float = 180.0) -> None:
+    """Waits until ``tasks`` tasks run at once (a real-time batch's map and reduce tasks)."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    running = 0
+    while time.monotonic() < deadline:
+        stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+        running = sum(s.numActiveTasks for s in stages if s is not None)
+        if running >= tasks:
+            return
+        _sleep_checking(query, 0.2)
+    raise RuntimeError(f"the Real-Time Mode query ran {running} of its {tasks} tasks after {timeout_s:.0f} s")
 
 
 def _sleep_checking(query: Any, seconds: float) -> None:

@@ -9,8 +9,16 @@ creation to its output row in the sink, ``shuffle`` from a stamp taken on the ma
 before the shuffle. Sluice's own latency markers (time spent in the network stack) are
 reported too.
 
-Goals: Sluice's p99 at most half the built-in's at the same interval; at low load (the lowest
-rate) Sluice's p99 through the shuffle at most the buffer timeout + 1 ms.
+Two sources (``--source``): ``scheduled`` generates evenly spaced records on the executors (an
+open-loop source that shows falling behind as latency); ``driver`` feeds Spark's
+``LowLatencyMemoryStream`` from the driver, as a new user would try it, whose records arrive in
+small bursts (its result is saved as ``latency-driver``).
+
+Goals: Sluice's p99 through the shuffle at most a quarter of the built-in's at the same
+interval; at low load (the lowest rate) Sluice's p99 through the shuffle at most the buffer
+timeout + 1 ms. End to end includes the source's own delays (the driver-fed source polls the
+driver every 10 ms when it finds nothing), the same for both, so the goals and the chart use the
+latency through the shuffle.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ from sluice_bench._common import (
 
 RATES = (1000, 10000, 50000)
 QUICK_RATES = (1000, 5000)
+# The driver-fed source fetches every record from the driver by RPC; it cannot feed 10,000/s.
+DRIVER_RATES = (600,)
 SLUICE_DEFAULT_MS = 100
 BUILTIN_DEFAULT_MS = 50
 
@@ -55,11 +65,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--contenders", default="sluice,builtin", help="which to run (default sluice,builtin; e.g. sluice alone)"
     )
     parser.add_argument("--memory", default="1024", help="executor memory in MiB (local-cluster[2,2,MEM])")
+    parser.add_argument(
+        "--source",
+        choices=("scheduled", "driver"),
+        default="scheduled",
+        help="scheduled: records generated on the executors, evenly spaced (default); driver: added on "
+        "the driver to Spark's LowLatencyMemoryStream, which its readers fetch by RPC, so they arrive "
+        f"in small bursts (default rate {DRIVER_RATES[0]}/s)",
+    )
 
 
 def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Optional[int]) -> Dict[str, Any]:
     quick = bool(args.quick)
-    rates = [int(r) for r in args.rates.split(",")] if args.rates else list(QUICK_RATES if quick else RATES)
+    source = getattr(args, "source", "scheduled")
+    defaults = DRIVER_RATES if source == "driver" else QUICK_RATES if quick else RATES
+    rates = [int(r) for r in args.rates.split(",")] if args.rates else list(defaults)
     options: Dict[str, Any] = {"latency_tracking_interval": "50ms", **sluice_options(args)}
     if sluice_ms is not None:
         options["buffer_timeout"] = f"{sluice_ms}ms"
@@ -89,13 +109,16 @@ def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Opt
         "batch_duration": f"{batch_s} seconds",
         "keys": 1000,
         "partitions": 2,
+        "source": source,
     }
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     quick = bool(args.quick)
     rounds = args.rounds or (1 if quick else 3)
-    configs = CONFIGS[:1] if quick else CONFIGS
+    # The driver-fed source runs at the equal 5 ms intervals only: the setting of the report it
+    # reproduces, and of the goal.
+    configs = CONFIGS[:1] if quick or getattr(args, "source", "scheduled") == "driver" else CONFIGS
     specs = {name: app_spec(args, s, b) for name, s, b in configs}
     contenders = [c for c in ("sluice", "builtin") if c in getattr(args, "contenders", "sluice,builtin").split(",")]
     if not contenders:
@@ -113,9 +136,14 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
 
     run_plan(plan, "bench latency", lambda i: f"round {i[0]}: {i[1]}: {i[2]}", one)
     summarize(recorder, configs)
-    path, chart = save_result(recorder, args.out, "latency", draw)
+    path, chart = save_result(recorder, args.out, result_name(args), draw)
     print_summary(recorder, path, chart)
     return 0
+
+
+def result_name(args: argparse.Namespace) -> str:
+    """``latency``, or ``latency-driver`` for the driver-fed source."""
+    return "latency" if getattr(args, "source", "scheduled") == "scheduled" else "latency-driver"
 
 
 def draw(path: Path, result: Dict[str, Any]) -> Path:
@@ -163,10 +191,12 @@ def summarize(recorder: Recorder, configs: Tuple[Tuple[str, Optional[int], Optio
             s, b = cell(name, "sluice", rate), cell(name, "builtin", rate)
             if s is None or b is None:
                 continue
-            r = ratio(s["p99_ms"], b["p99_ms"])
+            r = ratio(s["shuffle_p99_ms"], b["shuffle_p99_ms"])
             ratios.setdefault(name, {})[str(rate)] = r
             if sluice_ms is not None and sluice_ms == builtin_ms:
-                recorder.goals.append(goal(f"p99 Sluice / built-in, {name}, {rate}/s", r, 0.5, at_most=True))
+                recorder.goals.append(
+                    goal(f"p99 through the shuffle, Sluice / built-in, {name}, {rate}/s", r, 0.25, at_most=True)
+                )
         low = min((t["rate"] for t in table if t["config"] == name), default=None)
         s_low = cell(name, "sluice", low) if low is not None else None
         if s_low is not None:
@@ -180,7 +210,7 @@ def summarize(recorder: Recorder, configs: Tuple[Tuple[str, Optional[int], Optio
                     unit="ms",
                 )
             )
-    recorder.summary["p99_ratio_sluice_over_builtin"] = ratios
+    recorder.summary["shuffle_p99_ratio_sluice_over_builtin"] = ratios
 
 
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:

@@ -12,11 +12,11 @@ import org.apache.spark.sql.streaming.{OutputMode, StreamingQuery, Trigger}
 
 /**
  * The sink of `sluice bench latency`: a ForeachWriter that measures, for every output row of the
- * benchmark's aggregation, how long ago its newest input record was created (`created_us`,
- * stamped by [[RateFeeder]] when it handed the record to the source) and how long ago it was
- * stamped on the map side, right before the shuffle (`map_us`, from [[RateFeeder.nowMicrosUdf]]).
+ * benchmark's aggregation, how long ago its newest input record was created (`created_us`, its
+ * due time on the source's schedule) and how long ago it was stamped on the map side, right
+ * before the shuffle (`map_us`, from `sluice_bench_now_us()`, [[ScheduledRateStream.registerNowUdf]]).
  * Latencies go into one [[LatencyHistogram]] per series (`e2e` or `shuffle`) and phase (the
- * feeder's rate step, column `phase`), which the task writes as JSON into `dir` about once a
+ * source's rate step, column `phase`), which the task writes as JSON into `dir` about once a
  * second and when it closes; the Python side merges the files. One instance per task; a task's
  * calls come from its own thread.
  */

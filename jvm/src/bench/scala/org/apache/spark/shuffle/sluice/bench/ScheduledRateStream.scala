@@ -63,14 +63,23 @@ final case class RateSchedule(startMicros: Long, numPartitions: Int, numKeys: In
 
   /** (due time in µs, phase) of record `i` of a partition; None past the schedule's end. */
   def due(i: Long): Option[(Long, Int)] = {
-    var step = 0
-    while (step < perPartition.length && i >= firstIndex(step + 1)) step += 1
+    val step = stepOf(i)
     if (step == perPartition.length) None
     else {
       val perSecond = rates(step).toDouble / numPartitions
       val offset = ((i - firstIndex(step)) * 1e6 / perSecond).toLong
       Some((stepStartMicros(step) + offset, phases(step)))
     }
+  }
+
+  /** The time between record `i` of a partition and its next one in the same step, in µs. */
+  def periodMicros(i: Long): Long = (1e6 * numPartitions / rates(math.min(stepOf(i), rates.length - 1))).toLong
+
+  /** The step record `i` of a partition belongs to; the number of steps past the schedule's end. */
+  private def stepOf(i: Long): Int = {
+    var step = 0
+    while (step < perPartition.length && i >= firstIndex(step + 1)) step += 1
+    step
   }
 
   def key(partition: Int, i: Long): Int = {
