@@ -28,16 +28,21 @@ private[sluice] object SparkRecordDecoder {
       case None => new StreamPerChannel(serializer.newInstance(), numChannels)
     }
 
-  /** Copies each row into one reused array, as Spark's own UnsafeRowSerializer does. */
+  /**
+   * Copies each row into one reused array, as Spark's own UnsafeRowSerializer does, and returns
+   * the same `(0, row)` pair every time: Spark's row is reused already, so a consumer that kept
+   * the pair past the next record would see the next row either way. No allocation per record.
+   */
   private final class UnsafeRows(numFields: Int) extends SparkRecordDecoder {
     private var bytes = new Array[Byte](256)
     private val row = new UnsafeRow(numFields)
+    private val pair: Product2[Any, Any] = (0, row)
     override def decode(channel: Int, record: RecordView): Product2[Any, Any] = {
       val n = record.length
       if (bytes.length < n) bytes = new Array[Byte](math.max(n, bytes.length * 2))
       Platform.copyMemory(record.base, record.offset, bytes, Platform.BYTE_ARRAY_OFFSET, n)
       row.pointTo(bytes, Platform.BYTE_ARRAY_OFFSET, n)
-      (0, row)
+      pair
     }
   }
 

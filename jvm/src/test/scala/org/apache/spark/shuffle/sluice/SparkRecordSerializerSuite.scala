@@ -42,6 +42,26 @@ class SparkRecordSerializerSuite extends AnyFunSuite {
     assert(sluiceMetric.value == sparkMetric.value)
   }
 
+  test("SQL rows decode into one reused pair and row, each holding the record just read") {
+    val input = rows(100)
+    val serializer = SparkRecordSerializer(new UnsafeRowSerializer(2), 1)
+    val decoder = SparkRecordDecoder(new UnsafeRowSerializer(2), 1)
+    val target = new SerializedRecord
+    val view = new io.sluice.serialization.RecordView
+    var first: Product2[Any, Any] = null
+    input.foreach { row =>
+      serializer.serialize((0, row), 0, target)
+      view.base = target.base
+      view.offset = target.offset
+      view.length = target.length
+      val pair = decoder.decode(0, view)
+      if (first == null) first = pair
+      assert(pair.asInstanceOf[AnyRef].eq(first.asInstanceOf[AnyRef]), "a pair allocated per record")
+      assert(pair._1 == 0 && pair._2 == row)
+    }
+    serializer.close()
+  }
+
   test("a serializer without the metric (outside SQL's exchanges) serialises all the same") {
     val serializer = SparkRecordSerializer(new UnsafeRowSerializer(2), 2)
     val target = new SerializedRecord
