@@ -11,13 +11,13 @@ import scala.util.control.NonFatal
 
 import io.sluice.ShuffleEnvironment
 import io.sluice.partition.ResultPartitionID
-import org.apache.spark.internal.Logging
+import org.apache.spark.SparkConf
 import org.apache.spark.network.buffer.{FileSegmentManagedBuffer, ManagedBuffer, NioManagedBuffer}
 import org.apache.spark.network.client.StreamCallbackWithID
 import org.apache.spark.network.shuffle.MergedBlockMeta
 import org.apache.spark.network.util.TransportConf
 import org.apache.spark.serializer.SerializerManager
-import org.apache.spark.shuffle.{MigratableResolver, ShuffleBlockInfo, ShuffleBlockResolver}
+import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleBlockInfo}
 import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockId, ShuffleMergedBlockId}
 
 /**
@@ -41,6 +41,12 @@ import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockI
  * nothing to move. A received file that cannot be adopted is deleted; adopted ones are released,
  * and their files deleted, when their shuffle is unregistered, like any other. Thread-safe.
  *
+ * It is an IndexShuffleBlockResolver only because [[SluiceShuffleManager]] is a
+ * SortShuffleManager, whose resolver has that type (see there why). Every method of the sort
+ * shuffle's files (data, index and checksum files, their commit and removal) fails saying
+ * Sluice keeps no such files; none of Spark's own callers reaches them, since Sluice's manager
+ * replaces the sort shuffle's writers, readers and shuffle removal.
+ *
  * @param startedEnvironment the executor's environment if it runs (the sending side)
  * @param environment        the executor's environment, started if needed (the receiving side)
  * @param relocate           tells the driver that the map output of a partition now lives in the
@@ -51,11 +57,12 @@ import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockI
  * @param transportConf      how files are sent (Spark's shuffle TransportConf)
  */
 private[sluice] final class SluiceShuffleBlockResolver(
+    conf: SparkConf,
     startedEnvironment: () => Option[ShuffleEnvironment],
     environment: () => ShuffleEnvironment,
     relocate: (ResultPartitionID, Int) => Boolean,
     maxDiskSize: Option[Long],
-    transportConf: () => TransportConf) extends ShuffleBlockResolver with MigratableResolver with Logging {
+    transportConf: () => TransportConf) extends IndexShuffleBlockResolver(conf) {
 
   import SluiceShuffleBlockResolver._
 
@@ -73,6 +80,36 @@ private[sluice] final class SluiceShuffleBlockResolver(
 
   override def getMergedBlockMeta(blockId: ShuffleMergedBlockId, dirs: Option[Array[String]]): MergedBlockMeta =
     unsupported(s"getMergedBlockMeta($blockId) (push-based shuffle)")
+
+  // ---- the sort shuffle's files, which Sluice never writes -----------------------------------------
+
+  private def noSortShuffleFiles(what: String): Nothing = throw new UnsupportedOperationException(
+    s"$what: Sluice keeps no sort-shuffle data, index or checksum files (its partitions are its own files)")
+
+  override def getDataFile(shuffleId: Int, mapId: Long): File = noSortShuffleFiles(s"getDataFile($shuffleId, $mapId)")
+
+  override def getDataFile(shuffleId: Int, mapId: Long, dirs: Option[Array[String]]): File =
+    noSortShuffleFiles(s"getDataFile($shuffleId, $mapId)")
+
+  override def getIndexFile(shuffleId: Int, mapId: Long, dirs: Option[Array[String]]): File =
+    noSortShuffleFiles(s"getIndexFile($shuffleId, $mapId)")
+
+  override def getChecksumFile(shuffleId: Int, mapId: Long, algorithm: String, dirs: Option[Array[String]]): File =
+    noSortShuffleFiles(s"getChecksumFile($shuffleId, $mapId)")
+
+  override def getChecksums(checksumFile: File, blockNum: Int): Array[Long] =
+    noSortShuffleFiles(s"getChecksums($checksumFile)")
+
+  override def createTempFile(file: File): File = noSortShuffleFiles(s"createTempFile($file)")
+
+  override def writeMetadataFileAndCommit(shuffleId: Int, mapId: Long, lengths: Array[Long], checksums: Array[Long],
+      dataTmp: File): Unit = noSortShuffleFiles(s"writeMetadataFileAndCommit($shuffleId, $mapId)")
+
+  /** Nothing to remove: Sluice releases a shuffle's partitions, and their files, when it is unregistered. */
+  override def removeDataByMap(shuffleId: Int, mapId: Long): Unit = ()
+
+  /** No BlockManager blocks: Sluice's map outputs are not served through it (as the trait's default). */
+  override def getBlocksForShuffle(shuffleId: Int, mapId: Long): Seq[BlockId] = Nil
 
   // ---- sending (the decommissioning executor) ----------------------------------------------------
 

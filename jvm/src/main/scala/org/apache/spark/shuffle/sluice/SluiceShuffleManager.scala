@@ -5,6 +5,7 @@ import scala.jdk.CollectionConverters._
 import org.apache.spark.{ShuffleDependency, SparkConf}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.shuffle._
+import org.apache.spark.shuffle.sort.SortShuffleManager
 
 /**
  * Sluice's manager for Spark's regular (blocking) shuffles:
@@ -18,8 +19,18 @@ import org.apache.spark.shuffle._
  * key. With Spark's I/O encryption on, partition files are encrypted with the application's key.
  * The executor's network stack starts lazily with the first task. Start-up and the shuffles
  * themselves are shared with the pipelined manager ([[SluiceShuffleManagerBase]]).
+ *
+ * It extends Spark's SortShuffleManager, of which it uses nothing (every method is Sluice's),
+ * for one reason: Spark SQL copies every row before a shuffle unless the shuffle manager is a
+ * SortShuffleManager (`ShuffleExchangeExec.needToCopyObjectsBeforeShuffle`; SPARK-2967,
+ * SPARK-7375; SPARK-51548 asked for a setting and was closed). The copy protects writers that keep
+ * records as objects in memory, as the sort shuffle's `ExternalSorter` does. Sluice's writer
+ * serialises each record into network memory as it gets it, so the copy is pure cost: a new
+ * row, its bytes and a tuple per record (0.8 GiB per 8 million small rows, and GC; see
+ * docs/benchmarks.md). Being a SortShuffleManager is the only thing Spark 4.3 checks; its
+ * sort-shuffle block resolver is replaced by Sluice's, which refuses the sort shuffle's files.
  */
-class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingShuffleManager
+class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends SortShuffleManager(conf)
   with SluiceShuffleManagerBase {
   import SluiceShuffleManager.MaxDiskSizeKey
 
@@ -47,6 +58,7 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends BlockingS
    * the receiving executor adopts them and the driver points their MapStatus at it.
    */
   override val shuffleBlockResolver: SluiceShuffleBlockResolver = new SluiceShuffleBlockResolver(
+    conf,
     () => SluiceEnvironment.ifStarted,
     () => SluiceEnvironment.get(),
     (id, sluicePort) => ShuffleMigration.relocate(SparkInternals.conf, id,

@@ -40,7 +40,7 @@ class SluiceShuffleBlockResolverSuite extends AnyFunSuite {
     val relocated = ArrayBuffer.empty[(ResultPartitionID, Int)]
     @volatile var driverKnowsShuffle: ResultPartitionID => Boolean = _ => true
     def resolver(maxDiskSize: Option[Long] = None): SluiceShuffleBlockResolver =
-      new SluiceShuffleBlockResolver(() => Some(env), () => env,
+      new SluiceShuffleBlockResolver(new org.apache.spark.SparkConf(false), () => Some(env), () => env,
         (id, port) => { relocated.synchronized(relocated += id -> port); driverKnowsShuffle(id) }, maxDiskSize, () => transportConf)
     def location: ProducerLocation = ProducerLocation(name, "127.0.0.1", env.serverPort)
     def files: Seq[String] = Option(dir.listFiles()).toSeq.flatten.map(_.getName).sorted
