@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Optional[int]) -> Dict[str, Any]:
     quick = bool(args.quick)
-    source = getattr(args, "source", "scheduled")
+    source = source_of(args)
     defaults = DRIVER_RATES if source == "driver" else QUICK_RATES if quick else RATES
     rates = [int(r) for r in args.rates.split(",")] if args.rates else list(defaults)
     options: Dict[str, Any] = {"latency_tracking_interval": "50ms", **sluice_options(args)}
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     rounds = args.rounds or (1 if quick else 3)
     # The driver-fed source runs at the equal 5 ms intervals only: the setting of the report it
     # reproduces, and of the goal.
-    configs = CONFIGS[:1] if quick or getattr(args, "source", "scheduled") == "driver" else CONFIGS
+    configs = CONFIGS[:1] if quick or source_of(args) == "driver" else CONFIGS
     specs = {name: app_spec(args, s, b) for name, s, b in configs}
     contenders = [c for c in ("sluice", "builtin") if c in getattr(args, "contenders", "sluice,builtin").split(",")]
     if not contenders:
@@ -141,9 +141,14 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def source_of(args: argparse.Namespace) -> str:
+    """``--source``: ``scheduled`` (also for callers that build their own arguments) or ``driver``."""
+    return str(getattr(args, "source", "scheduled"))
+
+
 def result_name(args: argparse.Namespace) -> str:
     """``latency``, or ``latency-driver`` for the driver-fed source."""
-    return "latency" if getattr(args, "source", "scheduled") == "scheduled" else "latency-driver"
+    return "latency" if source_of(args) == "scheduled" else "latency-driver"
 
 
 def draw(path: Path, result: Dict[str, Any]) -> Path:
