@@ -10,7 +10,7 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.netty.NettyConnectionManager
-import io.sluice.partition.{PartitionFile, PartitionFileCipher, ResultPartitionID, ResultPartitionManager, SortMergeResultPartition}
+import io.sluice.partition.{DataBuffer, PartitionFile, PartitionFileCipher, ResultPartitionID, ResultPartitionManager, SortMergeResultPartition}
 import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocation}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
@@ -29,12 +29,13 @@ import org.apache.spark.unsafe.Platform
  *
  * After `--warmups` unrecorded rounds, each repetition writes and reads once without and once with
  * encryption, alternating, so drift hits both alike. Prints one JSON line per measurement, then
- * the medians.
+ * the medians. `--layout` fixes the data buffer's layout (by default the product picks it from the
+ * pool's size, see [[io.sluice.partition.DataBuffer]]), to compare the two on the same data.
  *
  * {{{
  *   java <Spark's --add-opens> -cp sluice.jar:<pyspark>/jars/'*' io.sluice.bench.BlockingShuffleBenchmark \
  *     [--megabytes 256] [--record-size 1024] [--subpartitions 4] [--repeats 5] [--warmups 1] [--modes remote,local]
- *     [--codec none|lz4|zstd|...] [--key-bits 128] [--spark.sluice.KEY VALUE ...]
+ *     [--codec none|lz4|zstd|...] [--key-bits 128] [--layout auto|hash|sort] [--spark.sluice.KEY VALUE ...]
  * }}}
  */
 object BlockingShuffleBenchmark {
@@ -57,13 +58,20 @@ object BlockingShuffleBenchmark {
     require(modes.forall(Set("remote", "local")), s"--modes takes remote and/or local, not ${modes.mkString(",")}")
     val codecName = opts.getOrElse("codec", "none")
     val keyBits = opts.getOrElse("key-bits", "128").toInt
+    val layout = opts.getOrElse("layout", "auto")
+    val hashBased: (Int, Int) => Boolean = layout match {
+      case "auto" => DataBuffer.hashBased
+      case "hash" => (_, _) => true
+      case "sort" => (_, _) => false
+      case other => throw new IllegalArgumentException(s"--layout takes auto, hash or sort, not $other")
+    }
     val sluice = SluiceConf(opts.collect { case (k, v) if k.startsWith("spark.sluice.") => k -> v }.toSeq)
 
     val key = new Array[Byte](keyBits / 8)
     new java.security.SecureRandom().nextBytes(key)
     val cipher = PartitionFileCipher(key, PartitionFileCipher.Transformation)
     val codec = if (codecName == "none") None else Some(() => BlockCodec.forSparkCodec(codecName, 1))
-    val bench = new BlockingShuffleBenchmark(sluice, cipher, codec, subpartitions, recordSize, megabytes << 20)
+    val bench = new BlockingShuffleBenchmark(sluice, cipher, codec, subpartitions, recordSize, megabytes << 20, hashBased)
     try {
       // Unrecorded rounds first: JIT compilation, the connection B -> A, the page cache's first pages.
       for (_ <- 1 to warmups; encrypted <- Seq(false, true)) bench.run(encrypted, modes, 0)
@@ -79,7 +87,7 @@ object BlockingShuffleBenchmark {
         val med = rs(rs.size / 2)
         println(json(med, Seq("kind" -> "median", "repeats" -> rs.size, "gbps" -> med.gbps, "minGbps" -> rs.head.gbps,
           "maxGbps" -> rs.last.gbps, "codec" -> codecName, "recordSize" -> recordSize, "subpartitions" -> subpartitions,
-          "megabytes" -> megabytes, "keyBits" -> keyBits)))
+          "megabytes" -> megabytes, "keyBits" -> keyBits, "layout" -> layout)))
       }
     } finally bench.close()
   }
@@ -97,7 +105,7 @@ object BlockingShuffleBenchmark {
 
 /** Two executors (A produces, B reads remotely) that live for the whole benchmark, both with the same I/O key. */
 final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCipher, codec: Option[() => BlockCodec],
-    subpartitions: Int, recordSize: Int, totalBytes: Long) {
+    subpartitions: Int, recordSize: Int, totalBytes: Long, hashBased: (Int, Int) => Boolean) {
   import BlockingShuffleBenchmark.Result
 
   private val transportConf = new TransportConf("sluice", new MapConfigProvider(java.util.Map.of(
@@ -128,7 +136,8 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
     val file = new PartitionFile(new File(dir, s"bench-${id.shuffleId}.part"), subpartitions, codec.map(_.apply()),
       if (encrypted) Some(cipher) else None)
     val partition = new SortMergeResultPartition(id, subpartitions,
-      a.pool.createBufferPool(1, maxBuffers, s"bench partition $id"), file, conf.get(SluiceOptions.RequestBufferTimeout))
+      a.pool.createBufferPool(1, maxBuffers, s"bench partition $id"), file, conf.get(SluiceOptions.RequestBufferTimeout),
+      hashBased)
     try {
       val start = System.nanoTime()
       var written = 0L

@@ -35,9 +35,12 @@ object SluiceOptions {
     16L << 20, "taskmanager.network.sort-shuffle.min-buffers", Effect.TaskStart,
     between(4096L, 1L << 30)) {
     """The most network memory one map task's sort buffer takes from the executor's pool (blocking
-      |shuffles are written sort-merge: every reduce partition's records share this buffer, which
-      |is spilled sorted by reduce partition when full). It gets its fair share of the pool up to
-      |this, and at least one segment; larger means fewer, longer regions in the partition file."""
+      |shuffles are written sort-merge: the records are collected in this buffer and spilled,
+      |grouped by reduce partition, when it is full). It gets its fair share of the pool up to
+      |this, and at least one segment; larger means fewer, longer regions in the partition file.
+      |While its share holds two segments per reduce partition, each reduce partition fills
+      |segments of its own, written out as they are; with more reduce partitions they share
+      |segments, sorted apart when spilled."""
   }
 
   val BuffersPerChannel: ConfigOption[Int] = opt("spark.sluice.network.buffersPerChannel",

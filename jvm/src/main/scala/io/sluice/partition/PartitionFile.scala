@@ -95,16 +95,48 @@ final class PartitionFile private (val path: File, numSubpartitions: Int, codec:
     val rawAt = begun
     begun = -1
     if (length == 0) return
-    var at = rawAt
-    var stored = length
-    var raw = -1
-    codec.foreach { c =>
-      ensureStagingRoom(math.max(length, c.maxCompressedLength(length)))
-      at = staging.position()
-      val n = c.compress(scratch, 0, length, staging, at)
-      if (n < length) { stored = n; raw = length }
-      else Platform.copyMemory(null, scratchAddress, null, stagingAddress + at, length)
+    codec match {
+      case None => store(subpartition, rawAt, length, -1)
+      case Some(c) => compressAndStore(c, subpartition, scratch, scratchAddress, length)
     }
+  }
+
+  /**
+   * Appends the first `length` bytes of `src`, a direct buffer at `srcAddress` (a network buffer's
+   * segment), as one stored buffer of `subpartition`: compressed straight from it, or copied once
+   * into staging when stored raw. `src` is left untouched.
+   */
+  private[partition] def writeBuffer(subpartition: Int, src: ByteBuffer, srcAddress: Long, length: Int): Unit = {
+    checkWritable()
+    if (begun >= 0) throw new IllegalStateException(s"a buffer of $path is begun and not ended")
+    if (length == 0) return
+    codec match {
+      case None =>
+        ensureStagingRoom(length)
+        val at = staging.position()
+        Platform.copyMemory(null, srcAddress, null, stagingAddress + at, length)
+        store(subpartition, at, length, -1)
+      case Some(c) => compressAndStore(c, subpartition, src, srcAddress, length)
+    }
+  }
+
+  /** Compresses `length` raw bytes of `src` into staging and stores them, raw when that saves nothing. */
+  private def compressAndStore(c: BlockCodec, subpartition: Int, src: ByteBuffer, srcAddress: Long, length: Int): Unit = {
+    ensureStagingRoom(math.max(length, c.maxCompressedLength(length)))
+    val at = staging.position()
+    val n = c.compress(src, 0, length, staging, at)
+    if (n < length) store(subpartition, at, n, length)
+    else {
+      Platform.copyMemory(null, srcAddress, null, stagingAddress + at, length)
+      store(subpartition, at, length, -1)
+    }
+  }
+
+  /**
+   * Makes the `stored` bytes at `at` in staging one buffer of `subpartition` (`raw`: its length
+   * before compression, -1 when stored raw): checksums, encrypts and indexes them.
+   */
+  private def store(subpartition: Int, at: Int, stored: Int, raw: Int): Unit = {
     stagingView.limit(at + stored).position(at)
     crc.reset(); crc.update(stagingView)
     // Checksummed before encryption: the reader's check covers its decryption too (a wrong key or IV fails it).

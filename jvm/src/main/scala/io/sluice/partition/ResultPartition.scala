@@ -12,7 +12,7 @@ import org.apache.spark.unsafe.Platform
  * length-framed element (a 4-byte big-endian length, then the bytes; see [[RecordFraming]]) to
  * the subclass's [[writeFrame]]. How frames reach buffers is the subclass's business:
  * [[BufferWritingResultPartition]] keeps a buffer per subpartition (pipelined), while
- * [[SortMergeResultPartition]] shares one sort buffer among all of them (blocking).
+ * [[SortMergeResultPartition]] collects them in one [[DataBuffer]] for all of them (blocking).
  *
  * The writing methods belong to the producer's task thread; [[flush]], [[flushAll]], [[release]]
  * and the metrics may be called from any thread.

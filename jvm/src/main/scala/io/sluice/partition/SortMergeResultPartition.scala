@@ -8,12 +8,18 @@ import org.apache.spark.unsafe.Platform
 
 /**
  * A result partition consumed only once complete, written sort-merge style (Flink's
- * SortMergeResultPartition, FLIP-148 / FLINK-19582): the records of every subpartition go into one
- * shared [[PartitionSortedBuffer]] of network buffers; when it can grow no more it is spilled to
- * the partition's file sorted by subpartition (one "region" per spill) and reused. Its memory and
- * the number and size of the buffers it writes do not depend on the number of subpartitions, so a
- * map task writing thousands of reduce partitions costs what one writing ten does, where a buffer
- * per subpartition would exhaust the pool or write thousands of tiny buffers.
+ * SortMergeResultPartition, FLIP-148 / FLINK-19582): the records of every subpartition go into a
+ * [[DataBuffer]] of network buffers; when it can grow no more it is spilled to the partition's
+ * file grouped by subpartition (one "region" per spill) and reused. Its memory does not depend on
+ * the number of subpartitions, so a map task writing thousands of reduce partitions costs what one
+ * writing ten does, where a buffer per subpartition would exhaust the pool or write thousands of
+ * tiny buffers.
+ *
+ * The layout is chosen again at every spill from the pool's size at that moment: while the pool
+ * has [[DataBuffer.HashBasedMinBuffersPerSubpartition]] buffers per subpartition, each
+ * subpartition fills buffers of its own, written to the file as they are
+ * ([[HashBasedDataBuffer]]); otherwise the subpartitions share buffers and are gathered apart at
+ * the spill ([[SortBasedDataBuffer]]). Readers cannot tell the two apart.
  *
  * [[finish]] spills the rest, closes the file and hands the pool back; from then on the partition
  * lives in its file, holds no file handle, and can be read any number of times, by any number of
@@ -21,31 +27,34 @@ import org.apache.spark.unsafe.Platform
  *
  * Writing belongs to the producer's task thread; views are created once the partition is finished.
  *
- * @param bufferPool the sort buffer's memory: 1 required buffer (spilling always makes progress),
+ * @param bufferPool the data buffer's memory: 1 required buffer (spilling always makes progress),
  *                   at most spark.sluice.memory.sortBufferSize
+ * @param hashBased  whether (number of subpartitions, pool size) calls for the hash-based layout;
+ *                   [[DataBuffer.hashBased]], or a fixed answer in tests
  */
 final class SortMergeResultPartition(
     partitionId: ResultPartitionID,
     numSubpartitions: Int,
     bufferPool: LocalBufferPool,
     val file: PartitionFile,
-    bufferRequestTimeoutMs: Long)
+    bufferRequestTimeoutMs: Long,
+    hashBased: (Int, Int) => Boolean = DataBuffer.hashBased)
   extends ResultPartition(partitionId, ResultPartitionType.Blocking, numSubpartitions, bufferPool) {
 
   private val segmentSize = bufferPool.segmentSize
-  private val sortBuffer = new PartitionSortedBuffer(bufferPool, numSubpartitions)
+  @volatile private var dataBuffer = newDataBuffer(bufferPool.numBuffers)
   @volatile private var spills = 0
   @volatile private var spillTimeNanos = 0L // written by the producer thread only
 
   override protected def writeFrame(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Unit =
     try {
-      if (!sortBuffer.append(subpartition, header, base, offset, length)) {
-        if (!sortBuffer.isEmpty) spill()
-        if (sortBuffer.numBuffers == 0) {
+      if (!dataBuffer.append(subpartition, header, base, offset, length)) {
+        if (!dataBuffer.isEmpty) spill()
+        if (dataBuffer.numBuffers == 0) {
           // Not one buffer yet: the executor's other pools hold this pool's share. Wait for it.
-          sortBuffer.addBuffer(whileBackPressured(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs)))
+          dataBuffer.addBuffer(whileBackPressured(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs)))
         }
-        if (!sortBuffer.append(subpartition, header, base, offset, length)) {
+        if (!dataBuffer.append(subpartition, header, base, offset, length)) {
           writeLargeFrame(subpartition, header, base, offset, length)
         }
       }
@@ -55,18 +64,31 @@ final class SortMergeResultPartition(
         throw new ProducerFailedException(partitionId, failureCause)
     }
 
-  /** Writes the sort buffer's frames to the file, sorted by subpartition: one region. */
+  /**
+   * Writes the data buffer's frames to the file, grouped by subpartition: one region. Then fits the
+   * data buffer to the pool's current size, changing its layout when that size calls for the other.
+   */
   private def spill(): Unit = {
     val start = System.nanoTime()
     try {
-      numBuffersOut.add(sortBuffer.spillTo(file))
+      numBuffersOut.add(dataBuffer.spillTo(file))
       spills += 1
-      sortBuffer.trimTo(bufferPool.numBuffers)
+      val poolSize = bufferPool.numBuffers
+      if (hashBased(numSubpartitions, poolSize) != isHashBased) {
+        dataBuffer.release()
+        dataBuffer = newDataBuffer(poolSize)
+      } else dataBuffer.trimTo(poolSize)
     } finally spillTimeNanos += System.nanoTime() - start
   }
 
+  private def newDataBuffer(poolSize: Int): DataBuffer =
+    DataBuffer.create(bufferPool, numSubpartitions, hashBased(numSubpartitions, poolSize))
+
+  /** Whether the frames are collected hash-based now (until the next spill). */
+  def isHashBased: Boolean = dataBuffer.isInstanceOf[HashBasedDataBuffer]
+
   /**
-   * A frame larger than the whole sort buffer (which was just spilled, so the subpartition's order
+   * A frame larger than the whole data buffer (which was just spilled, so the subpartition's order
    * holds): streamed to the file in segment-sized buffers, a region of its own.
    */
   private def writeLargeFrame(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Unit = {
@@ -97,14 +119,14 @@ final class SortMergeResultPartition(
 
   override protected def flushSubpartition(subpartition: Int): Unit = () // read only when complete
 
-  /** Spills the rest, closes the file and gives the sort buffer's memory back. */
+  /** Spills the rest, closes the file and gives the data buffer's memory back. */
   override protected def finishWriting(): Unit = {
     val start = System.nanoTime()
     try {
-      if (!sortBuffer.isEmpty) spill()
+      if (!dataBuffer.isEmpty) spill()
       file.finishWriting()
     } finally {
-      sortBuffer.release()
+      dataBuffer.release()
       spillTimeNanos += System.nanoTime() - start
     }
     bufferPool.lazyDestroy()
@@ -112,9 +134,9 @@ final class SortMergeResultPartition(
 
   override protected def onRelease(cause: Throwable): Unit = file.delete()
 
-  /** Gives the sort buffer's memory and the file's write buffers back (producer thread, after a failure). */
+  /** Gives the data buffer's memory and the file's write buffers back (producer thread, after a failure). */
   override def closeBufferBuilders(): Unit = {
-    sortBuffer.release()
+    dataBuffer.release()
     file.abortWriting()
   }
 
@@ -129,13 +151,13 @@ final class SortMergeResultPartition(
     view
   }
 
-  /** Network buffers held by the sort buffer (outputQueueLength). */
-  override def numQueuedBuffers: Int = sortBuffer.numBuffers
+  /** Network buffers held by the data buffer (outputQueueLength). */
+  override def numQueuedBuffers: Int = dataBuffer.numBuffers
 
   /** Waiting for buffers plus compressing and writing spills (including the last, at finish). */
   override def blockedWriteTimeNanos: Long = super.blockedWriteTimeNanos + spillTimeNanos
 
-  /** How many regions the producer wrote (spills of the sort buffer, the last one included). */
+  /** How many regions the producer wrote (spills of the data buffer, the last one included). */
   def numSpills: Int = spills
 
   /** Stored bytes of each subpartition: the sizes MapStatus reports. */

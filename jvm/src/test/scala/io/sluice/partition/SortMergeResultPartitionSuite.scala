@@ -13,20 +13,31 @@ import io.netty.channel.DefaultFileRegion
 import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
 import io.sluice.buffer.BlockCodec
+import io.sluice.memory.NetworkBufferPool
 import io.sluice.memory.TestingBufferPools._
 import io.sluice.partition.TestingFileHandles.openUnder
 import io.sluice.partition.TestingLocalDirs._
 import io.sluice.partition.TestingRecords._
-import io.sluice.partition.TestingResultPartitions._
+import io.sluice.partition.TestingResultPartitions.{drain, emit, readSpilled}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
- * Sort-merge blocking partitions: the shared sort buffer spilling region by region, reading any
- * number of times, compression, checksums, per-reader file handles.
+ * Sort-merge blocking partitions, in each of the two layouts their data buffer takes: spilling
+ * region by region, reading any number of times, compression, checksums, per-reader file handles.
+ * The product picks the layout from the pool's size ([[DataBufferLayoutSuite]]); here it is fixed,
+ * so that every behaviour holds in both, even where the product would not pick it.
  */
-class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection {
+abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) extends AnyFunSuite with NettyLeakDetection {
 
   private val Segment = 32 * 1024
+
+  private def partition(global: NetworkBufferPool, dir: java.io.File, numSubpartitions: Int, poolMax: Int,
+      codec: Option[BlockCodec] = None, producerId: Long = 0L): SortMergeResultPartition = {
+    val p = TestingResultPartitions.blocking(global, dir, numSubpartitions, poolMax, codec, producerId,
+      hashBased = (_, _) => hashBasedLayout)
+    assert(p.isHashBased == hashBasedLayout)
+    p
+  }
 
   /** Writes `bytesPerSubpartition` of records to each subpartition round-robin; returns what was written. */
   private def write(p: ResultPartition, bytesPerSubpartition: Long, maxRecord: Int,
@@ -70,7 +81,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("a result 20x larger than the partition's pool spills and every record reads back") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 4, poolMax = 8)
+        val p = partition(global, dir, 4, poolMax = 8)
         val written = write(p, 5L * 1024 * 1024 / 4, maxRecord = 20000)
         assert(p.numQueuedBuffers <= 8)
         assert(p.numSpills > 0, "the producer spilled while writing")
@@ -88,7 +99,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("the same range read twice, and by several threads at once, returns identical data") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 3, poolMax = 4)
+        val p = partition(global, dir, 3, poolMax = 4)
         val written = write(p, 300 * 1024, maxRecord = 9000)
         p.finish()
         val expected = written.flatten.toSeq
@@ -106,7 +117,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("a view reads subpartitions [start, end) in order, then one end of partition") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 4, poolMax = 4)
+        val p = partition(global, dir, 4, poolMax = 4)
         intercept[IllegalStateException](p.createSubpartitionView(0, 1, NoOpBufferAvailabilityListener))
         val written = write(p, 100 * 1024, maxRecord = 5000)
         p.finish()
@@ -137,7 +148,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("subpartition sizes are positive exactly for the subpartitions that got data") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 4, poolMax = 4)
+        val p = partition(global, dir, 4, poolMax = 4)
         write(p, 200 * 1024, maxRecord = 3000, only = Seq(0, 2))
         p.finish()
         val sizes = p.subpartitionSizes
@@ -151,10 +162,10 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     }
   }
 
-  test("more subpartitions than pool buffers: their records share the sort buffer and all read back") {
+  test("more subpartitions than pool buffers: their records share the data buffer and all read back") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 16, poolMax = 4)
+        val p = partition(global, dir, 16, poolMax = 4)
         val written = write(p, 40 * 1024, maxRecord = 2000)
         assert(p.numSpills > 0)
         p.finish()
@@ -169,7 +180,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
       withNetworkBufferPool(64, Segment) { global =>
         withTempDir { dir =>
           val codec = BlockCodec.forSparkCodec(name, 1)
-          val p = blocking(global, dir, 2, poolMax = 4, codec = Some(codec))
+          val p = partition(global, dir, 2, poolMax = 4, codec = Some(codec))
           val random = new java.util.Random(11)
           // Subpartition 0 gets patterned bytes, subpartition 1 random ones.
           val written = write(p, 400 * 1024, maxRecord = 8000, make = (ch, seq) =>
@@ -192,7 +203,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("each stored buffer's CRC32C matches its bytes, and a flipped byte in the file is detected") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 2, poolMax = 4, codec = Some(BlockCodec.forSparkCodec("lz4", 1)))
+        val p = partition(global, dir, 2, poolMax = 4, codec = Some(BlockCodec.forSparkCodec("lz4", 1)))
         write(p, 200 * 1024, maxRecord = 6000)
         p.finish()
         def crcMismatches: Seq[SpilledBuffer] = spilledBuffers(p).map(_._2).filter { b =>
@@ -223,7 +234,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("release deletes the file; views see the release") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 2, poolMax = 4)
+        val p = partition(global, dir, 2, poolMax = 4)
         write(p, 100 * 1024, maxRecord = 3000)
         p.finish()
         val view = p.createSubpartitionView(0, 2, NoOpBufferAvailabilityListener)
@@ -245,7 +256,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("a producer failure before finish deletes the file and gives every buffer back") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 3, poolMax = 4)
+        val p = partition(global, dir, 3, poolMax = 4)
         write(p, 300 * 1024, maxRecord = 3000)
         assert(p.numSpills > 0)
         p.release(new RuntimeException("task killed"))
@@ -260,7 +271,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     withNetworkBufferPool(8, 2 << 20) { global =>
       withTempDir { dir =>
         Seq(None, Some(BlockCodec.forSparkCodec("lz4", 1))).foreach { codec =>
-          val p = blocking(global, dir, 1, poolMax = 3, codec = codec, producerId = codec.size.toLong)
+          val p = partition(global, dir, 1, poolMax = 3, codec = codec, producerId = codec.size.toLong)
           val written = write(p, 12L << 20, maxRecord = 300000)
           assert(p.numSpills > 0)
           p.finish()
@@ -291,11 +302,12 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     (written, frameBytes)
   }
 
-  test("4000 subpartitions through a 24-buffer sort buffer: records read back in order, at most one part-filled buffer per subpartition and region") {
+  // Sort-based only: the hash-based layout would spill every time a 25th subpartition got a record.
+  if (!hashBasedLayout) test("4000 subpartitions through a 24-buffer sort buffer: records read back in order, at most one part-filled buffer per subpartition and region") {
     withNetworkBufferPool(32, Segment) { global =>
       withTempDir { dir =>
         val n = 4000
-        val p = blocking(global, dir, n, poolMax = 24)
+        val p = partition(global, dir, n, poolMax = 24)
         val (written, frameBytes) = writeSmall(p, 200000, _.nextInt(n), seed = 1)
         assert(p.numQueuedBuffers <= 24, "the sort buffer stays within its pool")
         p.finish()
@@ -323,7 +335,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     withNetworkBufferPool(32, Segment) { global =>
       withTempDir { dir =>
         val hot = Seq(7, 1000, 2500, 3999)
-        val p = blocking(global, dir, 4000, poolMax = 8)
+        val p = partition(global, dir, 4000, poolMax = 8)
         val (written, frameBytes) = writeSmall(p, 100000, r => hot(r.nextInt(hot.size)), seed = 2)
         p.finish()
         val spills = p.numSpills
@@ -340,11 +352,11 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   }
 
   Seq(None, Some("lz4")).foreach { codecName =>
-    test(s"records larger than the whole sort buffer stream through in order with small ones (codec $codecName)") {
+    test(s"records larger than the whole data buffer stream through in order with small ones (codec $codecName)") {
       withNetworkBufferPool(16, Segment) { global =>
         withTempDir { dir =>
           val codec = codecName.map(BlockCodec.forSparkCodec(_, 1))
-          val p = blocking(global, dir, 3, poolMax = 4, codec = codec)
+          val p = partition(global, dir, 3, poolMax = 4, codec = codec)
           val written = IndexedSeq.fill(3)(new ArrayBuffer[Array[Byte]]())
           (0 until 60).foreach { i =>
             val ch = i % 3
@@ -365,7 +377,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("latency markers reach every subpartition behind the records written before them") {
     withNetworkBufferPool(16, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 50, poolMax = 2)
+        val p = partition(global, dir, 50, poolMax = 2)
         (0 until 50).foreach(ch => emit(p, ch, bytes(ch, 0, 100 + ch)))
         p.broadcastLatencyMarker(1234L, 5, 6)
         (0 until 50).foreach(ch => emit(p, ch, bytes(ch, 1, 7)))
@@ -387,7 +399,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
         val other = global.createBufferPool(0, 4, "another task's pool")
         val held = (0 until 4).map(_ => other.requestBuffer())
         assert(held.forall(_ != null))
-        val p = blocking(global, dir, 2, poolMax = 4)
+        val p = partition(global, dir, 2, poolMax = 4)
         val producer = fork("producer without memory")(emit(p, 1, bytes(1, 0, 500)))
         producer.awaitWaiting()
         assert(!producer.isDone)
@@ -409,7 +421,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val partitions = (0 until 12).map(i => blocking(global, dir, 3, poolMax = 2, producerId = i))
+        val partitions = (0 until 12).map(i => partition(global, dir, 3, poolMax = 2, producerId = i))
         partitions.foreach(p => write(p, 20 * 1024, maxRecord = 2000))
         assert(openUnder(dir) == partitions.size, "a writer holds its file open until it finishes")
         partitions.foreach(_.finish())
@@ -446,7 +458,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 1, poolMax = 2)
+        val p = partition(global, dir, 1, poolMax = 2)
         write(p, 100 * 1024, maxRecord = 2000)
         p.finish()
         val view = p.createSubpartitionView(0, 1, NoOpBufferAvailabilityListener)
@@ -476,7 +488,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("an interrupted reader fails alone: a reader at the same time and one after it read everything") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 2, poolMax = 8)
+        val p = partition(global, dir, 2, poolMax = 8)
         val written = write(p, 3L << 20, maxRecord = 20000)
         p.finish()
         val expected = written.flatten.toSeq
@@ -526,7 +538,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
   test("a view whose file vanished fails on its own read; a view with the file open reads on") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val p = blocking(global, dir, 2, poolMax = 4)
+        val p = partition(global, dir, 2, poolMax = 4)
         val written = write(p, 200 * 1024, maxRecord = 5000)
         p.finish()
         val open = p.createSubpartitionView(0, 2, NoOpBufferAvailabilityListener)
@@ -544,3 +556,7 @@ class SortMergeResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
     }
   }
 }
+
+class SortBasedResultPartitionSuite extends SortMergeResultPartitionBehaviours(hashBasedLayout = false)
+
+class HashBasedResultPartitionSuite extends SortMergeResultPartitionBehaviours(hashBasedLayout = true)

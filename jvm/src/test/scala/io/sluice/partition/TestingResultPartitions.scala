@@ -33,7 +33,10 @@ object TestingResultPartitions {
       maxBuffersPerSubpartition, bufferRequestTimeoutMs, onReleased, bufferTimeoutMs, idleFlushIntervalMs, flusher)
   }
 
-  /** A sort-merge blocking partition whose sort buffer may take up to `poolMax` buffers. */
+  /**
+   * A sort-merge blocking partition whose data buffer may take up to `poolMax` buffers, in the layout
+   * `hashBased` picks (by default the product's choice).
+   */
   def blocking(
       global: NetworkBufferPool,
       dir: File,
@@ -42,10 +45,11 @@ object TestingResultPartitions {
       codec: Option[BlockCodec] = None,
       producerId: Long = 0L,
       shuffleId: Int = 0,
-      cipher: Option[PartitionFileCipher] = None): SortMergeResultPartition = {
+      cipher: Option[PartitionFileCipher] = None,
+      hashBased: (Int, Int) => Boolean = DataBuffer.hashBased): SortMergeResultPartition = {
     val pool = global.createBufferPool(1, poolMax, s"blocking producer $producerId of shuffle $shuffleId")
     val file = new PartitionFile(new File(dir, s"shuffle-$shuffleId-$producerId.data"), numSubpartitions, codec, cipher)
-    new SortMergeResultPartition(ResultPartitionID(shuffleId, producerId), numSubpartitions, pool, file, 60000L)
+    new SortMergeResultPartition(ResultPartitionID(shuffleId, producerId), numSubpartitions, pool, file, 60000L, hashBased)
   }
 
   def emit(partition: ResultPartition, subpartition: Int, bytes: Array[Byte]): Unit =

@@ -1,13 +1,14 @@
 package io.sluice.partition
 
-import io.sluice.memory.{LocalBufferPool, NetworkBuffer}
+import io.sluice.memory.LocalBufferPool
 import io.sluice.serialization.RecordFraming
 import org.apache.spark.unsafe.Platform
 
 /**
- * The sort buffer of a [[SortMergeResultPartition]] (Flink's PartitionSortedBuffer, FLINK-19582):
- * the frames of every subpartition, appended in arrival order to network buffers of the
- * partition's pool, and written out sorted by subpartition when it cannot grow any more.
+ * The [[DataBuffer]] of a [[SortMergeResultPartition]] with many subpartitions (Flink's
+ * SortBasedDataBuffer, first PartitionSortedBuffer, FLINK-19582): the frames of every
+ * subpartition, appended in arrival order to network buffers of the partition's pool, and written
+ * out sorted by subpartition when it cannot grow any more.
  *
  * Its buffers form one logical address space (address = buffer number x segment size + offset),
  * so a frame may span buffers. Each entry is
@@ -24,35 +25,22 @@ import org.apache.spark.unsafe.Platform
  *
  * Producer thread only ([[numBuffers]] may be read by metrics from any thread).
  */
-final class PartitionSortedBuffer(pool: LocalBufferPool, numSubpartitions: Int) {
-  import PartitionSortedBuffer._
+final class SortBasedDataBuffer(pool: LocalBufferPool, numSubpartitions: Int) extends DataBuffer(pool) {
+  import SortBasedDataBuffer._
 
-  private val segmentSize = pool.segmentSize
   /** Addresses are ints: the buffer stops growing below 2 GiB whatever the pool would give. */
   private val maxBuffers = math.max(1, Int.MaxValue / segmentSize - 1)
-  private var buffers = new Array[NetworkBuffer](16)
-  private var addresses = new Array[Long](16)
-  @volatile private var held = 0
   private val firstEntry = Array.fill(numSubpartitions)(-1)
   private val lastEntry = Array.fill(numSubpartitions)(-1)
   private var writePosition = 0
   private var numEntries = 0
 
-  /** Whether no frame was appended since the last spill. */
-  def isEmpty: Boolean = numEntries == 0
-
-  /** Network buffers the sort buffer holds (written or not). */
-  def numBuffers: Int = held
+  override def isEmpty: Boolean = numEntries == 0
 
   /** Bytes the entries take, heads and alignment included. */
   def numBytes: Int = writePosition
 
-  /**
-   * Appends one frame to `subpartition`: `header` (big-endian, as readers parse it) and `length`
-   * bytes at (base, offset). Grows by buffers the pool gives without waiting; returns false, with
-   * nothing written, when the frame does not fit.
-   */
-  def append(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Boolean = {
+  override def append(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Boolean = {
     var at = writePosition
     val leftInBuffer = segmentSize - at % segmentSize
     if (leftInBuffer < EntryHeadSize) at += leftInBuffer
@@ -71,22 +59,7 @@ final class PartitionSortedBuffer(pool: LocalBufferPool, numSubpartitions: Int) 
     true
   }
 
-  /** Adds `buffer` (the producer waited for it) to the sort buffer's memory. */
-  def addBuffer(buffer: NetworkBuffer): Unit = {
-    if (held == buffers.length) {
-      buffers = java.util.Arrays.copyOf(buffers, held * 2)
-      addresses = java.util.Arrays.copyOf(addresses, held * 2)
-    }
-    buffers(held) = buffer
-    addresses(held) = buffer.memoryAddress()
-    held += 1
-  }
-
-  private def grow(): Boolean = {
-    if (held >= maxBuffers) return false
-    val b = pool.requestBuffer()
-    if (b == null) false else { addBuffer(b); true }
-  }
+  override protected def mayGrow: Boolean = held < maxBuffers
 
   private def copyIn(base: AnyRef, offset: Long, at: Int, length: Int): Unit = {
     var pos = at
@@ -101,12 +74,7 @@ final class PartitionSortedBuffer(pool: LocalBufferPool, numSubpartitions: Int) 
     }
   }
 
-  /**
-   * Writes every subpartition's frames, subpartition after subpartition and in arrival order
-   * within each, to `file` as buffers of at most one segment, then empties the sort buffer (it
-   * keeps its network buffers). Returns the number of buffers written.
-   */
-  def spillTo(file: PartitionFile): Int = {
+  override def spillTo(file: PartitionFile): Int = {
     var written = 0
     var s = 0
     while (s < numSubpartitions) {
@@ -149,19 +117,7 @@ final class PartitionSortedBuffer(pool: LocalBufferPool, numSubpartitions: Int) 
     written
   }
 
-  /** Gives back the buffers beyond the first `n` (the pool was made smaller); only when empty. */
-  def trimTo(n: Int): Unit = {
-    require(isEmpty, "only an empty sort buffer gives buffers back")
-    while (held > math.max(0, n)) {
-      held -= 1
-      val b = buffers(held)
-      buffers(held) = null
-      b.release()
-    }
-  }
-
-  /** Gives every buffer back to the pool and forgets what was appended (done, or failed). */
-  def release(): Unit = {
+  override def release(): Unit = {
     java.util.Arrays.fill(firstEntry, -1)
     java.util.Arrays.fill(lastEntry, -1)
     writePosition = 0
@@ -170,7 +126,7 @@ final class PartitionSortedBuffer(pool: LocalBufferPool, numSubpartitions: Int) 
   }
 }
 
-object PartitionSortedBuffer {
+object SortBasedDataBuffer {
   /** The entry head: the next entry's address and the frame header. */
   val EntryHeadSize = 8
 
