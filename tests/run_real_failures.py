@@ -92,7 +92,10 @@ def cancel(spark: SparkSession) -> Dict[str, Any]:
         total = 0
         for i, (_k, v) in enumerate(records):
             if i % 500 == 0:
-                time.sleep(0.05)  # reads slowly: ~10 s for a reducer's 100k records
+                # Reads slowly: ~50 s for a reducer's 100k records, so that the cancel, which comes
+                # 2 s after two reducers are seen reading, finds them still reading even when a
+                # loaded machine's status polling sees them late (a 10 s reducer once finished first).
+                time.sleep(0.25)
             total += v
         yield total
 
