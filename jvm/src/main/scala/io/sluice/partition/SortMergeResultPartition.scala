@@ -42,7 +42,8 @@ final class SortMergeResultPartition(
   extends ResultPartition(partitionId, ResultPartitionType.Blocking, numSubpartitions, bufferPool) {
 
   private val segmentSize = bufferPool.segmentSize
-  @volatile private var dataBuffer = newDataBuffer(bufferPool.numBuffers)
+  @volatile private var dataBuffer =
+    DataBuffer.create(bufferPool, numSubpartitions, hashBased(numSubpartitions, bufferPool.numBuffers))
   @volatile private var spills = 0
   @volatile private var spillTimeNanos = 0L // written by the producer thread only
 
@@ -74,15 +75,13 @@ final class SortMergeResultPartition(
       numBuffersOut.add(dataBuffer.spillTo(file))
       spills += 1
       val poolSize = bufferPool.numBuffers
-      if (hashBased(numSubpartitions, poolSize) != isHashBased) {
+      val hashBasedNow = hashBased(numSubpartitions, poolSize)
+      if (hashBasedNow != isHashBased) {
         dataBuffer.release()
-        dataBuffer = newDataBuffer(poolSize)
+        dataBuffer = DataBuffer.create(bufferPool, numSubpartitions, hashBasedNow)
       } else dataBuffer.trimTo(poolSize)
     } finally spillTimeNanos += System.nanoTime() - start
   }
-
-  private def newDataBuffer(poolSize: Int): DataBuffer =
-    DataBuffer.create(bufferPool, numSubpartitions, hashBased(numSubpartitions, poolSize))
 
   /** Whether the frames are collected hash-based now (until the next spill). */
   def isHashBased: Boolean = dataBuffer.isInstanceOf[HashBasedDataBuffer]

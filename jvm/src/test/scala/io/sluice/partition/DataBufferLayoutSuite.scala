@@ -17,17 +17,6 @@ class DataBufferLayoutSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val Segment = 32 * 1024
 
-  private def readAll(p: SortMergeResultPartition, subpartition: Int): Seq[Array[Byte]] = {
-    val reader = new TestingElementReader
-    val view = p.createSubpartitionView(subpartition, subpartition + 1, NoOpBufferAvailabilityListener)
-    assert(drain(view, reader))
-    view.releaseAllResources()
-    reader.records
-  }
-
-  private def sameRecords(a: Seq[Array[Byte]], b: Seq[Array[Byte]]): Boolean =
-    a.size == b.size && a.zip(b).forall { case (x, y) => java.util.Arrays.equals(x, y) }
-
   test("hash-based from two buffers per subpartition: 256 of 512 (16 MiB of 32 KiB segments) yes, 257 no") {
     assert(DataBuffer.hashBased(256, 512))
     assert(!DataBuffer.hashBased(257, 512))
@@ -79,7 +68,7 @@ class DataBufferLayoutSuite extends AnyFunSuite with NettyLeakDetection {
         writeUntilSpill()
         assert(p.isHashBased, "the memory is back")
         p.finish()
-        (0 until 4).foreach(ch => assert(sameRecords(readAll(p, ch), written(ch).toSeq), s"subpartition $ch"))
+        (0 until 4).foreach(ch => assert(sameRecords(readRange(p, ch, ch + 1), written(ch).toSeq), s"subpartition $ch"))
         info(s"$seq records in ${p.numSpills} regions")
         p.release(null)
       }
@@ -96,7 +85,7 @@ class DataBufferLayoutSuite extends AnyFunSuite with NettyLeakDetection {
         records.foreach(emit(p, 1, _))
         p.finish()
         assert(p.file.size == sizes.map(_ + 4).sum, "the file holds exactly the frames")
-        assert(sameRecords(readAll(p, 1), records))
+        assert(sameRecords(readRange(p, 1, 1 + 1), records))
         assert(p.file.numBuffers(0) == 0)
         p.release(null)
       }
@@ -128,7 +117,7 @@ class DataBufferLayoutSuite extends AnyFunSuite with NettyLeakDetection {
           assert(sizes.forall(_ <= Segment))
           assert(sizes.count(_ < Segment) <= spills, s"subpartition $s: one part-filled buffer per region at most")
           assert(sizes.size <= frameBytes(s) / Segment + spills, s"subpartition $s")
-          assert(sameRecords(readAll(p, s), written(s).toSeq), s"subpartition $s")
+          assert(sameRecords(readRange(p, s, s + 1), written(s).toSeq), s"subpartition $s")
         }
         info(s"${frameBytes.sum} bytes in $spills regions, ${p.file.numBuffersTotal} buffers")
         p.release(null)

@@ -27,17 +27,6 @@ class PartitionFileIndexSuite extends AnyFunSuite {
   private def writeAll(p: ResultPartition, records: Int, maxRecord: Int, skip: Set[Int] = Set.empty): Unit =
     for (seq <- 0 until records; ch <- 0 until p.numSubpartitions if !skip(ch)) emit(p, ch, record(ch, seq, maxRecord))
 
-  private def readRange(p: SortMergeResultPartition, start: Int, end: Int, codec: Option[BlockCodec]): Seq[Array[Byte]] = {
-    val reader = new TestingElementReader
-    val view = p.createSubpartitionView(start, end, NoOpBufferAvailabilityListener)
-    assert(drain(view, reader, codec))
-    view.releaseAllResources()
-    reader.records
-  }
-
-  private def same(a: Seq[Array[Byte]], b: Seq[Array[Byte]]): Boolean =
-    a.size == b.size && a.zip(b).forall { case (x, y) => java.util.Arrays.equals(x, y) }
-
   /** `p`'s file copied into `dir` under another name, as the receiving executor gets it. */
   private def copyFile(p: SortMergeResultPartition, dir: File): File = {
     val target = new File(dir, s"received-${p.partitionId.producerId}.part")
@@ -64,8 +53,8 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           assert(adopted.subpartitionSizes(3) == 0)
           for ((s, e) <- Seq((0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (0, 5), (1, 4))) {
             val original = readRange(p, s, e, codec)
-            assert(same(readRange(adopted, s, e, codec), original), s"subpartitions [$s, $e)")
-            assert(same(readRange(adopted, s, e, codec), original), s"subpartitions [$s, $e), read again")
+            assert(sameRecords(readRange(adopted, s, e, codec), original), s"subpartitions [$s, $e)")
+            assert(sameRecords(readRange(adopted, s, e, codec), original), s"subpartitions [$s, $e), read again")
           }
           assert(readRange(adopted, 0, 5, codec).size == 4 * 1000)
           p.release(null)

@@ -18,7 +18,7 @@ import io.sluice.memory.TestingBufferPools._
 import io.sluice.partition.TestingFileHandles.openUnder
 import io.sluice.partition.TestingLocalDirs._
 import io.sluice.partition.TestingRecords._
-import io.sluice.partition.TestingResultPartitions.{drain, emit, readSpilled}
+import io.sluice.partition.TestingResultPartitions.{drain, emit, readRange, readSpilled}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -59,21 +59,6 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
     }
     written
   }
-
-  private def readRange(p: SortMergeResultPartition, start: Int, end: Int, codec: Option[BlockCodec] = None): Seq[Array[Byte]] = {
-    val reader = new TestingElementReader
-    val listener = new TestingAvailabilityListener
-    val view = p.createSubpartitionView(start, end, listener)
-    assert(listener.notifications.get == 1, "a finished partition is readable at once")
-    assert(drain(view, reader, codec))
-    assert(!reader.hasPartialRecord)
-    assert(view.getNextBuffer() == null)
-    view.releaseAllResources()
-    reader.records
-  }
-
-  private def sameRecords(a: Seq[Array[Byte]], b: Seq[Array[Byte]]): Boolean =
-    a.size == b.size && a.zip(b).forall { case (x, y) => java.util.Arrays.equals(x, y) }
 
   private def spilledBuffers(p: SortMergeResultPartition): Seq[(Int, SpilledBuffer)] =
     (0 until p.numSubpartitions).flatMap(s => (0 until p.file.numBuffers(s)).map(i => s -> p.file.buffer(s, i)))

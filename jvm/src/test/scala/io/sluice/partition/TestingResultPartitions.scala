@@ -67,6 +67,22 @@ object TestingResultPartitions {
     false
   }
 
+  /**
+   * Every record of a finished blocking partition's subpartitions [start, end), read through one
+   * view: readable at once (one notification), up to its end of partition, with nothing after it.
+   */
+  def readRange(p: SortMergeResultPartition, start: Int, end: Int, codec: Option[BlockCodec] = None): Seq[Array[Byte]] = {
+    val reader = new TestingElementReader
+    val listener = new TestingAvailabilityListener
+    val view = p.createSubpartitionView(start, end, listener)
+    if (listener.notifications.get != 1) throw new AssertionError(s"$p: a finished partition is readable at once")
+    if (!drain(view, reader, codec)) throw new AssertionError(s"$p: no end of partition in [$start, $end)")
+    if (reader.hasPartialRecord) throw new AssertionError(s"$p: a record cut short in [$start, $end)")
+    if (view.getNextBuffer() != null) throw new AssertionError(s"$p: a buffer after the end of partition")
+    view.releaseAllResources()
+    reader.records
+  }
+
   /** A spilled buffer's bytes, checksum-verified, decrypted and decompressed, in a new direct buffer. */
   def readSpilled(s: SpilledBuffer, codec: Option[BlockCodec], cipher: Option[PartitionFileCipher] = None): ByteBuf = {
     val stored = Unpooled.directBuffer(s.storedLength)
@@ -112,6 +128,10 @@ object TestingRecords {
       case _ => r.nextInt(max + 1)
     }
   }
+
+  /** Whether `a` and `b` hold the same records, in the same order. */
+  def sameRecords(a: Seq[Array[Byte]], b: Seq[Array[Byte]]): Boolean =
+    a.size == b.size && a.zip(b).forall { case (x, y) => java.util.Arrays.equals(x, y) }
 
   /** The `seq`-th record a test writes to `channel`. */
   def record(channel: Int, seq: Int, max: Int): Array[Byte] = bytes(channel, seq, length(channel, seq, max))
