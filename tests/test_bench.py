@@ -258,6 +258,14 @@ def test_transport_parses_the_benchmarks_json_lines() -> None:
     classpath = command[command.index("-cp") + 1].split(":")
     assert classpath[:2] == [bench_jar_path(), sluice.jar_path()]
     assert "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED" in command
+    assert transport.option_arguments({"floating_buffers_per_gate": "32", "max_buffers_per_subpartition": 40}) == [
+        "--spark.sluice.network.floatingBuffersPerGate",
+        "32",
+        "--spark.sluice.network.maxBuffersPerSubpartition",
+        "40",
+    ]
+    with pytest.raises(transport.BenchError, match="floating_bufers_per_gate"):
+        transport.option_arguments({"floating_bufers_per_gate": "32"})
     recorder = Recorder("transport", "sluice bench transport", {"rounds": 1})
     fake = [
         {

@@ -77,14 +77,13 @@ def parser(prog: str = "sluice-bench") -> argparse.ArgumentParser:
         sub.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the code paths")
         sub.add_argument("--out", default="docs/benchmarks", help="where the JSON and PNG go (default %(default)s)")
         sub.add_argument("--replot", action="store_true", help="only redraw NAME.png from the NAME.json in --out")
-        if name != "transport":
-            sub.add_argument(
-                "--option",
-                action="append",
-                default=[],
-                metavar="NAME=VALUE",
-                help="a Sluice option for Sluice's runs, by its Python name (e.g. buffers_per_channel=8); repeatable",
-            )
+        sub.add_argument(
+            "--option",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="a Sluice option for Sluice's runs, by its Python name (e.g. buffers_per_channel=8); repeatable",
+        )
         _module(name).add_arguments(sub)
     names.add_parser("jar", help="print the path of the benchmark jar (sluice-bench.jar)")
     return bench

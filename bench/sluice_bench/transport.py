@@ -37,6 +37,7 @@ from sluice_bench._common import (
     ratio,
     run_plan,
     save_result,
+    sluice_options,
     subtitle_of,
 )
 from sluice_bench._jars import bench_jar_path
@@ -92,6 +93,21 @@ def java_command(args: List[str]) -> List[str]:
         "io.sluice.bench.TransportBenchmark",
         *args,
     ]
+
+
+def option_arguments(options: Dict[str, Any]) -> List[str]:
+    """Sluice options by their Python names as TransportBenchmark's ``--spark.sluice.KEY VALUE``
+    arguments, checked (an unknown name or a bad value is refused, naming it)."""
+    from sluice import _options
+
+    args: List[str] = []
+    for name, value in options.items():
+        try:
+            option = _options.lookup(name)
+            args += [f"--{option.key}", _options.render(option, value)]
+        except ValueError as e:
+            raise BenchError(str(e)) from None
+    return args
 
 
 def parse_runs(output: str) -> List[Dict[str, Any]]:
@@ -158,6 +174,8 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         str(seconds),
         "--warmup",
         "0.5" if quick else "1",
+        "--jvm-warmup",
+        "0.2" if quick else "1",
         "--repeats",
         "1",
         "--channels",
@@ -168,6 +186,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         ",".join(str(t) for t in TIMEOUTS),
         "--modes",
         "remote",
+        *option_arguments(sluice_options(args)),
     ]
     recorder = Recorder(
         "transport",
@@ -175,6 +194,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         {
             "rounds": rounds,
             "quick": quick,
+            "sluice_options": sluice_options(args),
             "transport_benchmark_command": " ".join(java_command(bench_args)),
             "iperf3_command": f"iperf3 -s -1 -p PORT & iperf3 -c 127.0.0.1 -p PORT -l 32K -t {iperf_seconds} -J",
         },

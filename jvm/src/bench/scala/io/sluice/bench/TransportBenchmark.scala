@@ -24,12 +24,15 @@ import org.apache.spark.unsafe.Platform
  * subpartition, deserialising every record. All channels share B's one connection to A.
  *
  * Every configuration (channels x record size x buffer timeout) is measured `--repeats` times;
- * the repetitions alternate (the whole matrix once, then again) so drift hits all alike. Prints
- * one JSON line per run, then one line per configuration with the median.
+ * the repetitions alternate (the whole matrix once, then again) so drift hits all alike. Before
+ * the first measured pass, `--jvm-warmup` seconds of every configuration run unmeasured: without
+ * it the first configurations of a JVM (100 B records at 0 and 1 ms) ran while the JIT was still
+ * compiling the paths they share with the rest, and came out slower for that alone. Prints one
+ * JSON line per run, then one line per configuration with the median.
  *
  * {{{
  *   java <Spark's --add-opens> -cp sluice-bench.jar:sluice.jar:<pyspark>/jars/'*' io.sluice.bench.TransportBenchmark \
- *     [--seconds 3] [--warmup 1] [--repeats 3] [--channels 1,10,100] [--record-sizes 100,10240]
+ *     [--seconds 3] [--warmup 1] [--jvm-warmup 0] [--repeats 3] [--channels 1,10,100] [--record-sizes 100,10240]
  *     [--timeouts 0,1,2,5,10,100] [--modes remote,local] [--spark.sluice.KEY VALUE ...]
  * }}}
  */
@@ -75,6 +78,7 @@ object TransportBenchmark {
     val opts = parse(args)
     val seconds = opts.getOrElse("seconds", "3").toDouble
     val warmup = opts.getOrElse("warmup", "1").toDouble
+    val jvmWarmup = opts.getOrElse("jvm-warmup", "0").toDouble
     val repeats = opts.getOrElse("repeats", "3").toInt
     val channels = ints(opts.getOrElse("channels", "1,10,100"))
     val sizes = ints(opts.getOrElse("record-sizes", "100,10240"))
@@ -87,6 +91,10 @@ object TransportBenchmark {
     val bench = new TransportBenchmark(sluice)
     try {
       val results = mutable.ArrayBuffer.empty[Result]
+      if (jvmWarmup > 0) for (c <- configs) {
+        val res = bench.run(c, 0, 0.0, jvmWarmup)
+        println(json("jvmWarmup", res.config, Seq("seconds" -> res.seconds, "gbps" -> res.gbps)))
+      }
       for (r <- 1 to repeats; c <- configs) {
         val res = bench.run(c, r, warmup, seconds)
         results += res

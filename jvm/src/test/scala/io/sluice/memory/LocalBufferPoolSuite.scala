@@ -43,6 +43,59 @@ class LocalBufferPoolSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
+  test("a blocking request with a low-water mark sleeps until that many buffers are free, then takes one") {
+    withNetworkBufferPool(10) { global =>
+      val pool = global.createBufferPool(4, 4, "batched producer")
+      val held = Seq.fill(4)(pool.requestBuffer())
+      val waiter = fork("producer")(pool.requestBufferBlocking(60000, lowWater = 3, lowWaterMaxWaitNanos = 60000000000L))
+      waiter.awaitWaiting()
+      held(0).release()
+      held(1).release()
+      Thread.sleep(50)
+      assert(!waiter.isDone, "two free buffers do not wake a producer waiting for three")
+      held(2).release()
+      val got = waiter.join()
+      assert(held.take(3).exists(_.segment eq got.segment))
+      val rest = Seq(pool.requestBuffer(), pool.requestBuffer())
+      assert(rest.forall(_ != null) && pool.requestBuffer() == null, "the other two stay free for the producer's next buffers")
+      (held(3) +: got +: rest).foreach(_.release())
+      pool.lazyDestroy()
+    }
+  }
+
+  test("a low-water mark that is never reached delays a blocked request only by the mark's wait") {
+    withNetworkBufferPool(10) { global =>
+      val pool = global.createBufferPool(4, 4, "producer whose reader keeps three buffers")
+      val held = Seq.fill(4)(pool.requestBuffer())
+      val waiter = fork("producer")(pool.requestBufferBlocking(60000, lowWater = 3, lowWaterMaxWaitNanos = 20000000L))
+      waiter.awaitWaiting()
+      held(0).release()
+      val got = waiter.join()
+      assert(got.segment eq held(0).segment)
+      (got +: held.drop(1)).foreach(_.release())
+      pool.lazyDestroy()
+    }
+  }
+
+  test("a low-water mark never holds back another blocked requester: the first free buffer wakes it") {
+    withNetworkBufferPool(10) { global =>
+      val pool = global.createBufferPool(4, 4, "two requesters")
+      val held = Seq.fill(4)(pool.requestBuffer())
+      val batched = fork("batched")(pool.requestBufferBlocking(60000, lowWater = 3, lowWaterMaxWaitNanos = 60000000000L))
+      batched.awaitWaiting()
+      val plain = fork("plain")(pool.requestBufferBlocking(60000))
+      plain.awaitWaiting()
+      held(0).release()
+      val first = plain.join()
+      assert(first.segment eq held(0).segment, "the plain requester is woken by the first free buffer")
+      Seq(first, held(1), held(2)).foreach(_.release())
+      val second = batched.join()
+      Seq(second, held(3)).foreach(_.release())
+      assert(pool.numUsedBuffers == 0)
+      pool.lazyDestroy()
+    }
+  }
+
   test("a blocking request times out with an error naming the pool") {
     withNetworkBufferPool(10) { global =>
       val pool = global.createBufferPool(1, 1, "stage 3 task 7 output")
