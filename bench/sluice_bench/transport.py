@@ -290,6 +290,9 @@ def draw(path: Path, result: Dict[str, Any]) -> Path:
     }
     iperf_fraction = {name.replace("Sluice, ", ""): v["fraction_of_iperf3_at_100ms"] for name, v in s["series"].items()}
     subtitle = f"iperf3 {s['iperf3_gbps']:.1f} Gbit/s, " + subtitle_of(result)
+    options = result["settings"].get("sluice_options") or {}
+    if options:
+        subtitle += "\n" + ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
     return charts.transport_chart(path, TIMEOUTS, series, FLINK_1_5, iperf_fraction, subtitle)
 
 

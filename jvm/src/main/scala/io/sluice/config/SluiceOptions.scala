@@ -54,7 +54,9 @@ object SluiceOptions {
     "floating_buffers_per_gate", IntType, 8, "taskmanager.network.memory.floating-buffers-per-gate",
     Effect.TaskStart, between(0, 65536)) {
     """Floating buffers of each input gate, shared by its channels and handed out by backlog.
-      |Also the number of extra buffers each pipelined result partition may use beyond one per subpartition."""
+      |Also the number of buffers each pipelined result partition may use beyond buffersPerChannel per
+      |subpartition. With few channels carrying much data, raising it (with maxBuffersPerSubpartition)
+      |lets more buffers be in flight: faster, but more is queued under backpressure."""
   }
 
   val MaxChannelsInFlightPerGate: ConfigOption[Int] = opt("spark.sluice.network.maxChannelsInFlightPerGate",
