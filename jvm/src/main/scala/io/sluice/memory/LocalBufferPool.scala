@@ -52,10 +52,10 @@ final class LocalBufferPool private[memory] (
    * again, not by every buffer its readers give back: it then fills them in one go instead of
    * being woken, and sleeping again, once per buffer (at 10 KiB records one connection's producer
    * blocked about 0.7 times per buffer). The mark applies only while this thread is the pool's
-   * only waiter and for at most `lowWaterMaxWaitNanos` of its wait; after that any free
-   * buffer wakes it, so buffers that never come back (a reader holding some) delay it, never
-   * stall it. A pool that may grow, or a shrunken pool with fewer buffers than the mark, wakes it
-   * as before.
+   * only waiter and for the first `lowWaterMaxWaitNanos` of its wait (rounded up to whole
+   * milliseconds, as `Object.wait` counts); after that any free buffer wakes it, so buffers that
+   * never come back (a reader holding some) delay it, never stall it. A pool that may grow, or a
+   * shrunken pool with fewer buffers than the mark, wakes it as before.
    */
   def requestBufferBlocking(
       timeoutMs: Long,
