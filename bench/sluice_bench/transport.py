@@ -100,14 +100,11 @@ def option_arguments(options: Dict[str, Any]) -> List[str]:
     arguments, checked (an unknown name or a bad value is refused, naming it)."""
     from sluice import _options
 
-    args: List[str] = []
-    for name, value in options.items():
-        try:
-            option = _options.lookup(name)
-            args += [f"--{option.key}", _options.render(option, value)]
-        except ValueError as e:
-            raise BenchError(str(e)) from None
-    return args
+    try:
+        settings = _options.spark_settings(options)
+    except ValueError as e:
+        raise BenchError(str(e)) from None
+    return [arg for key, value in settings.items() for arg in (f"--{key}", value)]
 
 
 def parse_runs(output: str) -> List[Dict[str, Any]]:

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Mapping, Optional, Tuple
 
 _TABLE = Path(__file__).resolve().parent / "_options.json"
 
@@ -102,6 +102,19 @@ def render(option: Option, value: object) -> str:
             f"Invalid value {value!r} for Sluice option {option.python} ({option.key}): {e}{expected}"
         ) from None
     return text
+
+
+def spark_settings(options: Mapping[str, object]) -> Dict[str, str]:
+    """Sluice options by their Python names as ``{Spark key: value}``, each checked and rendered.
+
+    Raises:
+        ValueError: for an unknown name or an invalid value, as :func:`lookup` and :func:`render`.
+    """
+    settings: Dict[str, str] = {}
+    for name, value in options.items():
+        option = lookup(name)
+        settings[option.key] = render(option, value)
+    return settings
 
 
 def _check_bounds(option: Option, number: int) -> None:

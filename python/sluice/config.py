@@ -43,10 +43,7 @@ def spark_conf(*, prometheus: bool = False, **options: object) -> Dict[str, str]
     """
     if not isinstance(prometheus, bool):
         raise TypeError(f"prometheus must be True or False, got {prometheus!r}")
-    sluice_options: Dict[str, str] = {}
-    for name, value in options.items():
-        option = _options.lookup(name)
-        sluice_options[option.key] = _options.render(option, value)
+    sluice_options = _options.spark_settings(options)
     conf = {
         "spark.jars": jar_path(),
         "spark.shuffle.manager": SHUFFLE_MANAGER,

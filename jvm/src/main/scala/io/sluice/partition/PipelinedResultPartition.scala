@@ -128,9 +128,8 @@ final class PipelinedResultPartition(
     else whileBackPressured {
       subpartitions(subpartition).awaitRoom(maxBuffersPerSubpartition, System.nanoTime() + bufferRequestTimeoutMs * 1000000L)
       if (isReleased) throw new ProducerFailedException(partitionId, failureCause)
-      // Woken when a fifth of the pool is free again, as awaitRoom is: the producer fills several
-      // buffers per wake-up, and its outPoolUsage stays at 0.8 or more (the sign of backpressure).
-      new BufferBuilder(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs, math.max(1, bufferPool.numBuffers / 5)))
+      new BufferBuilder(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs,
+        PipelinedSubpartition.wakeUpBatch(bufferPool.numBuffers)))
     }
   } catch {
     // A released partition destroys its pool: whichever request meets the destroyed pool (the fast

@@ -238,8 +238,15 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
 }
 
 private[partition] object PipelinedSubpartition {
+  /**
+   * How many of `n` buffers must be free again before a waiting producer is woken, whether it
+   * waits for room in its queue or for its pool: a fifth, at least one. It then fills several
+   * buffers per wake-up, and its outPoolUsage stays at 0.8 or more (the sign of backpressure).
+   */
+  def wakeUpBatch(n: Int): Int = math.max(1, n / 5)
+
   /** Queue length at which a producer waiting for room in a queue of at most `max` buffers is woken. */
-  def roomLowWater(max: Int): Int = max - math.max(1, max / 5)
+  def roomLowWater(max: Int): Int = max - wakeUpBatch(max)
 }
 
 /** The single reader's view of a [[PipelinedSubpartition]]. */

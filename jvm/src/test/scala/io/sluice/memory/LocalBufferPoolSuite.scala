@@ -3,7 +3,7 @@ package io.sluice.memory
 import java.util.concurrent.{ConcurrentLinkedQueue, CyclicBarrier, TimeUnit, TimeoutException}
 import java.util.concurrent.atomic.AtomicInteger
 
-import io.sluice.NettyLeakDetection
+import io.sluice.{NettyLeakDetection, TestingThread}
 import io.sluice.TestingThreads._
 import io.sluice.memory.TestingBufferPools._
 import org.scalatest.funsuite.AnyFunSuite
@@ -43,12 +43,20 @@ class LocalBufferPoolSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
-  test("a blocking request with a low-water mark sleeps until that many buffers are free, then takes one") {
+  /** A pool of 4 buffers, all held by the test, and a producer thread blocked on it until 3 are free. */
+  private def withExhaustedPool(owner: String, lowWaterMaxWaitNanos: Long = 60000000000L)(
+      body: (LocalBufferPool, Seq[NetworkBuffer], TestingThread[NetworkBuffer]) => Unit): Unit =
     withNetworkBufferPool(10) { global =>
-      val pool = global.createBufferPool(4, 4, "batched producer")
+      val pool = global.createBufferPool(4, 4, owner)
       val held = Seq.fill(4)(pool.requestBuffer())
-      val waiter = fork("producer")(pool.requestBufferBlocking(60000, lowWater = 3, lowWaterMaxWaitNanos = 60000000000L))
+      val waiter = fork("producer")(pool.requestBufferBlocking(60000, lowWater = 3, lowWaterMaxWaitNanos))
       waiter.awaitWaiting()
+      body(pool, held, waiter)
+      pool.lazyDestroy()
+    }
+
+  test("a blocking request with a low-water mark sleeps until that many buffers are free, then takes one") {
+    withExhaustedPool("batched producer") { (pool, held, waiter) =>
       held(0).release()
       held(1).release()
       Thread.sleep(50)
@@ -59,30 +67,20 @@ class LocalBufferPoolSuite extends AnyFunSuite with NettyLeakDetection {
       val rest = Seq(pool.requestBuffer(), pool.requestBuffer())
       assert(rest.forall(_ != null) && pool.requestBuffer() == null, "the other two stay free for the producer's next buffers")
       (held(3) +: got +: rest).foreach(_.release())
-      pool.lazyDestroy()
     }
   }
 
   test("a low-water mark that is never reached delays a blocked request only by the mark's wait") {
-    withNetworkBufferPool(10) { global =>
-      val pool = global.createBufferPool(4, 4, "producer whose reader keeps three buffers")
-      val held = Seq.fill(4)(pool.requestBuffer())
-      val waiter = fork("producer")(pool.requestBufferBlocking(60000, lowWater = 3, lowWaterMaxWaitNanos = 20000000L))
-      waiter.awaitWaiting()
+    withExhaustedPool("producer whose reader keeps three buffers", lowWaterMaxWaitNanos = 20000000L) { (_, held, waiter) =>
       held(0).release()
       val got = waiter.join()
       assert(got.segment eq held(0).segment)
       (got +: held.drop(1)).foreach(_.release())
-      pool.lazyDestroy()
     }
   }
 
   test("a low-water mark never holds back another blocked requester: the first free buffer wakes it") {
-    withNetworkBufferPool(10) { global =>
-      val pool = global.createBufferPool(4, 4, "two requesters")
-      val held = Seq.fill(4)(pool.requestBuffer())
-      val batched = fork("batched")(pool.requestBufferBlocking(60000, lowWater = 3, lowWaterMaxWaitNanos = 60000000000L))
-      batched.awaitWaiting()
+    withExhaustedPool("two requesters") { (pool, held, batched) =>
       val plain = fork("plain")(pool.requestBufferBlocking(60000))
       plain.awaitWaiting()
       held(0).release()
@@ -92,7 +90,6 @@ class LocalBufferPoolSuite extends AnyFunSuite with NettyLeakDetection {
       val second = batched.join()
       Seq(second, held(3)).foreach(_.release())
       assert(pool.numUsedBuffers == 0)
-      pool.lazyDestroy()
     }
   }
 
