@@ -12,6 +12,8 @@ conftest.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Any, Iterator, List
 
 import pytest
@@ -23,6 +25,25 @@ use_app_env()
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
     """Runs the tests that need the Spark session last (keeping their order)."""
     items.sort(key=lambda item: "spark" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temporary_files_under_pytest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every temporary directory the tests and their child processes make with ``tempfile`` (work
+    and local dirs, streaming checkpoints, browser profiles) goes under pytest's base temporary
+    directory, which pytest prunes to the last three runs, instead of staying in /tmp for good."""
+    root = str(tmp_path_factory.mktemp("tempfile"))
+    previous_dir, previous_env = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = root
+    os.environ["TMPDIR"] = root
+    try:
+        yield
+    finally:
+        tempfile.tempdir = previous_dir
+        if previous_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = previous_env
 
 
 @pytest.fixture(scope="session")

@@ -308,6 +308,24 @@ def test_latency_goals_compare_equal_intervals_only() -> None:
     assert len(recorder.summary["table"]) == 6
 
 
+def test_tpchgen_is_found_beside_an_interpreter_whose_environment_was_never_activated(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    interpreter = str(bin_dir / "python")
+    empty_path = str(tmp_path / "nothing-here")
+    assert tpch.find_tpchgen(path=empty_path, interpreter=interpreter) is None
+    tool = bin_dir / "tpchgen-cli"
+    tool.write_text("#!/bin/sh\n")
+    assert tpch.find_tpchgen(path=empty_path, interpreter=interpreter) is None  # not executable
+    tool.chmod(0o755)
+    assert tpch.find_tpchgen(path=empty_path, interpreter=interpreter) == str(tool)
+    on_path = tmp_path / "on-path"
+    on_path.mkdir()
+    (on_path / "tpchgen-cli").write_text("#!/bin/sh\n")
+    (on_path / "tpchgen-cli").chmod(0o755)
+    assert tpch.find_tpchgen(path=str(on_path), interpreter=interpreter) == str(on_path / "tpchgen-cli")
+
+
 def test_tpch_has_all_22_queries_and_scale_configs() -> None:
     assert sorted(tpch.QUERIES) == list(range(1, 23))
     for number, text in tpch.QUERIES.items():

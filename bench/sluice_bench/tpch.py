@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 from sluice_bench._common import BenchError
 
@@ -356,14 +357,27 @@ def has_data(data_dir: Path) -> bool:
     return all((data_dir / f"{t}.parquet").is_file() for t in TABLES)
 
 
+def find_tpchgen(path: Optional[str] = None, interpreter: str = sys.executable) -> Optional[str]:
+    """``tpchgen-cli`` on ``path`` (default ``$PATH``), else beside ``interpreter``: pip puts a
+    dependency's command there, also in a virtualenv that was never activated."""
+    found = shutil.which("tpchgen-cli", path=path)
+    if found is not None:
+        return found
+    beside = Path(interpreter).parent / "tpchgen-cli"
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
 def ensure_data(data_dir: Path, scale: float = 1) -> Path:
     """Generates the tables with ``tpchgen-cli`` unless ``data_dir`` holds them already (once;
     about 10 s and 350 MB at scale 1)."""
     if has_data(data_dir):
         return data_dir
-    tool = shutil.which("tpchgen-cli")
+    tool = find_tpchgen()
     if tool is None:
-        raise BenchError("tpchgen-cli is missing: pip install tpchgen-cli (or pip install 'spark-sluice[bench]')")
+        raise BenchError(
+            f"tpchgen-cli is missing: neither on PATH nor beside {sys.executable} (pip install tpchgen-cli; "
+            "sluice-bench depends on it)"
+        )
     staging = data_dir.with_name(data_dir.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
