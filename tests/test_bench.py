@@ -10,11 +10,14 @@ import argparse
 import ast
 import datetime
 import decimal
+import gc
 import json
 import math
 import os
 import subprocess
 import sys
+import types
+import weakref
 import zipfile
 from pathlib import Path
 from typing import Any, Dict, List, Set
@@ -22,7 +25,7 @@ from typing import Any, Dict, List, Set
 import pytest
 import sluice
 import sluice_bench
-from sluice_bench import batch, cluster, connections, jobs, latency, scale, tpch, transport
+from sluice_bench import batch, cluster, connections, jobs, latency, scale, session, tpch, transport
 from sluice_bench._common import Recorder, alternation, clean_floats, goal, median, parse_size, percentile, ratio
 from sluice_bench._jars import bench_jar_path
 from sluice_bench.compare import difference, plain, plain_rows
@@ -306,6 +309,36 @@ def test_latency_goals_compare_equal_intervals_only() -> None:
         "p99 through the shuffle, Sluice / built-in, both flush every 50 ms, 1000/s": False,
     }
     assert len(recorder.summary["table"]) == 6
+
+
+def test_a_timed_job_starts_after_the_previous_jobs_objects_are_released() -> None:
+    """release_finished_jobs frees what only a Python reference cycle still holds (a DataFrame
+    keeping its Java query execution, and so its broadcasts, alive) and runs the driver's GC, which
+    is what lets Spark's ContextCleaner remove those broadcasts."""
+    driver_gcs: List[int] = []
+    system = types.SimpleNamespace(gc=lambda: driver_gcs.append(1))
+    fake = types.SimpleNamespace(
+        sparkContext=types.SimpleNamespace(
+            _jvm=types.SimpleNamespace(java=types.SimpleNamespace(lang=types.SimpleNamespace(System=system)))
+        )
+    )
+
+    class Held:
+        pass
+
+    gc.disable()  # no automatic collection between the two assertions
+    try:
+        held = Held()
+        cycle: List[Any] = [held]
+        cycle.append(cycle)
+        alive = weakref.ref(held)
+        del held, cycle
+        assert alive() is not None  # only the cyclic collector frees it
+        session.release_finished_jobs(fake, pause_s=0)  # type: ignore[arg-type]
+        assert alive() is None
+    finally:
+        gc.enable()
+    assert driver_gcs == [1]
 
 
 def test_tpchgen_is_found_beside_an_interpreter_whose_environment_was_never_activated(tmp_path: Path) -> None:

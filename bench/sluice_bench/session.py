@@ -4,6 +4,7 @@ timing a job group with Spark's shuffle metrics, and Sluice's executor probes.""
 from __future__ import annotations
 
 import datetime
+import gc
 import json
 import os
 import time
@@ -136,10 +137,30 @@ def stage_windows(spark: SparkSession, stages: List[int]) -> List[Dict[str, Any]
     return out
 
 
+# How long the driver's ContextCleaner gets to remove what the previous jobs left (see below).
+CLEANUP_PAUSE_S = 2.0
+
+
+def release_finished_jobs(spark: SparkSession, pause_s: float = CLEANUP_PAUSE_S) -> None:
+    """Lets everything the previous jobs left behind go, the same way for every contender, before
+    the next job is timed. Python's cyclic GC frees DataFrames that reference cycles still hold
+    (each keeps its Java query execution alive, and through it any broadcast hash relation cached
+    in the executors' memory); the driver's GC then lets Spark's ContextCleaner remove those
+    broadcasts and the shuffles of dropped plans; the pause lets it finish. Without this, whether
+    an earlier query's broadcasts still filled the executors' heaps depended on when Python
+    happened to collect: on 24 November one contender's executors held 84 MB more live heap
+    during TPC-H Q18 and spent three times as long in GC."""
+    gc.collect()
+    jvm_class(spark, "java.lang.System").gc()
+    time.sleep(pause_s)
+
+
 def timed(spark: SparkSession, group: str, job: Callable[[], Any]) -> Dict[str, Any]:
-    """Runs ``job`` in job group ``group``; its seconds, answer, Spark's shuffle metrics and the
-    CPU seconds its executor processes used meanwhile (``executor_process_cpu_s``, see
-    :func:`executor_cpu_seconds`; absent when no executor process was found on this machine)."""
+    """Runs ``job`` in job group ``group``, after :func:`release_finished_jobs`; its seconds,
+    answer, Spark's shuffle metrics and the CPU seconds its executor processes used meanwhile
+    (``executor_process_cpu_s``, see :func:`executor_cpu_seconds`; absent when no executor process
+    was found on this machine)."""
+    release_finished_jobs(spark)
     spark.sparkContext.setJobGroup(group, group)
     app = spark.sparkContext.applicationId
     cpu_before = executor_cpu_seconds(app)
