@@ -1,6 +1,7 @@
-"""Runs one failure scenario of issue 10 through Sluice in its own Spark application and writes what
-happened as JSON (answers, the expected answers, Spark's stage attempts and task failure reasons,
-file descriptors). Run in its own process:
+"""Runs one real-failure scenario (a straggler, a cancelled job, many shuffles, a stopped executor)
+through Sluice in its own Spark application and writes what happened as JSON (answers, the
+expected answers, Spark's stage attempts and task failure reasons, file descriptors). Run in its
+own process:
 
     python tests/run_real_failures.py SCENARIO --out out.json [--master URL] [--local-dirs DIR]
 

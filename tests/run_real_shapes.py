@@ -1,5 +1,6 @@
-"""Runs the wide job shapes of issue 10 in one Spark application and writes their answers, errors
-and durations as JSON. Run in its own process (one Python process starts Spark's driver JVM once):
+"""Runs the wide shapes of real jobs (maps x reducers in the thousands) in one Spark application
+and writes their answers, errors and durations as JSON. Run in its own process (one Python
+process starts Spark's driver JVM once):
 
     python tests/run_real_shapes.py --shuffle sort|sluice --out out.json --workloads wide_1500x400,...
         [--option request_timeout=45s] [--conf key=value] [--stages]
@@ -39,7 +40,7 @@ NARROW = 8
 
 
 def wide(maps: int, reducers: int) -> Callable[[SparkSession, bool], Any]:
-    """The job of issue 10: M maps, a hash repartition into R reducers that group by key, then a
+    """A real job's wide shape: M maps, a hash repartition into R reducers that group by key, then a
     global aggregate over the R groups' outputs. ``narrow`` computes the same answer (the same
     rows and groups) over NARROW maps and reducers: how the reference answer is made quickly."""
 

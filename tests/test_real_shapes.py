@@ -1,6 +1,6 @@
-"""Issue 10: Sluice at real job shapes and under real failures, with its defaults
-(``sluice.configure(builder)`` and nothing else) on ``local-cluster[2,2,2048]`` (two task slots
-per executor), AQE off.
+"""The real-shapes goal: Sluice completes the shapes of real jobs and survives real failures with
+its defaults (``sluice.configure(builder)`` and nothing else) on ``local-cluster[2,2,2048]`` (two
+task slots per executor), AQE off.
 
 Shapes (``run_real_shapes.py``, one application per shuffle manager running several workloads,
 answers compared with the sort shuffle's): 4000 maps x 200 reducers and 200 x 4000,
@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = os.path.join(HERE, "run_real_shapes.py")
 FAILURES = os.path.join(HERE, "run_real_failures.py")
 # The two extremes: 4000 channels into each reducer's gate, and 4000 subpartitions in each map
-# output. 1500 x 400, between them (the shape issue 10 was filed with), runs in `sluice bench scale`.
+# output. 1500 x 400, between them (the shape first seen to abort), runs in `sluice bench scale`.
 WIDE = ["wide_4000x200", "wide_200x4000"]
 REQUEST_TIMEOUT_S = 45
 
@@ -121,7 +121,7 @@ def test_wide_shape_gives_the_sort_shuffles_answer(
     shape: str, sluice_defaults: Dict[str, Any], sort_reference: Dict[str, Any]
 ) -> None:
     """M maps x R reducers with two task slots per executor, then one task reading the R
-    groups' outputs: completes with the sort shuffle's answer (issue 10: 1500 x 400 aborted with
+    groups' outputs: completes with the sort shuffle's answer (1500 x 400 once aborted with
     InsufficientNetworkBuffersException)."""
     check_run(shape, sluice_defaults[shape], sort_reference)
 

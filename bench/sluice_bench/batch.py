@@ -14,8 +14,8 @@ denominator for both, so the Sluice / sort ratio of CPU per GB is the ratio of t
 Spark's own task CPU time (``executorCpuTime``, which leaves out the network threads) is reported
 beside it.
 
-Goals (issue 14), in each setting: heavy job and TPC-H total at most 0.80 of the sort shuffle's
-time; executor CPU per GB shuffled at most 0.80 of the sort shuffle's.
+Goals, in each setting: heavy job and TPC-H total at most 0.80 of the sort shuffle's time;
+executor CPU per GB shuffled at most 0.80 of the sort shuffle's.
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def cpu_report(
 
 
 def time_and_cpu_goals(what: str, time_ratio: float, cpu_ratio: float) -> List[Dict[str, Any]]:
-    """The two goals of a job (issue 14): its time and its executor CPU per GB, Sluice / sort."""
+    """The two performance goals of a job: its time and its executor CPU per GB, Sluice / sort."""
     return [
         goal(f"{what}: Sluice time / sort time", time_ratio, TIME_GOAL, at_most=True),
         goal(f"{what}: executor CPU s per GB shuffled, Sluice / sort", cpu_ratio, CPU_GOAL, at_most=True),

@@ -1,6 +1,6 @@
 """``sluice bench scale``: how the cost grows with the work, Sluice against the sort shuffle on
 ``local-cluster[2,1,...]``: the data ×1, ×4 and ×16 (16 map × 16 reduce partitions), and the
-partitions from 10 × 10 to 200 × 200 (data ×1). Then the wide shapes of real jobs (issue 10) on
+partitions from 10 × 10 to 200 × 200 (data ×1). Then the wide shapes of real jobs on
 ``local-cluster[2,2,...]``, two task slots per executor: 1500 maps × 400 reducers, 4000 × 200
 and 200 × 4000, each followed by a global aggregate (one task reading every reducer's output).
 While each job runs, the established TCP connections between the executors' Sluice ports are
@@ -66,7 +66,7 @@ def configs(base: int, quick: bool) -> List[Dict[str, Any]]:
     return out
 
 
-# Maps x reducers of real jobs (issue 10); --quick runs a reduced one.
+# Maps x reducers of real jobs; --quick runs a reduced one.
 WIDE_SHAPES = ((1500, 400), (4000, 200), (200, 4000))
 QUICK_WIDE_SHAPES = ((300, 100),)
 # The goal's shape: Sluice at most 0.80 of the sort shuffle's time there.
