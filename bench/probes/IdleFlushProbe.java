@@ -1,5 +1,5 @@
 /*
- * The deferred idle flush at the JVM level (docs/benchmarks.md, "The tail at low load"): a pipelined
+ * The deferred idle flush at the JVM level (docs/benchmarks-history.md, "The tail at low load"): a pipelined
  * partition with a 5 ms buffer timeout and a 1 ms idle-flush interval, flushed by an OutputFlusher,
  * and one local reader thread woken by its availability listener. The producer writes bursts of
  * -Dburst records (default 2) -DgapUs apart (default 300) every 10 ms, as a Real-Time Mode source
