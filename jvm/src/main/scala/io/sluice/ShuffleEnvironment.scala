@@ -106,7 +106,7 @@ final class ShuffleEnvironment(
    */
   def createInputGate(owner: String, inputs: IndexedSeq[GateInput], waitForProducers: Boolean): SingleInputGate = {
     checkRunning()
-    gateFactory.create(owner, inputs, codec.map(_.apply()), waitForProducers)
+    gateFactory.create(owner, inputs, codec.map(_.apply()), waitForProducers, pipelined = waitForProducers)
   }
 
   // ---- moving finished blocking partitions between executors (Spark's decommissioning) --------

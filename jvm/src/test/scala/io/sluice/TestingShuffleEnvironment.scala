@@ -48,7 +48,7 @@ object TestingShuffleEnvironment {
     val markers = ArrayBuffer.empty[(Long, Int, Int)]
     var next = g.getNext()
     while (next != null) {
-      val d = deserializers(next.channelIndex)
+      val d = deserializers(next.input)
       d.setNextBuffer(next.buffer)
       var kind = d.readNext(view)
       while (kind != SpanningRecordDeserializer.NeedMoreData) {

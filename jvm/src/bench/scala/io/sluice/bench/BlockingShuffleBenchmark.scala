@@ -177,7 +177,8 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
       repeat: Int): Result = {
     val producer = ProducerLocation("A", "127.0.0.1", a.port)
     val gate = reader.gates.create(s"bench $mode reader", (0 until subpartitions).map(s =>
-      GateInput(partition.partitionId, s, s + 1, producer)), codec.map(_.apply()), waitForProducers = false)
+      GateInput(partition.partitionId, s, s + 1, producer)), codec.map(_.apply()), waitForProducers = false,
+      pipelined = false)
     val start = System.nanoTime()
     val deserializers = Array.fill(subpartitions)(new SpanningRecordDeserializer)
     val view = new RecordView
@@ -186,7 +187,7 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
     try {
       var next = gate.getNext()
       while (next != null) {
-        val d = deserializers(next.channelIndex)
+        val d = deserializers(next.input)
         d.setNextBuffer(next.buffer)
         while (d.readNext(view) == SpanningRecordDeserializer.Record) { records += 1; bytes += view.length }
         next.buffer.release()

@@ -173,7 +173,8 @@ final class TransportBenchmark(conf: SluiceConf) {
     a.partitions.registerResultPartition(partition)
     val consumerSide = if (c.local) a else b
     val gate = consumerSide.gates.create("bench consumer", (0 until c.channels).map(i =>
-      GateInput(id, i, i + 1, ProducerLocation("A", "127.0.0.1", a.port))), None, waitForProducers = false)
+      GateInput(id, i, i + 1, ProducerLocation("A", "127.0.0.1", a.port))), None, waitForProducers = false,
+      pipelined = true)
 
     val stop = new AtomicBoolean(false)
     val producer = new Thread(() => {
@@ -196,7 +197,7 @@ final class TransportBenchmark(conf: SluiceConf) {
       val view = new RecordView
       var next = gate.getNext()
       while (next != null) {
-        val d = deserializers(next.channelIndex)
+        val d = deserializers(next.input)
         d.setNextBuffer(next.buffer)
         wireBytes.addAndGet(next.buffer.readableBytes().toLong)
         buffers.incrementAndGet()

@@ -105,6 +105,10 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
       val channel = if (r.data == null) null else channels.get(r.receiverId)
       if (channel == null) r.releasePayload() // its channel was released: dropped
       else if (channel.receiveBuffer(r)) deferGateNotification(channel)
+    case r: PackedBufferResponse =>
+      val channel = if (r.data == null) null else channels.get(r.receiverId)
+      if (channel == null) r.releasePayload()
+      else if (channel.receivePacked(r)) deferGateNotification(channel)
     case e: EndOfPartition =>
       val channel = receiver(e.receiverId, "EndOfPartition")
       if (channel != null) channel.onEndOfPartition(e.sequenceNumber, e.subpartition)

@@ -1,7 +1,5 @@
 package io.sluice.netty
 
-import java.util.concurrent.atomic.AtomicBoolean
-
 import io.sluice.partition._
 
 /**
@@ -22,16 +20,13 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
     initialCredit: Int,
     val creditBased: Boolean,
     queue: PartitionRequestQueue)
-  extends BufferAvailabilityListener with PendingViewRequest {
+  extends NetworkSequenceViewReader with BufferAvailabilityListener with PendingViewRequest {
 
   @volatile private var view: ResultSubpartitionView = _
   @volatile private var released = false
   private var credit = initialCredit
   private var sequenceNumber = 0
-  /** Whether the reader sits in the queue's list of available readers (event loop). */
-  private[netty] var registeredAsAvailable = false
-  /** A hand-over to the event loop is pending; further notifications may be dropped. */
-  private[netty] val notificationPending = new AtomicBoolean(false)
+  private var finished = false
 
   /** Opens the view now; throws PartitionNotFoundException and the view's own errors. */
   def requestSubpartitionView(manager: ResultPartitionManager): Unit =
@@ -53,13 +48,12 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
 
   def hasView: Boolean = view != null
 
-  /** Whether the writer could send something now: data within the credit, the end, or a failure. */
-  def isAvailable: Boolean = {
+  override def isAvailable: Boolean = {
     val v = view
     v != null && !released && v.isAvailable(if (creditBased) credit else Int.MaxValue)
   }
 
-  def addCredit(n: Int): Unit = credit = if (credit > Int.MaxValue - n) Int.MaxValue else credit + n
+  override def addCredit(n: Int): Unit = credit = if (credit > Int.MaxValue - n) Int.MaxValue else credit + n
 
   def currentCredit: Int = credit
 
@@ -67,7 +61,7 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
    * The next message for the receiver, or null when the view has nothing. Throws the producer's
    * failure (ProducerFailedException) when the view was released under the reader.
    */
-  def getNextMessage(counters: TransportCounters): NettyMessage = {
+  override def getNextMessage(counters: TransportCounters): NettyMessage = {
     val v = view
     val next = v.getNextBuffer()
     if (next == null) {
@@ -76,6 +70,7 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
     } else if (next.isEndOfPartition) {
       val m = EndOfPartition(receiverId, sequenceNumber, next.subpartition)
       sequenceNumber += 1
+      finished = true
       m
     } else {
       if (creditBased) {
@@ -90,15 +85,18 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
     }
   }
 
-  /** Releases the view (the receiver cancelled, the connection closed, or the end was sent). */
-  def release(manager: ResultPartitionManager): Unit = if (!released) {
+  override def isFinished: Boolean = finished
+
+  override def release(manager: ResultPartitionManager): Unit = if (!released) {
     released = true
     manager.cancelPending(partitionId, this)
     val v = view
     if (v != null && !v.isReleased) v.releaseAllResources()
   }
 
-  def isReleased: Boolean = released
+  override def isReleased: Boolean = released
+
+  override def describe: String = partitionId.toString
 
   override def toString: String =
     s"reader $receiverId ($partitionId, subpartitions [$subpartitionStart, $subpartitionEnd), credit $credit)"

@@ -64,6 +64,7 @@ final class NettyConnectionManager(
 
   private val tconf = NettyConnectionManager.effectiveTransportConf(transportConf, conf)
   private val maxFrameLength = conf.get(SluiceOptions.MaxFrameLength).toInt
+  private val segmentSize = conf.get(SluiceOptions.SegmentSize).toInt
   private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
   private val connectTimeoutMs = NettyConnectionManager.connectTimeoutMs(conf)
   private val peerLimits = new PeerLimits(conf.get(SluiceOptions.MaxConnectionsPerPeer), conf.get(SluiceOptions.MaxReadersPerPeer))
@@ -160,7 +161,7 @@ final class NettyConnectionManager(
   private def upgradeServerChannel(ch: Channel): Unit = {
     val peer = Option(ch.attr(NettyConnectionManager.PeerAttribute).get).getOrElse(PeerLimits.Unlimited)
     val queue = new PartitionRequestQueue(partitionManager, counters, peer)
-    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters)
+    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters, segmentSize)
     NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters, sparkPipeline)
   }
 

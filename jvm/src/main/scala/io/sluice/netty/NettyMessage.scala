@@ -55,8 +55,9 @@ object NettyMessage {
 
   /** Ids the server accepts; the rest only travel from server to client. */
   val ClientToServer: Set[Byte] =
-    Set(PartitionRequest.Id, CancelPartitionRequest.Id, CloseRequest.Id, AddCredit.Id, Ping.Id)
-  val ServerToClient: Set[Byte] = Set(BufferResponse.Id, ErrorResponse.Id, EndOfPartition.Id, Pong.Id)
+    Set(PartitionRequest.Id, CancelPartitionRequest.Id, CloseRequest.Id, AddCredit.Id, Ping.Id, MultiPartitionRequest.Id)
+  val ServerToClient: Set[Byte] =
+    Set(BufferResponse.Id, ErrorResponse.Id, EndOfPartition.Id, Pong.Id, PackedBufferResponse.Id)
 
   def nameOf(id: Byte): String = id match {
     case PartitionRequest.Id => "PartitionRequest"
@@ -68,6 +69,8 @@ object NettyMessage {
     case EndOfPartition.Id => "EndOfPartition"
     case Ping.Id => "Ping"
     case Pong.Id => "Pong"
+    case MultiPartitionRequest.Id => "MultiPartitionRequest"
+    case PackedBufferResponse.Id => "PackedBufferResponse"
     case other => s"unknown message id $other"
   }
 
@@ -404,4 +407,210 @@ object Pong {
   val Length: Int = 8
 
   def decode(buf: ByteBuf): Pong = Pong(buf.readLong())
+}
+
+/** One input of a [[MultiPartitionRequest]]: subpartitions [start, end) of one result partition. */
+final case class RequestedSubpartitions(partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int)
+
+/**
+ * Client to server: start sending every listed input (subpartitions of several result partitions of
+ * the server's executor, the map outputs one reduce task reads from there) to `receiverId`, one after
+ * another, as ONE stream: one reader, one backlog, one credit (FLINK-33743 lets a channel consume a
+ * range of subpartitions of one producer; this goes further and spans every producer of the
+ * executor). The server answers with [[PackedBufferResponse]]s only, whose entries name the input
+ * by its position in `inputs`. Only finished (blocking) partitions can be requested this way.
+ */
+final case class MultiPartitionRequest(
+    receiverId: InputChannelID,
+    credit: Int,
+    creditBased: Boolean,
+    inputs: IndexedSeq[RequestedSubpartitions]) extends NettyMessage {
+
+  override def id: Byte = MultiPartitionRequest.Id
+  override def encodedLength: Int = MultiPartitionRequest.FixedLength + inputs.size * MultiPartitionRequest.InputLength
+
+  override def encode(buf: ByteBuf): Unit = {
+    receiverId.writeTo(buf)
+    buf.writeInt(credit)
+    buf.writeByte(if (creditBased) 2 else 0)
+    buf.writeInt(inputs.size)
+    inputs.foreach { in =>
+      buf.writeInt(in.partitionId.shuffleId)
+      buf.writeLong(in.partitionId.producerId)
+      buf.writeInt(in.subpartitionStart)
+      buf.writeInt(in.subpartitionEnd)
+    }
+  }
+}
+
+object MultiPartitionRequest {
+  final val Id: Byte = 9
+  /** Receiver id, credit, flags and the number of inputs. */
+  val FixedLength: Int = InputChannelID.Length + 4 + 1 + 4
+  /** Shuffle id, producer id, subpartition start and end of one input. */
+  val InputLength: Int = 4 + 8 + 4 + 4
+
+  def decode(buf: ByteBuf, bodyLength: Int): MultiPartitionRequest = {
+    val receiver = InputChannelID.readFrom(buf)
+    val credit = buf.readInt()
+    val flags = buf.readByte()
+    val n = buf.readInt()
+    check(credit >= 0, s"MultiPartitionRequest with credit $credit")
+    check((flags & ~2) == 0, s"MultiPartitionRequest with unknown flags 0x${Integer.toHexString(flags & 0xff)}")
+    check(n > 0 && FixedLength.toLong + n.toLong * InputLength == bodyLength,
+      s"MultiPartitionRequest of $n inputs in a $bodyLength-byte body")
+    val inputs = IndexedSeq.fill(n) {
+      val shuffle = buf.readInt()
+      val producer = buf.readLong()
+      val start = buf.readInt()
+      val end = buf.readInt()
+      check(start >= 0 && end > start, s"MultiPartitionRequest for subpartitions [$start, $end)")
+      RequestedSubpartitions(ResultPartitionID(shuffle, producer), start, end)
+    }
+    MultiPartitionRequest(receiver, credit, (flags & 2) != 0, inputs)
+  }
+}
+
+/**
+ * One entry of a [[PackedBufferResponse]]: a stored buffer of input `input` (its bytes are the
+ * next `length` bytes of the payload; compressed, with a checksum and encrypted exactly as a
+ * BufferResponse's), or (`isEnd`, no bytes) the end of that input.
+ */
+final case class PackedEntry(
+    input: Int,
+    subpartition: Int,
+    isEnd: Boolean,
+    compressed: Boolean,
+    hasChecksum: Boolean,
+    rawLength: Int,
+    crc: Int,
+    length: Int,
+    iv: BufferIv) {
+
+  def encodedLength: Int = PackedEntry.Length + (if (iv != null) BufferIv.Length else 0)
+}
+
+object PackedEntry {
+  /** Input, subpartition, flags, raw length, CRC32C and length; an IV follows when encrypted. */
+  val Length: Int = 4 + 4 + 1 + 4 + 4 + 4
+  private val Compressed = 1
+  private val Checksum = 2
+  private val Encrypted = 4
+  private val End = 8
+
+  def end(input: Int, subpartition: Int): PackedEntry =
+    PackedEntry(input, subpartition, isEnd = true, compressed = false, hasChecksum = false, -1, 0, 0, null)
+
+  def of(input: Int, spilled: SpilledBuffer, subpartition: Int): PackedEntry =
+    PackedEntry(input, subpartition, isEnd = false, spilled.isCompressed, hasChecksum = true, spilled.rawLength,
+      spilled.crc, spilled.storedLength, spilled.iv)
+
+  private[netty] def write(e: PackedEntry, buf: ByteBuf): Unit = {
+    buf.writeInt(e.input)
+    buf.writeInt(e.subpartition)
+    buf.writeByte((if (e.compressed) Compressed else 0) | (if (e.hasChecksum) Checksum else 0) |
+      (if (e.iv != null) Encrypted else 0) | (if (e.isEnd) End else 0))
+    buf.writeInt(e.rawLength)
+    buf.writeInt(e.crc)
+    buf.writeInt(e.length)
+    if (e.iv != null) e.iv.writeTo(buf)
+  }
+
+  private[netty] def read(buf: ByteBuf): PackedEntry = {
+    val input = buf.readInt()
+    val sub = buf.readInt()
+    val flags = buf.readByte()
+    val raw = buf.readInt()
+    val crc = buf.readInt()
+    val length = buf.readInt()
+    check((flags & ~15) == 0, s"PackedBufferResponse entry with unknown flags 0x${Integer.toHexString(flags & 0xff)}")
+    val isEnd = (flags & End) != 0
+    val compressed = (flags & Compressed) != 0
+    val iv = if ((flags & Encrypted) != 0) BufferIv.readFrom(buf) else null
+    check(input >= 0 && sub >= 0, s"PackedBufferResponse entry for input $input, subpartition $sub")
+    check(if (isEnd) length == 0 && flags == End else length > 0,
+      s"PackedBufferResponse entry of $length bytes with flags 0x${Integer.toHexString(flags & 0xff)}")
+    check(if (compressed) raw >= 0 else raw == -1, s"PackedBufferResponse entry with raw length $raw")
+    check(iv == null || (flags & Checksum) != 0, "PackedBufferResponse entry encrypted but without a checksum")
+    PackedEntry(input, sub, isEnd, compressed, (flags & Checksum) != 0, raw, crc, length, iv)
+  }
+}
+
+/**
+ * Server to client: one credit's worth of a [[MultiPartitionRequest]]'s stream. Many small
+ * stored buffers (and the ends of their inputs) travel in one frame and one receiver buffer, as
+ * Flink's sort-merge reader packs small regions into one full buffer; the receiver splits the
+ * payload again by the entries' lengths. The fields are the receiver id, the sequence number, the
+ * backlog (frames still to come, estimated from the bytes left), the length of the entry table, the
+ * payload size, then the entries, then the payload: the data entries' bytes, back to back. On the
+ * server `spilled` holds the entries' stored buffers (sent as FileRegions); on the client `data` is
+ * the receiver's buffer (null when discarded).
+ */
+final case class PackedBufferResponse(
+    receiverId: InputChannelID,
+    sequenceNumber: Int,
+    backlog: Int,
+    entries: IndexedSeq[PackedEntry],
+    payloadSize: Int)(val data: ByteBuf, val spilled: IndexedSeq[SpilledBuffer]) extends NettyMessage {
+
+  override def id: Byte = PackedBufferResponse.Id
+
+  private def entriesLength: Int = { var n = 0; entries.foreach(e => n += e.encodedLength); n }
+
+  override def encodedLength: Int = PackedBufferResponse.FixedLength + entriesLength
+
+  def frameLength: Int = NettyMessage.FrameHeaderLength + encodedLength + payloadSize
+
+  override def encode(buf: ByteBuf): Unit = {
+    receiverId.writeTo(buf)
+    buf.writeInt(sequenceNumber)
+    buf.writeInt(backlog)
+    buf.writeInt(entriesLength)
+    buf.writeInt(payloadSize)
+    entries.foreach(PackedEntry.write(_, buf))
+  }
+
+  def withData(buffer: ByteBuf): PackedBufferResponse = copy()(buffer, null)
+
+  def releasePayload(): Unit = if (data != null && data.refCnt() > 0) data.release()
+}
+
+object PackedBufferResponse {
+  final val Id: Byte = 10
+  /** Receiver id, sequence number, backlog, entry table length, payload size. */
+  val FixedLength: Int = InputChannelID.Length + 4 + 4 + 4 + 4
+  private val EntriesLengthOffset = InputChannelID.Length + 4 + 4
+  /** Most entries in one frame (bounds the decoder's header buffer). */
+  val MaxEntries = 256
+  val MaxHeaderLength: Int = FixedLength + MaxEntries * (PackedEntry.Length + BufferIv.Length)
+
+  /** The whole header's length, given its first [[FixedLength]] bytes at `buf`'s reader index. */
+  def headerLength(buf: ByteBuf): Int = {
+    val entries = buf.getInt(buf.readerIndex() + EntriesLengthOffset)
+    check(entries >= PackedEntry.Length && entries <= MaxHeaderLength - FixedLength,
+      s"PackedBufferResponse with a $entries-byte entry table")
+    FixedLength + entries
+  }
+
+  def decodeHeader(buf: ByteBuf, bodyLength: Int): PackedBufferResponse = {
+    val receiver = InputChannelID.readFrom(buf)
+    val seq = buf.readInt()
+    val backlog = buf.readInt()
+    val entriesLength = buf.readInt()
+    val size = buf.readInt()
+    val end = buf.readerIndex() + entriesLength
+    val entries = IndexedSeq.newBuilder[PackedEntry]
+    var bytes = 0L
+    while (buf.readerIndex() < end) {
+      val e = PackedEntry.read(buf)
+      bytes += e.length
+      entries += e
+    }
+    check(buf.readerIndex() == end, s"PackedBufferResponse whose entries overrun their $entriesLength-byte table")
+    check(seq >= 0 && backlog >= 0, s"PackedBufferResponse with sequence number $seq, backlog $backlog")
+    check(size >= 0 && bytes == size && size == bodyLength - FixedLength - entriesLength,
+      s"PackedBufferResponse announcing a $size-byte payload, entries of $bytes bytes, in a frame with " +
+        s"${bodyLength - FixedLength - entriesLength} payload bytes")
+    PackedBufferResponse(receiver, seq, backlog, entries.result(), size)(null, null)
+  }
 }

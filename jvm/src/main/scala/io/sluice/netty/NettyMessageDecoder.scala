@@ -43,6 +43,8 @@ private[netty] final class NettyMessageDecoder(
   import NettyMessageDecoder._
 
   private val header = Unpooled.buffer(MaxBodyLength, MaxBodyLength)
+  /** Where the fields go: `header`, or a buffer of its own for a MultiPartitionRequest larger than it. */
+  private var fields = header
   private var state = ReadingFrameHeader
   private var ctx: ChannelHandlerContext = _
   private var frameLength = 0
@@ -53,7 +55,7 @@ private[netty] final class NettyMessageDecoder(
 
   // The BufferResponse whose payload is being read, where the payload goes (null: skipped) and
   // how much of it is still to come.
-  private var response: BufferResponse = _
+  private var response: NettyMessage = _
   private var target: NetworkBuffer = _
   private var discarding = false
   private var payloadLeft = 0
@@ -88,7 +90,7 @@ private[netty] final class NettyMessageDecoder(
             if (header.readableBytes() == NettyMessage.FrameHeaderLength) startFrame()
           case ReadingBody =>
             copyToHeader(in, fieldsLength)
-            if (header.readableBytes() == fieldsLength) fieldsRead()
+            if (fields.readableBytes() == fieldsLength) fieldsRead()
           case ReadingPayload =>
             val n = math.min(payloadLeft, in.readableBytes())
             if (target != null) target.writeBytes(in, n) else in.skipBytes(n)
@@ -102,9 +104,10 @@ private[netty] final class NettyMessageDecoder(
   }
 
   private def copyToHeader(in: ByteBuf, upTo: Int): Unit =
-    in.readBytes(header, math.min(upTo - header.readableBytes(), in.readableBytes()))
+    in.readBytes(fields, math.min(upTo - fields.readableBytes(), in.readableBytes()))
 
   private def startFrame(): Unit = {
+    fields = header
     frameLength = header.readInt()
     val magic = header.readInt()
     messageId = header.readByte()
@@ -120,16 +123,29 @@ private[netty] final class NettyMessageDecoder(
     val (min, max) = bodyBounds(messageId)
     check(bodyLength >= min && bodyLength <= max,
       s"${NettyMessage.nameOf(messageId)} with a $bodyLength-byte body (expected ${if (min == max) s"$min" else s"$min to $max"})")
-    fieldsLength = if (messageId == BufferResponse.Id) BufferResponse.HeaderLength else bodyLength
+    fieldsLength = messageId match {
+      case BufferResponse.Id => BufferResponse.HeaderLength
+      case PackedBufferResponse.Id => PackedBufferResponse.FixedLength
+      case _ => bodyLength
+    }
+    // A request for many inputs may exceed the fixed header buffer; it is bounded by the frame length.
+    if (fieldsLength > header.capacity()) fields = Unpooled.buffer(fieldsLength, fieldsLength)
     if (fieldsLength == 0) emit(CloseRequest) else state = ReadingBody
   }
 
   /** The fields gathered so far are all there is, or (an encrypted BufferResponse) its IV is still to come. */
   private def fieldsRead(): Unit = {
-    val full = if (messageId == BufferResponse.Id) BufferResponse.headerLength(header) else fieldsLength
+    val full = messageId match {
+      case BufferResponse.Id => BufferResponse.headerLength(header)
+      case PackedBufferResponse.Id => PackedBufferResponse.headerLength(header)
+      case _ => fieldsLength
+    }
     if (full == fieldsLength) finishBody()
     else {
-      check(bodyLength > full, s"BufferResponse with a $bodyLength-byte body: no payload after an encrypted buffer's header")
+      if (messageId == BufferResponse.Id) {
+        check(bodyLength > full, s"BufferResponse with a $bodyLength-byte body: no payload after an encrypted buffer's header")
+      } else check(bodyLength >= full, s"${NettyMessage.nameOf(messageId)} with a $bodyLength-byte body, shorter than its " +
+        s"$full-byte header")
       fieldsLength = full
     }
   }
@@ -144,22 +160,36 @@ private[netty] final class NettyMessageDecoder(
       case EndOfPartition.Id => EndOfPartition.decode(header)
       case Ping.Id => Ping.decode(header)
       case Pong.Id => Pong.decode(header)
+      case MultiPartitionRequest.Id => MultiPartitionRequest.decode(fields, bodyLength)
+      case PackedBufferResponse.Id => PackedBufferResponse.decodeHeader(header, bodyLength)
     }
-    header.clear()
+    releaseFields()
     msg match {
-      case r: BufferResponse => startPayload(r)
+      case r: BufferResponse => startPayload(r, r.receiverId, r.payloadSize)
+      case r: PackedBufferResponse => startPayload(r, r.receiverId, r.payloadSize)
       case m => emit(m)
     }
   }
 
-  /** Finds where the payload of `r` goes: a buffer of its channel, nowhere, or (credit-less) later. */
-  private def startPayload(r: BufferResponse): Unit = {
+  /** Clears the header buffer, and drops a request's own fields buffer. */
+  private def releaseFields(): Unit = {
+    if (!(fields eq header) && fields.refCnt() > 0) fields.release()
+    fields = header
+    header.clear()
+  }
+
+  /**
+   * Finds where the payload of `r` (a BufferResponse or a PackedBufferResponse) goes: a buffer of
+   * its channel, nowhere, or (credit-less) later. A packed frame takes a buffer even when it carries
+   * only ends (no payload): every frame is one credit.
+   */
+  private def startPayload(r: NettyMessage, receiverId: InputChannelID, payloadSize: Int): Unit = {
     response = r
-    payloadLeft = r.payloadSize
+    payloadLeft = payloadSize
     state = ReadingPayload
-    val channel = receivers.channelFor(r.receiverId)
+    val channel = receivers.channelFor(receiverId)
     if (channel == null) {
-      check(receivers.wasReleased(r.receiverId), s"BufferResponse for unknown receiver ${r.receiverId}")
+      check(receivers.wasReleased(receiverId), s"${NettyMessage.nameOf(r.id)} for unknown receiver $receiverId")
       discard()
     } else {
       val buffer = try channel.requestBufferForData(stallListener) catch {
@@ -184,9 +214,14 @@ private[netty] final class NettyMessageDecoder(
     }
     target = buffer
     discarding = false
+    if (payloadLeft == 0) finishPayload()
   }
 
-  private def discard(): Unit = { target = null; discarding = true }
+  private def discard(): Unit = {
+    target = null
+    discarding = true
+    if (payloadLeft == 0) finishPayload()
+  }
 
   private def finishPayload(): Unit = {
     val data = target
@@ -194,8 +229,12 @@ private[netty] final class NettyMessageDecoder(
     val r = response
     response = null
     counters.buffersReceived.increment()
-    counters.bytesReceived.add(r.payloadSize.toLong)
-    emit(r.withData(if (discarding) null else data))
+    val received = if (discarding) null else data
+    emit(r match {
+      case b: BufferResponse => counters.bytesReceived.add(b.payloadSize.toLong); b.withData(received)
+      case p: PackedBufferResponse => counters.bytesReceived.add(p.payloadSize.toLong); p.withData(received)
+      case other => throw new IllegalStateException(s"$other has no payload")
+    })
   }
 
   private def emit(m: NettyMessage): Unit = {
@@ -284,6 +323,7 @@ private[netty] final class NettyMessageDecoder(
       if (s != null) s.removeBufferListener(stallListener)
     } finally {
       while (!stalledInput.isEmpty) stalledInput.poll().release()
+      if (!(fields eq header) && fields.refCnt() > 0) fields.release()
       if (header.refCnt() > 0) header.release()
     }
   }
@@ -307,7 +347,7 @@ private[netty] object NettyMessageDecoder {
   private final val Failed = 4
 
   /** The largest body of a message without payload (and of a BufferResponse header). */
-  val MaxBodyLength: Int = math.max(ErrorResponse.MaxLength, PartitionRequest.Length)
+  val MaxBodyLength: Int = Seq(ErrorResponse.MaxLength, PartitionRequest.Length, PackedBufferResponse.MaxHeaderLength).max
 
   /** Allowed body lengths of each message (a BufferResponse's includes its payload). */
   private def bodyBounds(id: Byte): (Int, Int) = id match {
@@ -320,6 +360,8 @@ private[netty] object NettyMessageDecoder {
     case EndOfPartition.Id => (EndOfPartition.Length, EndOfPartition.Length)
     case Ping.Id => (Ping.Length, Ping.Length)
     case Pong.Id => (Pong.Length, Pong.Length)
+    case MultiPartitionRequest.Id => (MultiPartitionRequest.FixedLength + MultiPartitionRequest.InputLength, Int.MaxValue)
+    case PackedBufferResponse.Id => (PackedBufferResponse.FixedLength + PackedEntry.Length, Int.MaxValue)
   }
 }
 

@@ -16,11 +16,17 @@ final class PartitionRequestClient private[netty] (
     private[netty] val handler: CreditBasedPartitionRequestClientHandler,
     val remote: InetSocketAddress) {
 
-  /** Registers `ch` and sends its request with its initial credit. */
+  /** Registers `ch` and sends its request (a MultiPartitionRequest when it is packed) with its initial credit. */
   def requestSubpartitions(ch: RemoteInputChannel, initialCredit: Int, creditBased: Boolean, waitForProducer: Boolean): Unit = {
     handler.addInputChannel(ch)
-    val request = PartitionRequest(ch.partitionId, ch.subpartitionStart, ch.subpartitionEnd, ch.id, initialCredit,
-      creditBased, waitForProducer)
+    val request =
+      if (ch.packed) {
+        MultiPartitionRequest(ch.id, initialCredit, creditBased,
+          ch.inputs.map(in => RequestedSubpartitions(in.partitionId, in.subpartitionStart, in.subpartitionEnd)))
+      } else {
+        PartitionRequest(ch.partitionId, ch.subpartitionStart, ch.subpartitionEnd, ch.id, initialCredit, creditBased,
+          waitForProducer)
+      }
     channel.writeAndFlush(request).addListener(new ChannelFutureListener {
       override def operationComplete(f: ChannelFuture): Unit = if (!f.isSuccess) {
         handler.removeInputChannel(ch)

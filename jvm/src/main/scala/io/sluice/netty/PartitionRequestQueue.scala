@@ -33,8 +33,8 @@ private[netty] final class PartitionRequestQueue(
   import PartitionRequestQueue._
 
   private var ctx: ChannelHandlerContext = _
-  private val readers = new java.util.HashMap[InputChannelID, CreditBasedSequenceNumberingViewReader]()
-  private val available = new java.util.ArrayDeque[CreditBasedSequenceNumberingViewReader]()
+  private val readers = new java.util.HashMap[InputChannelID, NetworkSequenceViewReader]()
+  private val available = new java.util.ArrayDeque[NetworkSequenceViewReader]()
   private val errors = new java.util.ArrayDeque[ErrorResponse]()
   private var writeInFlight = false
   private var closed = false
@@ -48,11 +48,11 @@ private[netty] final class PartitionRequestQueue(
   }
 
   /** Fails the reader of a spilled buffer the encoder could not read (its frame is whole or absent). */
-  private final class SpilledWriteListener(reader: CreditBasedSequenceNumberingViewReader) extends ChannelFutureListener {
+  private final class SpilledWriteListener(reader: NetworkSequenceViewReader) extends ChannelFutureListener {
     override def operationComplete(f: ChannelFuture): Unit = f.cause() match {
       case e: UnreadablePayloadException =>
         counters.unreadablePayloads.increment()
-        failReader(reader, ErrorKind.Other, new IOException(s"Could not send ${reader.partitionId}: ${e.getMessage}", e))
+        failReader(reader, ErrorKind.Other, new IOException(s"Could not send ${reader.describe}: ${e.getMessage}", e))
       case _ => // success, or the connection failed: the batch's listener deals with that
     }
   }
@@ -69,7 +69,7 @@ private[netty] final class PartitionRequestQueue(
    * Keeps `reader` unless its peer already holds spark.sluice.network.maxReadersPerPeer readers:
    * then its receiver gets an ErrorResponse naming the host and the key, and nothing is kept.
    */
-  def register(reader: CreditBasedSequenceNumberingViewReader): Boolean = {
+  def register(reader: NetworkSequenceViewReader): Boolean = {
     if (!peer.tryAddReader()) {
       counters.readersRefused.increment()
       sendError(ErrorResponse(reader.receiverId, ErrorKind.Other, new PeerLimitException(peer.readerLimitMessage)))
@@ -99,7 +99,7 @@ private[netty] final class PartitionRequestQueue(
   }
 
   /** Fails one request: its reader goes, the receiver gets an ErrorResponse. */
-  def failReader(reader: CreditBasedSequenceNumberingViewReader, kind: ErrorKind, cause: Throwable): Unit = {
+  def failReader(reader: NetworkSequenceViewReader, kind: ErrorKind, cause: Throwable): Unit = {
     if (readers.get(reader.receiverId) eq reader) {
       remove(reader)
       if (reader.registeredAsAvailable) { available.remove(reader); reader.registeredAsAvailable = false }
@@ -125,15 +125,15 @@ private[netty] final class PartitionRequestQueue(
    * is being read or released): queue it on the event loop, always later, never from inside the
    * view call that notified.
    */
-  def notifyReaderNonEmpty(reader: CreditBasedSequenceNumberingViewReader): Unit =
+  def notifyReaderNonEmpty(reader: NetworkSequenceViewReader): Unit =
     if (reader.notificationPending.compareAndSet(false, true)) {
       later { reader.notificationPending.set(false); enqueue(reader) }
     }
 
   /** The view of a request was opened (on the loop, or on the producer's thread when it waited). */
-  def notifyReaderCreated(reader: CreditBasedSequenceNumberingViewReader): Unit = later(enqueue(reader))
+  def notifyReaderCreated(reader: NetworkSequenceViewReader): Unit = later(enqueue(reader))
 
-  def notifyReaderFailed(reader: CreditBasedSequenceNumberingViewReader, cause: Throwable): Unit =
+  def notifyReaderFailed(reader: NetworkSequenceViewReader, cause: Throwable): Unit =
     later(failReader(reader, kindOf(cause), cause))
 
   private def later(task: => Unit): Unit =
@@ -141,7 +141,7 @@ private[netty] final class PartitionRequestQueue(
 
   // ---- writing -----------------------------------------------------------------------------------
 
-  private def enqueue(reader: CreditBasedSequenceNumberingViewReader): Unit = {
+  private def enqueue(reader: NetworkSequenceViewReader): Unit = {
     if (closed || reader.registeredAsAvailable || !(readers.get(reader.receiverId) eq reader)) return
     if (reader.isAvailable) {
       available.add(reader)
@@ -175,20 +175,25 @@ private[netty] final class PartitionRequestQueue(
           try reader.getNextMessage(counters)
           catch { case e: Throwable => failReader(reader, kindOf(e), e); null }
         if (next != null) {
-          next match {
-            case _: EndOfPartition => remove(reader)
-            case b: BufferResponse =>
-              counters.buffersSent.increment()
-              counters.bytesSent.add(b.payloadSize.toLong)
-              batchBytes += b.payloadSize
-              if (reader.isAvailable) { available.add(reader); reader.registeredAsAvailable = true }
-            case _ =>
+          val payload = next match {
+            case b: BufferResponse => b.payloadSize
+            case p: PackedBufferResponse => p.payloadSize
+            case _ => -1
+          }
+          if (payload >= 0) {
+            counters.buffersSent.increment()
+            counters.bytesSent.add(payload.toLong)
+            batchBytes += payload
           }
           last = ctx.write(next)
           next match {
             case b: BufferResponse if b.spilled != null => last.addListener(new SpilledWriteListener(reader))
+            case p: PackedBufferResponse if p.spilled.nonEmpty => last.addListener(new SpilledWriteListener(reader))
             case _ =>
           }
+          // Its files stay open for the frames written: each region holds its own reference.
+          if (reader.isFinished) remove(reader)
+          else if (payload >= 0 && reader.isAvailable) { available.add(reader); reader.registeredAsAvailable = true }
           if (batchBytes >= MaxBytesPerFlush || !ctx.channel().isWritable) stop = true
         }
         if (!errors.isEmpty) stop = true
@@ -203,7 +208,7 @@ private[netty] final class PartitionRequestQueue(
     }
   }
 
-  private def remove(reader: CreditBasedSequenceNumberingViewReader): Unit = {
+  private def remove(reader: NetworkSequenceViewReader): Unit = {
     if (readers.remove(reader.receiverId) != null) {
       counters.activeReaders.decrementAndGet()
       peer.removeReader()

@@ -8,7 +8,9 @@ import io.sluice.partition.{PartitionNotFoundException, ResultPartitionManager}
 /**
  * Serves the requests of one connection (Flink's PartitionRequestServerHandler): a
  * PartitionRequest opens a reader on the requested subpartitions (or leaves it waiting for a
- * pipelined producer that has not registered yet, at most `requestTimeoutMs`), AddCredit and
+ * pipelined producer that has not registered yet, at most `requestTimeoutMs`), a
+ * MultiPartitionRequest opens one reader over several finished partitions (packing their buffers
+ * into frames of at most `maxPayload` bytes, the receivers' segment size), AddCredit and
  * CancelPartitionRequest reach the reader (a request beyond the peer's reader limit is refused with
  * an ErrorResponse, see [[PeerLimits]]), CloseRequest releases them all, and a client's heartbeat
  * [[Ping]] is answered with a [[Pong]] at once (dropped while the connection is not writable: the
@@ -19,10 +21,12 @@ private[netty] final class PartitionRequestServerHandler(
     partitionManager: ResultPartitionManager,
     queue: PartitionRequestQueue,
     requestTimeoutMs: Long,
-    counters: TransportCounters) extends ChannelInboundHandlerAdapter {
+    counters: TransportCounters,
+    maxPayload: Int) extends ChannelInboundHandlerAdapter {
 
   override def channelRead(ctx: ChannelHandlerContext, msg: AnyRef): Unit = msg match {
     case r: PartitionRequest => onPartitionRequest(ctx, r)
+    case r: MultiPartitionRequest => onMultiPartitionRequest(ctx, r)
     case AddCredit(id, credit) => queue.addCredit(id, credit)
     case CancelPartitionRequest(id) => queue.cancel(id)
     case Ping(seq) =>
@@ -37,11 +41,7 @@ private[netty] final class PartitionRequestServerHandler(
   }
 
   private def onPartitionRequest(ctx: ChannelHandlerContext, r: PartitionRequest): Unit = {
-    if (queue.hasReader(r.receiverId)) {
-      queue.fatal(new TransportProtocolException(s"${ctx.channel().remoteAddress()} requested a second partition " +
-        s"for receiver ${r.receiverId}"))
-      return
-    }
+    if (isDuplicate(ctx, r.receiverId)) return
     val reader = new CreditBasedSequenceNumberingViewReader(r.receiverId, r.partitionId, r.subpartitionStart,
       r.subpartitionEnd, r.credit, r.creditBased, queue)
     if (!queue.register(reader)) return // the peer holds its maximum of readers: refused
@@ -59,5 +59,27 @@ private[netty] final class PartitionRequestServerHandler(
     } catch {
       case e: Throwable => queue.failReader(reader, PartitionRequestQueue.kindOf(e), e)
     }
+  }
+
+  private def onMultiPartitionRequest(ctx: ChannelHandlerContext, r: MultiPartitionRequest): Unit = {
+    if (isDuplicate(ctx, r.receiverId)) return
+    val reader = new CreditBasedUnionViewReader(r, maxPayload, queue)
+    if (!queue.register(reader)) return
+    try {
+      reader.open(partitionManager)
+      queue.notifyReaderCreated(reader)
+    } catch {
+      case e: Throwable => queue.failReader(reader, PartitionRequestQueue.kindOf(e), e)
+    }
+  }
+
+  /** A second request for a receiver that has a reader breaks the protocol: the connection fails. */
+  private def isDuplicate(ctx: ChannelHandlerContext, id: InputChannelID): Boolean = {
+    val duplicate = queue.hasReader(id)
+    if (duplicate) {
+      queue.fatal(new TransportProtocolException(s"${ctx.channel().remoteAddress()} requested a second partition " +
+        s"for receiver $id"))
+    }
+    duplicate
   }
 }

@@ -42,6 +42,7 @@ final class TestingExecutor(
   val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
     fileCipher)
   private lazy val spillDir: File = Files.createTempDirectory(s"sluice-$executorId").toFile
+  TestingExecutor.running.put(port, this)
 
   def counters: TransportCounters = connectionManager.counters
 
@@ -69,9 +70,21 @@ final class TestingExecutor(
     p
   }
 
+  /**
+   * A gate over `inputs`, pipelined (one channel per input) when `waitForProducers` is set or any
+   * input is a pipelined partition registered in a running TestingExecutor (found by its port, or
+   * by its executor id when reached through a relay), as the Spark layer
+   * decides by the shuffle's kind; otherwise one channel per producing executor.
+   */
   def gate(owner: String, inputs: IndexedSeq[GateInput], codec: Option[BlockCodec] = None,
-      waitForProducers: Boolean = false): SingleInputGate =
-    gateFactory.create(owner, inputs, codec, waitForProducers)
+      waitForProducers: Boolean = false): SingleInputGate = {
+    val pipelined = waitForProducers || inputs.exists { in =>
+      val producer = Option(TestingExecutor.running.get(in.producer.port))
+        .orElse(TestingExecutor.running.values().asScala.find(_.executorId == in.producer.executorId))
+      producer.flatMap(_.partitionManager.getPartition(in.partitionId)).exists(_.partitionType == ResultPartitionType.Pipelined)
+    }
+    gateFactory.create(owner, inputs, codec, waitForProducers, pipelined)
+  }
 
   /** Waits until every segment is back in the NetworkBufferPool and nothing is required; fails otherwise. */
   def awaitAllBuffersBack(timeoutMs: Long = 10000): Unit = {
@@ -90,6 +103,7 @@ final class TestingExecutor(
   }
 
   def shutdown(): Unit = {
+    TestingExecutor.running.remove(port, this)
     connectionManager.shutdown()
     partitionManager.shutdown()
     if (spillDir.exists()) { Option(spillDir.listFiles()).foreach(_.foreach(_.delete())); spillDir.delete() }
@@ -97,6 +111,9 @@ final class TestingExecutor(
 }
 
 object TestingExecutor {
+  /** The executors running in this JVM, by server port (how [[gate]] tells a pipelined input). */
+  private val running = new java.util.concurrent.ConcurrentHashMap[Int, TestingExecutor]()
+
   val DefaultSettings: Map[String, String] = Map(
     SluiceOptions.SegmentSize.key -> "4k",
     SluiceOptions.MaxFrameLength.key -> "64k",

@@ -31,7 +31,7 @@ final class TestingGateReader(val gate: SingleInputGate) {
       } else {
         current = gate.getNext()
         if (current == null) return null
-        currentDeserializer = deserializers.getOrElseUpdate(current.channelIndex, new SpanningRecordDeserializer)
+        currentDeserializer = deserializers.getOrElseUpdate(current.input, new SpanningRecordDeserializer)
         currentDeserializer.setNextBuffer(current.buffer)
       }
     }

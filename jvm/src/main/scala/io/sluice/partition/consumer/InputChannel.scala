@@ -3,20 +3,33 @@ package io.sluice.partition.consumer
 import io.sluice.partition.ResultPartitionID
 
 /**
- * One logical channel of an input gate: the consumer's end of one producer's subpartitions
- * [subpartitionStart, subpartitionEnd) (Flink's InputChannel). [[LocalInputChannel]] reads a
- * partition of its own executor directly; a remote channel receives it over the executor pair's
- * shared connection. The task thread calls [[getNextBuffer]]; other threads only notify the gate.
+ * One logical channel of an input gate (Flink's InputChannel): the consumer's end of one or more
+ * inputs of the gate (subpartitions of result partitions) that are all produced in one executor.
+ * A pipelined partition's subpartitions are read one channel each; the finished (blocking) map
+ * outputs a reduce task reads from one executor are all read through one channel, each input
+ * ending with its own end of partition. [[LocalInputChannel]] reads partitions of its own executor
+ * directly; a remote channel receives them over the executor pair's shared connection. The task
+ * thread calls [[getNextBuffer]]; other threads only notify the gate.
  *
+ * @param inputs   the gate's inputs this channel reads, in the order they are read
  * @param producer how errors name the producer: its executor and address
  */
 abstract class InputChannel(
     val gate: SingleInputGate,
     val channelIndex: Int,
-    val partitionId: ResultPartitionID,
-    val subpartitionStart: Int,
-    val subpartitionEnd: Int,
+    val inputs: IndexedSeq[ChannelInput],
     val producer: ProducerLocation) {
+  require(inputs.nonEmpty, s"channel $channelIndex reads no input")
+
+  /** A channel of one input, whose index among the gate's inputs is the channel's. */
+  def this(gate: SingleInputGate, channelIndex: Int, partitionId: ResultPartitionID, subpartitionStart: Int,
+      subpartitionEnd: Int, producer: ProducerLocation) =
+    this(gate, channelIndex, IndexedSeq(ChannelInput(channelIndex, partitionId, subpartitionStart, subpartitionEnd)), producer)
+
+  /** The first input's partition and subpartitions (a channel of one input: its only one). */
+  def partitionId: ResultPartitionID = inputs.head.partitionId
+  def subpartitionStart: Int = inputs.head.subpartitionStart
+  def subpartitionEnd: Int = inputs.head.subpartitionEnd
 
   @volatile private var error: Throwable = _
 
@@ -61,10 +74,17 @@ abstract class InputChannel(
   protected final def notifyChannelNonEmpty(): Unit = gate.notifyChannelNonEmpty(this)
 
   def description: String =
-    s"channel $channelIndex (${partitionId}, subpartitions [$subpartitionStart, $subpartitionEnd) at $producer)"
+    if (inputs.size == 1) s"channel $channelIndex (${partitionId}, subpartitions [$subpartitionStart, $subpartitionEnd) at $producer)"
+    else s"channel $channelIndex (${inputs.size} partitions: ${partitionId} ... ${inputs.last.partitionId}, at $producer)"
 
   override def toString: String = s"${getClass.getSimpleName}($description)"
 }
+
+/**
+ * One input a channel reads: subpartitions [start, end) of a partition, and its index among the
+ * gate's inputs (how buffers and failures name it to the reader).
+ */
+final case class ChannelInput(index: Int, partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int)
 
 /** Where a channel's producer runs: its executor id and its Sluice server. */
 final case class ProducerLocation(executorId: String, host: String, port: Int) {
@@ -72,9 +92,10 @@ final case class ProducerLocation(executorId: String, host: String, port: Int) {
 }
 
 /**
- * A channel failed: carries which channel, producer and partition, and the cause. The Spark
- * layer turns it into a FetchFailedException for that map output.
+ * A channel failed: carries which channel, producer and partition, the cause, and the gate's
+ * input the failure is known to concern (-1: some input of the channel not fully read yet). The
+ * Spark layer turns it into a FetchFailedException for that input's map output.
  */
-final class InputChannelException(val channel: InputChannel, cause: Throwable)
+final class InputChannelException(val channel: InputChannel, cause: Throwable, val input: Int = -1)
   extends java.io.IOException(s"Reading ${channel.description} failed: " +
     s"${cause.getClass.getSimpleName}: ${cause.getMessage}", cause)

@@ -13,8 +13,12 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
 
 /**
  * Builds the input gates of one executor (Flink's SingleInputGateFactory): the entry point the
- * Spark layer's reader calls. Each gate gets a [[LocalInputChannel]] for inputs produced in this
- * executor and a [[RemoteInputChannel]] for the others, and a floating buffer pool:
+ * Spark layer's reader calls. A regular (blocking) gate reads with one channel per producing
+ * executor: one [[LocalInputChannel]] over every input produced in this executor, one packed
+ * [[RemoteInputChannel]] over every input of each other executor (one request, one credit stream,
+ * many map outputs per frame), so its channels and requests grow with the executors it reads from,
+ * not with the map outputs. A pipelined gate has one channel per input. Each gate has a floating
+ * buffer pool:
  *  - credit-based: at least 1 and at most floatingBuffersPerGate buffers, on top of the
  *    buffersPerChannel exclusive ones of each remote channel in flight;
  *  - credit-less: no exclusive buffers, so the pool may grow to floatingBuffersPerGate +
@@ -44,16 +48,19 @@ final class InputGateFactory(
 
   /**
    * A gate with a LocalInputChannel for inputs whose producer.executorId == localExecutorId and a
-   * RemoteInputChannel for the rest; `waitForProducers` (pipelined) lets requests wait for
+   * RemoteInputChannel for the rest (one channel per producing executor unless `pipelined`: then
+   * one per input, as a pipelined subpartition is read on its own); `waitForProducers` lets requests wait for
    * producers that have not registered yet, and requests every channel at once. Nothing is
    * requested before the gate's first getNext. A producer that cannot be reached or a missing
    * partition fails its channel (reported by the gate's getNext, naming the channel). Waits (up
    * to spark.sluice.network.bufferRequestTimeout) while the executor's network memory cannot give
    * the floating pool its minimum.
    */
-  def create(owner: String, inputs: IndexedSeq[GateInput], codec: Option[BlockCodec], waitForProducers: Boolean): SingleInputGate = {
+  def create(owner: String, inputs: IndexedSeq[GateInput], codec: Option[BlockCodec], waitForProducers: Boolean,
+      pipelined: Boolean): SingleInputGate = {
     val window = if (waitForProducers) SingleInputGate.AllAtOnce else maxChannelsInFlight
-    val numRemote = inputs.count(_.producer.executorId != localExecutorId)
+    val groups = channelGroups(inputs, pipelined)
+    val numRemote = groups.count(_._1.executorId != localExecutorId)
     val remoteInFlight = math.min(numRemote, window)
     val (required, max) =
       if (numRemote == 0) (0, 1)
@@ -76,13 +83,12 @@ final class InputGateFactory(
         case Right(c) => c
         case Left(e) => throw e
       }
-      val channels: Array[InputChannel] = inputs.zipWithIndex.map { case (in, i) =>
-        if (in.producer.executorId == localExecutorId) {
-          new LocalInputChannel(gate, i, in.partitionId, in.subpartitionStart, in.subpartitionEnd, in.producer,
-            partitionManager, waitForProducers)
+      val channels: Array[InputChannel] = groups.zipWithIndex.map { case ((producer, group), i) =>
+        if (producer.executorId == localExecutorId) {
+          new LocalInputChannel(gate, i, group, producer, partitionManager, waitForProducers)
         } else {
-          new RemoteInputChannel(gate, i, in.partitionId, in.subpartitionStart, in.subpartitionEnd, in.producer,
-            connect, creditBased, buffersPerChannel, waitForProducers, bufferRequestTimeoutMs)
+          new RemoteInputChannel(gate, i, group, producer, connect, creditBased, buffersPerChannel, waitForProducers,
+            bufferRequestTimeoutMs, packed = !pipelined)
         }
       }.toArray
       val readsSpilledLocally = inputs.exists(in => in.producer.executorId == localExecutorId &&
@@ -93,6 +99,26 @@ final class InputGateFactory(
       case e: Throwable =>
         try gate.close() catch { case c: Throwable => e.addSuppressed(c) }
         throw e
+    }
+  }
+
+  /**
+   * The gate's channels, each a producer and the inputs it reads (with their indexes in `inputs`):
+   * for a regular gate one per producing executor, remote ones first (their requests go out while
+   * local data is read); for a pipelined gate one per input, in order.
+   */
+  private def channelGroups(inputs: IndexedSeq[GateInput], pipelined: Boolean): IndexedSeq[(ProducerLocation, IndexedSeq[ChannelInput])] = {
+    val withIndex = inputs.zipWithIndex.map { case (in, i) =>
+      (in.producer, ChannelInput(i, in.partitionId, in.subpartitionStart, in.subpartitionEnd))
+    }
+    if (pipelined) withIndex.map { case (p, in) => (p, IndexedSeq(in)) }
+    else {
+      val byExecutor = withIndex.groupBy(_._1.executorId)
+      val order = withIndex.map(_._1.executorId).distinct.sortBy(e => if (e == localExecutorId) 1 else 0)
+      order.map { e =>
+        val group = byExecutor(e)
+        (group.head._1, group.map(_._2))
+      }
     }
   }
 }

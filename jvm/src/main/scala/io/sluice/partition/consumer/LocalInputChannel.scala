@@ -3,40 +3,61 @@ package io.sluice.partition.consumer
 import io.sluice.partition._
 
 /**
- * An input channel whose producer runs in the same executor (Flink's LocalInputChannel): it reads
- * the subpartition view directly, with no network and, for in-memory buffers, no copy; spilled
+ * An input channel whose producers run in the same executor (Flink's LocalInputChannel): it reads
+ * the subpartition views directly, with no network and, for in-memory buffers, no copy; spilled
  * buffers of a blocking partition are read from the file into the gate's read buffer, as stored
- * (the gate verifies, decrypts and decompresses them as it does remote ones). A pipelined
- * partition not registered yet is waited for: the view opens the moment its producer registers.
+ * (the gate verifies, decrypts and decompresses them as it does remote ones).
+ *
+ * A gate reads every finished (blocking) map output of its own executor through one such channel:
+ * with several inputs, one [[UnionResultSubpartitionView]] over all of them, opened when the
+ * channel is requested, read input after input, each ending with its own end of partition. A
+ * channel of one input reads its view directly; a pipelined partition is read that way, one
+ * channel per input, and one not registered yet is waited for: the view opens the moment its
+ * producer registers.
  */
 final class LocalInputChannel(
     gate: SingleInputGate,
     channelIndex: Int,
-    partitionId: ResultPartitionID,
-    subpartitionStart: Int,
-    subpartitionEnd: Int,
+    inputs: IndexedSeq[ChannelInput],
     producer: ProducerLocation,
     partitionManager: ResultPartitionManager,
     waitForProducer: Boolean)
-  extends InputChannel(gate, channelIndex, partitionId, subpartitionStart, subpartitionEnd, producer)
+  extends InputChannel(gate, channelIndex, inputs, producer)
     with BufferAvailabilityListener with PendingViewRequest {
+  require(!waitForProducer || inputs.size == 1, s"a pipelined local channel reads one input, not ${inputs.size}")
 
+  /** A channel of one input, whose index among the gate's inputs is the channel's. */
+  def this(gate: SingleInputGate, channelIndex: Int, partitionId: ResultPartitionID, subpartitionStart: Int,
+      subpartitionEnd: Int, producer: ProducerLocation, partitionManager: ResultPartitionManager,
+      waitForProducer: Boolean) =
+    this(gate, channelIndex, IndexedSeq(ChannelInput(channelIndex, partitionId, subpartitionStart, subpartitionEnd)),
+      producer, partitionManager, waitForProducer)
+
+  /** The view of the channel's one input. */
   @volatile private var view: ResultSubpartitionView = _
+  /** The views of the channel's inputs, when it has several (finished partitions). */
+  @volatile private var union: UnionResultSubpartitionView = _
   @volatile private var released = false
   private var endReached = false
 
   override def isRemote: Boolean = false
 
   /**
-   * Opens the view. A partition that is gone (released, or never here) fails this channel, not the
+   * Opens the views. A partition that is gone (released, or never here) fails this channel, not the
    * call, as a remote channel's error response would: the task sees it when it reads the channel,
    * so the reader can name the map output to recompute.
    */
   override def requestSubpartitions(): Unit = {
     if (waitForProducer) partitionManager.createSubpartitionViewOrWait(partitionId, this)
     else {
-      try view = partitionManager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
-      catch {
+      try {
+        if (inputs.size == 1) view = partitionManager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
+        else {
+          val u = UnionResultSubpartitionView.open(partitionManager,
+            inputs.map(in => (in.partitionId, in.subpartitionStart, in.subpartitionEnd)), this)
+          if (released) u.releaseAllResources() else union = u
+        }
+      } catch {
         case e @ (_: PartitionNotFoundException | _: ProducerFailedException) => setError(e)
       }
     }
@@ -57,6 +78,8 @@ final class LocalInputChannel(
 
   override def getNextBuffer(): BufferAndAvailability = {
     checkError()
+    val u = union
+    if (u != null) return fromUnion(u)
     val v = view
     if (v == null) return null
     val next = v.getNextBuffer()
@@ -65,21 +88,39 @@ final class LocalInputChannel(
       null
     } else if (next.isEndOfPartition) {
       endReached = true
-      BufferAndAvailability.endOfPartition(next.subpartition)
-    } else if (next.buffer != null) {
-      new BufferAndAvailability(next.buffer, next.subpartition, false, -1, false, 0, v.isAvailable(1))
+      BufferAndAvailability.endOfPartition(inputs.head.index, next.subpartition)
+    } else deliver(next, inputs.head.index, v.isAvailable(1))
+  }
+
+  private def fromUnion(u: UnionResultSubpartitionView): BufferAndAvailability = {
+    val next = try u.getNextBuffer() catch {
+      case e: ProducerFailedException => throw new InputChannelException(this, e, inputs(math.min(u.currentInput, inputs.size - 1)).index)
+    }
+    if (next == null) null
+    else {
+      val input = inputs(u.lastInput).index
+      if (next.isEndOfPartition) BufferAndAvailability.endOfPartition(input, next.subpartition, !u.isFinished)
+      else deliver(next, input, moreAvailable = true)
+    }
+  }
+
+  private def deliver(next: BufferAndBacklog, input: Int, moreAvailable: Boolean): BufferAndAvailability = {
+    if (next.buffer != null) {
+      new BufferAndAvailability(input, next.buffer, next.subpartition, false, -1, false, 0, moreAvailable)
     } else {
       val s = next.spilled
       val target = gate.localReadBuffer(s.storedLength)
       try s.readInto(target) catch {
-        case e: Throwable => target.release(); throw new InputChannelException(this, e)
+        case e: Throwable => target.release(); throw new InputChannelException(this, e, input)
       }
-      new BufferAndAvailability(target, next.subpartition, s.isCompressed, s.rawLength, true, s.crc, v.isAvailable(1), s.iv)
+      new BufferAndAvailability(input, target, next.subpartition, s.isCompressed, s.rawLength, true, s.crc, moreAvailable, s.iv)
     }
   }
 
   override def releaseAllResources(): Unit = if (!released) {
     released = true
+    val u = union
+    if (u != null) u.releaseAllResources()
     partitionManager.cancelPending(partitionId, this)
     val v = view
     if (v != null && !v.isReleased) {

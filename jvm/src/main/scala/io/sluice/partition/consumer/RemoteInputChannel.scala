@@ -10,6 +10,12 @@ import io.sluice.partition.ResultPartitionID
  * An input channel whose producer runs in another executor (Flink's RemoteInputChannel): it
  * receives the producer's subpartitions over the executor pair's shared connection.
  *
+ * A `packed` channel reads every finished map output the gate needs from that executor: one
+ * MultiPartitionRequest names them all, and the server answers with PackedBufferResponses, each
+ * holding many stored buffers and ends of inputs in one frame and one credit, which the channel
+ * splits again on arrival (slices of the one receiving buffer, which goes back to its pool when the
+ * last slice is released). Otherwise the channel reads one input with a PartitionRequest.
+ *
  * Credit-based (the default): the channel owns `exclusiveBuffersPerChannel` exclusive buffers, which
  * its gate hands it from its [[ExclusiveBufferReserve]] when it requests the channel, announced
  * as the request's initial credit.
@@ -36,17 +42,25 @@ import io.sluice.partition.ResultPartitionID
 final class RemoteInputChannel(
     gate: SingleInputGate,
     channelIndex: Int,
-    partitionId: ResultPartitionID,
-    subpartitionStart: Int,
-    subpartitionEnd: Int,
+    inputs: IndexedSeq[ChannelInput],
     producer: ProducerLocation,
     connect: ProducerLocation => PartitionRequestClient,
     val creditBased: Boolean,
     exclusiveBuffersPerChannel: Int,
     waitForProducer: Boolean,
-    bufferRequestTimeoutMs: Long)
-  extends InputChannel(gate, channelIndex, partitionId, subpartitionStart, subpartitionEnd, producer)
+    bufferRequestTimeoutMs: Long,
+    val packed: Boolean)
+  extends InputChannel(gate, channelIndex, inputs, producer)
     with BufferListener {
+  require(packed || inputs.size == 1, s"an unpacked channel reads one input, not ${inputs.size}")
+  require(!(packed && waitForProducer), "pipelined partitions are not read packed")
+
+  /** A channel of one input read with a PartitionRequest, whose index among the gate's inputs is the channel's. */
+  def this(gate: SingleInputGate, channelIndex: Int, partitionId: ResultPartitionID, subpartitionStart: Int,
+      subpartitionEnd: Int, producer: ProducerLocation, connect: ProducerLocation => PartitionRequestClient,
+      creditBased: Boolean, exclusiveBuffersPerChannel: Int, waitForProducer: Boolean, bufferRequestTimeoutMs: Long) =
+    this(gate, channelIndex, IndexedSeq(ChannelInput(channelIndex, partitionId, subpartitionStart, subpartitionEnd)),
+      producer, connect, creditBased, exclusiveBuffersPerChannel, waitForProducer, bufferRequestTimeoutMs, packed = false)
 
   import RemoteInputChannel._
 
@@ -63,6 +77,8 @@ final class RemoteInputChannel(
   private var announcementPending = false
   private var waitingForFloating = false
   private var expectedSequenceNumber = 0
+  /** Inputs whose end arrived; the channel has ended when every input has. */
+  private var inputsEnded = 0
   private var ended = false
   @volatile private var released = false
   @volatile private var client: PartitionRequestClient = _
@@ -179,7 +195,8 @@ final class RemoteInputChannel(
         val n = buffersReceived.incrementAndGet()
         if (creditBased && n > creditsAnnounced.get) creditOverruns.incrementAndGet()
         wasEmpty = received.isEmpty
-        received.add(new Received(r))
+        received.add(new Received(inputs.head.index, r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum,
+          r.crc, r.iv))
         if (creditBased) {
           onSenderBacklog(r.backlog)
           announce = shouldAnnounceLocked()
@@ -190,6 +207,57 @@ final class RemoteInputChannel(
     if (error != null) setError(error)
     if (announce) announceCredit()
     error == null && wasEmpty
+  }
+
+  /**
+   * A packed frame arrived (its payload in `r.data`, a buffer this channel handed out): its entries
+   * queue as slices of that buffer and ends of inputs. As [[receiveBuffer]], returns whether the
+   * channel became non-empty, for the caller to notify the gate.
+   */
+  private[sluice] def receivePacked(r: PackedBufferResponse): Boolean = {
+    var error: Throwable = null
+    var wasEmpty = false
+    var announce = false
+    synchronized {
+      if (released) ()
+      else if (r.sequenceNumber != expectedSequenceNumber) {
+        error = new TransportProtocolException(s"$description received frame number ${r.sequenceNumber} from " +
+          s"$producer, expected number $expectedSequenceNumber (lost or reordered data)")
+      } else {
+        val bad = r.entries.find(e => e.input >= inputs.size)
+        if (bad.isDefined) {
+          error = new TransportProtocolException(s"$producer sent data of input ${bad.get.input} to $description, " +
+            s"which requested ${inputs.size}")
+        } else {
+          expectedSequenceNumber += 1
+          val n = buffersReceived.incrementAndGet()
+          if (creditBased && n > creditsAnnounced.get) creditOverruns.incrementAndGet()
+          wasEmpty = received.isEmpty
+          var offset = r.data.readerIndex()
+          r.entries.foreach { e =>
+            val input = inputs(e.input).index
+            if (e.isEnd) {
+              inputsEnded += 1
+              received.add(Received.end(input, e.subpartition))
+            } else {
+              received.add(new Received(input, r.data.retainedSlice(offset, e.length), e.subpartition, e.compressed,
+                e.rawLength, e.hasChecksum, e.crc, e.iv))
+              offset += e.length
+            }
+          }
+          if (inputsEnded == inputs.size) ended = true
+          if (creditBased) {
+            onSenderBacklog(r.backlog)
+            announce = shouldAnnounceLocked()
+          }
+        }
+      }
+    }
+    // The slices hold the buffer now; this reference goes (with an empty or discarded frame, the buffer too).
+    r.releasePayload()
+    if (error != null) setError(error)
+    if (announce) announceCredit()
+    error == null && wasEmpty && !released
   }
 
   /** Tells the gate this channel has data (after [[receiveBuffer]] returned true). */
@@ -204,7 +272,8 @@ final class RemoteInputChannel(
       } else {
         expectedSequenceNumber += 1
         ended = true
-        received.add(Received.end(subpartition))
+        inputsEnded = inputs.size
+        received.add(Received.end(inputs.head.index, subpartition))
         null
       }
     }
@@ -332,11 +401,9 @@ final class RemoteInputChannel(
       (n, !received.isEmpty)
     }
     if (next == null) null
-    else if (next.response == null) BufferAndAvailability.endOfPartition(next.subpartition)
-    else {
-      val r = next.response
-      new BufferAndAvailability(r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum, r.crc, more, r.iv)
-    }
+    else if (next.data == null) BufferAndAvailability.endOfPartition(next.input, next.subpartition, more)
+    else new BufferAndAvailability(next.input, next.data, next.subpartition, next.compressed, next.rawLength,
+      next.hasChecksum, next.crc, more, next.iv)
   }
 
   override def numQueuedBuffers: Int = synchronized(received.size)
@@ -361,7 +428,7 @@ final class RemoteInputChannel(
       (q, f, !ended)
     }
     gate.floatingBuffers.removeListener(this)
-    queued.forEach(r => if (r.response != null) r.response.releasePayload())
+    queued.forEach(r => if (r.data != null && r.data.refCnt() > 0) r.data.release())
     free.forEach(b => b.release())
     val c = client
     if (c != null) c.cancelRequest(this, sendCancel)
@@ -389,12 +456,11 @@ final class RemoteInputChannel(
 }
 
 private object RemoteInputChannel {
-  /** A buffer as it arrived, or (response == null) the end of the partition. */
-  final class Received(val response: BufferResponse, val subpartition: Int) {
-    def this(r: BufferResponse) = this(r, r.subpartition)
-  }
+  /** A buffer of input `input` as it arrived (stored form), or (data == null) the end of that input. */
+  final class Received(val input: Int, val data: io.netty.buffer.ByteBuf, val subpartition: Int, val compressed: Boolean,
+      val rawLength: Int, val hasChecksum: Boolean, val crc: Int, val iv: io.sluice.partition.BufferIv)
 
   object Received {
-    def end(subpartition: Int): Received = new Received(null, subpartition)
+    def end(input: Int, subpartition: Int): Received = new Received(input, null, subpartition, false, -1, false, 0, null)
   }
 }

@@ -2,21 +2,20 @@ package io.sluice.partition.consumer
 
 import java.util.concurrent.TimeoutException
 import java.util.concurrent.atomic.LongAdder
-import java.util.zip.CRC32C
 
 import io.netty.buffer.ByteBuf
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.{LocalBufferPool, MemorySegment, NetworkBuffer, NetworkBufferPool}
-import io.sluice.partition.{BufferCipher, PartitionFileCipher}
+import io.sluice.partition.PartitionFileCipher
 
 /**
- * The consumer's side of a shuffle read (Flink's SingleInputGate): one [[InputChannel]] per
- * producer partition, the gate's pool of floating buffers shared by its remote channels, and a
- * queue of channels that have data. [[getNext]] hands the task thread a buffer from whichever
- * channel has one, never waiting on any single channel, decrypts encrypted spilled data, verifies
- * the checksum of spilled data (which the producer took before encrypting, so it also catches a
- * buffer decrypted wrongly) and decompresses compressed buffers, and answers null once every
- * channel has ended.
+ * The consumer's side of a shuffle read (Flink's SingleInputGate): its inputs (the map outputs, or
+ * pipelined subpartitions, it reads) spread over [[InputChannel]]s (one per producing executor for
+ * finished map outputs, one per input for pipelined ones), the gate's pool of floating buffers
+ * shared by its remote channels, and a queue of channels that have data. [[getNext]] hands the
+ * task thread a buffer from whichever channel has one, never waiting on any single channel, has
+ * the [[InputBufferDecoder]] decrypt, verify and decompress it, counts every input's end, and
+ * answers null once every channel has ended.
  *
  * Channels are requested lazily, on the first [[getNext]]: a gate that is never read (the second
  * input of a sort-merge join, until the first is read) costs no request and no exclusive buffer.
@@ -53,6 +52,9 @@ final class SingleInputGate(
   private var queued: Array[Boolean] = Array.empty
   private var ended: Array[Boolean] = Array.empty
   private var numEnded = 0
+  /** Per input: its end was read. Per channel: how many of its inputs ended. Task thread. */
+  private var inputEnded: Array[Boolean] = Array.empty
+  private var inputsEndedOf: Array[Int] = Array.empty
   private var needsReadBuffer = false
   private var started = false
   /** Channels [0, nextToRequest) were requested; the rest wait for room in the window. */
@@ -67,9 +69,7 @@ final class SingleInputGate(
   // read into one, compressed data decompressed into the other. Each is lent to one buffer at a time.
   private var scratchSegments: java.util.List[MemorySegment] = java.util.Collections.emptyList()
   private var readScratch: NetworkBuffer = _
-  private var decompressScratch: NetworkBuffer = _
-  private val crc = new CRC32C
-  private var decryptor: BufferCipher = _ // taken with the first encrypted buffer
+  private val decoder = new InputBufferDecoder(codec, fileCipher)
 
   // Flink's input metrics of this consumer. numBytesIn counts the bytes of the buffers handed to the
   // task (decompressed: what the producers' numBytesOut counted), numBytesInLocal / numBytesInRemote
@@ -95,10 +95,15 @@ final class SingleInputGate(
     channels = cs
     queued = new Array[Boolean](cs.length)
     ended = new Array[Boolean](cs.length)
+    inputEnded = new Array[Boolean](cs.iterator.map(_.inputs.iterator.map(_.index + 1).max).maxOption.getOrElse(0))
+    inputsEndedOf = new Array[Int](cs.length)
     this.needsReadBuffer = needsReadBuffer
   }
 
   def numberOfChannels: Int = channels.length
+
+  /** Inputs of the gate (map outputs or pipelined subpartitions) over all its channels. */
+  def numberOfInputs: Int = inputEnded.length
 
   def channel(i: Int): InputChannel = channels(i)
 
@@ -128,7 +133,7 @@ final class SingleInputGate(
   /** Takes the scratch segments and requests the first channels (all of a pipelined gate). */
   private def start(): Unit = {
     started = true
-    val n = (if (needsReadBuffer) 1 else 0) + (if (codec.isDefined) 1 else 0)
+    val n = (if (needsReadBuffer) 1 else 0) + (if (decoder.needsDecompressScratch) 1 else 0)
     if (n > 0) {
       val segments = networkBufferPool.requestUnpooledSegments(n, bufferRequestTimeoutMs, s"$owner (scratch buffers)")
       val open = exclusive.synchronized {
@@ -136,7 +141,7 @@ final class SingleInputGate(
           scratchSegments = segments
           var i = 0
           if (needsReadBuffer) { readScratch = new NetworkBuffer(segments.get(i), NoRecycle); i += 1 }
-          if (codec.isDefined) decompressScratch = new NetworkBuffer(segments.get(i), NoRecycle)
+          if (decoder.needsDecompressScratch) decoder.decompressScratch = new NetworkBuffer(segments.get(i), NoRecycle)
         }
         !closed
       }
@@ -237,8 +242,14 @@ final class SingleInputGate(
       if (next != null) {
         if (next.moreAvailable) notifyChannelNonEmpty(channel)
         if (next.isEndOfPartition) {
-          endChannel(channel)
-          requestMoreChannels()
+          if (next.input >= 0 && next.input < inputEnded.length && !inputEnded(next.input)) {
+            inputEnded(next.input) = true
+            inputsEndedOf(channel.channelIndex) += 1
+          }
+          if (inputsEndedOf(channel.channelIndex) == channel.inputs.size) {
+            endChannel(channel)
+            requestMoreChannels()
+          }
         } else {
           return prepare(channel, next)
         }
@@ -338,53 +349,21 @@ final class SingleInputGate(
   }
 
   private def prepare(channel: InputChannel, next: BufferAndAvailability): InputBuffer = {
-    var data = next.buffer
-    val size = data.readableBytes()
-    try {
-      if (next.iv != null) {
-        if (decryptor == null) {
-          decryptor = fileCipher.getOrElse(throw new CorruptBufferException(s"${channel.description} sent an encrypted " +
-            s"buffer, but this reader has no I/O encryption key (is ${PartitionFileCipher.EnabledKey} set alike " +
-            "for every executor?)")).newBufferCipher()
-        }
-        try decryptor.decrypt(data, data.readerIndex(), size, next.iv) catch {
-          case e: java.security.GeneralSecurityException =>
-            throw new CorruptBufferException(s"Could not decrypt a buffer of ${channel.description}: $e")
-        }
-      }
-      if (next.hasChecksum) {
-        crc.reset()
-        crc.update(data.nioBuffer(data.readerIndex(), size))
-        if (crc.getValue.toInt != next.crc) {
-          throw new CorruptBufferException(s"Checksum mismatch in a buffer of ${channel.description}: stored " +
-            s"CRC32C ${Integer.toHexString(next.crc)}, read ${Integer.toHexString(crc.getValue.toInt)} over $size bytes" +
-            (if (next.iv != null) " (after decryption)" else ""))
-        }
-      }
-      if (next.compressed) {
-        val c = codec.getOrElse(throw new CorruptBufferException(
-          s"${channel.description} sent a compressed buffer, but this reader has no codec"))
-        if (next.rawLength < 0 || next.rawLength > decompressScratch.capacity()) {
-          throw new CorruptBufferException(s"${channel.description} sent a compressed buffer of raw length " +
-            s"${next.rawLength}, more than a segment")
-        }
-        if (decompressScratch.refCnt() != 1) throw previousNotReleased()
-        val src = data.nioBuffer(data.readerIndex(), size)
-        c.decompress(src, src.position(), size, decompressScratch.nioBuffer(0, decompressScratch.capacity()), 0, next.rawLength)
-        val out = decompressScratch.retainedSlice(0, next.rawLength)
-        data.release()
-        data = out
-      }
-    } catch {
-      case e: CorruptBufferException => data.release(); throw new InputChannelException(channel, e)
-      case e: Throwable => data.release(); throw new InputChannelException(channel, new CorruptBufferException(
-        s"Could not decompress a buffer of ${channel.description}: $e"))
-    }
+    val size = next.buffer.readableBytes()
+    val data = decoder.decode(channel, next, previousNotReleased())
     if (channel.isRemote) { numBytesInRemote.add(size.toLong); numBuffersInRemote.increment() }
     else { numBytesInLocal.add(size.toLong); numBuffersInLocal.increment() }
     numBytesIn.add(data.readableBytes().toLong)
-    new InputBuffer(data, channel.channelIndex, next.subpartition, channel.isRemote, size)
+    new InputBuffer(data, next.input, channel.channelIndex, next.subpartition, channel.isRemote, size)
   }
+
+  /**
+   * The input a channel failure concerns: the one the exception names, else the first input of
+   * its channel whose end was not read (any of them may be incomplete), else the channel's first.
+   */
+  def inputToBlame(e: InputChannelException): Int =
+    if (e.input >= 0) e.input
+    else e.channel.inputs.find(in => in.index < inputEnded.length && !inputEnded(in.index)).getOrElse(e.channel.inputs.head).index
 
   private def previousNotReleased(): Exception =
     if (closed) closedError() else new IllegalStateException("the previous buffer was not released")
@@ -438,7 +417,7 @@ final class SingleInputGate(
     val (scratch, scratchBuffers) = exclusive.synchronized {
       val s = scratchSegments
       // The gate's own references to its scratch buffers (a slice the task still holds keeps its own).
-      val b = if (closed) Nil else Seq(readScratch, decompressScratch).filter(_ != null)
+      val b = if (closed) Nil else Seq(readScratch, decoder.decompressScratch).filter(_ != null)
       closed = true
       scratchSegments = java.util.Collections.emptyList()
       (s, b)

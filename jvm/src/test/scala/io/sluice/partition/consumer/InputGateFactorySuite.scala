@@ -255,7 +255,8 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
         assert(await(r, 180000) == parts.indices.map(i => (i.toLong, s) -> count(i)).toMap, s"reducer $s")
       }
       gates.foreach { g =>
-        assert(g.numChannelsRequested == 300 && g.numChannelsInFlight == 0)
+        assert(g.numberOfInputs == 300 && g.numChannelsRequested == 1 && g.numChannelsInFlight == 0,
+          s"$g: one channel for the 300 map outputs of one executor")
         assert(g.peakChannelsInFlight * 2 + 4 <= 96, s"$g: its exclusive buffers fit the executor's memory")
         assert(g.numExclusiveSegmentsHeld == 0, "a gate with nothing left to request keeps no exclusive buffer")
       }
@@ -267,37 +268,37 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a regular gate never has more than maxChannelsInFlightPerGate channels in flight, local ones included") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B", Map(SluiceOptions.MaxChannelsInFlightPerGate.key -> "4"))
-    withExecutors(a, b) {
-      val remote = (0 until 40).map { i =>
-        val p = a.blockingPartition(ResultPartitionID(12, i), 1, None)
+    val producers = (0 until 5).map(i => new TestingExecutor(s"A$i"))
+    val b = new TestingExecutor("B", Map(SluiceOptions.MaxChannelsInFlightPerGate.key -> "2"))
+    withExecutors(producers :+ b: _*) {
+      val remote = for ((a, e) <- producers.zipWithIndex; i <- 0 until 8) yield {
+        val p = a.blockingPartition(ResultPartitionID(12, e * 100L + i), 1, None)
         TestingRecords.writeMany(p, 0, 20, 300)
         p.finish()
-        p
+        (a, p)
       }
-      val local = (40 until 43).map { i =>
-        val p = b.blockingPartition(ResultPartitionID(12, i), 1, None)
+      val local = (0 until 3).map { i =>
+        val p = b.blockingPartition(ResultPartitionID(12, 1000L + i), 1, None)
         TestingRecords.writeMany(p, 0, 20, 300)
         p.finish()
-        p
+        (b, p)
       }
-      val inputs = remote.map(p => GateInput(p.partitionId, 0, 1, a.location)) ++
-        local.map(p => GateInput(p.partitionId, 0, 1, b.location))
+      val inputs = (remote ++ local).map { case (e, p) => GateInput(p.partitionId, 0, 1, e.location) }
       val gate = b.gate("windowed", inputs.toIndexedSeq)
-      assert(gate.maxChannelsInFlight == 4)
+      assert(gate.maxChannelsInFlight == 2)
+      assert(gate.numberOfChannels == 6 && gate.numberOfInputs == 43, s"$gate: one channel per producing executor")
       val reader = new TestingGateReader(gate)
       var records = 0
       while (reader.readOne()) {
         records += 1
-        assert(gate.numChannelsInFlight <= 4, s"$gate")
-        assert(gate.numExclusiveSegmentsHeld <= 4 * 2, s"$gate holds more exclusive buffers than its window needs")
+        assert(gate.numChannelsInFlight <= 2, s"$gate")
+        assert(gate.numExclusiveSegmentsHeld <= 2 * 2, s"$gate holds more exclusive buffers than its window needs")
       }
       assert(records == 43 * 20)
-      assert(gate.peakChannelsInFlight == 4 && gate.numChannelsRequested == 43)
+      assert(gate.peakChannelsInFlight == 2 && gate.numChannelsRequested == 6)
       reader.close()
-      (remote.map(p => (a, p)) ++ local.map(p => (b, p))).foreach { case (e, p) => e.partitionManager.releasePartition(p.partitionId, null) }
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+      (remote ++ local).foreach { case (e, p) => e.partitionManager.releasePartition(p.partitionId, null) }
+      (producers :+ b).foreach(_.awaitAllBuffersBack())
     }
   }
 
@@ -314,7 +315,8 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       assert(b.networkBufferPool.numberOfRequiredSegments == gate.floatingBuffers.numberOfRequiredSegments)
       val reader = new TestingGateReader(gate)
       assert(reader.readOne())
-      assert(gate.numChannelsRequested == 2 && b.connectionManager.numClientConnections == 1)
+      assert(gate.numChannelsRequested == 1 && b.connectionManager.numClientConnections == 1,
+        "one channel reads both subpartition ranges of the executor")
       assert(reader.readAll() == Map((0L, 0) -> 50, (0L, 1) -> 50))
       reader.close()
       a.partitionManager.releasePartition(p.partitionId, null)

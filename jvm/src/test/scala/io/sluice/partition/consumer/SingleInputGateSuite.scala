@@ -187,7 +187,7 @@ class SingleInputGateSuite extends AnyFunSuite with NettyLeakDetection {
           if (sent) null
           else {
             sent = true
-            new BufferAndAvailability(payload, 0, compressed = true, rawLength = 16, hasChecksum = false, crc = 0,
+            new BufferAndAvailability(0, payload, 0, compressed = true, rawLength = 16, hasChecksum = false, crc = 0,
               moreAvailable = false)
           }
         override def releaseAllResources(): Unit = ()

@@ -31,17 +31,17 @@ object TestingInputGates {
   }
 
   /**
-   * Reads `gate` until it answers null, one deserialiser per channel, releasing every buffer
-   * before the next call. `onBuffer` sees the reader of each channel after each buffer.
+   * Reads `gate` until it answers null, one deserialiser per input, releasing every buffer
+   * before the next call. `onBuffer` sees the reader of each input after each buffer.
    */
   def readAll(gate: SingleInputGate, onBuffer: (Int, TestingElementReader) => Unit = (_, _) => ()): Map[Int, TestingElementReader] = {
     val readers = mutable.Map[Int, TestingElementReader]()
     var next = gate.getNext()
     while (next != null) {
       assert(!next.isRemote)
-      val r = readers.getOrElseUpdate(next.channelIndex, new TestingElementReader)
+      val r = readers.getOrElseUpdate(next.input, new TestingElementReader)
       r.feed(next.buffer)
-      onBuffer(next.channelIndex, r)
+      onBuffer(next.input, r)
       next = gate.getNext()
     }
     readers.toMap

@@ -8,11 +8,13 @@ import org.apache.spark.shuffle.ShuffleReadMetricsReporter
 
 /**
  * The records of an input gate, on the reduce task's thread: takes buffers from whichever channel
- * has one, deserialises them with that channel's [[SpanningRecordDeserializer]] and the
+ * has one, deserialises them with their input's (map output's) [[SpanningRecordDeserializer]] and the
  * dependency's serializer, and feeds Spark's read metrics and Sluice's (numRecordsIn, and the
  * age of latency markers when latency tracking is on). Any failure of a channel (lost
  * producer, missing partition, checksum mismatch, corrupt frame) is thrown here, on the task
- * thread, as a FetchFailedException for that channel's map output, so Spark recomputes it.
+ * thread, as a FetchFailedException for the map output it concerns (for a channel that reads many,
+ * one of them not fully read yet: Spark then recomputes that executor's outputs), so Spark
+ * recomputes it.
  */
 private[sluice] final class SluiceRecordIterator(
     gate: SingleInputGate,
@@ -50,13 +52,13 @@ private[sluice] final class SluiceRecordIterator(
   private def advance(): Boolean = {
     while (true) {
       if (current != null) {
-        val ch = current.channelIndex
-        val kind = try deserializers(ch).readNext(view) catch {
-          case e: CorruptFrameException => throw fetchFailed(ch, e.getMessage, e)
+        val in = current.input
+        val kind = try deserializers(in).readNext(view) catch {
+          case e: CorruptFrameException => throw fetchFailed(in, e.getMessage, e)
         }
         kind match {
           case SpanningRecordDeserializer.Record =>
-            nextRecord = decoder.decode(ch, view)
+            nextRecord = decoder.decode(in, view)
             return true
           case SpanningRecordDeserializer.LatencyMarker =>
             if (latencyStats != null) {
@@ -68,31 +70,30 @@ private[sluice] final class SluiceRecordIterator(
         }
       } else {
         val next = try gate.getNext() catch {
-          case e: InputChannelException => throw fetchFailed(e.channel.channelIndex, e.getMessage, e)
+          case e: InputChannelException => throw fetchFailed(gate.inputToBlame(e), e.getMessage, e)
         } finally reportFetchWait()
         if (next == null) {
-          deserializers.indices.find(deserializers(_).hasPartialRecord).foreach { ch =>
-            throw fetchFailed(ch, s"the data of ${gate.channel(ch).description} ended inside a record", null)
+          deserializers.indices.find(deserializers(_).hasPartialRecord).foreach { in =>
+            throw fetchFailed(in, s"the data of ${describe(in)} ended inside a record", null)
           }
           done = true
           close()
           return false
         }
-        val ch = next.channelIndex
-        if (next.subpartition != lastSubpartition(ch)) {
-          if (deserializers(ch).hasPartialRecord) {
+        val in = next.input
+        if (next.subpartition != lastSubpartition(in)) {
+          if (deserializers(in).hasPartialRecord) {
             next.buffer.release()
-            throw fetchFailed(ch, s"subpartition ${lastSubpartition(ch)} of ${gate.channel(ch).description} " +
-              "ended inside a record", null)
+            throw fetchFailed(in, s"subpartition ${lastSubpartition(in)} of ${describe(in)} ended inside a record", null)
           }
-          lastSubpartition(ch) = next.subpartition
-          decoder.startStream(ch)
+          lastSubpartition(in) = next.subpartition
+          decoder.startStream(in)
           if (next.isRemote) metrics.incRemoteBlocksFetched(1) else metrics.incLocalBlocksFetched(1)
         }
         // Spark's read bytes are the bytes as shuffled (compressed when spark.shuffle.compress).
         val size = next.transferredBytes
         if (next.isRemote) metrics.incRemoteBytesRead(size) else metrics.incLocalBytesRead(size)
-        deserializers(ch).setNextBuffer(next.buffer)
+        deserializers(in).setNextBuffer(next.buffer)
         current = next
       }
     }
@@ -105,8 +106,14 @@ private[sluice] final class SluiceRecordIterator(
     lastIdleNanos = idle - (idle - lastIdleNanos) % 1000000L
   }
 
-  private def fetchFailed(channel: Int, message: String, cause: Throwable): Exception = {
-    val o = outputs(channel)
+  /** How errors name an input: its map output and where it was read from. */
+  private def describe(input: Int): String = {
+    val o = outputs(input)
+    s"map output ${o.mapId} (map index ${o.mapIndex}) of executor ${o.location.executorId}"
+  }
+
+  private def fetchFailed(input: Int, message: String, cause: Throwable): Exception = {
+    val o = outputs(input)
     close()
     SparkInternals.fetchFailed(o.location, shuffleId, o.mapId, o.mapIndex, o.startPartition, message, cause)
   }

@@ -8,15 +8,15 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.unsafe.Platform
 
 /**
- * The reading half of [[SparkRecordSerializer]]: turns one framed record of a channel back into
+ * The reading half of [[SparkRecordSerializer]]: turns one framed record of an input (a map output) back into
  * a (key, value) pair with the dependency's serializer. Single-threaded (the reduce task).
  */
 private[sluice] abstract class SparkRecordDecoder {
 
-  def decode(channel: Int, record: RecordView): Product2[Any, Any]
+  def decode(input: Int, record: RecordView): Product2[Any, Any]
 
-  /** The channel moved on to another subpartition: a new serialisation stream starts there. */
-  def startStream(channel: Int): Unit = ()
+  /** The input moved on to another subpartition: a new serialisation stream starts there. */
+  def startStream(input: Int): Unit = ()
 }
 
 private[sluice] object SparkRecordDecoder {
@@ -37,7 +37,7 @@ private[sluice] object SparkRecordDecoder {
     private var bytes = new Array[Byte](256)
     private val row = new UnsafeRow(numFields)
     private val pair: Product2[Any, Any] = (0, row)
-    override def decode(channel: Int, record: RecordView): Product2[Any, Any] = {
+    override def decode(input: Int, record: RecordView): Product2[Any, Any] = {
       val n = record.length
       if (bytes.length < n) bytes = new Array[Byte](math.max(n, bytes.length * 2))
       Platform.copyMemory(record.base, record.offset, bytes, Platform.BYTE_ARRAY_OFFSET, n)
@@ -49,7 +49,7 @@ private[sluice] object SparkRecordDecoder {
   private final class SharedStream(instance: SerializerInstance) extends SparkRecordDecoder {
     private val in = new RecordInputStream
     private val stream = instance.deserializeStream(in)
-    override def decode(channel: Int, record: RecordView): Product2[Any, Any] = {
+    override def decode(input: Int, record: RecordView): Product2[Any, Any] = {
       in.set(record)
       val k = stream.readKey[Any]()
       val v = stream.readValue[Any]()
@@ -60,19 +60,19 @@ private[sluice] object SparkRecordDecoder {
   private final class StreamPerChannel(instance: SerializerInstance, n: Int) extends SparkRecordDecoder {
     private val inputs = Array.fill(n)(new RecordInputStream)
     private val streams = new Array[DeserializationStream](n)
-    override def decode(channel: Int, record: RecordView): Product2[Any, Any] = {
-      val in = inputs(channel)
+    override def decode(input: Int, record: RecordView): Product2[Any, Any] = {
+      val in = inputs(input)
       in.set(record)
-      var s = streams(channel)
-      if (s == null) { s = instance.deserializeStream(in); streams(channel) = s }
+      var s = streams(input)
+      if (s == null) { s = instance.deserializeStream(in); streams(input) = s }
       val k = s.readKey[Any]()
       val v = s.readValue[Any]()
       in.keepUnread() // e.g. a reset marker written after the record; read before the next one
       (k, v)
     }
-    override def startStream(channel: Int): Unit = {
-      streams(channel) = null
-      inputs(channel).clear()
+    override def startStream(input: Int): Unit = {
+      streams(input) = null
+      inputs(input).clear()
     }
   }
 

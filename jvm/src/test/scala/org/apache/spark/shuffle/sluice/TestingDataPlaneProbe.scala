@@ -76,7 +76,7 @@ object TestingDataPlaneProbe {
       connections.start()
       val inputs = outputs.map(o => GateInput(o.partitionId(shuffleId), reduce, reduce + 1, o.producer))
       val gate = new InputGateFactory(sluice, pool, partitions, connections, "probe")
-        .create("probe", inputs, SluiceEnvironment.codec(conf).map(_.apply()), waitForProducers = false)
+        .create("probe", inputs, SluiceEnvironment.codec(conf).map(_.apply()), waitForProducers = false, pipelined = false)
       val decoder = SparkRecordDecoder(dep.serializer, inputs.size)
       val deserializers = Array.fill(inputs.size)(new SpanningRecordDeserializer)
       val started = new Array[Boolean](inputs.size)
@@ -84,7 +84,7 @@ object TestingDataPlaneProbe {
       try {
         var next = gate.getNext()
         while (next != null) {
-          val ch = next.channelIndex
+          val ch = next.input
           if (!started(ch)) { decoder.startStream(ch); started(ch) = true }
           deserializers(ch).setNextBuffer(next.buffer)
           var kind = deserializers(ch).readNext(view)
