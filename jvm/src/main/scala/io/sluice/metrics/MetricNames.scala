@@ -33,6 +33,12 @@ object MetricNames {
   val NumBuffersInLocal = "numBuffersInLocal"
   val NumBuffersInRemote = "numBuffersInRemote"
 
+  // Fan-in of the task's input gates (Sluice's, beside Flink's): channels, partition requests, and
+  // control messages (partition requests, EndOfPartition frames and AddCredit messages).
+  val NumInputChannels = "numInputChannels"
+  val NumPartitionRequests = "numPartitionRequests"
+  val NumControlMessages = "numControlMessages"
+
   // Queue lengths (discouraged by "Flink Network Stack Vol. 2", reported for completeness).
   val OutputQueueLength = "outputQueueLength"
   val InputQueueLength = "inputQueueLength"
@@ -53,7 +59,8 @@ object MetricNames {
   val PerSecond = "PerSecond"
 
   val Counters: Seq[String] = Seq(NumRecordsOut, NumRecordsIn, NumBytesOut, NumBytesIn, NumBytesInLocal,
-    NumBytesInRemote, NumBuffersOut, NumBuffersInLocal, NumBuffersInRemote)
+    NumBytesInRemote, NumBuffersOut, NumBuffersInLocal, NumBuffersInRemote, NumInputChannels, NumPartitionRequests,
+    NumControlMessages)
 
   /** The meters: `<counter>PerSecond` for every counter. */
   val Rates: Seq[String] = Counters.map(_ + PerSecond)

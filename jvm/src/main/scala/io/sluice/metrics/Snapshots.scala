@@ -74,7 +74,13 @@ final case class TaskIOSnapshot(
     idleTimeMsPerSecond: Double,
     latency: Seq[LatencySnapshot],
     latencyTotal: Option[LatencySnapshot],
-    bufferTimeoutMs: Option[Long] = None) {
+    bufferTimeoutMs: Option[Long] = None,
+    numInputChannels: Long = 0,
+    numPartitionRequests: Long = 0,
+    numControlMessages: Long = 0,
+    numInputChannelsPerSecond: Double = 0,
+    numPartitionRequestsPerSecond: Double = 0,
+    numControlMessagesPerSecond: Double = 0) {
 
   /** Every metric by its Flink name, in [[MetricNames.TaskMetrics]] order. */
   def metrics: Seq[(String, AnyVal)] = Seq(
@@ -91,6 +97,9 @@ final case class TaskIOSnapshot(
     MetricNames.NumBuffersOut -> numBuffersOut,
     MetricNames.NumBuffersInLocal -> numBuffersInLocal,
     MetricNames.NumBuffersInRemote -> numBuffersInRemote,
+    MetricNames.NumInputChannels -> numInputChannels,
+    MetricNames.NumPartitionRequests -> numPartitionRequests,
+    MetricNames.NumControlMessages -> numControlMessages,
     "numRecordsOutPerSecond" -> numRecordsOutPerSecond,
     "numRecordsInPerSecond" -> numRecordsInPerSecond,
     "numBytesOutPerSecond" -> numBytesOutPerSecond,
@@ -100,6 +109,9 @@ final case class TaskIOSnapshot(
     "numBuffersOutPerSecond" -> numBuffersOutPerSecond,
     "numBuffersInLocalPerSecond" -> numBuffersInLocalPerSecond,
     "numBuffersInRemotePerSecond" -> numBuffersInRemotePerSecond,
+    "numInputChannelsPerSecond" -> numInputChannelsPerSecond,
+    "numPartitionRequestsPerSecond" -> numPartitionRequestsPerSecond,
+    "numControlMessagesPerSecond" -> numControlMessagesPerSecond,
     MetricNames.OutputQueueLength -> outputQueueLength,
     MetricNames.InputQueueLength -> inputQueueLength,
     MetricNames.BackPressuredTimeMsPerSecond -> backPressuredTimeMsPerSecond,

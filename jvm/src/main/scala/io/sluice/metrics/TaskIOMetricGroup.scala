@@ -90,7 +90,10 @@ final class TaskIOMetricGroup(
     sumGates(_.numBytesInRemote.sum()),
     sumPartitions(_.numBuffersOut.sum()),
     sumGates(_.numBuffersInLocal.sum()),
-    sumGates(_.numBuffersInRemote.sum()))
+    sumGates(_.numBuffersInRemote.sum()),
+    sumGates(_.numChannelsRequested.toLong),
+    sumGates(_.numPartitionRequests),
+    sumGates(_.numControlMessages))
 
   private def ratio(used: Long, total: Long): Double =
     if (total <= 0) 0.0 else math.min(1.0, math.max(0.0, used.toDouble / total))
@@ -173,7 +176,10 @@ final class TaskIOMetricGroup(
       backPressuredTimeMsPerSecond = backPressured, busyTimeMsPerSecond = busy, idleTimeMsPerSecond = idle,
       latency = Option(latencyStats).map(_.snapshot).getOrElse(Nil),
       latencyTotal = Option(latencyStats).flatMap(_.total),
-      bufferTimeoutMs = bufferTimeout)
+      bufferTimeoutMs = bufferTimeout,
+      numInputChannels = c(9), numPartitionRequests = c(10), numControlMessages = c(11),
+      numInputChannelsPerSecond = rates(9), numPartitionRequestsPerSecond = rates(10),
+      numControlMessagesPerSecond = rates(11))
   }
 
   private def clampMs(v: Double): Double = math.min(1000.0, math.max(0.0, v))

@@ -28,7 +28,11 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     CloseRequest,
     Ping(0L),
     Ping(Long.MaxValue),
-    Ping(-1L))
+    Ping(-1L),
+    MultiPartitionRequest(id, 2, creditBased = true, Vector(RequestedSubpartitions(ResultPartitionID(3, 7L), 0, 4))),
+    MultiPartitionRequest(id, 0, creditBased = false, (0 until 3).map(i => RequestedSubpartitions(ResultPartitionID(1, i), i, i + 1))),
+    // More inputs than the decoder's fixed header buffer holds: a reducer reading 2000 map outputs of one executor.
+    MultiPartitionRequest(id, 2, creditBased = true, (0 until 2000).map(i => RequestedSubpartitions(ResultPartitionID(9, i * 3L), 17, 18))))
 
   private val errors: Seq[ErrorResponse] = ErrorKind.all.flatMap { k =>
     Seq(ErrorResponse(Some(id), k, "java.lang.IllegalStateException", s"boom: ${k.name} \u00e9\u4e2d"),

@@ -87,6 +87,8 @@ final class RemoteInputChannel(
   private val creditsAnnounced = new AtomicLong
   private val buffersReceived = new AtomicLong
   private val creditOverruns = new AtomicLong
+  private val endOfPartitionMessages = new AtomicLong
+  private val creditMessages = new AtomicLong
 
   private object exclusiveRecycler extends BufferRecycler {
     override def recycle(segment: MemorySegment): Unit = recycleExclusive(segment)
@@ -271,6 +273,7 @@ final class RemoteInputChannel(
           s"$producer, expected number $expectedSequenceNumber (lost or reordered data)")
       } else {
         expectedSequenceNumber += 1
+        endOfPartitionMessages.incrementAndGet()
         ended = true
         inputsEnded = inputs.size
         received.add(Received.end(inputs.head.index, subpartition))
@@ -389,6 +392,7 @@ final class RemoteInputChannel(
     unannouncedCredit = 0
     announcementPending = false
     creditsAnnounced.addAndGet(c.toLong)
+    if (c > 0) creditMessages.incrementAndGet()
     c
   }
 
@@ -449,6 +453,14 @@ final class RemoteInputChannel(
   def numCreditOverruns: Long = creditOverruns.get
 
   def numAvailableBuffers: Int = synchronized(numAvailableLocked)
+
+  /**
+   * Control messages of this channel so far: its partition request (once requested), the
+   * EndOfPartition frames and the AddCredit messages (a packed channel's ends travel inside its
+   * data frames and count nothing here).
+   */
+  def numControlMessages: Long =
+    (if (client != null) 1L else 0L) + endOfPartitionMessages.get + creditMessages.get
 
   def numUnannouncedCredit: Int = synchronized(unannouncedCredit)
 

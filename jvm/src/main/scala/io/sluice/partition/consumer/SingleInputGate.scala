@@ -116,6 +116,14 @@ final class SingleInputGate(
   /** Channels requested so far (ended ones included). */
   def numChannelsRequested: Int = nextToRequest
 
+  /** Partition requests the gate sent: one per remote channel requested. */
+  def numPartitionRequests: Long = requestedChannels.count(_.isRemote).toLong
+
+  /** Control messages of the gate's remote channels: requests, EndOfPartition frames, AddCredits. */
+  def numControlMessages: Long = requestedChannels.collect { case r: RemoteInputChannel => r.numControlMessages }.sum
+
+  private def requestedChannels: Iterator[InputChannel] = channels.iterator.take(nextToRequest)
+
   /** Exclusive segments the gate holds: owned by its channels, or idle for its next ones. */
   def numExclusiveSegmentsHeld: Int = exclusive.numHeld
 
@@ -356,6 +364,9 @@ final class SingleInputGate(
     numBytesIn.add(data.readableBytes().toLong)
     new InputBuffer(data, next.input, channel.channelIndex, next.subpartition, channel.isRemote, size)
   }
+
+  /** Whether input `i`'s end was read (task thread; tests and error reports). */
+  def hasInputEnded(i: Int): Boolean = inputEnded(i)
 
   /**
    * The input a channel failure concerns: the one the exception names, else the first input of

@@ -1,0 +1,133 @@
+package io.sluice.partition.consumer
+
+import io.sluice.{NettyLeakDetection, TestingThreads}
+import io.sluice.netty.{TestingExecutor, TestingGateReader, TestingRecords}
+import io.sluice.netty.TestingExecutor.withExecutors
+import io.sluice.partition.{PartitionNotFoundException, ProducerFailedException, ResultPartitionID, SortMergeResultPartition}
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * One channel per producing executor: a regular gate reads every map output of one executor
+ * through one packed remote channel (one MultiPartitionRequest, PackedBufferResponses carrying many
+ * stored buffers and ends each), and its own executor's through one local channel. Producers on
+ * A, the reader on B, 4 KiB segments; every test ends with every buffer back.
+ */
+class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
+
+  /** A finished blocking partition on `e` with `records(s)` records of `size(s)` bytes in subpartition s. */
+  private def output(e: TestingExecutor, id: ResultPartitionID, records: Int => Int, size: Int => Int): SortMergeResultPartition = {
+    val p = e.blockingPartition(id, 3, None)
+    for (s <- 0 until 3) TestingRecords.writeMany(p, s, records(s), size(s))
+    p.finish()
+    p
+  }
+
+  private def remoteChannel(gate: SingleInputGate): RemoteInputChannel =
+    (0 until gate.numberOfChannels).map(gate.channel).collect { case r: RemoteInputChannel => r }.head
+
+  test("one channel carries 60 map outputs of an executor: small ones packed, an empty one, an end per output, credit kept") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      // Mostly one or two tiny records per output (far below a segment), output 7 has no record in
+      // subpartition 1, and every tenth output spans several segments.
+      def count(i: Int): Int = if (i == 7) 0 else if (i % 10 == 0) 40 else 1 + i % 2
+      val outputs = (0 until 60).map(i => output(a, ResultPartitionID(20, i), s => if (s == 1) count(i) else 3, _ => 200))
+      val stored = outputs.map(_.file.numBuffers(1)).sum
+      val gate = b.gate("reducer 1", outputs.map(p => GateInput(p.partitionId, 1, 2, a.location)))
+      assert(gate.numberOfChannels == 1 && gate.numberOfInputs == 60)
+      val reader = new TestingGateReader(gate)
+      val read = reader.readAll()
+      assert(read == outputs.indices.filter(count(_) > 0).map(i => (i.toLong, 1) -> count(i)).toMap)
+      assert((0 until 60).forall(gate.hasInputEnded), "every output's end arrived, the empty one's too")
+      val ch = remoteChannel(gate)
+      assert(ch.packed && ch.inputs.size == 60)
+      assert(ch.numBuffersReceived < stored / 2, s"${ch.numBuffersReceived} frames for $stored stored buffers: small ones packed")
+      assert(ch.numBuffersReceived <= ch.numCreditsAnnounced && ch.numCreditOverruns == 0)
+      assert(ch.numCreditsAnnounced > 2, "the backlog brought floating credit beyond the two exclusive buffers")
+      assert(gate.numPartitionRequests == 1 && gate.numChannelsRequested == 1)
+      assert(gate.numControlMessages <= 4 + ch.numBuffersReceived,
+        s"${gate.numControlMessages} control messages for ${ch.numBuffersReceived} frames")
+      reader.close()
+      TestingThreads.eventually(what = "the server released its reader")(a.counters.activeReaders.get == 0)
+      outputs.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
+      a.assertNoCreditViolations(); b.assertNoCreditViolations()
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("local and remote map outputs: one local channel, one remote channel, exact records") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      val remote = (0 until 25).map(i => output(a, ResultPartitionID(21, i), _ => 5, _ => 300))
+      val local = (25 until 50).map(i => output(b, ResultPartitionID(21, i), _ => 5, _ => 300))
+      val inputs = remote.map(p => GateInput(p.partitionId, 0, 3, a.location)) ++
+        local.map(p => GateInput(p.partitionId, 0, 3, b.location))
+      val gate = b.gate("reducer", inputs)
+      val reader = new TestingGateReader(gate)
+      assert(reader.readAll() == (for (i <- 0 until 50; s <- 0 until 3) yield (i.toLong, s) -> 5).toMap)
+      assert(gate.numberOfChannels == 2 && gate.numPartitionRequests == 1)
+      assert(gate.numBuffersInLocal.sum > 0 && gate.numBuffersInRemote.sum > 0)
+      reader.close()
+      (remote.map(p => (a, p)) ++ local.map(p => (b, p))).foreach { case (e, p) => e.partitionManager.releasePartition(p.partitionId, null) }
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("a partition released after some outputs were read fails the channel; the blamed output is one not fully read") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      // About 5 segments per output: the credit window cannot hold the whole stream.
+      val outputs = (0 until 12).map(i => output(a, ResultPartitionID(22, i), s => if (s == 0) 100 else 0, _ => 200))
+      val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
+      val reader = new TestingGateReader(gate)
+      while (!gate.hasInputEnded(1)) assert(reader.readOne())
+      a.partitionManager.releasePartition(outputs(9).partitionId, new RuntimeException("lost disk"))
+      val e = intercept[InputChannelException](reader.readAll())
+      assert(e.getCause.isInstanceOf[ProducerFailedException], e.toString)
+      val blamed = gate.inputToBlame(e)
+      assert(!gate.hasInputEnded(blamed) && gate.hasInputEnded(0), s"blamed input $blamed")
+      reader.close()
+      TestingThreads.eventually(what = "the server released its reader")(a.counters.activeReaders.get == 0)
+      outputs.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("a missing map output fails the whole request, naming an output of that executor") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      val present = (0 until 3).map(i => output(a, ResultPartitionID(23, i), _ => 2, _ => 100))
+      val inputs = present.map(p => GateInput(p.partitionId, 0, 1, a.location)) :+
+        GateInput(ResultPartitionID(23, 99), 0, 1, a.location)
+      val gate = b.gate("reducer", inputs)
+      val reader = new TestingGateReader(gate)
+      val e = intercept[InputChannelException](reader.readAll())
+      assert(e.getCause.isInstanceOf[PartitionNotFoundException], e.toString)
+      assert(inputs.indices.contains(gate.inputToBlame(e)))
+      reader.close()
+      assert(a.counters.activeReaders.get == 0)
+      present.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  test("closing the gate mid-stream cancels the request: the server releases its reader, every buffer comes back") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      val outputs = (0 until 20).map(i => output(a, ResultPartitionID(24, i), _ => 60, _ => 300))
+      val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 3, a.location)))
+      val reader = new TestingGateReader(gate)
+      for (_ <- 0 until 50) assert(reader.readOne())
+      assert(a.counters.activeReaders.get == 1)
+      reader.close()
+      TestingThreads.eventually(what = "the cancel released the server's reader")(a.counters.activeReaders.get == 0)
+      outputs.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+}
