@@ -58,14 +58,16 @@ def files_containing(paths: List[str], marker: str) -> List[str]:
     return found
 
 
+FAN_IN = ("numInputChannels", "numPartitionRequests", "numControlMessages", "numBuffersInLocal", "numBuffersInRemote")
+
+
 def sluice_counters(spark: SparkSession) -> Dict[str, Any]:
+    """Sluice's totals over every task, and (``readers``) each reading task's fan-in metrics; an
+    ``error`` entry when they could not be read (the tests of Sluice runs fail on it)."""
     try:
         import sluice
 
-        metrics = getattr(sluice, "metrics", None)
-        if metrics is None:
-            return {}
-        table = metrics(spark)
+        table = sluice.metrics(spark)
         totals: Dict[str, Any] = {}
         for name in (
             "numRecordsOut",
@@ -75,10 +77,11 @@ def sluice_counters(spark: SparkSession) -> Dict[str, Any]:
             "numBytesInLocal",
             "numBytesInRemote",
         ):
-            if name in table.column_names:
-                totals[name] = int(sum(v or 0 for v in table.column(name).to_pylist()))
+            totals[name] = int(sum(v or 0 for v in table.column(name).to_pylist()))
+        rows = table.select(["stage_id", "task_attempt_id", *FAN_IN]).to_pylist()
+        totals["readers"] = [r for r in rows if (r["numInputChannels"] or 0) > 0]
         return totals
-    except Exception as e:  # reported, and asserted on by the tests that need counters
+    except Exception as e:  # reported, and asserted on by the tests of Sluice runs
         return {"error": repr(e)}
 
 

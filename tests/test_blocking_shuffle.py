@@ -86,9 +86,22 @@ def check_sluice_report(report: Dict[str, Any], reference: Dict[str, Any]) -> No
         assert got == expected, f"{name}: {workloads.digest(got)} != sort shuffle's {workloads.digest(expected)}"
     assert report["files"]["sort"] == [], f"sort-shuffle files appeared: {report['files']['sort'][:5]}"
     assert report["files"]["sluice"], "no Sluice partition files in the local dirs"
-    counters = report.get("counters") or {}
-    if counters and "error" not in counters:
-        assert counters.get("numRecordsOut", 0) > 0 and counters.get("numBytesInRemote", 0) > 0, counters
+    counters = report["counters"]
+    assert "error" not in counters, f"Sluice's metrics could not be read: {counters['error']}"
+    assert counters["numRecordsOut"] > 0 and counters["numBytesInRemote"] > 0, counters
+    check_fan_in(counters["readers"], executors=2)
+
+
+def check_fan_in(readers: List[Dict[str, Any]], executors: int) -> None:
+    """Every reducer opened one channel per executor holding its data (its own executor's through one
+    local channel), sent one request per other executor, and its control messages stayed within four
+    per executor plus one per frame received, whatever the number of map outputs it read."""
+    assert readers, "no task read through Sluice"
+    for r in readers:
+        local = 1 if r["numBuffersInLocal"] > 0 else 0
+        assert r["numInputChannels"] <= executors and r["numPartitionRequests"] <= executors - 1, r
+        assert r["numInputChannels"] == r["numPartitionRequests"] + local, r
+        assert r["numControlMessages"] <= 4 * executors + r["numBuffersInRemote"], r
 
 
 ALL = list(workloads.WORKLOADS)

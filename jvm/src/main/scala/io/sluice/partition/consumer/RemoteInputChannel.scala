@@ -2,7 +2,7 @@ package io.sluice.partition.consumer
 
 import java.util.concurrent.atomic.AtomicLong
 
-import io.sluice.memory.{BufferListener, BufferRecycler, MemorySegment, NetworkBuffer}
+import io.sluice.memory.{BufferListener, MemorySegment, NetworkBuffer}
 import io.sluice.netty._
 import io.sluice.partition.ResultPartitionID
 
@@ -16,15 +16,10 @@ import io.sluice.partition.ResultPartitionID
  * splits again on arrival (slices of the one receiving buffer, which goes back to its pool when the
  * last slice is released). Otherwise the channel reads one input with a PartitionRequest.
  *
- * Credit-based (the default): the channel owns `exclusiveBuffersPerChannel` exclusive buffers, which
- * its gate hands it from its [[ExclusiveBufferReserve]] when it requests the channel, announced
- * as the request's initial credit.
- * Each buffer that arrives names the sender's backlog; the channel then asks the gate's floating
- * pool for enough buffers to cover it, waits as a [[BufferListener]] when the pool is empty, and
- * announces as credit only the buffers it actually got. Every buffer the channel holds free is
- * one credit the sender has (announced or about to be), so data can always be received without
- * waiting; an exclusive buffer the task releases comes back here as new credit (or replaces a
- * floating one, which goes back to the gate's pool).
+ * Credit-based (the default): the channel's [[BufferManager]] owns `exclusiveBuffersPerChannel`
+ * exclusive buffers, announced as the request's initial credit. Each buffer that arrives names the
+ * sender's backlog; the manager then takes floating buffers from the gate's pool to cover it and
+ * the channel announces as credit only the buffers it actually got.
  *
  * Credit-less (`creditBased = false`): no exclusive buffers and no credit; the decoder takes a
  * buffer of the gate's pool for each arriving buffer and stalls the whole connection when there
@@ -37,7 +32,8 @@ import io.sluice.partition.ResultPartitionID
  *
  * Thread-safety: the connection's event loop delivers buffers, ends and errors; the task thread
  * reads and releases; pools call back from recycling threads. The channel's monitor guards the
- * queues and the credit; buffers are never released while holding it.
+ * queue of received buffers and the sequence number, the manager's its buffers and credit (taken
+ * inside the channel's, never the other way round); buffers are never released while holding either.
  */
 final class RemoteInputChannel(
     gate: SingleInputGate,
@@ -50,8 +46,7 @@ final class RemoteInputChannel(
     waitForProducer: Boolean,
     bufferRequestTimeoutMs: Long,
     val packed: Boolean)
-  extends InputChannel(gate, channelIndex, inputs, producer)
-    with BufferListener {
+  extends InputChannel(gate, channelIndex, inputs, producer) {
   require(packed || inputs.size == 1, s"an unpacked channel reads one input, not ${inputs.size}")
   require(!(packed && waitForProducer), "pipelined partitions are not read packed")
 
@@ -68,31 +63,15 @@ final class RemoteInputChannel(
   val id: InputChannelID = InputChannelID.random()
 
   private val received = new java.util.ArrayDeque[Received]()
-  private val availableExclusive = new java.util.ArrayDeque[NetworkBuffer]()
-  private val availableFloating = new java.util.ArrayDeque[NetworkBuffer]()
-  private var numRequiredBuffers = 0
-  private var exclusiveHeld = 0 // exclusive segments owned (free here or lent out)
-  private var unannouncedCredit = 0
-  /** An announcement was requested and not yet taken by the connection. */
-  private var announcementPending = false
-  private var waitingForFloating = false
   private var expectedSequenceNumber = 0
   /** Inputs whose end arrived; the channel has ended when every input has. */
   private var inputsEnded = 0
   private var ended = false
   @volatile private var released = false
   @volatile private var client: PartitionRequestClient = _
-
-  // Counters for tests and metrics (flow-control invariants).
-  private val creditsAnnounced = new AtomicLong
-  private val buffersReceived = new AtomicLong
-  private val creditOverruns = new AtomicLong
   private val endOfPartitionMessages = new AtomicLong
-  private val creditMessages = new AtomicLong
-
-  private object exclusiveRecycler extends BufferRecycler {
-    override def recycle(segment: MemorySegment): Unit = recycleExclusive(segment)
-  }
+  private val buffers = new BufferManager(gate, creditBased, exclusiveBuffersPerChannel, () => description,
+    () => announceCredit())
 
   override def isRemote: Boolean = true
 
@@ -117,17 +96,9 @@ final class RemoteInputChannel(
   private[consumer] def requestSubpartitions(segments: java.util.List[MemorySegment]): Unit = {
     require(segments.size == numExclusiveSegmentsNeeded,
       s"$description takes $numExclusiveSegmentsNeeded exclusive segments, not ${segments.size}")
-    val taken = synchronized {
-      if (!released) {
-        segments.forEach(s => availableExclusive.add(new NetworkBuffer(s, exclusiveRecycler)))
-        numRequiredBuffers = segments.size
-        exclusiveHeld = segments.size
-      }
-      !released
-    }
+    val taken = synchronized(!released && buffers.takeExclusive(segments))
     if (!taken) { if (!segments.isEmpty) gate.recycleExclusiveSegments(segments); return }
     val initialCredit = segments.size
-    creditsAnnounced.set(initialCredit.toLong)
     val c = try connect(producer) catch {
       case e: InterruptedException => throw e
       case e: Throwable if Thread.currentThread().isInterrupted =>
@@ -151,18 +122,8 @@ final class RemoteInputChannel(
    * (credit-less; null after registering `listener` when the pool is empty). Null when released.
    */
   private[sluice] def requestBufferForData(listener: BufferListener): NetworkBuffer = {
-    if (creditBased) synchronized {
-      if (released) null
-      else {
-        var b = availableFloating.poll()
-        if (b == null) b = availableExclusive.poll()
-        if (b == null) {
-          throw new TransportProtocolException(s"$producer sent a buffer for $description beyond its credit " +
-            s"(${creditsAnnounced.get} announced, ${buffersReceived.get} received)")
-        }
-        b
-      }
-    } else if (released) null
+    if (creditBased) { if (released) null else buffers.requestBuffer(producer) }
+    else if (released) null
     else {
       try gate.floatingBuffers.requestBufferOrListen(listener)
       catch { case _: IllegalStateException => null } // the gate's pool was destroyed: the gate closed
@@ -194,15 +155,10 @@ final class RemoteInputChannel(
           s"$producer, expected number $expectedSequenceNumber (lost or reordered data)")
       } else {
         expectedSequenceNumber += 1
-        val n = buffersReceived.incrementAndGet()
-        if (creditBased && n > creditsAnnounced.get) creditOverruns.incrementAndGet()
         wasEmpty = received.isEmpty
         received.add(new Received(inputs.head.index, r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum,
           r.crc, r.iv))
-        if (creditBased) {
-          onSenderBacklog(r.backlog)
-          announce = shouldAnnounceLocked()
-        }
+        announce = buffers.onBufferReceived(r.backlog)
       }
     }
     if (drop) r.releasePayload()
@@ -232,8 +188,6 @@ final class RemoteInputChannel(
             s"which requested ${inputs.size}")
         } else {
           expectedSequenceNumber += 1
-          val n = buffersReceived.incrementAndGet()
-          if (creditBased && n > creditsAnnounced.get) creditOverruns.incrementAndGet()
           wasEmpty = received.isEmpty
           var offset = r.data.readerIndex()
           r.entries.foreach { e =>
@@ -248,10 +202,7 @@ final class RemoteInputChannel(
             }
           }
           if (inputsEnded == inputs.size) ended = true
-          if (creditBased) {
-            onSenderBacklog(r.backlog)
-            announce = shouldAnnounceLocked()
-          }
+          announce = buffers.onBufferReceived(r.backlog)
         }
       }
     }
@@ -295,106 +246,17 @@ final class RemoteInputChannel(
   // ---- credit ---------------------------------------------------------------------------------
 
   /**
-   * The sender has `backlog` more buffers: get floating buffers until this channel holds
-   * `backlog + numExclusiveBuffers` free, or the pool is empty (then wait as its listener).
-   * A backlog of 0 counts too: it lowers the requirement, so exclusive buffers coming back
-   * push the floating ones out again ([[recycleExclusive]]), as in Flink, instead of the channel
-   * keeping what an earlier backlog brought it. Holds the channel's lock.
-   */
-  private def onSenderBacklog(backlog: Int): Unit = {
-    numRequiredBuffers = backlog + exclusiveBuffersPerChannel
-    requestFloatingLocked()
-  }
-
-  /**
-   * Whether to announce the unannounced credit now. Credit is batched: it is announced once it
-   * is at least the credit the sender still holds (so the sender never runs dry while credit waits
-   * here: at the latest when its credit reaches 0, anything unannounced goes out), which halves
-   * the AddCredit messages (and the wake-ups of both event loops) of a busy channel or better.
-   * Sets the pending flag it returns. Lock held.
-   */
-  private def shouldAnnounceLocked(): Boolean = {
-    val senderCredit = creditsAnnounced.get - buffersReceived.get
-    val announce = !announcementPending && !released && unannouncedCredit > 0 && unannouncedCredit >= senderCredit
-    if (announce) announcementPending = true
-    announce
-  }
-
-  /** Takes floating buffers until enough are free or the pool is empty (then listens). Lock held. */
-  private def requestFloatingLocked(): Unit = {
-    try {
-      while (!waitingForFloating && !released && numAvailableLocked < numRequiredBuffers) {
-        val b = gate.floatingBuffers.requestBufferOrListen(this)
-        if (b == null) waitingForFloating = true
-        else {
-          availableFloating.add(b)
-          unannouncedCredit += 1
-        }
-      }
-    } catch {
-      case _: IllegalStateException => // the gate's pool was destroyed: the gate is closing
-    }
-  }
-
-  private def numAvailableLocked: Int = availableExclusive.size + availableFloating.size
-
-  /** A floating buffer for this channel (the gate's pool, from a recycling thread). */
-  override def notifyBufferAvailable(buffer: NetworkBuffer): Boolean = {
-    var announce = false
-    val taken = synchronized {
-      waitingForFloating = false
-      if (released || numAvailableLocked >= numRequiredBuffers) false
-      else {
-        availableFloating.add(buffer)
-        unannouncedCredit += 1
-        requestFloatingLocked()
-        announce = shouldAnnounceLocked()
-        true
-      }
-    }
-    if (announce) announceCredit()
-    taken
-  }
-
-  override def notifyBufferDestroyed(): Unit = synchronized { waitingForFloating = false }
-
-  /** The task released an exclusive buffer: it becomes credit again, or takes a floating one's place. */
-  private def recycleExclusive(segment: MemorySegment): Unit = {
-    var toGlobal = false
-    var floating: NetworkBuffer = null
-    var announce = false
-    synchronized {
-      if (released) toGlobal = true
-      else {
-        availableExclusive.add(new NetworkBuffer(segment, exclusiveRecycler))
-        if (numAvailableLocked > numRequiredBuffers && !availableFloating.isEmpty) floating = availableFloating.poll()
-        else { unannouncedCredit += 1; announce = shouldAnnounceLocked() }
-      }
-    }
-    if (toGlobal) gate.recycleExclusiveSegments(java.util.Collections.singletonList(segment))
-    if (floating != null) floating.release()
-    if (announce) announceCredit()
-  }
-
-  /**
-   * Asks the connection to announce this channel's credit (after [[shouldAnnounceLocked]]); until
-   * the announcement is written, more credit just accumulates.
+   * Asks the connection to announce this channel's credit (the manager found it due); until the
+   * announcement is written, more credit just accumulates.
    */
   private def announceCredit(): Unit = {
     val c = client
     if (c != null && !released) c.notifyCreditAvailable(this)
-    else synchronized { announcementPending = false }
+    else buffers.announcementDropped()
   }
 
   /** Credit not announced yet, now to be sent in an AddCredit (event loop). */
-  private[sluice] def getAndResetUnannouncedCredit(): Int = synchronized {
-    val c = unannouncedCredit
-    unannouncedCredit = 0
-    announcementPending = false
-    creditsAnnounced.addAndGet(c.toLong)
-    if (c > 0) creditMessages.incrementAndGet()
-    c
-  }
+  private[sluice] def getAndResetUnannouncedCredit(): Int = buffers.getAndResetUnannouncedCredit()
 
   // ---- the task's side --------------------------------------------------------------------------
 
@@ -412,28 +274,22 @@ final class RemoteInputChannel(
 
   override def numQueuedBuffers: Int = synchronized(received.size)
 
-  override def numExclusiveBuffers: Int = synchronized(exclusiveHeld)
+  override def numExclusiveBuffers: Int = buffers.numExclusiveBuffers
 
-  override def numExclusiveBuffersUsed: Int = synchronized(exclusiveHeld - availableExclusive.size)
+  override def numExclusiveBuffersUsed: Int = buffers.numExclusiveBuffersUsed
 
-  override def numFloatingBuffersAvailable: Int = synchronized(availableFloating.size)
+  override def numFloatingBuffersAvailable: Int = buffers.numFloatingBuffersAvailable
 
   override def releaseAllResources(): Unit = {
-    val (queued, free, sendCancel) = synchronized {
+    val (queued, sendCancel) = synchronized {
       if (released) return
       released = true
-      exclusiveHeld = 0
       val q = new java.util.ArrayList[Received](received)
       received.clear()
-      val f = new java.util.ArrayList[NetworkBuffer](availableExclusive)
-      f.addAll(availableFloating)
-      availableExclusive.clear()
-      availableFloating.clear()
-      (q, f, !ended)
+      (q, !ended)
     }
-    gate.floatingBuffers.removeListener(this)
+    buffers.release()
     queued.forEach(r => if (r.data != null && r.data.refCnt() > 0) r.data.release())
-    free.forEach(b => b.release())
     val c = client
     if (c != null) c.cancelRequest(this, sendCancel)
   }
@@ -443,16 +299,16 @@ final class RemoteInputChannel(
   // ---- observability ---------------------------------------------------------------------------
 
   /** Credit announced to the sender so far (the initial credit included). */
-  def numCreditsAnnounced: Long = creditsAnnounced.get
+  def numCreditsAnnounced: Long = buffers.numCreditsAnnounced
 
   /** Buffers received so far; never more than [[numCreditsAnnounced]] when credit-based. */
-  def numBuffersReceived: Long = buffersReceived.get
+  def numBuffersReceived: Long = buffers.numBuffersReceived
 
   /** Free buffers the channel holds for the sender: its credit, announced or not. */
   /** Buffers that arrived while the sender had no credit left; must stay 0. */
-  def numCreditOverruns: Long = creditOverruns.get
+  def numCreditOverruns: Long = buffers.numCreditOverruns
 
-  def numAvailableBuffers: Int = synchronized(numAvailableLocked)
+  def numAvailableBuffers: Int = buffers.numAvailableBuffers
 
   /**
    * Control messages of this channel so far: its partition request (once requested), the
@@ -460,9 +316,9 @@ final class RemoteInputChannel(
    * data frames and count nothing here).
    */
   def numControlMessages: Long =
-    (if (client != null) 1L else 0L) + endOfPartitionMessages.get + creditMessages.get
+    (if (client != null) 1L else 0L) + endOfPartitionMessages.get + buffers.numCreditMessages
 
-  def numUnannouncedCredit: Int = synchronized(unannouncedCredit)
+  def numUnannouncedCredit: Int = buffers.numUnannouncedCredit
 
   override def toString: String = s"RemoteInputChannel($description, id $id)"
 }
