@@ -149,6 +149,29 @@ def scale_job(spark: SparkSession, rows: int, maps: int, reduces: int) -> List[L
     return plain_rows([list(r) for r in out.collect()])
 
 
+# Sluice's fan-in metrics of a reading task (see docs/metrics.md).
+FAN_IN = ("numInputChannels", "numPartitionRequests", "numControlMessages", "numBuffersInRemote")
+
+
+def fan_in(spark: SparkSession, stages: List[int]) -> Dict[str, Any]:
+    """How Sluice's reducers of ``stages`` read: per reading task its channels, partition requests,
+    control messages (requests, EndOfPartition frames, AddCredit messages) and remote frames
+    received, as means over the tasks (and the most channels any task opened)."""
+    import sluice
+
+    wanted = set(stages)
+    table = sluice.metrics(spark).select(["stage_id", *FAN_IN]).to_pylist()
+    readers = [r for r in table if r["stage_id"] in wanted and (r["numInputChannels"] or 0) > 0]
+    if not readers:
+        return {"readers": 0}
+    n = len(readers)
+    return {
+        "readers": n,
+        "channels_max": max(r["numInputChannels"] for r in readers),
+        **{f"{name}_mean": sum(r[name] or 0 for r in readers) / n for name in FAN_IN},
+    }
+
+
 def shuffle_port(executor: Dict[str, Any]) -> int:
     """The port an executor serves shuffle data on: Sluice's server port, or, in an application of
     Spark's own shuffle (no Sluice port), its block manager's."""
@@ -220,6 +243,11 @@ def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
             except Exception as e:
                 spark.sparkContext.setJobGroup("", "")
                 run = {"seconds": None, "answer": None, "error": f"{type(e).__name__}: {e}"[:4000]}
+        if contender == "sluice" and not run.get("error"):
+            try:
+                run["fan_in"] = fan_in(spark, stages_of_group(spark, config["name"]))
+            except Exception as e:  # reported beside the run; the timing stands
+                run["fan_in"] = {"error": f"{type(e).__name__}: {e}"[:2000]}
         if watcher.executors:
             run["connections"] = watcher.peak
             run["connection_samples"] = watcher.samples

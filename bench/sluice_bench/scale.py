@@ -1,8 +1,12 @@
 """``sluice bench scale``: how the cost grows with the work, Sluice against the sort shuffle on
 ``local-cluster[2,1,...]``: the data ×1, ×4 and ×16 (16 map × 16 reduce partitions), and the
 partitions from 10 × 10 to 200 × 200 (data ×1). Then the wide shapes of real jobs on
-``local-cluster[2,2,...]``, two task slots per executor: 1500 maps × 400 reducers, 4000 × 200
-and 200 × 4000, each followed by a global aggregate (one task reading every reducer's output).
+``local-cluster[2,2,...]``, two task slots per executor: 1500 maps × 400 reducers, 6000 × 400,
+4000 × 200 and 200 × 4000, each followed by a global aggregate (one task reading every reducer's
+output), with the reducers' summed fetch wait against the sort shuffle's and, for Sluice, each
+reducer's fan-in (channels, requests, control messages and remote frames, from its metrics); and
+(``--groups growth``) 1,000 and 10,000 maps into 1,000 reducers, to see how each shuffle's time
+grows with the map tasks.
 While each job runs, the established TCP connections between the executors' Sluice ports are
 counted from /proc: Flink multiplexes every channel between two executors over one connection,
 so the goal is exactly one per executor pair (and direction), whatever the partitions. The sort
@@ -53,8 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--groups",
         default="classic,wide",
         help="which groups to run: classic (size and partitions on local-cluster[2,1,MEM]), "
-        "wide (the wide shapes on local-cluster[2,2,MEM]), or both (default); a run of one "
-        "group is saved as scale-<group>.json",
+        "wide (the wide shapes on local-cluster[2,2,MEM]), growth (1,000 and 10,000 maps into 1,000 "
+        "reducers on local-cluster[2,2,MEM]); default classic,wide; a run of one group is saved as "
+        "scale-<group>.json",
     )
 
 
@@ -67,10 +72,17 @@ def configs(base: int, quick: bool) -> List[Dict[str, Any]]:
 
 
 # Maps x reducers of real jobs; --quick runs a reduced one.
-WIDE_SHAPES = ((1500, 400), (4000, 200), (200, 4000))
+WIDE_SHAPES = ((1500, 400), (6000, 400), (4000, 200), (200, 4000))
 QUICK_WIDE_SHAPES = ((300, 100),)
-# The goal's shape: Sluice at most 0.80 of the sort shuffle's time there.
-WIDE_GOAL_SHAPE = WIDE_SHAPES[0]
+# Goals per wide shape: Sluice's time over the sort shuffle's, and (where set) the reducers'
+# summed fetch wait over the sort shuffle's.
+WIDE_TIME_GOALS = {(1500, 400): 0.50, (6000, 400): 0.50, (4000, 200): 0.20, (200, 4000): 0.60}
+WIDE_FETCH_WAIT_GOALS = {(1500, 400): 0.75, (6000, 400): 0.75}
+# The map-count growth group (--groups growth): 1,000 to 10,000 maps into 1,000 reducers.
+GROWTH_SHAPES = ((1000, 1000), (10000, 1000))
+QUICK_GROWTH_SHAPES = ((100, 100), (400, 100))
+GROWTH_TIME_GOAL = 0.50
+EXECUTORS = 2
 
 
 def wide_configs(base: int, quick: bool) -> List[Dict[str, Any]]:
@@ -80,6 +92,15 @@ def wide_configs(base: int, quick: bool) -> List[Dict[str, Any]]:
     return [
         {"name": f"wide {m}x{r}", "rows": max(base, 5 * m * r), "maps": m, "reduces": r}
         for m, r in (QUICK_WIDE_SHAPES if quick else WIDE_SHAPES)
+    ]
+
+
+def growth_configs(quick: bool) -> List[Dict[str, Any]]:
+    """From 1,000 to 10,000 maps into 1,000 reducers, 2 rows per map and reducer (10,000 x 1,000 is
+    20 M rows: ten million map outputs' blocks, most of a hundred bytes)."""
+    return [
+        {"name": f"growth {m}x{r}", "rows": 2 * m * r, "maps": m, "reduces": r}
+        for m, r in (QUICK_GROWTH_SHAPES if quick else GROWTH_SHAPES)
     ]
 
 
@@ -99,10 +120,11 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         configs=wide_configs(base, quick),
         warmup={"name": "warm-up", "rows": base, "maps": 16, "reduces": 16},
     )
+    growth = dict(wide, configs=growth_configs(quick))
     groups = [g.strip() for g in str(args.groups).split(",") if g.strip()]
-    unknown = [g for g in groups if g not in ("classic", "wide")]
+    unknown = [g for g in groups if g not in ("classic", "wide", "growth")]
     if unknown or not groups:
-        raise SystemExit(f"sluice bench scale: --groups takes classic, wide or both, not {args.groups!r}")
+        raise SystemExit(f"sluice bench scale: --groups takes classic, wide and growth, not {args.groups!r}")
     name = "scale" if set(groups) == {"classic", "wide"} else f"scale-{groups[0]}"
     recorder = Recorder(name, command_line(argv), {"rounds": rounds, "quick": quick, "spec": spec, "wide_spec": wide})
     run_configs: List[Dict[str, Any]] = []
@@ -112,6 +134,9 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     if "wide" in groups:
         run_alternating_apps(recorder, "scale", wide, rounds, timeout=7200)
         run_configs += wide["configs"]
+    if "growth" in groups:
+        run_alternating_apps(recorder, "scale", growth, rounds, timeout=7200)
+        run_configs += growth["configs"]
     summarize(recorder, run_configs)
     path, chart = save_result(recorder, args.out, name, draw)
     print_summary(recorder, path, chart)
@@ -145,10 +170,30 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
             )
             for k in ("sluice", "sort")
         }
+        waits = {
+            k: median(
+                [
+                    r["runs"][name]["shuffle_fetch_wait_ms"]
+                    for r in runs
+                    if r["contender"] == k and "shuffle_fetch_wait_ms" in r["runs"][name]
+                ]
+            )
+            for k in ("sluice", "sort")
+        }
+        fan = [r["runs"][name]["fan_in"] for r in runs if r["contender"] == "sluice" and "fan_in" in r["runs"][name]]
+        fan = [f for f in fan if f.get("readers")]
         s[name] = {
             "sluice_s": times["sluice"],
             "sort_s": times["sort"],
             "ratio": ratio(times["sluice"], times["sort"]),
+            "fetch_wait_ms": waits,
+            "fetch_wait_ratio": ratio(waits["sluice"], waits["sort"]),
+            "fan_in": {
+                "channels_per_reducer_max": max((f["channels_max"] for f in fan), default=float("nan")),
+                "control_messages_per_reducer": median(f["numControlMessages_mean"] for f in fan),
+                "remote_frames_per_reducer": median(f["numBuffersInRemote_mean"] for f in fan),
+                "requests_per_reducer": median(f["numPartitionRequests_mean"] for f in fan),
+            },
             "rows": c["rows"],
             "maps": c["maps"],
             "reduces": c["reduces"],
@@ -176,7 +221,7 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
             s[name]["network_peak_bytes"] = max(m["peak_used_bytes"] for m in memory)
             s[name]["network_budget_bytes"] = max(m["budget_bytes"] for m in memory)
             s[name]["network_peak_over_budget"] = ratio(s[name]["network_peak_bytes"], s[name]["network_budget_bytes"])
-    for prefix in ("size", "parts", "wide"):
+    for prefix in ("size", "parts", "wide", "growth"):
         names = [c["name"] for c in config_list if c["name"].startswith(prefix)]
         if names:
             first = s[names[0]]
@@ -223,12 +268,42 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
     recorder.goals.append(
         goal("TCP connections per executor pair and direction (most seen)", float(most), 1.0, at_most=True)
     )
-    wide_names = [c["name"] for c in config_list if c["name"].startswith("wide")]
-    if wide_names:
-        goal_name = f"wide {WIDE_GOAL_SHAPE[0]}x{WIDE_GOAL_SHAPE[1]}"
-        if goal_name not in s:  # --quick: the reduced wide shape stands in
-            goal_name = wide_names[0]
-        recorder.goals.append(goal(f"Sluice / sort time at {goal_name}", s[goal_name]["ratio"], 0.80, at_most=True))
+    for c in config_list:
+        shape = (int(c["maps"]), int(c["reduces"]))
+        name = c["name"]
+        if name.startswith("wide") and shape in WIDE_TIME_GOALS:
+            recorder.goals.append(
+                goal(f"Sluice / sort time at {name}", s[name]["ratio"], WIDE_TIME_GOALS[shape], at_most=True)
+            )
+        if name.startswith("wide") and shape in WIDE_FETCH_WAIT_GOALS:
+            recorder.goals.append(
+                goal(
+                    f"reducers' summed fetch wait, Sluice / sort, at {name}",
+                    s[name]["fetch_wait_ratio"],
+                    WIDE_FETCH_WAIT_GOALS[shape],
+                    at_most=True,
+                )
+            )
+        if name.startswith("growth") and shape == GROWTH_SHAPES[-1]:
+            recorder.goals.append(
+                goal(f"Sluice / sort time at {name}", s[name]["ratio"], GROWTH_TIME_GOAL, at_most=True)
+            )
+    # Control messages per reducer beyond the frames it received: at most 4 per executor.
+    beyond = [
+        v["fan_in"]["control_messages_per_reducer"] - v["fan_in"]["remote_frames_per_reducer"]
+        for n, v in s.items()
+        if n.startswith(("wide", "growth"))
+        and v["fan_in"]["control_messages_per_reducer"] == v["fan_in"]["control_messages_per_reducer"]
+    ]
+    if beyond:
+        recorder.goals.append(
+            goal(
+                "control messages per reducer minus remote frames received (most over the wide shapes)",
+                max(beyond),
+                4.0 * EXECUTORS,
+                at_most=True,
+            )
+        )
     peaks = [v["network_peak_over_budget"] for v in s.values() if "network_peak_over_budget" in v]
     if peaks:
         recorder.goals.append(goal("Sluice's peak network memory / budget (any shape)", max(peaks), 1.0, at_most=True))
@@ -250,6 +325,7 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
     print(
         f"\n{'config':<18}{'rows':>11}{'sluice s':>10}{'sort s':>9}{'ratio':>7}{'growth sluice':>15}{'growth sort':>13}"
         f"{'net peak/budget MiB':>22}{'cpu s/GB sluice':>17}{'sort':>7}{'cpu ratio':>10}"
+        f"{'wait ratio':>11}{'ctrl/reducer':>13}{'frames/reducer':>15}"
     )
     for name, v in recorder.summary["configs"].items():
         memory = (
@@ -261,7 +337,8 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
             f"{name:<18}{v['rows']:>11,}{v['sluice_s']:>10.2f}{v['sort_s']:>9.2f}{v['ratio']:>7.2f}"
             f"{v.get('growth_sluice', float('nan')):>15.2f}{v.get('growth_sort', float('nan')):>13.2f}{memory:>22}"
             f"{v['cpu']['sluice']['process_cpu_s_per_gb']:>17.1f}{v['cpu']['sort']['process_cpu_s_per_gb']:>7.1f}"
-            f"{v['cpu']['ratio']:>10.2f}"
+            f"{v['cpu']['ratio']:>10.2f}{v['fetch_wait_ratio']:>11.2f}"
+            f"{v['fan_in']['control_messages_per_reducer']:>13.1f}{v['fan_in']['remote_frames_per_reducer']:>15.1f}"
         )
     print(
         f"most TCP connections per executor pair (one direction): {recorder.summary['max_connections_per_pair']}"
