@@ -50,11 +50,18 @@ def temporary_files_under_pytest(tmp_path_factory: pytest.TempPathFactory) -> It
 def spark() -> Iterator[Any]:
     if not TEST_JAR.is_file():
         raise RuntimeError(f"{TEST_JAR} is missing: build it with `run_gradle testJar` (dev/test does)")
+    # The executors' metrics systems also write every metric to CSV files here each second, so a
+    # test can see what they publish on a cluster, where the driver's Prometheus servlet does not.
+    executor_metrics = tempfile.mkdtemp(prefix="sluice-executor-metrics-")
     session = build_session(
         "sluice-tests",
         "sluice",
         SESSION_MASTER,
         conf={
+            "spark.metrics.conf.executor.sink.csv.class": "org.apache.spark.metrics.sink.CsvSink",
+            "spark.metrics.conf.executor.sink.csv.period": "1",
+            "spark.metrics.conf.executor.sink.csv.unit": "seconds",
+            "spark.metrics.conf.executor.sink.csv.directory": executor_metrics,
             "spark.sql.shuffle.partitions": "4",
             "spark.sql.streaming.realTimeMode.allowlistCheck": "false",
             "spark.executor.memory": "900m",

@@ -4,7 +4,11 @@ sluice.metrics and in Spark's metrics system."""
 
 from __future__ import annotations
 
-from typing import Any
+import csv
+import glob
+import os
+import time
+from typing import Any, List
 
 import sluice
 from sessions import SESSION_MASTER, http_get, ui_url
@@ -53,7 +57,30 @@ def test_latency_histograms_exist_only_when_tracking_is_on(spark: Any) -> None:
     assert sources == {0, 1, 2, 3}  # every producer's markers reached the consumers
     # Earlier tasks (tracking off) still have none.
     assert all(r["latency_count"] is None for r in table.to_pylist() if r["stage_id"] not in stages)
-    if not SESSION_MASTER.startswith("local-cluster"):
-        # The driver JVM runs the executor: its servlet shows the executor's latency histogram. On
-        # a cluster the histograms stay in the executors' metrics systems.
+    if SESSION_MASTER.startswith("local-cluster"):
+        # On a cluster the histograms are in the executors' metrics systems, which the session
+        # has write CSV files every second: the reading executors' histogram counts markers.
+        directory = sc.getConf().get("spark.metrics.conf.executor.sink.csv.directory")
+        counts = wait_for_latency_counts(directory, sc.applicationId)
+        assert counts and max(counts) >= 1, f"no latency histogram with markers in {directory}: {counts}"
+    else:
+        # The driver JVM runs the executor: its servlet shows the executor's latency histogram.
         assert PROMETHEUS_LATENCY in http_get(prometheus)
+
+
+def wait_for_latency_counts(directory: str, app_id: str, timeout_s: float = 30.0) -> List[int]:
+    """The last ``count`` of each executor's ``...sluice.latency.csv`` of application ``app_id``
+    (CsvSink: one file per metric, a line per report), once one counts a marker."""
+    deadline = time.monotonic() + timeout_s
+    counts: List[int] = []
+    while time.monotonic() < deadline:
+        counts = []
+        for path in glob.glob(os.path.join(directory, f"{app_id}.*.{sluice.monitoring.METRICS_SOURCE}.latency.csv")):
+            with open(path) as f:
+                rows = list(csv.DictReader(f))
+            if rows:
+                counts.append(int(rows[-1]["count"]))
+        if counts and max(counts) >= 1:
+            return counts
+        time.sleep(0.5)
+    return counts

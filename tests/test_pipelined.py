@@ -4,13 +4,14 @@ blocking shuffles, also through Sluice)."""
 
 from __future__ import annotations
 
+import glob
 import time
 from typing import Any, Dict, List, Tuple
 
 import sluice
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from sessions import http_json, ui_url
+from sessions import executor_pids, http_json, ui_url
 from sparkjobs import SlowConsumerQuery
 from streaming import StreamingRun, latest_counts, run_to_completion
 
@@ -89,17 +90,22 @@ def test_slow_consumer_backpressures_its_producer_and_a_stopped_query_leaves_not
 
 
 def _sluice_threads(spark: SparkSession) -> List[str]:
-    """Names (as the kernel keeps them: 15 characters) of the threads named sluice-* on this
-    machine, where both executors run."""
-    sc = spark.sparkContext
-
-    def names(_: Any) -> Any:
-        import subprocess
-
-        out = subprocess.run(["ps", "-eLo", "comm"], capture_output=True, text=True).stdout
-        return [sorted(line.strip() for line in out.splitlines() if "sluice" in line.lower())]
-
-    return sc.parallelize(range(1), 1).mapPartitions(names).collect()[0]
+    """Names (as the kernel keeps them: 15 characters) of the threads named sluice-* in this
+    application's executor processes, and only theirs: other applications on the machine (another
+    Sluice test, a benchmark) have threads of the same names."""
+    pids = executor_pids(spark.sparkContext.applicationId)
+    assert len(pids) == 2, f"expected this application's two executor processes, found {pids}"
+    names = []
+    for pid in pids:
+        for comm in glob.glob(f"/proc/{pid}/task/*/comm"):
+            try:
+                with open(comm) as f:
+                    name = f.read().strip()
+            except FileNotFoundError:  # the thread ended meanwhile
+                continue
+            if "sluice" in name.lower():
+                names.append(name)
+    return sorted(names)
 
 
 def _assert_bounded_threads(names: List[str], executors: int = 2, cores: int = 2) -> None:
