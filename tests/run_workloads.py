@@ -58,7 +58,14 @@ def files_containing(paths: List[str], marker: str) -> List[str]:
     return found
 
 
-FAN_IN = ("numInputChannels", "numPartitionRequests", "numControlMessages", "numBuffersInLocal", "numBuffersInRemote")
+FAN_IN = (
+    "numInputGates",
+    "numInputChannels",
+    "numPartitionRequests",
+    "numControlMessages",
+    "numBuffersInLocal",
+    "numBuffersInRemote",
+)
 
 
 def sluice_counters(spark: SparkSession) -> Dict[str, Any]:

@@ -93,15 +93,19 @@ def check_sluice_report(report: Dict[str, Any], reference: Dict[str, Any]) -> No
 
 
 def check_fan_in(readers: List[Dict[str, Any]], executors: int) -> None:
-    """Every reducer opened one channel per executor holding its data (its own executor's through one
-    local channel), sent one request per other executor, and its control messages stayed within four
-    per executor plus one per frame received, whatever the number of map outputs it read."""
+    """Every gate of every reducer (a join reads two) opened one channel per executor holding its
+    data (its own executor's through one local channel) and sent one request per other executor;
+    the control messages stayed within four per executor and gate plus one per frame received,
+    whatever the number of map outputs it read."""
     assert readers, "no task read through Sluice"
     for r in readers:
-        local = 1 if r["numBuffersInLocal"] > 0 else 0
-        assert r["numInputChannels"] <= executors and r["numPartitionRequests"] <= executors - 1, r
-        assert r["numInputChannels"] == r["numPartitionRequests"] + local, r
-        assert r["numControlMessages"] <= 4 * executors + r["numBuffersInRemote"], r
+        gates = r["numInputGates"]
+        assert gates >= 1, r
+        assert r["numPartitionRequests"] <= gates * (executors - 1), r
+        assert r["numPartitionRequests"] < r["numInputChannels"] <= gates * executors or (
+            r["numBuffersInLocal"] == 0 and r["numInputChannels"] == r["numPartitionRequests"]
+        ), r
+        assert r["numControlMessages"] <= 4 * executors * gates + r["numBuffersInRemote"], r
 
 
 ALL = list(workloads.WORKLOADS)

@@ -150,7 +150,7 @@ def scale_job(spark: SparkSession, rows: int, maps: int, reduces: int) -> List[L
 
 
 # Sluice's fan-in metrics of a reading task (see docs/metrics.md).
-FAN_IN = ("numInputChannels", "numPartitionRequests", "numControlMessages", "numBuffersInRemote")
+FAN_IN = ("numInputGates", "numInputChannels", "numPartitionRequests", "numControlMessages", "numBuffersInRemote")
 
 
 def fan_in(spark: SparkSession, stages: List[int]) -> Dict[str, Any]:

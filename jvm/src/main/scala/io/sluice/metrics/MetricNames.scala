@@ -33,8 +33,9 @@ object MetricNames {
   val NumBuffersInLocal = "numBuffersInLocal"
   val NumBuffersInRemote = "numBuffersInRemote"
 
-  // Fan-in of the task's input gates (Sluice's, beside Flink's): channels, partition requests, and
-  // control messages (partition requests, EndOfPartition frames and AddCredit messages).
+  // Fan-in of the task's input gates (Sluice's, beside Flink's): gates, channels, partition requests,
+  // and control messages (partition requests, EndOfPartition frames and AddCredit messages).
+  val NumInputGates = "numInputGates"
   val NumInputChannels = "numInputChannels"
   val NumPartitionRequests = "numPartitionRequests"
   val NumControlMessages = "numControlMessages"
@@ -59,7 +60,7 @@ object MetricNames {
   val PerSecond = "PerSecond"
 
   val Counters: Seq[String] = Seq(NumRecordsOut, NumRecordsIn, NumBytesOut, NumBytesIn, NumBytesInLocal,
-    NumBytesInRemote, NumBuffersOut, NumBuffersInLocal, NumBuffersInRemote, NumInputChannels, NumPartitionRequests,
+    NumBytesInRemote, NumBuffersOut, NumBuffersInLocal, NumBuffersInRemote, NumInputGates, NumInputChannels, NumPartitionRequests,
     NumControlMessages)
 
   /** The meters: `<counter>PerSecond` for every counter. */

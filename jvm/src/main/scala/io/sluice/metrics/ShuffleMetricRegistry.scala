@@ -146,7 +146,7 @@ object ShuffleMetricRegistry {
 
   private[metrics] def countersOf(s: TaskIOSnapshot): Array[Long] = Array(s.numRecordsOut, s.numRecordsIn,
     s.numBytesOut, s.numBytesIn, s.numBytesInLocal, s.numBytesInRemote, s.numBuffersOut, s.numBuffersInLocal,
-    s.numBuffersInRemote, s.numInputChannels, s.numPartitionRequests, s.numControlMessages)
+    s.numBuffersInRemote, s.numInputGates, s.numInputChannels, s.numPartitionRequests, s.numControlMessages)
 }
 
 /**

@@ -91,6 +91,7 @@ final class TaskIOMetricGroup(
     sumPartitions(_.numBuffersOut.sum()),
     sumGates(_.numBuffersInLocal.sum()),
     sumGates(_.numBuffersInRemote.sum()),
+    gates.size.toLong,
     sumGates(_.numChannelsRequested.toLong),
     sumGates(_.numPartitionRequests),
     sumGates(_.numControlMessages))
@@ -177,9 +178,9 @@ final class TaskIOMetricGroup(
       latency = Option(latencyStats).map(_.snapshot).getOrElse(Nil),
       latencyTotal = Option(latencyStats).flatMap(_.total),
       bufferTimeoutMs = bufferTimeout,
-      numInputChannels = c(9), numPartitionRequests = c(10), numControlMessages = c(11),
-      numInputChannelsPerSecond = rates(9), numPartitionRequestsPerSecond = rates(10),
-      numControlMessagesPerSecond = rates(11))
+      numInputGates = c(9), numInputChannels = c(10), numPartitionRequests = c(11), numControlMessages = c(12),
+      numInputGatesPerSecond = rates(9), numInputChannelsPerSecond = rates(10), numPartitionRequestsPerSecond = rates(11),
+      numControlMessagesPerSecond = rates(12))
   }
 
   private def clampMs(v: Double): Double = math.min(1000.0, math.max(0.0, v))
