@@ -22,13 +22,27 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     p
   }
 
+  /**
+   * Runs `body` with producer A and reader B; afterwards A's server must have released every reader
+   * (ended, failed or cancelled), and once every partition is released every buffer of both is back.
+   */
+  private def withReaderAndProducer(body: (TestingExecutor, TestingExecutor) => Unit): Unit = {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      body(a, b)
+      TestingThreads.eventually(what = "A's server released every reader")(a.counters.activeReaders.get == 0)
+      for (e <- Seq(a, b); id <- e.partitionManager.partitionIds) e.partitionManager.releasePartition(id, null)
+      a.assertNoCreditViolations(); b.assertNoCreditViolations()
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
   private def remoteChannel(gate: SingleInputGate): RemoteInputChannel =
     (0 until gate.numberOfChannels).map(gate.channel).collect { case r: RemoteInputChannel => r }.head
 
   test("one channel carries 60 map outputs of an executor: small ones packed, an empty one, an end per output, credit kept") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B")
-    withExecutors(a, b) {
+    withReaderAndProducer { (a, b) =>
       // Mostly one or two tiny records per output (far below a segment), output 7 has no record in
       // subpartition 1, and every tenth output spans several segments.
       def count(i: Int): Int = if (i == 7) 0 else if (i % 10 == 0) 40 else 1 + i % 2
@@ -49,17 +63,11 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
       assert(gate.numControlMessages <= 4 + ch.numBuffersReceived,
         s"${gate.numControlMessages} control messages for ${ch.numBuffersReceived} frames")
       reader.close()
-      TestingThreads.eventually(what = "the server released its reader")(a.counters.activeReaders.get == 0)
-      outputs.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
-      a.assertNoCreditViolations(); b.assertNoCreditViolations()
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }
 
   test("local and remote map outputs: one local channel, one remote channel, exact records") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B")
-    withExecutors(a, b) {
+    withReaderAndProducer { (a, b) =>
       val remote = (0 until 25).map(i => output(a, ResultPartitionID(21, i), _ => 5, _ => 300))
       val local = (25 until 50).map(i => output(b, ResultPartitionID(21, i), _ => 5, _ => 300))
       val inputs = remote.map(p => GateInput(p.partitionId, 0, 3, a.location)) ++
@@ -70,15 +78,11 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
       assert(gate.numberOfChannels == 2 && gate.numPartitionRequests == 1)
       assert(gate.numBuffersInLocal.sum > 0 && gate.numBuffersInRemote.sum > 0)
       reader.close()
-      (remote.map(p => (a, p)) ++ local.map(p => (b, p))).foreach { case (e, p) => e.partitionManager.releasePartition(p.partitionId, null) }
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }
 
   test("a partition released after some outputs were read fails the channel; the blamed output is one not fully read") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B")
-    withExecutors(a, b) {
+    withReaderAndProducer { (a, b) =>
       // About 5 segments per output: the credit window cannot hold the whole stream.
       val outputs = (0 until 12).map(i => output(a, ResultPartitionID(22, i), s => if (s == 0) 100 else 0, _ => 200))
       val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
@@ -90,16 +94,11 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
       val blamed = gate.inputToBlame(e)
       assert(!gate.hasInputEnded(blamed) && gate.hasInputEnded(0), s"blamed input $blamed")
       reader.close()
-      TestingThreads.eventually(what = "the server released its reader")(a.counters.activeReaders.get == 0)
-      outputs.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }
 
   test("a missing map output fails the whole request, naming an output of that executor") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B")
-    withExecutors(a, b) {
+    withReaderAndProducer { (a, b) =>
       val present = (0 until 3).map(i => output(a, ResultPartitionID(23, i), _ => 2, _ => 100))
       val inputs = present.map(p => GateInput(p.partitionId, 0, 1, a.location)) :+
         GateInput(ResultPartitionID(23, 99), 0, 1, a.location)
@@ -110,24 +109,17 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
       assert(inputs.indices.contains(gate.inputToBlame(e)))
       reader.close()
       assert(a.counters.activeReaders.get == 0)
-      present.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }
 
   test("closing the gate mid-stream cancels the request: the server releases its reader, every buffer comes back") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B")
-    withExecutors(a, b) {
+    withReaderAndProducer { (a, b) =>
       val outputs = (0 until 20).map(i => output(a, ResultPartitionID(24, i), _ => 60, _ => 300))
       val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 3, a.location)))
       val reader = new TestingGateReader(gate)
       for (_ <- 0 until 50) assert(reader.readOne())
       assert(a.counters.activeReaders.get == 1)
       reader.close()
-      TestingThreads.eventually(what = "the cancel released the server's reader")(a.counters.activeReaders.get == 0)
-      outputs.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
     }
   }
 }
