@@ -63,9 +63,10 @@ object SluiceOptions {
     "max_channels_in_flight_per_gate", IntType, 128, "taskmanager.network.memory.read-buffer.required-per-gate.max",
     Effect.TaskStart, between(1, 65536)) {
     """Most channels of one input gate of a regular shuffle that are requested and not yet finished
-      |(FLINK-30473 bounds a gate's required buffers the same way). The gate's exclusive buffers are
-      |at most this times buffersPerChannel, whatever the number of map outputs; further channels are
-      |requested as earlier ones finish. Pipelined gates request all their channels at once."""
+      |(FLINK-30473 bounds a gate's required buffers the same way). A regular gate has one channel per
+      |executor it reads map outputs from, so this bounds the executors read from at once; the gate's
+      |exclusive buffers are at most this times buffersPerChannel. Further channels are requested as
+      |earlier ones finish. Pipelined gates request all their channels at once."""
   }
 
   val MaxBuffersPerSubpartition: ConfigOption[Int] = opt("spark.sluice.network.maxBuffersPerSubpartition",
@@ -174,8 +175,8 @@ object SluiceOptions {
     """Most partition readers one remote host (by IP address) may hold at once on an executor's
       |Sluice server, over all its connections; a request beyond it fails with an error naming the
       |host and this key (the reading task fails with a FetchFailedException). A host's readers are
-      |at most its running reduce tasks times maxChannelsInFlightPerGate (regular shuffles) or times
-      |this executor's producers (pipelined shuffles); raise it with maxChannelsInFlightPerGate."""
+      |at most its running reduce tasks' gates (one reader each per regular shuffle read) or those
+      |times this executor's producers (pipelined shuffles)."""
   }
 
   // ---- observability ------------------------------------------------------------------------
