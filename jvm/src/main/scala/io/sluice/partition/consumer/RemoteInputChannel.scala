@@ -158,6 +158,7 @@ final class RemoteInputChannel(
         wasEmpty = received.isEmpty
         received.add(new Received(inputs.head.index, r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum,
           r.crc, r.iv))
+        gate.numBuffersInRemote.increment()
         announce = buffers.onBufferReceived(r.backlog)
       }
     }
@@ -202,6 +203,7 @@ final class RemoteInputChannel(
             }
           }
           if (inputsEnded == inputs.size) ended = true
+          gate.numBuffersInRemote.increment()
           announce = buffers.onBufferReceived(r.backlog)
         }
       }

@@ -74,7 +74,9 @@ final class SingleInputGate(
   // Flink's input metrics of this consumer. numBytesIn counts the bytes of the buffers handed to the
   // task (decompressed: what the producers' numBytesOut counted), numBytesInLocal / numBytesInRemote
   // the bytes as they travelled from local / remote producers (compressed when stored compressed),
-  // as Flink's gate and channel counters do.
+  // as Flink's gate and channel counters do. numBuffersInLocal counts the buffers local channels
+  // handed over; numBuffersInRemote the frames remote channels received (one network buffer each,
+  // which a packed frame fills with many map outputs' stored buffers).
   val numBytesIn = new LongAdder
   val numBytesInLocal = new LongAdder
   val numBytesInRemote = new LongAdder
@@ -359,7 +361,7 @@ final class SingleInputGate(
   private def prepare(channel: InputChannel, next: BufferAndAvailability): InputBuffer = {
     val size = next.buffer.readableBytes()
     val data = decoder.decode(channel, next, previousNotReleased())
-    if (channel.isRemote) { numBytesInRemote.add(size.toLong); numBuffersInRemote.increment() }
+    if (channel.isRemote) numBytesInRemote.add(size.toLong) // numBuffersInRemote counts frames, as they arrive
     else { numBytesInLocal.add(size.toLong); numBuffersInLocal.increment() }
     numBytesIn.add(data.readableBytes().toLong)
     new InputBuffer(data, next.input, channel.channelIndex, next.subpartition, channel.isRemote, size)
