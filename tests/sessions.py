@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -105,11 +104,20 @@ def stages_of_group(spark: SparkSession, group: str) -> List[int]:
 
 
 def executor_pids(app_id: str) -> List[int]:
-    """The pids of this application's executor JVMs (CoarseGrainedExecutorBackend ... app id)."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [
-        int(line.split()[0]) for line in out.splitlines() if "CoarseGrainedExecutorBackend" in line and app_id in line
-    ]
+    """The pids of this application's executor JVMs: processes whose command line (read whole from
+    /proc, never cut to a terminal's width) runs CoarseGrainedExecutorBackend with ``--app-id`` ``app_id``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().decode("utf-8", "replace").split("\0")
+        except OSError:  # the process ended meanwhile
+            continue
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in args and app_id in args:
+            pids.append(int(entry))
+    return sorted(pids)
 
 
 def ui_url(spark: Any) -> str:
