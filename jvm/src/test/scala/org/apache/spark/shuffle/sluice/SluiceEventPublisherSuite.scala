@@ -119,6 +119,10 @@ class SluiceEventPublisherSuite extends AnyFunSuite with NettyLeakDetection {
       // Two task attempts of stage 1 (10 and 77 records): the flushed total, not the first post's.
       assert(data.stages.find(_.stageId == 1).map(_.numRecordsIn).contains(87L))
       assert(data.executors.map(e => (e.executorId, e.usedMemorySegments)) == Seq(("1", 10)))
+      // An executor that left is no longer in the last event, but keeps its last figures.
+      listeners.foreach(_.onOtherEvent(
+        SparkListenerSluiceNetworkMemory(Seq(SluiceExecutorMemory("2", 100, 100, 0, 32768, 5L)), 6L)))
+      assert(data.executors.map(e => (e.executorId, e.usedMemorySegments)) == Seq(("1", 10), ("2", 0)))
       val JArray(stages) = data.json \ "stages": @unchecked
       assert(stages.map(_ \ "stage_id") == List(JInt(2), JInt(1)))
       assert(data.json \ "replayed" == JBool(true))

@@ -30,12 +30,13 @@ class SluiceHistoryServerPlugin extends AppHistoryServerPlugin {
 
 /**
  * Replays Sluice's listener events into the History Server's status store: the last figures of
- * each stage, of the executors' network memory and the settings. Called on the replay thread.
+ * each stage and of each executor's network memory, and the settings. Called on the replay thread.
  */
 private[sluice] final class SluiceHistoryListener(store: ElementTrackingStore) extends SparkListener {
   override def onOtherEvent(event: SparkListenerEvent): Unit = event match {
     case e: SparkListenerSluiceStageMetrics => store.write(new SluiceStageEntry(e.stageId, e))
-    case e: SparkListenerSluiceNetworkMemory => store.write(new SluiceNetworkMemoryEntry(SluiceTabData.SingletonKey, e))
+    case e: SparkListenerSluiceNetworkMemory =>
+      e.executors.foreach(m => store.write(new SluiceExecutorMemoryEntry(m.executorId, m)))
     case e: SparkListenerSluiceSettings => store.write(new SluiceSettingsEntry(SluiceTabData.SingletonKey, e))
     case _ =>
   }

@@ -4,7 +4,7 @@ import scala.jdk.CollectionConverters._
 
 import io.sluice.config.SluiceOptions
 import org.apache.spark.shuffle.sluice.{SluiceDriverMetrics, SluiceExecutorMemory, SluiceJson,
-  SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics}
+  SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics}
 import org.apache.spark.status.KVUtils.KVIndexParam
 import org.apache.spark.util.kvstore.KVStore
 import org.json4s.{JArray, JBool, JObject, JValue}
@@ -55,8 +55,7 @@ private[sluice] final class ReplayedTabData(store: KVStore) extends SluiceTabDat
     store.view(classOf[SluiceStageEntry]).asScala.map(_.metrics).toSeq.sortBy(-_.stageId)
 
   override def executors: Seq[SluiceExecutorMemory] =
-    store.view(classOf[SluiceNetworkMemoryEntry]).asScala.headOption.map(_.memory.executors).getOrElse(Nil)
-      .sortBy(_.executorId)
+    store.view(classOf[SluiceExecutorMemoryEntry]).asScala.map(_.memory).toSeq.sortBy(_.executorId)
 
   override def live: Option[SluiceDriverMetrics] = None
 
@@ -75,10 +74,12 @@ private[sluice] final class SluiceSettingsEntry(
     @KVIndexParam val key: String,
     val settings: SparkListenerSluiceSettings)
 
-/** The executors' last replayed network memory in the History Server's status store (one entry). */
-private[sluice] final class SluiceNetworkMemoryEntry(
-    @KVIndexParam val key: String,
-    val memory: SparkListenerSluiceNetworkMemory)
+/**
+ * An executor's last replayed network memory in the History Server's status store, keyed by
+ * executor id: executors that left before the application ended (the last events no longer list
+ * them) keep their last figures.
+ */
+private[sluice] final class SluiceExecutorMemoryEntry(@KVIndexParam val executorId: String, val memory: SluiceExecutorMemory)
 
 private[sluice] object SluiceTabData {
   val SingletonKey = "sluice"
