@@ -160,6 +160,26 @@ def per_stage(tab: Dict[str, Any]) -> Dict[int, Tuple[int, ...]]:
     return {int(s["stage_id"]): tuple(int(s[f]) for f in FIGURES) for s in tab["stages"]}
 
 
+def test_connect_server_command_line() -> None:
+    from sluice.cli import CONNECT_SERVER_CLASS, connect_server_command
+
+    args = ["--master", "local-cluster[2,1,1024]", "--buffer-timeout", "10ms", "--conf", "spark.ui.port=4050"]
+    command = connect_server_command("spark-submit", args + ["--connect-port", "15010"], {})
+    joined = " ".join(command)
+    assert command[:2] == ["spark-submit", "--jars"] and command[-1] == "spark-internal"
+    assert f"--class {CONNECT_SERVER_CLASS}" in joined
+    assert "spark.sluice.bufferTimeout=10ms" in joined and "spark.plugins=" in joined
+    assert "spark.connect.grpc.binding.port=15010" in joined
+    assert "spark.connect.grpc.binding.address=127.0.0.1" in joined  # a local master stays on loopback
+    assert "--master local-cluster[2,1,1024] --conf spark.ui.port=4050" in joined
+    cluster = " ".join(connect_server_command("spark-submit", ["--master", "spark://m:7077"], {}))
+    assert "binding.address" not in cluster and "spark.connect.grpc.binding.port=15002" in cluster
+    with pytest.raises(SystemExit, match="buffer_timeout"):
+        connect_server_command("spark-submit", ["--buffer-timeout", "soon"], {})
+    with pytest.raises(SystemExit, match="remove app.py"):
+        connect_server_command("spark-submit", ["app.py"], {})
+
+
 def test_configure_refuses_a_remote_builder(monkeypatch: pytest.MonkeyPatch) -> None:
     builder = SparkSession.builder.remote("sc://127.0.0.1:15002")
     with pytest.raises(RuntimeError, match="command line") as refused:
