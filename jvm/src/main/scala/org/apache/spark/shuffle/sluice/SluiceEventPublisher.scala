@@ -3,8 +3,7 @@ package org.apache.spark.shuffle.sluice
 import scala.collection.mutable
 
 import io.sluice.config.SluiceOptions
-import org.apache.spark.scheduler.{SparkListener, SparkListenerApplicationEnd, SparkListenerEvent,
-  SparkListenerStageCompleted}
+import org.apache.spark.scheduler.{SparkListener, SparkListenerApplicationEnd, SparkListenerEvent, SparkListenerStageCompleted}
 
 /**
  * Puts the Sluice tab's figures into Spark's event log as Sluice's listener events
@@ -31,7 +30,7 @@ private[sluice] final class SluiceEventPublisher(
   def postSettings(): Unit = {
     val c = metrics.conf
     post(SparkListenerSluiceSettings(metrics.reportIntervalMs, c.get(SluiceOptions.BufferTimeout), c.segmentSize,
-      c.get(SluiceOptions.BackpressureNumSamples), c.get(SluiceOptions.BackpressureDelay)))
+        c.get(SluiceOptions.BackpressureNumSamples), c.get(SluiceOptions.BackpressureDelay)))
   }
 
   /** After an executor's report about the tasks of `stageIds` (and samples of them). */

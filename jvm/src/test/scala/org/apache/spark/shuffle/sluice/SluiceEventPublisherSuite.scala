@@ -6,8 +6,9 @@ import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceConf
 import io.sluice.metrics._
 import org.apache.spark.SparkConf
-import org.apache.spark.scheduler.{SparkListenerApplicationEnd, SparkListenerEvent, SparkListenerStageCompleted,
-  SparkListenerStageSubmitted, StageInfo}
+import org.apache.spark.scheduler.{
+  SparkListenerApplicationEnd, SparkListenerEvent, SparkListenerStageCompleted, SparkListenerStageSubmitted, StageInfo
+}
 import org.apache.spark.shuffle.sluice.ui.{ReplayedTabData, SluiceHistoryServerPlugin}
 import org.apache.spark.status.ElementTrackingStore
 import org.apache.spark.util.JsonProtocol
@@ -121,7 +122,7 @@ class SluiceEventPublisherSuite extends AnyFunSuite with NettyLeakDetection {
       assert(data.executors.map(e => (e.executorId, e.usedMemorySegments)) == Seq(("1", 10)))
       // An executor that left is no longer in the last event, but keeps its last figures.
       listeners.foreach(_.onOtherEvent(
-        SparkListenerSluiceNetworkMemory(Seq(SluiceExecutorMemory("2", 100, 100, 0, 32768, 5L)), 6L)))
+          SparkListenerSluiceNetworkMemory(Seq(SluiceExecutorMemory("2", 100, 100, 0, 32768, 5L)), 6L)))
       assert(data.executors.map(e => (e.executorId, e.usedMemorySegments)) == Seq(("1", 10), ("2", 0)))
       val JArray(stages) = data.json \ "stages": @unchecked
       assert(stages.map(_ \ "stage_id") == List(JInt(2), JInt(1)))

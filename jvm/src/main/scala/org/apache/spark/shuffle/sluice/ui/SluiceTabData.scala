@@ -3,8 +3,9 @@ package org.apache.spark.shuffle.sluice.ui
 import scala.jdk.CollectionConverters._
 
 import io.sluice.config.SluiceOptions
-import org.apache.spark.shuffle.sluice.{SluiceDriverMetrics, SluiceExecutorMemory, SluiceJson,
-  SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics}
+import org.apache.spark.shuffle.sluice.{
+  SluiceDriverMetrics, SluiceExecutorMemory, SluiceJson, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
+}
 import org.apache.spark.status.KVUtils.KVIndexParam
 import org.apache.spark.util.kvstore.KVStore
 import org.json4s.{JArray, JBool, JObject, JValue}
@@ -30,8 +31,8 @@ private[sluice] trait SluiceTabData {
 /** The tab of a running application: everything is computed from the driver's metrics when shown. */
 private[sluice] final class LiveTabData(metrics: SluiceDriverMetrics) extends SluiceTabData {
   override def settings: Option[SparkListenerSluiceSettings] = Some(SparkListenerSluiceSettings(
-    metrics.reportIntervalMs, metrics.conf.get(SluiceOptions.BufferTimeout), metrics.conf.segmentSize,
-    metrics.conf.get(SluiceOptions.BackpressureNumSamples), metrics.conf.get(SluiceOptions.BackpressureDelay)))
+      metrics.reportIntervalMs, metrics.conf.get(SluiceOptions.BufferTimeout), metrics.conf.segmentSize,
+      metrics.conf.get(SluiceOptions.BackpressureNumSamples), metrics.conf.get(SluiceOptions.BackpressureDelay)))
 
   override def stages: Seq[SparkListenerSluiceStageMetrics] = {
     val now = System.currentTimeMillis()
