@@ -15,6 +15,7 @@ import org.json4s.{JArray, JBool, JObject, JValue}
  * application's driver ([[LiveTabData]]) or the History Server's replay of its event log
  * ([[ReplayedTabData]]). Per stage the figures of [[SparkListenerSluiceStageMetrics]], per
  * executor its network memory; task details and sampling exist only while the application runs.
+ * Implementations only read (the driver's thread-safe metrics, or the status store): thread-safe.
  */
 private[sluice] trait SluiceTabData {
   def settings: Option[SparkListenerSluiceSettings]
