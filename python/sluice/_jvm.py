@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 ACCESSOR = "org.apache.spark.shuffle.sluice.SluiceMetricsAccessor"
 
 
-def call_accessor(spark: SparkSession, method: str, *args: object) -> Dict[str, Any]:
+def call_accessor(spark: object, method: str, *args: object) -> Dict[str, Any]:
     """Calls ``SluiceMetricsAccessor.<method>(*args)`` on ``spark``'s driver and parses its JSON.
 
     Raises:
@@ -24,7 +24,10 @@ def call_accessor(spark: SparkSession, method: str, *args: object) -> Dict[str, 
     """
     if not isinstance(spark, SparkSession):
         kind = type(spark)
-        raise TypeError(f"expected a pyspark.sql.SparkSession, got {kind.__module__}.{kind.__qualname__}")
+        raise TypeError(
+            "expected a pyspark.sql.SparkSession (classic, or a Spark Connect session), "
+            f"got {kind.__module__}.{kind.__qualname__}"
+        )
     jvm = spark.sparkContext._jvm
     if jvm is None:
         raise RuntimeError("the SparkSession has no driver JVM (it was stopped)")

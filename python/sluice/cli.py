@@ -8,6 +8,12 @@ sluice submit [spark-submit args] app.py [app args]
                                     pyspark's spark-submit with Sluice switched on (on
                                     loopback for local masters; SPARK_LOCAL_IP and
                                     SPARK_HOME left as they are for a cluster)
+sluice connect-server [--connect-port 15002] [--connect-host ADDR] [--buffer-timeout 10ms ...]
+                      [spark-submit options]
+                                    a Spark Connect server (pyspark's SparkConnectServer,
+                                    what start-connect-server.sh runs) with Sluice switched
+                                    on, in the foreground; clients connect with
+                                    SparkSession.builder.remote("sc://HOST:PORT")
 sluice demo [--keep-ui [SECONDS]] [--compare]
                                     a shuffle-heavy job on a local two-executor cluster
 sluice bench NAME [--rounds N] [--quick] [--out DIR]
@@ -41,6 +47,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args[:1] == ["submit"]:
         # Everything after `submit` belongs to spark-submit, untouched by argparse.
         return _submit(args[1:])
+    if args[:1] == ["connect-server"]:
+        # Sluice's options are parsed here; everything else belongs to spark-submit.
+        return _connect_server(args[1:])
     if args[:1] == ["bench"]:
         # Everything after `bench` belongs to sluice-bench.
         return _bench(args[1:])
@@ -48,10 +57,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if parsed.command == "jar":
         print(_jar())
     elif parsed.command == "conf":
-        known = _options.options()
-        chosen = {name: value for name, value in vars(parsed).items() if name in known and value is not None}
         try:
-            conf = spark_conf(prometheus=parsed.prometheus, **chosen)
+            conf = spark_conf(prometheus=parsed.prometheus, **_chosen_options(parsed))
         except ValueError as e:
             raise SystemExit(f"sluice conf: {e}") from None
         arguments = submit_arguments(conf)
@@ -86,17 +93,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Prints one spark-submit argument per line (--jars <jar>, then --conf key=value); "
         "use as `spark-submit $(sluice conf) app.py`.",
     )
-    for option in _options.options().values():
-        spellings = ["--" + option.python.replace("_", "-")]
-        if "_" in option.python:
-            spellings.append("--" + option.python)
-        conf.add_argument(
-            *spellings,
-            dest=option.python,
-            metavar=option.type.upper(),
-            help=f"{option.key} (default {option.default})",
-        )
-    conf.add_argument("--prometheus", action="store_true", help="switch on Spark's Prometheus servlet")
+    _add_sluice_options(conf)
+
+    commands.add_parser(
+        "connect-server",
+        help="run a Spark Connect server with Sluice (Sluice's options as for conf; all others go to spark-submit)",
+    )
 
     commands.add_parser(
         "submit",
@@ -133,6 +135,101 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return parser
+
+
+def _add_sluice_options(parser: argparse.ArgumentParser) -> None:
+    """Every Sluice option as ``--kebab-case`` (and ``--snake_case``), and ``--prometheus``."""
+    for option in _options.options().values():
+        spellings = ["--" + option.python.replace("_", "-")]
+        if "_" in option.python:
+            spellings.append("--" + option.python)
+        parser.add_argument(
+            *spellings,
+            dest=option.python,
+            metavar=option.type.upper(),
+            help=f"{option.key} (default {option.default})",
+        )
+    parser.add_argument("--prometheus", action="store_true", help="switch on Spark's Prometheus servlet")
+
+
+def _chosen_options(parsed: argparse.Namespace) -> Dict[str, object]:
+    known = _options.options()
+    return {name: value for name, value in vars(parsed).items() if name in known and value is not None}
+
+
+# The Connect server's main class, as pyspark's sbin/start-connect-server.sh runs it.
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+CONNECT_DEFAULT_PORT = 15002
+
+
+def connect_server_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sluice connect-server",
+        allow_abbrev=False,
+        description="Runs a Spark Connect server with Sluice switched on (pyspark's spark-submit running "
+        f"{CONNECT_SERVER_CLASS}, as start-connect-server.sh does, in the foreground). Shuffle settings are "
+        "static and Connect clients cannot set them (SPARK-44981): Sluice's options go here. Every other "
+        "argument (--master, --conf, ...) goes to spark-submit.",
+    )
+    parser.add_argument(
+        "--connect-port",
+        type=int,
+        default=CONNECT_DEFAULT_PORT,
+        help="the gRPC port clients connect to (spark.connect.grpc.binding.port; default %(default)s)",
+    )
+    parser.add_argument(
+        "--connect-host",
+        help="the address the gRPC server binds (spark.connect.grpc.binding.address; default 127.0.0.1 for "
+        "local masters, every address otherwise)",
+    )
+    _add_sluice_options(parser)
+    return parser
+
+
+def connect_server_command(spark_submit: str, args: Sequence[str], environ: Mapping[str, str]) -> List[str]:
+    """The spark-submit command line of ``sluice connect-server ARGS``."""
+    parsed, rest = connect_server_parser().parse_known_args(list(args))
+    if not 0 < parsed.connect_port < 65536:
+        raise SystemExit(
+            f"sluice connect-server: --connect-port must be a TCP port (1-65535), got {parsed.connect_port}"
+        )
+    try:
+        conf = spark_conf(prometheus=parsed.prometheus, **_chosen_options(parsed))
+    except ValueError as e:
+        raise SystemExit(f"sluice connect-server: {e}") from None
+    stray = [arg for arg in rest if arg in ("--class",) or arg.endswith((".py", ".jar"))]
+    if stray:
+        raise SystemExit(f"sluice connect-server: runs {CONNECT_SERVER_CLASS} itself; remove {' '.join(stray)}")
+    host = parsed.connect_host
+    if host is None and not is_cluster_master(submit_master(rest, environ)):
+        host = "127.0.0.1"
+    server = ["--class", CONNECT_SERVER_CLASS, "--name", "Spark Connect server"]
+    server += ["--conf", f"spark.connect.grpc.binding.port={parsed.connect_port}"]
+    if host:
+        server += ["--conf", f"spark.connect.grpc.binding.address={host}"]
+    # SparkSubmit's name for "no application file: the main class is Spark's own".
+    return submit_command(spark_submit, conf, server + list(rest) + ["spark-internal"])
+
+
+def _connect_server(args: List[str]) -> int:
+    spark_submit = _spark_submit("connect-server")
+    env = submit_environment(os.environ, args)
+    command = connect_server_command(spark_submit, args, os.environ)
+    sys.stdout.flush()
+    os.execve(command[0], command, env)
+    return 1  # not reached: execve replaces this process
+
+
+def _spark_submit(command: str) -> str:
+    import pyspark
+
+    spark_submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
+    if not spark_submit.is_file():
+        raise SystemExit(
+            f"sluice {command}: pyspark at {spark_submit.parent.parent} has no bin/spark-submit "
+            "(pyspark-client is a client only: install pyspark where Spark runs)"
+        )
+    return str(spark_submit)
 
 
 def _bench(args: List[str]) -> int:
@@ -282,11 +379,7 @@ def submit_environment(environ: Mapping[str, str], user_args: Sequence[str]) -> 
 
 
 def _submit(user_args: List[str]) -> int:
-    import pyspark
-
-    spark_submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
-    if not spark_submit.is_file():
-        raise SystemExit(f"sluice submit: pyspark at {spark_submit.parent.parent} has no bin/spark-submit")
+    spark_submit = _spark_submit("submit")
     if not user_args:
         raise SystemExit("usage: sluice submit [spark-submit options] app.py [app arguments]")
     env = submit_environment(os.environ, user_args)
@@ -294,7 +387,7 @@ def _submit(user_args: List[str]) -> int:
         conf = spark_conf()
     except FileNotFoundError as e:
         raise SystemExit(f"sluice submit: {e}") from None
-    command = submit_command(str(spark_submit), conf, user_args)
+    command = submit_command(spark_submit, conf, user_args)
     sys.stdout.flush()
     os.execve(command[0], command, env)
     return 1  # not reached: execve replaces this process

@@ -2,14 +2,19 @@
 the ``spark.sluice.*`` options, from snake_case keywords validated against the option table.
 
 Shuffle settings are static in Spark: they are read once when the SparkContext (and each
-executor) starts, so all of this has to be set on the builder before the session exists.
+executor) starts, so all of this has to be set on the builder before the session exists. A Spark
+Connect client cannot set them at all (SPARK-44981): they go on the Connect server's command line
+(``sluice connect-server``), and :func:`configure` refuses a builder for a remote session.
+
+Nothing here imports PySpark's classic core (``pyspark.core``) at import time, so ``import sluice``
+works with the ``pyspark-client`` distribution, which has none.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Dict, Iterable, List, Optional
 
-from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from sluice import _options
@@ -74,16 +79,32 @@ def configure(builder: SparkSession.Builder, *, prometheus: bool = False, **opti
 
     Raises:
         TypeError: when ``builder`` is not a ``pyspark.sql.SparkSession.Builder``.
-        RuntimeError: when a SparkContext is already running, or when one ran earlier in this
-            process without Sluice (its driver JVM, which outlives it, cannot load Sluice).
+        RuntimeError: when ``builder`` is for a Spark Connect server (``.remote("sc://...")``,
+            ``SPARK_REMOTE``, a Connect-only PySpark, or Spark Connect's own builder), whose
+            settings only its command line can set; when a SparkContext is already running, or
+            when one ran earlier in this process without Sluice (its driver JVM, which outlives
+            it, cannot load Sluice).
         ValueError: for an unknown option or an invalid value.
     """
+    remote = remote_target(builder)
+    if remote is not None:
+        raise RuntimeError(
+            f"sluice.configure cannot switch on Sluice for a Spark Connect session ({remote}): shuffle "
+            "settings are static, read when the server's SparkContext starts, and a Connect client "
+            "cannot set them (SPARK-44981). They go on the Connect server's command line: start it "
+            "with `sluice connect-server --master ... [--buffer-timeout 10ms ...]`, or add the "
+            "arguments `sluice conf [...]` prints to start-connect-server.sh; then connect with "
+            "SparkSession.builder.remote(...).getOrCreate() as usual, and sluice.metrics(spark) and "
+            "sluice.backpressure(spark) read the server's figures."
+        )
     if not isinstance(builder, SparkSession.Builder):
         kind = type(builder)
         raise TypeError(
             "sluice.configure expects a pyspark.sql.SparkSession.Builder (SparkSession.builder), "
             f"got {kind.__module__}.{kind.__qualname__}"
         )
+    from pyspark import SparkContext
+
     if SparkContext._active_spark_context is not None:
         raise RuntimeError(
             "A SparkContext is already running. Shuffle settings are static: Spark reads them "
@@ -107,8 +128,30 @@ def configure(builder: SparkSession.Builder, *, prometheus: bool = False, **opti
     return builder
 
 
+def remote_target(builder: object) -> Optional[str]:
+    """What makes ``builder`` build a session of a Spark Connect server, or None for a classic one:
+    Spark Connect's own builder class, a ``spark.remote`` / ``SPARK_REMOTE`` of ``sc://...``, or
+    a PySpark without its classic core (the ``pyspark-client`` distribution)."""
+    kind = type(builder)
+    if kind.__module__.startswith("pyspark.sql.connect."):
+        return f"the builder is {kind.__module__}.{kind.__qualname__}"
+    options = getattr(builder, "_options", None)
+    url = options.get("spark.remote") if isinstance(options, dict) else None
+    if url is None:
+        url = os.environ.get("SPARK_REMOTE")
+    if url is not None and str(url).startswith("sc://"):
+        return f"spark.remote={url}"
+    from pyspark.util import is_remote_only
+
+    if is_remote_only():
+        return "this PySpark is the Spark Connect client only (pyspark-client)"
+    return None
+
+
 def _driver_jvm_has_sluice() -> bool:
     """Whether the driver JVM of this process, if PySpark started one already, can load Sluice."""
+    from pyspark import SparkContext
+
     jvm = SparkContext._jvm
     if jvm is None:
         return True  # no JVM yet: it will start with spark.jars on its class path

@@ -1,19 +1,28 @@
 """Sluice's network metrics and backpressure monitor from PySpark, as pyarrow tables.
 
 Both functions read the driver's copy of the executors' metrics (the same data as the "Sluice"
-tab of Spark's UI and its ``/sluice/json``); metric columns carry Flink's metric names.
+tab of Spark's UI and its ``/sluice/json``); metric columns carry Flink's metric names. A classic
+session reads it over py4j, a Spark Connect session through the plugin's ``sluice-metrics`` data
+source on the Connect server; both give the same tables.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from pyspark.sql import SparkSession
 
+from sluice import _connect
 from sluice._jvm import call_accessor
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSparkSession
+
+    # A classic session (py4j) or a Spark Connect client's session.
+    Session = Union[SparkSession, ConnectSparkSession]
 
 _TABLE = Path(__file__).resolve().parent / "_metrics.json"
 _ARROW_TYPES = {"long": pa.int64(), "int": pa.int32(), "double": pa.float64()}
@@ -97,7 +106,7 @@ def metrics_schema(with_latency: bool) -> Any:
     return pa.schema(fields)
 
 
-def metrics(spark: SparkSession, *, wait: bool = True) -> Any:
+def metrics(spark: Session, *, wait: bool = True) -> Any:
     """Sluice's network metrics of every task attempt the driver heard of, one row each.
 
     Columns: ``executor_id``, ``stage_id``, ``stage_attempt_id``, ``task_attempt_id``,
@@ -115,7 +124,8 @@ def metrics(spark: SparkSession, *, wait: bool = True) -> Any:
     any) and ``latency_histograms``, one entry per histogram of the configured granularity.
 
     Args:
-        spark: a session started with :func:`sluice.configure`.
+        spark: a session started with :func:`sluice.configure`, or a Spark Connect session
+            (``SparkSession.builder.remote(...)``) of a Connect server that runs Sluice.
         wait: first wait (about two report intervals) until the executors have reported
             everything that happened before this call; False returns what the driver has now.
 
@@ -125,7 +135,10 @@ def metrics(spark: SparkSession, *, wait: bool = True) -> Any:
     Raises:
         RuntimeError: when the session does not run Sluice's plugin.
     """
-    payload = call_accessor(spark, "metricsJson", bool(wait))
+    if _connect.is_connect_session(spark):
+        payload = _connect.read_json(spark, view="metrics", wait=bool(wait))
+    else:
+        payload = call_accessor(spark, "metricsJson", bool(wait))
     tasks: Sequence[Dict[str, Any]] = payload.get("tasks", [])
     with_latency = any(task.get("latency_total") for task in tasks)
     schema = metrics_schema(with_latency)
@@ -150,7 +163,7 @@ def metrics(spark: SparkSession, *, wait: bool = True) -> Any:
     return pa.Table.from_pydict(columns, schema=schema)
 
 
-def backpressure(spark: SparkSession, stage_id: Optional[int] = None) -> Any:
+def backpressure(spark: Session, stage_id: Optional[int] = None) -> Any:
     """The backpressure monitor: samples the running tasks of a stage (or of every stage) and
     classifies them as Flink does.
 
@@ -164,7 +177,8 @@ def backpressure(spark: SparkSession, stage_id: Optional[int] = None) -> Any:
     remote pipelined input).
 
     Args:
-        spark: a session started with :func:`sluice.configure`.
+        spark: a session started with :func:`sluice.configure`, or a Spark Connect session of a
+            Connect server that runs Sluice.
         stage_id: one stage, or None for every stage the driver knows.
 
     Returns:
@@ -180,7 +194,11 @@ def backpressure(spark: SparkSession, stage_id: Optional[int] = None) -> Any:
         raise TypeError(f"stage_id must be an int or None, got {stage_id!r}")
     if stage_id is not None and stage_id < 0:
         raise ValueError(f"stage_id must be >= 0, got {stage_id}")
-    payload = call_accessor(spark, "backpressureJson", -1 if stage_id is None else stage_id)
+    wanted = -1 if stage_id is None else stage_id
+    if _connect.is_connect_session(spark):
+        payload = _connect.read_json(spark, view="backpressure", stageId=wanted)
+    else:
+        payload = call_accessor(spark, "backpressureJson", wanted)
     rows: List[Dict[str, Any]] = []
     for stage in payload.get("stages", []):
         sample: Optional[Dict[str, Any]] = stage.get("backpressure")

@@ -50,34 +50,49 @@ private[sluice] object SluiceJson {
         "samples" -> JInt(t.sample.total), "ratio" -> num(t.ratio), "level" -> JString(t.level.name))
     }.toList))
 
-  def stage(v: StageView): JValue = JObject(
-    "stage_id" -> JInt(v.stageId), "stage_attempt_id" -> JInt(v.attemptId), "name" -> JString(v.name),
-    "status" -> JString(v.status), "parent_ids" -> JArray(v.meta.map(_.parentIds).getOrElse(Nil).map(JInt(_)).toList),
-    "num_tasks" -> JInt(v.meta.fold(v.tasks.size)(_.numTasks)), "reported_tasks" -> JInt(v.tasks.size),
-    "running_tasks" -> JInt(v.runningTasks),
-    MetricNames.NumRecordsOut -> JLong(v.numRecordsOut), MetricNames.NumRecordsIn -> JLong(v.numRecordsIn),
-    MetricNames.NumBytesOut -> JLong(v.numBytesOut), MetricNames.NumBytesIn -> JLong(v.numBytesIn),
-    MetricNames.NumBytesInLocal -> JLong(v.numBytesInLocal),
-    MetricNames.NumBytesInRemote -> JLong(v.numBytesInRemote), MetricNames.NumBuffersOut -> JLong(v.numBuffersOut),
-    MetricNames.NumBuffersInLocal -> JLong(v.numBuffersInLocal),
-    MetricNames.NumBuffersInRemote -> JLong(v.numBuffersInRemote),
-    MetricNames.OutPoolUsage -> num(v.outPoolUsage), MetricNames.InPoolUsage -> num(v.inPoolUsage),
-    MetricNames.FloatingBuffersUsage -> num(v.floatingBuffersUsage),
-    MetricNames.ExclusiveBuffersUsage -> num(v.exclusiveBuffersUsage),
-    MetricNames.BackPressuredTimeMsPerSecond -> num(v.backPressuredTimeMsPerSecond),
-    "ratio" -> num(v.ratio), "level" -> JString(v.level.name),
-    "backpressure" -> v.backPressure.map(backPressure).getOrElse(JNull), "sampling" -> JBool(v.sampling),
-    "root_cause" -> JString(v.diagnosis.rootCause), "buffer_fill_rate" -> opt(v.diagnosis.bufferFillRate),
-    "suggested_buffer_timeout_ms" -> opt(v.diagnosis.suggestedBufferTimeoutMs))
+  def long(v: Long): JValue = JLong(v)
 
-  def executor(e: ExecutorEntry): JValue = JObject(
-    "executor_id" -> JString(e.executorId), "last_report_ms" -> JLong(e.lastReportMillis),
-    "segment_size" -> JInt(e.segments.segmentSize),
-    MetricNames.TotalMemorySegments -> JInt(e.segments.total),
-    MetricNames.AvailableMemorySegments -> JInt(e.segments.available),
-    MetricNames.UsedMemorySegments -> JInt(e.segments.used),
+  /**
+   * A stage's figures as the tab shows them (live, and replayed from the event log by the History
+   * Server): the same keys in both.
+   */
+  def stageMetrics(m: SparkListenerSluiceStageMetrics): JObject = JObject(
+    "stage_id" -> JInt(m.stageId), "stage_attempt_id" -> JInt(m.stageAttemptId), "name" -> JString(m.name),
+    "status" -> JString(m.status), "num_tasks" -> JInt(m.numTasks), "reported_tasks" -> JInt(m.reportedTasks),
+    "running_tasks" -> JInt(m.runningTasks),
+    MetricNames.NumRecordsOut -> JLong(m.numRecordsOut), MetricNames.NumRecordsIn -> JLong(m.numRecordsIn),
+    MetricNames.NumBytesOut -> JLong(m.numBytesOut), MetricNames.NumBytesIn -> JLong(m.numBytesIn),
+    MetricNames.NumBytesInLocal -> JLong(m.numBytesInLocal),
+    MetricNames.NumBytesInRemote -> JLong(m.numBytesInRemote), MetricNames.NumBuffersOut -> JLong(m.numBuffersOut),
+    MetricNames.NumBuffersInLocal -> JLong(m.numBuffersInLocal),
+    MetricNames.NumBuffersInRemote -> JLong(m.numBuffersInRemote),
+    MetricNames.OutPoolUsage -> num(m.outPoolUsage), MetricNames.InPoolUsage -> num(m.inPoolUsage),
+    MetricNames.FloatingBuffersUsage -> num(m.floatingBuffersUsage),
+    MetricNames.ExclusiveBuffersUsage -> num(m.exclusiveBuffersUsage),
+    MetricNames.BackPressuredTimeMsPerSecond -> num(m.backPressuredTimeMsPerSecond),
+    "ratio" -> num(m.ratio), "level" -> JString(m.level), "sampled_tasks" -> JInt(m.sampledTasks),
+    "root_cause" -> JString(m.rootCause), "buffer_fill_rate" -> opt(m.bufferFillRateOption),
+    "suggested_buffer_timeout_ms" -> opt(m.suggestedBufferTimeoutMsOption), "timestamp_ms" -> JLong(m.timestampMs))
+
+  /** [[stageMetrics]] and what only the running application knows: parents, the sample, sampling. */
+  def stage(v: StageView): JValue = {
+    val figures = stageMetrics(SparkListenerSluiceStageMetrics.of(v, System.currentTimeMillis()))
+    JObject(figures.obj ++ List(
+      "parent_ids" -> JArray(v.meta.map(_.parentIds).getOrElse(Nil).map(JInt(_)).toList),
+      "backpressure" -> v.backPressure.map(backPressure).getOrElse(JNull), "sampling" -> JBool(v.sampling)))
+  }
+
+  /** An executor's network memory (the keys of [[executor]] that the event log keeps). */
+  def executorMemory(e: SluiceExecutorMemory): JObject = JObject(
+    "executor_id" -> JString(e.executorId), "last_report_ms" -> JLong(e.lastReportMs),
+    "segment_size" -> JInt(e.segmentSize),
+    MetricNames.TotalMemorySegments -> JInt(e.totalMemorySegments),
+    MetricNames.AvailableMemorySegments -> JInt(e.availableMemorySegments),
+    MetricNames.UsedMemorySegments -> JInt(e.usedMemorySegments))
+
+  def executor(e: ExecutorEntry): JValue = JObject(executorMemory(SluiceExecutorMemory.of(e)).obj ++ List(
     "server_port" -> JInt(e.transport.serverPort), "server_connections" -> JInt(e.transport.serverConnections),
-    "client_connections" -> JInt(e.transport.clientConnections))
+    "client_connections" -> JInt(e.transport.clientConnections)))
 
   /** Everything the driver holds. */
   def all(m: SluiceDriverMetrics): JValue = JObject(

@@ -16,7 +16,8 @@ import org.apache.spark.shuffle.sluice.ui.SluiceTab
  * ([[SluiceExecutorPlugin]]) publishes each executor's network metrics under Flink's names in
  * Spark's metrics system, reports them to the driver and samples task threads for the
  * backpressure monitor; the driver side ([[SluiceDriverPlugin]]) keeps the reports, runs the
- * monitor, adds the Sluice tab to the UI and answers Python.
+ * monitor, adds the Sluice tab to the UI, posts the tab's figures as listener events for the
+ * event log and the History Server ([[SluiceEventPublisher]]) and answers Python.
  */
 class SluicePlugin extends SparkPlugin {
   override def driverPlugin(): DriverPlugin = new SluiceDriverPlugin
@@ -34,6 +35,7 @@ class SluicePlugin extends SparkPlugin {
 private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging {
 
   @volatile private var metrics: SluiceDriverMetrics = _
+  @volatile private var publisher: SluiceEventPublisher = _
   private val registry = new MetricRegistry
   @volatile private var published: Option[SparkInternals.RegisteredSource] = None
 
@@ -44,6 +46,10 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
       }
       val m = new SluiceDriverMetrics(conf)
       sc.addSparkListener(m.stages)
+      val p = new SluiceEventPublisher(m, SparkInternals.postEvent(sc, _))
+      sc.addSparkListener(p)
+      p.postSettings()
+      publisher = p
       metrics = m
       SluiceDriverMetrics.set(m)
       if (!sc.isLocal) {
@@ -71,7 +77,16 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
   override def receive(message: AnyRef): AnyRef = message match {
     case bytes: Array[Byte] =>
       val reply = RpcPayload.decode(bytes) match {
-        case r: SluiceMessages.Report if metrics != null => metrics.onReport(r)
+        case r: SluiceMessages.Report if metrics != null =>
+          val reply = metrics.onReport(r)
+          val p = publisher
+          if (p != null) {
+            val stageIds = r.snapshot.tasks.map(_.key.stageId) ++ r.samples.map(_.stageId)
+            try p.onReport(stageIds.distinct) catch {
+              case NonFatal(e) => logWarning("Could not post Sluice's figures to the event log", e)
+            }
+          }
+          reply
         case _: SluiceMessages.Report => SluiceMessages.ReportReply(Nil)
         case other => logDebug(s"Sluice's driver plugin ignores $other"); SluiceMessages.ReportReply(Nil)
       }

@@ -15,13 +15,14 @@ import org.apache.spark.metrics.source.Source
 import org.apache.spark.network.netty.SparkTransportConf
 import org.apache.spark.network.util.TransportConf
 import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
-import org.apache.spark.scheduler.MapStatus
+import org.apache.spark.scheduler.{MapStatus, SparkListenerEvent}
 import org.apache.spark.serializer.Serializer
 import org.apache.spark.shuffle.FetchFailedException
 import org.apache.spark.storage.{BlockId, BlockManagerId}
 import org.apache.spark.ui.{SparkUI, SparkUITab, UIUtils, WebUIPage}
 import org.apache.spark.util.{AccumulatorV2, RpcUtils, Utils}
 import org.apache.spark.util.collection.ExternalSorter
+import org.apache.spark.util.kvstore.KVStore
 import org.json4s.JValue
 
 /**
@@ -278,9 +279,21 @@ object SparkInternals {
    */
   private[sluice] def attachUiTab(sc: SparkContext, name: String, prefix: String, page: UiPage): Boolean =
     sc.ui match {
-      case Some(ui) => ui.attachTab(new UiTab(ui, name, prefix, page)); true
+      case Some(ui) => attachUiTab(ui, name, prefix, page); true
       case None => false
     }
+
+  /** The same tab in a UI the History Server builds for a finished application. */
+  private[sluice] def attachUiTab(ui: SparkUI, name: String, prefix: String, page: UiPage): Unit =
+    ui.attachTab(new UiTab(ui, name, prefix, page))
+
+  /** The status store behind a UI: live, or the History Server's replay of an event log. */
+  private[sluice] def uiStore(ui: SparkUI): KVStore = ui.store.store
+
+  // ---- Listener bus -------------------------------------------------------------------------
+
+  /** Posts `event` on the driver's listener bus (and so into the event log, when it is on). */
+  private[sluice] def postEvent(sc: SparkContext, event: SparkListenerEvent): Unit = sc.listenerBus.post(event)
 
   private final class UiTab(ui: SparkUI, override val name: String, prefix: String, page: UiPage)
     extends SparkUITab(ui, prefix) { self =>

@@ -2,10 +2,9 @@ package org.apache.spark.shuffle.sluice.ui
 
 import scala.xml.{Node, Text}
 
-import io.sluice.config.SluiceOptions
 import io.sluice.metrics.{BackPressureLevel, MetricNames, TaskBackPressure}
 import jakarta.servlet.http.HttpServletRequest
-import org.apache.spark.shuffle.sluice.{SluiceDriverMetrics, SluiceJson, SparkInternals, StageView}
+import org.apache.spark.shuffle.sluice.{SluiceEventPublisher, SparkInternals, SparkListenerSluiceStageMetrics, StageView}
 import org.apache.spark.shuffle.sluice.SparkInternals.{bytesToString, formatDate, uiLink}
 import org.json4s.JValue
 
@@ -13,56 +12,63 @@ import org.json4s.JValue
  * The Sluice tab's page: per executor its network memory segments; per stage the backpressure
  * level (coloured as in Flink's UI: OK green, LOW orange, HIGH red; grey when never sampled),
  * pool usages, bytes and buffers in and out, the buffer fill rate with a suggested buffer
- * timeout, and the root-cause sentence; with `?stage=<id>`, that stage's tasks. Showing the page starts a backpressure sample
- * of every running stage (cached for spark.sluice.backpressure.refreshInterval), as Flink's
- * backpressure tab does; the next refresh shows the result. Spark's UI frames it
- * ([[SparkInternals.attachUiTab]]).
+ * timeout, and the root-cause sentence; with `?stage=<id>`, that stage's tasks. In a running
+ * application, showing the page starts a backpressure sample of every running stage (cached for
+ * spark.sluice.backpressure.refreshInterval), as Flink's backpressure tab does; the next refresh
+ * shows the result. In the History Server the same page shows the figures replayed from the event
+ * log ([[SluiceTabData]]). Spark's UI frames it ([[SparkInternals.attachUiTab]]).
  */
-private[sluice] final class SluicePage(metrics: SluiceDriverMetrics) extends SparkInternals.UiPage {
+private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInternals.UiPage {
 
   override def title: String = SluiceTab.Name
 
-  override def renderJson(request: HttpServletRequest): JValue = SluiceJson.all(metrics)
+  override def renderJson(request: HttpServletRequest): JValue = data.json
 
   override def render(request: HttpServletRequest): Seq[Node] = {
-    metrics.requestRunningStages()
-    val views = metrics.stageViews
+    data.live.foreach(_.requestRunningStages())
+    val stages = data.stages
     val selected = Option(request.getParameter("stage")).flatMap(_.toIntOption)
     <div>
       <p>
-        Flink's network metrics of Sluice's shuffles. Executors report every
-        {metrics.reportIntervalMs} ms; buffer timeout {metrics.conf.get(SluiceOptions.BufferTimeout)} ms;
-        network buffers of {bytesToString(metrics.conf.segmentSize.toLong)}.
-        Backpressure is sampled from running tasks' stack traces when this page is shown
-        ({metrics.conf.get(SluiceOptions.BackpressureNumSamples)} samples,
-        {metrics.conf.get(SluiceOptions.BackpressureDelay)} ms apart): refresh to see it.
+        Flink's network metrics of Sluice's shuffles.
+        {data.settings.map(s => Text(s"Executors report every ${s.reportIntervalMs} ms; buffer timeout " +
+          s"${s.bufferTimeoutMs} ms; network buffers of ${bytesToString(s.segmentSize.toLong)}. ")).getOrElse(Text(""))}
+        {if (data.live.isDefined) {
+          Text(data.settings.map(s => s"Backpressure is sampled from running tasks' stack traces when this page is " +
+            s"shown (${s.backpressureNumSamples} samples, ${s.backpressureDelayMs} ms apart): refresh to see it. ")
+            .getOrElse(""))
+        } else {
+          <span id="sluice-replayed">Replayed from the event log: the last figures the application posted (when
+            a stage ended, at most every {SluiceEventPublisher.MinIntervalMs / 1000} s while it ran, and when the
+            application ended); task details and sampling exist only while it runs. </span>
+        }}
         <a href={uiLink(request, s"/${SluiceTab.Prefix}/json")}>JSON</a>
       </p>
       <h4>Executors</h4>
       {executorsTable}
       <h4>Stages</h4>
-      {stagesTable(request, views)}
-      {selected.map(id => tasksSection(metrics.stageView(id))).getOrElse(Seq.empty[Node])}
+      {stagesTable(request, stages)}
+      {(for (id <- selected; m <- data.live) yield tasksSection(m.stageView(id))).getOrElse(Seq.empty[Node])}
     </div>
   }
 
   private def pct(v: Double): String = f"${v * 100}%.0f%%"
 
   /** Flink's colours: OK green, LOW orange, HIGH red; grey for a stage that was never sampled. */
-  private def levelBadge(level: BackPressureLevel, ratio: Double, sampled: Boolean): Seq[Node] = {
+  private def levelBadge(level: String, ratio: Double, sampled: Boolean): Seq[Node] = {
     val (label, css, colour) =
       if (!sampled) ("n/a", "none", "#999999")
       else level match {
-        case BackPressureLevel.Ok => (level.name, level.name, "#5cb85c")
-        case BackPressureLevel.Low => (level.name, level.name, "#f0ad4e")
-        case BackPressureLevel.High => (level.name, level.name, "#d9534f")
+        case BackPressureLevel.High.name => (level, level, "#d9534f")
+        case BackPressureLevel.Low.name => (level, level, "#f0ad4e")
+        case _ => (level, level, "#5cb85c")
       }
     <span class={s"sluice-level sluice-level-$css"}
           style={s"background-color:$colour;color:white;padding:2px 6px;border-radius:3px;font-weight:bold"}>
       {label}</span> ++ Text(if (sampled) f" $ratio%.2f" else " not sampled")
   }
 
-  private def stagesTable(request: HttpServletRequest, views: Seq[StageView]): Seq[Node] =
+  private def stagesTable(request: HttpServletRequest, stages: Seq[SparkListenerSluiceStageMetrics]): Seq[Node] =
     <table id="sluice-stages" class="table table-bordered table-condensed table-striped">
       <thead><tr>
         <th>Stage</th><th>Status</th><th>Tasks (running / reported)</th><th>Backpressure</th>
@@ -75,27 +81,30 @@ private[sluice] final class SluicePage(metrics: SluiceDriverMetrics) extends Spa
         <th>Buffers out / in local / remote</th><th>Buffer fill rate</th><th>Suggested buffer timeout</th>
         <th>Root cause</th>
       </tr></thead>
-      <tbody>{views.map(v => stageRow(request, v))}</tbody>
+      <tbody>{stages.map(v => stageRow(request, v))}</tbody>
     </table>
 
-  private def stageRow(request: HttpServletRequest, v: StageView): Seq[Node] =
+  private def stageRow(request: HttpServletRequest, v: SparkListenerSluiceStageMetrics): Seq[Node] = {
+    val sampling = data.live.exists(_.tracker.isInFlight(v.stageId))
     <tr class="sluice-stage" data-stage-id={v.stageId.toString}
-        data-level={if (v.backPressure.isDefined) v.level.name else ""}>
-      <td><a href={uiLink(request, s"/${SluiceTab.Prefix}/?stage=${v.stageId}")}>{v.stageId}</a>
-        {if (v.attemptId > 0) s" (attempt ${v.attemptId})" else ""}<br/><small>{v.name}</small></td>
-      <td>{v.status}{if (v.sampling) " (sampling)" else ""}</td>
-      <td>{v.runningTasks} / {v.tasks.size}</td>
-      <td>{levelBadge(v.level, v.ratio, v.backPressure.isDefined)}</td>
+        data-level={if (v.backPressureSampled) v.level else ""}>
+      <td>{if (data.live.isDefined) <a href={uiLink(request, s"/${SluiceTab.Prefix}/?stage=${v.stageId}")}>{v.stageId}</a>
+           else Text(v.stageId.toString)}
+        {if (v.stageAttemptId > 0) s" (attempt ${v.stageAttemptId})" else ""}<br/><small>{v.name}</small></td>
+      <td>{v.status}{if (sampling) " (sampling)" else ""}</td>
+      <td>{v.runningTasks} / {v.reportedTasks}</td>
+      <td>{levelBadge(v.level, v.ratio, v.backPressureSampled)}</td>
       <td>{pct(v.outPoolUsage)}</td>
       <td>{pct(v.inPoolUsage)} ({pct(v.floatingBuffersUsage)} / {pct(v.exclusiveBuffersUsage)})</td>
       <td>{v.numRecordsOut} / {v.numRecordsIn}</td>
       <td>{bytesToString(v.numBytesOut)} / {bytesToString(v.numBytesIn)}</td>
       <td>{bytesToString(v.numBytesInLocal)} / {bytesToString(v.numBytesInRemote)}</td>
       <td>{v.numBuffersOut} / {v.numBuffersInLocal} / {v.numBuffersInRemote}</td>
-      <td>{v.diagnosis.bufferFillRate.map(pct).getOrElse("n/a (no remote input)")}</td>
-      <td>{v.diagnosis.suggestedBufferTimeoutMs.map(t => f"$t%.0f ms").getOrElse("n/a")}</td>
-      <td class="sluice-root-cause">{v.diagnosis.rootCause}</td>
+      <td>{v.bufferFillRateOption.map(pct).getOrElse("n/a (no remote input)")}</td>
+      <td>{v.suggestedBufferTimeoutMsOption.map(t => f"$t%.0f ms").getOrElse("n/a")}</td>
+      <td class="sluice-root-cause">{v.rootCause}</td>
     </tr>
+  }
 
   private def executorsTable: Seq[Node] =
     <table id="sluice-executors" class="table table-bordered table-condensed table-striped">
@@ -103,11 +112,11 @@ private[sluice] final class SluicePage(metrics: SluiceDriverMetrics) extends Spa
         <th>Executor</th><th>{MetricNames.TotalMemorySegments}</th><th>{MetricNames.AvailableMemorySegments}</th>
         <th>{MetricNames.UsedMemorySegments}</th><th>Segment size</th><th>Last report</th>
       </tr></thead>
-      <tbody>{metrics.store.executorEntries.map { e =>
+      <tbody>{data.executors.map { e =>
         <tr>
-          <td>{e.executorId}</td><td>{e.segments.total}</td><td>{e.segments.available}</td>
-          <td>{e.segments.used}</td><td>{bytesToString(e.segments.segmentSize.toLong)}</td>
-          <td>{formatDate(e.lastReportMillis)}</td>
+          <td>{e.executorId}</td><td>{e.totalMemorySegments}</td><td>{e.availableMemorySegments}</td>
+          <td>{e.usedMemorySegments}</td><td>{bytesToString(e.segmentSize.toLong)}</td>
+          <td>{formatDate(e.lastReportMs)}</td>
         </tr>
       }}</tbody>
     </table>
@@ -128,7 +137,7 @@ private[sluice] final class SluicePage(metrics: SluiceDriverMetrics) extends Spa
         val s = e.snapshot
         <tr>
           <td>{s.key.partitionId} ({s.key.taskAttemptId})</td><td>{e.executorId}</td><td>{s.running}</td>
-          <td>{sampled.get(s.key.taskAttemptId).map(t => levelBadge(t.level, t.ratio, sampled = true))
+          <td>{sampled.get(s.key.taskAttemptId).map(t => levelBadge(t.level.name, t.ratio, sampled = true))
             .getOrElse(Text("not sampled"))}</td>
           <td>{pct(s.outPoolUsage)}</td><td>{pct(s.inPoolUsage)}</td>
           <td>{s.numRecordsOut}</td><td>{s.numRecordsIn}</td>

@@ -14,5 +14,5 @@ private[sluice] object SluiceTab {
 
   /** Adds the tab to `sc`'s UI; false when the UI is off. */
   def attach(sc: SparkContext, metrics: SluiceDriverMetrics): Boolean =
-    SparkInternals.attachUiTab(sc, Name, Prefix, new SluicePage(metrics))
+    SparkInternals.attachUiTab(sc, Name, Prefix, new SluicePage(new LiveTabData(metrics)))
 }

@@ -1,0 +1,104 @@
+package org.apache.spark.shuffle.sluice
+
+import io.sluice.metrics.ExecutorEntry
+import org.apache.spark.scheduler.SparkListenerEvent
+
+/**
+ * Sluice's own listener events: what the Sluice tab shows, posted on the driver's listener bus so
+ * that Spark's event log keeps them and the History Server replays them into the same tab
+ * ([[ui.SluiceHistoryServerPlugin]]), as Spark SQL's `SparkListenerSQL*`
+ * events feed its tab. Spark writes a custom event with Jackson and instantiates it on replay by
+ * its class name, so these are flat case classes of plain values whose names and fields must not
+ * change (a new field needs a default, an old one stays). Optional figures are -1 when absent
+ * (Jackson cannot tell an `Option[Double]` from an `Option[Int]` on replay). Immutable.
+ */
+final case class SparkListenerSluiceSettings(
+    reportIntervalMs: Long,
+    bufferTimeoutMs: Long,
+    segmentSize: Int,
+    backpressureNumSamples: Int,
+    backpressureDelayMs: Long)
+  extends SparkListenerEvent
+
+/** One stage's figures as the Sluice tab's stage table shows them, at `timestampMs`. */
+final case class SparkListenerSluiceStageMetrics(
+    stageId: Int,
+    stageAttemptId: Int,
+    name: String,
+    status: String,
+    numTasks: Int,
+    reportedTasks: Int,
+    runningTasks: Int,
+    numRecordsOut: Long,
+    numRecordsIn: Long,
+    numBytesOut: Long,
+    numBytesIn: Long,
+    numBytesInLocal: Long,
+    numBytesInRemote: Long,
+    numBuffersOut: Long,
+    numBuffersInLocal: Long,
+    numBuffersInRemote: Long,
+    outPoolUsage: Double,
+    inPoolUsage: Double,
+    floatingBuffersUsage: Double,
+    exclusiveBuffersUsage: Double,
+    backPressuredTimeMsPerSecond: Double,
+    backPressureSampled: Boolean,
+    ratio: Double,
+    level: String,
+    sampledTasks: Int,
+    rootCause: String,
+    bufferFillRate: Double,
+    suggestedBufferTimeoutMs: Double,
+    timestampMs: Long)
+  extends SparkListenerEvent {
+
+  def bufferFillRateOption: Option[Double] = Some(bufferFillRate).filter(_ >= 0)
+  def suggestedBufferTimeoutMsOption: Option[Double] = Some(suggestedBufferTimeoutMs).filter(_ >= 0)
+
+  /** The same figures regardless of when they were taken. */
+  def sameFiguresAs(other: SparkListenerSluiceStageMetrics): Boolean = copy(timestampMs = 0L) == other.copy(timestampMs = 0L)
+}
+
+object SparkListenerSluiceStageMetrics {
+  private def finite(v: Double): Double = if (v.isNaN || v.isInfinite) 0.0 else v
+
+  def of(v: StageView, timestampMs: Long): SparkListenerSluiceStageMetrics = SparkListenerSluiceStageMetrics(
+    stageId = v.stageId, stageAttemptId = v.attemptId, name = v.name, status = v.status,
+    numTasks = v.meta.fold(v.tasks.size)(_.numTasks), reportedTasks = v.tasks.size, runningTasks = v.runningTasks,
+    numRecordsOut = v.numRecordsOut, numRecordsIn = v.numRecordsIn, numBytesOut = v.numBytesOut,
+    numBytesIn = v.numBytesIn, numBytesInLocal = v.numBytesInLocal, numBytesInRemote = v.numBytesInRemote,
+    numBuffersOut = v.numBuffersOut, numBuffersInLocal = v.numBuffersInLocal,
+    numBuffersInRemote = v.numBuffersInRemote, outPoolUsage = finite(v.outPoolUsage),
+    inPoolUsage = finite(v.inPoolUsage), floatingBuffersUsage = finite(v.floatingBuffersUsage),
+    exclusiveBuffersUsage = finite(v.exclusiveBuffersUsage),
+    backPressuredTimeMsPerSecond = finite(v.backPressuredTimeMsPerSecond),
+    backPressureSampled = v.backPressure.isDefined, ratio = finite(v.ratio), level = v.level.name,
+    sampledTasks = v.backPressure.fold(0)(_.tasks.size), rootCause = v.diagnosis.rootCause,
+    bufferFillRate = v.diagnosis.bufferFillRate.map(finite).getOrElse(-1.0),
+    suggestedBufferTimeoutMs = v.diagnosis.suggestedBufferTimeoutMs.map(finite).getOrElse(-1.0),
+    timestampMs = timestampMs)
+}
+
+/** One executor's network memory (Flink's `*MemorySegments` gauges) at its last report. */
+final case class SluiceExecutorMemory(
+    executorId: String,
+    totalMemorySegments: Int,
+    availableMemorySegments: Int,
+    usedMemorySegments: Int,
+    segmentSize: Int,
+    lastReportMs: Long)
+
+object SluiceExecutorMemory {
+  def of(e: ExecutorEntry): SluiceExecutorMemory = SluiceExecutorMemory(e.executorId, e.segments.total,
+    e.segments.available, e.segments.used, e.segments.segmentSize, e.lastReportMillis)
+}
+
+/** Every executor's network memory, as the Sluice tab's executor table shows it, at `timestampMs`. */
+final case class SparkListenerSluiceNetworkMemory(executors: Seq[SluiceExecutorMemory], timestampMs: Long)
+  extends SparkListenerEvent {
+
+  /** The same segments regardless of when they were reported. */
+  def sameFiguresAs(other: SparkListenerSluiceNetworkMemory): Boolean =
+    executors.map(_.copy(lastReportMs = 0L)) == other.executors.map(_.copy(lastReportMs = 0L))
+}

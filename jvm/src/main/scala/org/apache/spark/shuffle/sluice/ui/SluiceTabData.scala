@@ -1,0 +1,88 @@
+package org.apache.spark.shuffle.sluice.ui
+
+import scala.jdk.CollectionConverters._
+
+import io.sluice.config.SluiceOptions
+import org.apache.spark.shuffle.sluice.{
+  SluiceDriverMetrics, SluiceExecutorMemory, SluiceJson, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
+}
+import org.apache.spark.status.KVUtils.KVIndexParam
+import org.apache.spark.util.kvstore.KVStore
+import org.json4s.{JArray, JBool, JObject, JValue}
+
+/**
+ * What the Sluice tab's page ([[SluicePage]]) shows, from either source: the running
+ * application's driver ([[LiveTabData]]) or the History Server's replay of its event log
+ * ([[ReplayedTabData]]). Per stage the figures of [[SparkListenerSluiceStageMetrics]], per
+ * executor its network memory; task details and sampling exist only while the application runs.
+ * Implementations only read (the driver's thread-safe metrics, or the status store): thread-safe.
+ */
+private[sluice] trait SluiceTabData {
+  def settings: Option[SparkListenerSluiceSettings]
+
+  /** Newest stage first. */
+  def stages: Seq[SparkListenerSluiceStageMetrics]
+  def executors: Seq[SluiceExecutorMemory]
+
+  /** The running application's metrics, None in the History Server. */
+  def live: Option[SluiceDriverMetrics]
+  def json: JValue
+}
+
+/** The tab of a running application: everything is computed from the driver's metrics when shown. */
+private[sluice] final class LiveTabData(metrics: SluiceDriverMetrics) extends SluiceTabData {
+  override def settings: Option[SparkListenerSluiceSettings] = Some(SparkListenerSluiceSettings(
+      metrics.reportIntervalMs, metrics.conf.get(SluiceOptions.BufferTimeout), metrics.conf.segmentSize,
+      metrics.conf.get(SluiceOptions.BackpressureNumSamples), metrics.conf.get(SluiceOptions.BackpressureDelay)))
+
+  override def stages: Seq[SparkListenerSluiceStageMetrics] = {
+    val now = System.currentTimeMillis()
+    metrics.stageViews.map(SparkListenerSluiceStageMetrics.of(_, now))
+  }
+
+  override def executors: Seq[SluiceExecutorMemory] = metrics.store.executorEntries.map(SluiceExecutorMemory.of)
+  override def live: Option[SluiceDriverMetrics] = Some(metrics)
+  override def json: JValue = SluiceJson.all(metrics)
+}
+
+/**
+ * The tab of a finished (or abandoned) application in the History Server: the last figures the
+ * replayed event log holds, which [[SluiceHistoryListener]] wrote into the UI's status store.
+ */
+private[sluice] final class ReplayedTabData(store: KVStore) extends SluiceTabData {
+  override def settings: Option[SparkListenerSluiceSettings] =
+    store.view(classOf[SluiceSettingsEntry]).asScala.headOption.map(_.settings)
+
+  override def stages: Seq[SparkListenerSluiceStageMetrics] =
+    store.view(classOf[SluiceStageEntry]).asScala.map(_.metrics).toSeq.sortBy(-_.stageId)
+
+  override def executors: Seq[SluiceExecutorMemory] =
+    store.view(classOf[SluiceExecutorMemoryEntry]).asScala.map(_.memory).toSeq.sortBy(_.executorId)
+
+  override def live: Option[SluiceDriverMetrics] = None
+
+  override def json: JValue = JObject(
+    "replayed" -> JBool(true),
+    "report_interval_ms" -> settings.map(s => SluiceJson.long(s.reportIntervalMs)).getOrElse(SluiceJson.long(0)),
+    "executors" -> JArray(executors.map(SluiceJson.executorMemory).toList),
+    "stages" -> JArray(stages.map(SluiceJson.stageMetrics).toList))
+}
+
+/** A stage's last replayed figures in the History Server's status store, keyed by stage id. */
+private[sluice] final class SluiceStageEntry(@KVIndexParam val stageId: Int, val metrics: SparkListenerSluiceStageMetrics)
+
+/** The application's Sluice settings in the History Server's status store (one entry). */
+private[sluice] final class SluiceSettingsEntry(
+    @KVIndexParam val key: String,
+    val settings: SparkListenerSluiceSettings)
+
+/**
+ * An executor's last replayed network memory in the History Server's status store, keyed by
+ * executor id: executors that left before the application ended (the last events no longer list
+ * them) keep their last figures.
+ */
+private[sluice] final class SluiceExecutorMemoryEntry(@KVIndexParam val executorId: String, val memory: SluiceExecutorMemory)
+
+private[sluice] object SluiceTabData {
+  val SingletonKey = "sluice"
+}
