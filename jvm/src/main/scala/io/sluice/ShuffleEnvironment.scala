@@ -43,16 +43,21 @@ final class ShuffleEnvironment(
     conf.get(SluiceOptions.RequestBufferTimeout))
   val partitionManager = new ResultPartitionManager
   val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
+
   /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */
   val metrics = new ShuffleMetricRegistry(executorId, networkBufferPool)
   val connectionManager = new NettyConnectionManager(conf, transport.transportConf, partitionManager, transport.auth,
     transport.bindHost, transport.sparkPipeline)
+
   /** The port of this executor's Sluice server (advertised in MapStatus locations). */
-  val serverPort: Int = try connectionManager.start() catch {
-    case e: Throwable => outputFlusher.shutdown(); throw e
-  }
-  metrics.setTransportProbe(() => io.sluice.metrics.TransportSnapshot(serverPort,
-    connectionManager.numServerConnections, connectionManager.numClientConnections))
+  val serverPort: Int =
+    try connectionManager.start()
+    catch {
+      case e: Throwable => outputFlusher.shutdown(); throw e
+    }
+  metrics.setTransportProbe(() =>
+    io.sluice.metrics.TransportSnapshot(serverPort,
+      connectionManager.numServerConnections, connectionManager.numClientConnections))
   private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
     fileCipher)
   private val fileCounter = new AtomicInteger
@@ -162,7 +167,8 @@ final class ShuffleEnvironment(
         val partitionFile = PartitionFileIndex.adopt(id, file, index)
         val pool = networkBufferPool.createBufferPool(0, 1, s"migrated blocking result partition ($id)")
         val partition = SortMergeResultPartition.adopt(id, partitionFile, pool)
-        try partitionManager.registerResultPartition(partition) catch {
+        try partitionManager.registerResultPartition(partition)
+        catch {
           case _: IllegalStateException if partitionManager.getPartition(id).isDefined => // moved here twice at once
             partition.release(null)
             return false
@@ -204,6 +210,7 @@ final case class TransportSettings(transportConf: TransportConf, auth: Option[(S
     sparkPipeline: SparkPipelineNames)
 
 object TransportSettings {
+
   /** No authentication, Spark's defaults, loopback: engine tests and benchmarks. */
   def plain(sparkPipeline: SparkPipelineNames, bindHost: String = "127.0.0.1"): TransportSettings =
     TransportSettings(new TransportConf("sluice", new MapConfigProvider(java.util.Collections.emptyMap())), None, bindHost,

@@ -32,7 +32,7 @@ trait NettyLeakDetection extends TestSuiteMixin { this: TestSuite =>
       outcome
     } else {
       Failed(new AssertionError(s"${leaks.size} Netty buffer(s) leaked (garbage-collected without their last " +
-        s"release):\n${leaks.mkString("\n")}"))
+          s"release):\n${leaks.mkString("\n")}"))
     }
   }
 }

@@ -26,7 +26,8 @@ object TestingShuffleEnvironment {
 
   def withEnvironment[T](settings: (String, String)*)(body: ShuffleEnvironment => T): T = {
     val env = apply(settings: _*)
-    try body(env) finally env.shutdown()
+    try body(env)
+    finally env.shutdown()
   }
 
   /** A gate over one subpartition of each of `partitions` (all local). */

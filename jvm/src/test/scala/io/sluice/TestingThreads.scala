@@ -12,8 +12,10 @@ final class TestingThread[T](val name: String)(body: => T) {
   private val done = new CountDownLatch(1)
 
   val thread: Thread = new Thread(() => {
-    try outcome.set(Right(body)) catch { case t: Throwable => outcome.set(Left(t)) } finally done.countDown()
-  }, name)
+      try outcome.set(Right(body))
+      catch { case t: Throwable => outcome.set(Left(t)) }
+      finally done.countDown()
+    }, name)
   thread.setDaemon(true)
   thread.start()
 
@@ -45,6 +47,7 @@ final class TestingThread[T](val name: String)(body: => T) {
 }
 
 object TestingThreads {
+
   /** A timeout that only matters when something is broken (a loaded 2-core machine is slow). */
   val Generous: Long = 60000L
 

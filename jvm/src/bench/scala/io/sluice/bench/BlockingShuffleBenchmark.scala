@@ -10,7 +10,9 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.netty.NettyConnectionManager
-import io.sluice.partition.{DataBuffer, PartitionFile, PartitionFileCipher, ResultPartitionID, ResultPartitionManager, SortMergeResultPartition}
+import io.sluice.partition.{
+  DataBuffer, PartitionFile, PartitionFileCipher, ResultPartitionID, ResultPartitionManager, SortMergeResultPartition
+}
 import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocation}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
@@ -78,16 +80,19 @@ object BlockingShuffleBenchmark {
       val results = mutable.ArrayBuffer.empty[Result]
       for (r <- 1 to repeats; encrypted <- Seq(false, true)) {
         val rs = bench.run(encrypted, modes, r) ++ (if (encrypted) Seq(bench.cipherOnly(r)) else Nil)
-        rs.foreach(res => println(json(res, Seq("kind" -> "run", "repeat" -> res.repeat, "seconds" -> res.seconds,
-          "records" -> res.records, "gbps" -> res.gbps))))
+        rs.foreach(res =>
+          println(json(res,
+              Seq("kind" -> "run", "repeat" -> res.repeat, "seconds" -> res.seconds,
+                "records" -> res.records, "gbps" -> res.gbps))))
         results ++= rs
       }
       for ((phase, encrypted) <- results.map(r => (r.phase, r.encrypted)).distinct) {
         val rs = results.filter(r => r.phase == phase && r.encrypted == encrypted).sortBy(_.gbps)
         val med = rs(rs.size / 2)
-        println(json(med, Seq("kind" -> "median", "repeats" -> rs.size, "gbps" -> med.gbps, "minGbps" -> rs.head.gbps,
-          "maxGbps" -> rs.last.gbps, "codec" -> codecName, "recordSize" -> recordSize, "subpartitions" -> subpartitions,
-          "megabytes" -> megabytes, "keyBits" -> keyBits, "layout" -> layout)))
+        println(json(med,
+            Seq("kind" -> "median", "repeats" -> rs.size, "gbps" -> med.gbps, "minGbps" -> rs.head.gbps,
+              "maxGbps" -> rs.last.gbps, "codec" -> codecName, "recordSize" -> recordSize, "subpartitions" -> subpartitions,
+              "megabytes" -> megabytes, "keyBits" -> keyBits, "layout" -> layout)))
       }
     } finally bench.close()
   }
@@ -108,8 +113,9 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
     subpartitions: Int, recordSize: Int, totalBytes: Long, hashBased: (Int, Int) => Boolean) {
   import BlockingShuffleBenchmark.Result
 
-  private val transportConf = new TransportConf("sluice", new MapConfigProvider(java.util.Map.of(
-    "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1")))
+  private val transportConf = new TransportConf("sluice",
+    new MapConfigProvider(java.util.Map.of(
+        "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1")))
   private val dir = Files.createTempDirectory("sluice-blocking-bench").toFile
 
   private final class Executor(val id: String) {
@@ -176,8 +182,9 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
   private def read(partition: SortMergeResultPartition, encrypted: Boolean, reader: Executor, mode: String,
       repeat: Int): Result = {
     val producer = ProducerLocation("A", "127.0.0.1", a.port)
-    val gate = reader.gates.create(s"bench $mode reader", (0 until subpartitions).map(s =>
-      GateInput(partition.partitionId, s, s + 1, producer)), codec.map(_.apply()), waitForProducers = false,
+    val gate = reader.gates.create(s"bench $mode reader",
+      (0 until subpartitions).map(s =>
+        GateInput(partition.partitionId, s, s + 1, producer)), codec.map(_.apply()), waitForProducers = false,
       pipelined = false)
     val start = System.nanoTime()
     val deserializers = Array.fill(subpartitions)(new SpanningRecordDeserializer)

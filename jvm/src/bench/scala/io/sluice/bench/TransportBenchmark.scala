@@ -40,6 +40,7 @@ object TransportBenchmark {
 
   /** `local`: the consumer runs in the producer's executor (local channels, no network): the ceiling of the rest. */
   final case class Config(channels: Int, recordSize: Int, bufferTimeoutMs: Long, local: Boolean = false)
+
   /**
    * @param buffers     buffers the consumer took from its gate in the window
    * @param cpuNanos    CPU time of the whole process in the window (every thread, GC and JIT included)
@@ -52,12 +53,15 @@ object TransportBenchmark {
     def gbps: Double = recordBytes * 8 / seconds / 1e9
     def wireGbps: Double = wireBytes * 8 / seconds / 1e9
     def buffersPerSec: Double = buffers / seconds
+
     /** CPU-microseconds the process spent per buffer moved end to end. */
     def cpuMicrosPerBuffer: Double = if (buffers == 0) 0.0 else cpuNanos / 1e3 / buffers
+
     /** Cores busy on average. */
     def cores: Double = cpuNanos / 1e9 / seconds
     def threadMicrosPerBuffer(role: String): Double =
       if (buffers == 0) 0.0 else threadNanos.getOrElse(role, 0L) / 1e3 / buffers
+
     /** Times the role's threads blocked and were woken again (voluntary context switches) per buffer. */
     def wakeUpsPerBuffer(role: String): Double = if (buffers == 0) 0.0 else wakeUps.getOrElse(role, 0L).toDouble / buffers
   }
@@ -98,21 +102,23 @@ object TransportBenchmark {
       for (r <- 1 to repeats; c <- configs) {
         val res = bench.run(c, r, warmup, seconds)
         results += res
-        println(json("run", res.config, Seq("repeat" -> res.repeat, "seconds" -> res.seconds, "records" -> res.records,
-          "recordsPerSec" -> res.recordsPerSec, "gbps" -> res.gbps, "wireGbps" -> res.wireGbps,
-          "bytesPerBuffer" -> (if (res.buffers == 0) 0.0 else res.wireBytes.toDouble / res.buffers),
-          "addCreditPerBuffer" -> (if (res.buffers == 0) 0.0 else res.creditMessages.toDouble / res.buffers),
-          "buffersPerSec" -> res.buffersPerSec, "cpuMicrosPerBuffer" -> res.cpuMicrosPerBuffer, "cores" -> res.cores) ++
-          Roles.map(role => s"${role}MicrosPerBuffer" -> res.threadMicrosPerBuffer(role)) ++
-          Roles.map(role => s"${role}WakeUpsPerBuffer" -> res.wakeUpsPerBuffer(role))))
+        println(json("run", res.config,
+            Seq("repeat" -> res.repeat, "seconds" -> res.seconds, "records" -> res.records,
+              "recordsPerSec" -> res.recordsPerSec, "gbps" -> res.gbps, "wireGbps" -> res.wireGbps,
+              "bytesPerBuffer" -> (if (res.buffers == 0) 0.0 else res.wireBytes.toDouble / res.buffers),
+              "addCreditPerBuffer" -> (if (res.buffers == 0) 0.0 else res.creditMessages.toDouble / res.buffers),
+              "buffersPerSec" -> res.buffersPerSec, "cpuMicrosPerBuffer" -> res.cpuMicrosPerBuffer, "cores" -> res.cores) ++
+              Roles.map(role => s"${role}MicrosPerBuffer" -> res.threadMicrosPerBuffer(role)) ++
+              Roles.map(role => s"${role}WakeUpsPerBuffer" -> res.wakeUpsPerBuffer(role))))
       }
       for (c <- configs) {
         val rs = results.filter(_.config == c).sortBy(_.gbps)
         val med = rs(rs.size / 2)
         val cpu = rs.map(_.cpuMicrosPerBuffer).sorted
-        println(json("median", c, Seq("repeats" -> rs.size, "recordsPerSec" -> med.recordsPerSec, "gbps" -> med.gbps,
-          "wireGbps" -> med.wireGbps, "minGbps" -> rs.head.gbps, "maxGbps" -> rs.last.gbps,
-          "cpuMicrosPerBuffer" -> cpu(cpu.size / 2))))
+        println(json("median", c,
+            Seq("repeats" -> rs.size, "recordsPerSec" -> med.recordsPerSec, "gbps" -> med.gbps,
+              "wireGbps" -> med.wireGbps, "minGbps" -> rs.head.gbps, "maxGbps" -> rs.last.gbps,
+              "cpuMicrosPerBuffer" -> cpu(cpu.size / 2))))
       }
     } finally bench.close()
   }
@@ -126,8 +132,9 @@ object TransportBenchmark {
   private def ints(s: String): Seq[Int] = s.split(",").map(_.trim.toInt).toSeq
 
   private def json(kind: String, c: Config, fields: Seq[(String, Any)]): String = {
-    val all = Seq("kind" -> kind, "mode" -> (if (c.local) "local" else "remote"), "channels" -> c.channels, "recordSize" -> c.recordSize,
-      "bufferTimeoutMs" -> c.bufferTimeoutMs) ++ fields
+    val all =
+      Seq("kind" -> kind, "mode" -> (if (c.local) "local" else "remote"), "channels" -> c.channels, "recordSize" -> c.recordSize,
+        "bufferTimeoutMs" -> c.bufferTimeoutMs) ++ fields
     all.map { case (k, v) =>
       val value = v match {
         case s: String => "\"" + s + "\""
@@ -143,8 +150,9 @@ object TransportBenchmark {
 final class TransportBenchmark(conf: SluiceConf) {
   import TransportBenchmark._
 
-  private val transportConf = new TransportConf("sluice", new MapConfigProvider(java.util.Map.of(
-    "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1")))
+  private val transportConf = new TransportConf("sluice",
+    new MapConfigProvider(java.util.Map.of(
+        "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1")))
 
   private final class Executor(val id: String) {
     val pool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)
@@ -172,42 +180,43 @@ final class TransportBenchmark(conf: SluiceConf) {
       c.bufferTimeoutMs, conf.get(SluiceOptions.IdleFlushInterval), Some(flusher)) // as ShuffleEnvironment makes them
     a.partitions.registerResultPartition(partition)
     val consumerSide = if (c.local) a else b
-    val gate = consumerSide.gates.create("bench consumer", (0 until c.channels).map(i =>
-      GateInput(id, i, i + 1, ProducerLocation("A", "127.0.0.1", a.port))), None, waitForProducers = false,
+    val gate = consumerSide.gates.create("bench consumer",
+      (0 until c.channels).map(i =>
+        GateInput(id, i, i + 1, ProducerLocation("A", "127.0.0.1", a.port))), None, waitForProducers = false,
       pipelined = true)
 
     val stop = new AtomicBoolean(false)
     val producer = new Thread(() => {
-      val record = Array.tabulate[Byte](c.recordSize)(_.toByte)
-      val writer = new RecordWriter[Array[Byte]](partition, new RoundRobin(c.channels), BytesSerializer,
-        flushAlways = c.bufferTimeoutMs == 0)
-      val registration = if (c.bufferTimeoutMs > 0) Some(flusher.register(partition, c.bufferTimeoutMs)) else None
-      try {
-        while (!stop.get) { var i = 0; while (i < 64) { writer.emit(record); i += 1 } }
-        partition.finish()
-      } finally registration.foreach(_.cancel())
-    }, "bench-producer")
+        val record = Array.tabulate[Byte](c.recordSize)(_.toByte)
+        val writer = new RecordWriter[Array[Byte]](partition, new RoundRobin(c.channels), BytesSerializer,
+          flushAlways = c.bufferTimeoutMs == 0)
+        val registration = if (c.bufferTimeoutMs > 0) Some(flusher.register(partition, c.bufferTimeoutMs)) else None
+        try {
+          while (!stop.get) { var i = 0; while (i < 64) { writer.emit(record); i += 1 } }
+          partition.finish()
+        } finally registration.foreach(_.cancel())
+      }, "bench-producer")
 
     val records = new AtomicLong
     val recordBytes = new AtomicLong
     val wireBytes = new AtomicLong
     val buffers = new AtomicLong
     val consumer = new Thread(() => {
-      val deserializers = Array.fill(c.channels)(new SpanningRecordDeserializer)
-      val view = new RecordView
-      var next = gate.getNext()
-      while (next != null) {
-        val d = deserializers(next.input)
-        d.setNextBuffer(next.buffer)
-        wireBytes.addAndGet(next.buffer.readableBytes().toLong)
-        buffers.incrementAndGet()
-        var n = 0L; var bytes = 0L
-        while (d.readNext(view) == SpanningRecordDeserializer.Record) { n += 1; bytes += view.length }
-        records.addAndGet(n); recordBytes.addAndGet(bytes)
-        next.buffer.release()
-        next = gate.getNext()
-      }
-    }, "bench-consumer")
+        val deserializers = Array.fill(c.channels)(new SpanningRecordDeserializer)
+        val view = new RecordView
+        var next = gate.getNext()
+        while (next != null) {
+          val d = deserializers(next.input)
+          d.setNextBuffer(next.buffer)
+          wireBytes.addAndGet(next.buffer.readableBytes().toLong)
+          buffers.incrementAndGet()
+          var n = 0L; var bytes = 0L
+          while (d.readNext(view) == SpanningRecordDeserializer.Record) { n += 1; bytes += view.length }
+          records.addAndGet(n); recordBytes.addAndGet(bytes)
+          next.buffer.release()
+          next = gate.getNext()
+        }
+      }, "bench-consumer")
 
     producer.start(); consumer.start()
     Thread.sleep((warmupSeconds * 1000).toLong)

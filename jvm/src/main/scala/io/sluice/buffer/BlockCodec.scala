@@ -41,7 +41,8 @@ sealed abstract class BlockCodec(val name: String) {
     if (rawLength < 0 || dstOff < 0 || dstOff.toLong + rawLength > dst.capacity()) {
       throw corrupt(s"cannot decompress $rawLength bytes at offset $dstOff of a ${dst.capacity()}-byte buffer")
     }
-    try decompressBlock(src, srcOff, len, dst, dstOff, rawLength) catch {
+    try decompressBlock(src, srcOff, len, dst, dstOff, rawLength)
+    catch {
       case e: BlockCodec.CorruptBlockException => throw e
       case NonFatal(e) => throw new BlockCodec.CorruptBlockException(s"$name: corrupt compressed data ($e)", e)
     }
@@ -75,7 +76,7 @@ object BlockCodec {
       case "snappy" => new SnappyCodec
       case "lzf" => new Lzf
       case _ => throw new IllegalArgumentException(s"Sluice cannot compress buffers with spark.io.compression.codec=" +
-        s"$value: use lz4, lzf, snappy or zstd, or set spark.shuffle.compress=false")
+          s"$value: use lz4, lzf, snappy or zstd, or set spark.shuffle.compress=false")
     }
   }
 

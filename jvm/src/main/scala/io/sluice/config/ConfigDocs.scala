@@ -58,8 +58,8 @@ object ConfigDocs {
       }
       def num(v: Option[Long]): String = v.fold("null")(_.toString)
       s"""  {"key": ${str(o.key)}, "python": ${str(o.pythonName)}, "type": ${str(o.tpe.name)}, """ +
-        s""""default": ${str(o.defaultString)}, "values": $values, "min": ${num(o.bounds.min)}, """ +
-        s""""max": ${num(o.bounds.max)}, "power_of_two": ${o.bounds.powerOfTwo}, "valid": ${str(o.checkDoc)}}"""
+      s""""default": ${str(o.defaultString)}, "values": $values, "min": ${num(o.bounds.min)}, """ +
+      s""""max": ${num(o.bounds.max)}, "power_of_two": ${o.bounds.powerOfTwo}, "valid": ${str(o.checkDoc)}}"""
     }
     rows.mkString("[\n", ",\n", "\n]\n")
   }
@@ -71,7 +71,7 @@ object ConfigDocs {
   def metricsTable: String = {
     val rows = MetricNames.Definitions.map { d =>
       s"""    {"name": ${str(d.name)}, "scope": ${str(d.scope)}, "type": ${str(d.valueType)}, """ +
-        s""""spark_kind": ${str(d.sparkKind)}}"""
+      s""""spark_kind": ${str(d.sparkKind)}}"""
     }
     s"""{\n  "source": ${str(MetricNames.SourceName)},\n  "metrics": [\n${rows.mkString(",\n")}\n  ]\n}\n"""
   }
@@ -135,7 +135,8 @@ object ConfigDocs {
       }
     }
     if (stale.nonEmpty) {
-      System.err.println(s"Out of date with io.sluice.config.SluiceOptions / io.sluice.metrics.MetricNames: ${stale.mkString(", ")}; run dev/gen-config")
+      System.err.println(
+        s"Out of date with io.sluice.config.SluiceOptions / io.sluice.metrics.MetricNames: ${stale.mkString(", ")}; run dev/gen-config")
       sys.exit(1)
     }
   }

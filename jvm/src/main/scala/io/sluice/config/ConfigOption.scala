@@ -27,8 +27,9 @@ final case class ConfigOption[T](
   /** Parses and validates `raw`, or fails with an error naming the key and the value. */
   def parse(raw: String): T = {
     val parsed = tpe.parse(raw).flatMap(v => bounds.violation(tpe.toLong(v)).toLeft(v))
-    parsed.fold(why => throw new IllegalArgumentException(
-      s"Invalid value '$raw' for $key: $why" + (if (checkDoc.nonEmpty) s" (expected $checkDoc)" else "")),
+    parsed.fold(why =>
+        throw new IllegalArgumentException(
+          s"Invalid value '$raw' for $key: $why" + (if (checkDoc.nonEmpty) s" (expected $checkDoc)" else "")),
       identity)
   }
 

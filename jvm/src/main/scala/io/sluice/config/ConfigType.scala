@@ -8,6 +8,7 @@ import java.util.Locale
  * any other Spark key. Immutable and thread-safe.
  */
 sealed abstract class ConfigType[T] {
+
   /** Short type name used in the generated docs and in the Python option table. */
   def name: String
 

@@ -19,9 +19,10 @@ final class SluiceConf private (values: Map[String, Any], val raw: Map[String, S
   /** How many memory segments the executor's NetworkBufferPool holds. */
   def numberOfSegments: Int = {
     val n = get(SluiceOptions.NetworkMemory) / segmentSize
-    require(n >= 2 && n <= Int.MaxValue, s"${SluiceOptions.NetworkMemory.key}=${raw.getOrElse(
-      SluiceOptions.NetworkMemory.key, SluiceOptions.NetworkMemory.defaultString)} gives $n segments of " +
-      s"$segmentSize bytes; at least 2 are needed")
+    require(n >= 2 && n <= Int.MaxValue,
+      s"${SluiceOptions.NetworkMemory.key}=${raw.getOrElse(
+          SluiceOptions.NetworkMemory.key, SluiceOptions.NetworkMemory.defaultString)} gives $n segments of " +
+        s"$segmentSize bytes; at least 2 are needed")
     n.toInt
   }
 
@@ -55,7 +56,7 @@ object SluiceConf {
     val frame = conf.get(SluiceOptions.MaxFrameLength)
     if (frame < conf.segmentSize + 1024) {
       throw new IllegalArgumentException(s"Invalid value '${conf.raw.getOrElse(SluiceOptions.MaxFrameLength.key,
-        SluiceOptions.MaxFrameLength.defaultString)}' for ${SluiceOptions.MaxFrameLength.key}: must exceed " +
+          SluiceOptions.MaxFrameLength.defaultString)}' for ${SluiceOptions.MaxFrameLength.key}: must exceed " +
         s"${SluiceOptions.SegmentSize.key} (${conf.segmentSize}) by at least 1k of headers")
     }
   }

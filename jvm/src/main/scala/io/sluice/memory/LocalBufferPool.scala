@@ -24,9 +24,9 @@ final class LocalBufferPool private[memory] (
 
   private val available = new java.util.ArrayDeque[MemorySegment]()
   private val listeners = new java.util.ArrayDeque[BufferListener]()
-  private var numRequested = 0                 // segments held: free here or inside live buffers
+  private var numRequested = 0 // segments held: free here or inside live buffers
   private var currentPoolSize = numberOfRequiredSegments
-  private var sizeGeneration = 0L              // the global pool's distribution currentPoolSize comes from
+  private var sizeGeneration = 0L // the global pool's distribution currentPoolSize comes from
   private var destroyed = false
   // Threads blocked in requestBufferBlocking, and how many free buffers wake them. Above 1 only
   // while exactly one thread waits and asked for a low-water mark (see requestBufferBlocking).
@@ -138,9 +138,11 @@ final class LocalBufferPool private[memory] (
 
   /** Hands `buffer` to a listener; a refusal releases it, which recycles it to the next one. */
   private def offer(listener: BufferListener, buffer: NetworkBuffer): Unit = {
-    val taken = try listener.notifyBufferAvailable(buffer) catch {
-      case e: Throwable => buffer.release(); throw e
-    }
+    val taken =
+      try listener.notifyBufferAvailable(buffer)
+      catch {
+        case e: Throwable => buffer.release(); throw e
+      }
     if (!taken) buffer.release()
   }
 

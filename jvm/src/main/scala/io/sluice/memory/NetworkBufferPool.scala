@@ -31,13 +31,13 @@ final class NetworkBufferPool(val totalSegments: Int, val segmentSize: Int, defa
   private val lock = new Object
   private val free = new java.util.ArrayDeque[MemorySegment]()
   private var numAllocated = 0
-  private var numRequiredBuffers = 0          // minimums of all pools + unpooled segments handed out
+  private var numRequiredBuffers = 0 // minimums of all pools + unpooled segments handed out
   private var numUnpooledInUse = 0
-  private var numWaitingForRoom = 0           // requests waiting for their requirement to fit
+  private var numWaitingForRoom = 0 // requests waiting for their requirement to fit
   private val pools = mutable.LinkedHashSet.empty[LocalBufferPool]
   private val waitingPools = new java.util.ArrayDeque[LocalBufferPool]()
   private var destroyed = false
-  private var redistributions = 0L            // numbers each computed distribution, newest highest
+  private var redistributions = 0L // numbers each computed distribution, newest highest
 
   // ---- pooled segments (LocalBufferPools) -------------------------------------------------
 
@@ -143,8 +143,8 @@ final class NetworkBufferPool(val totalSegments: Int, val segmentSize: Int, defa
    * required total stays within `maxRequiredFraction` of the executor's segments (headroom for
    * other pools' minimums and other gates' first channels), and `n` segments are free right now.
    */
-  def tryRequestUnpooledSegments(n: Int, maxRequiredFraction: Double = NetworkBufferPool.OpportunisticShare):
-      java.util.List[MemorySegment] = {
+  def tryRequestUnpooledSegments(
+      n: Int, maxRequiredFraction: Double = NetworkBufferPool.OpportunisticShare): java.util.List[MemorySegment] = {
     require(n > 0, s"asked for $n segments")
     val out = lock.synchronized {
       if (destroyed || numWaitingForRoom > 0 || numRequiredBuffers + n > (totalSegments * maxRequiredFraction).toLong ||
@@ -282,6 +282,7 @@ final class NetworkBufferPool(val totalSegments: Int, val segmentSize: Int, defa
 }
 
 object NetworkBufferPool {
+
   /**
    * The share of the executor's segments opportunistic exclusive requests may bring the required
    * total to: the rest stays for other pools' minimums and other gates' first channels.

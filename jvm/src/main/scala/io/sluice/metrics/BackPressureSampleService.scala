@@ -56,6 +56,7 @@ final class BackPressureSampleService(
 }
 
 object BackPressureSampleService {
+
   /** (class, method) of the frames that mean "waiting for an output buffer". */
   val BlockingFrames: Seq[(String, String)] = Seq(
     "io.sluice.memory.LocalBufferPool" -> "requestBufferBlocking",

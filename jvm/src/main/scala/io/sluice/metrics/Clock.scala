@@ -5,6 +5,7 @@ package io.sluice.metrics
  * and latencies can be checked exactly. Implementations are thread-safe.
  */
 trait Clock {
+
   /** Monotonic time for durations and rates. */
   def nanoTime(): Long
 

@@ -8,10 +8,13 @@ sealed abstract class LatencyGranularity(val name: String) {
 }
 
 object LatencyGranularity {
+
   /** One histogram per consumer task. */
   case object Single extends LatencyGranularity("single")
+
   /** One per producer stage and consumer task. */
   case object Operator extends LatencyGranularity("operator")
+
   /** One per producer task and consumer task: quadratic in the parallelism. */
   case object Subtask extends LatencyGranularity("subtask")
 
@@ -65,6 +68,7 @@ final class LatencyHistogram(val historySize: Int) {
 }
 
 object LatencyHistogram {
+
   /** Flink's default metrics.latency.history-size. */
   val DefaultHistorySize = 128
 

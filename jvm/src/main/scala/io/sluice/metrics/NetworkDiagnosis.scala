@@ -16,13 +16,17 @@ package io.sluice.metrics
  */
 object NetworkDiagnosis {
   val High = 0.9
+
   /** backPressuredTimeMsPerSecond above which a producer counts as backpressured. */
   val BackPressuredMsHigh = 500.0
   val ExclusiveHigh = 0.5
+
   /** A task's inPoolUsage is skewed when high while its siblings' median is at most this. */
   val SkewSiblingsMax = 0.5
+
   /** Buffers at least this full are "full": the buffer timeout rarely fires. */
   val FullBuffer = 0.8
+
   /** The largest buffer timeout Sluice suggests (latency grows by up to half of it per hop). */
   val MaxSuggestedTimeoutMs = 1000.0
 
@@ -87,11 +91,12 @@ object NetworkDiagnosis {
     val anyUpOutHigh = producersUp.exists(isBackPressured)
     val ownOutHigh = tasks.exists(t => t.writesOutput && isBackPressured(t))
     val forwarding = if (ownOutHigh) " It is itself backpressured by its downstream (outPoolUsage high) and " +
-      "forwards that backpressure upstream." else ""
+    "forwards that backpressure upstream."
+    else ""
 
     if (consumers.isEmpty) {
       return if (ownOutHigh) "outPoolUsage is high: this stage is backpressured by its consumers or by the network; " +
-        "look at the stage that reads its output."
+      "look at the stage that reads its output."
       else "No backpressure indicated: outPoolUsage is low."
     }
 
@@ -115,24 +120,24 @@ object NetworkDiagnosis {
       val channels = if (exclusiveHigh) "most or all of its input channels" else "only some of its input channels"
       if (anyUpOutHigh) {
         s"Backpressure on $channels: inPoolUsage is high and the upstream stage's outPoolUsage is high, so this " +
-          "stage cannot keep up with its input (a slow receiver) and is the likely source of backpressure." + forwarding
+        "stage cannot keep up with its input (a slow receiver) and is the likely source of backpressure." + forwarding
       } else {
         s"inPoolUsage is high but every upstream outPoolUsage is low: backpressure may eventually appear on " +
-          s"$channels." + forwarding
+        s"$channels." + forwarding
       }
     } else if (anyUpOutHigh) {
       if (allLocal) {
         "The upstream stage's outPoolUsage is high while this stage reads through local channels only (they " +
-          "have no input buffers, so inPoolUsage stays 0): this stage reads slower than its producers write " +
-          "(a slow receiver)." + forwarding
+        "have no input buffers, so inPoolUsage stays 0): this stage reads slower than its producers write " +
+        "(a slow receiver)." + forwarding
       } else {
         "Every task of this stage has a low inPoolUsage while the upstream stage's outPoolUsage is high: a " +
-          "potential network bottleneck (the network is shared by every task of an executor), or a credit round " +
-          "trip too long for spark.sluice.network.buffersPerChannel."
+        "potential network bottleneck (the network is shared by every task of an executor), or a credit round " +
+        "trip too long for spark.sluice.network.buffersPerChannel."
       }
     } else if (ownOutHigh) {
       "outPoolUsage is high but inPoolUsage is low: backpressured by its downstream or the network, a " +
-        "temporary situation (its upstream is not backpressured, yet or any more)."
+      "temporary situation (its upstream is not backpressured, yet or any more)."
     } else {
       "No backpressure indicated: pool usages are low."
     }

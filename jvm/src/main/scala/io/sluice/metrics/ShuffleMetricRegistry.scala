@@ -28,9 +28,9 @@ final class ShuffleMetricRegistry(
 
   private val live = new ConcurrentHashMap[TaskKey, TaskIOMetricGroup]()
   private val lock = new Object
-  private val finished = new java.util.LinkedHashMap[TaskKey, TaskIOSnapshot]()   // guarded by lock
-  private val unreported = new java.util.ArrayDeque[TaskIOSnapshot]()             // guarded by lock
-  private val finishedTotals = new Array[Long](MetricNames.Counters.size)         // guarded by lock
+  private val finished = new java.util.LinkedHashMap[TaskKey, TaskIOSnapshot]() // guarded by lock
+  private val unreported = new java.util.ArrayDeque[TaskIOSnapshot]() // guarded by lock
+  private val finishedTotals = new Array[Long](MetricNames.Counters.size) // guarded by lock
   private val startNanos = clock.nanoTime()
   private val totalMeters = Array.fill(MetricNames.Counters.size)(new RateMeter(rateWindow, startNanos))
   @volatile private var latest: ExecutorAggregate = ExecutorAggregate.empty
@@ -121,7 +121,9 @@ final class ShuffleMetricRegistry(
     }
     val t = totals
     val now = clock.nanoTime()
-    val rates = MetricNames.Counters.zip(totalMeters).map { case (n, m) => (n + MetricNames.PerSecond) -> m.update(now, t(n)) }.toMap
+    val rates = MetricNames.Counters.zip(totalMeters).map { case (n, m) =>
+      (n + MetricNames.PerSecond) -> m.update(now, t(n))
+    }.toMap
     latest = ExecutorAggregate(liveSnapshots, rates)
     ExecutorSnapshot(executorId, clock.currentTimeMillis(), segments, liveSnapshots.filter(_.running) ++ drained, t, rates,
       transport)
@@ -141,6 +143,7 @@ final class ShuffleMetricRegistry(
 
 object ShuffleMetricRegistry {
   val DefaultMaxFinished = 1000
+
   /** Finished tasks one report may carry (more finishing within one report interval are dropped). */
   val DefaultMaxUnreported = 10000
 

@@ -125,7 +125,8 @@ final class TaskIOMetricGroup(
     if (finalSnapshot == null) {
       val now = measure(running = false)
       val prev = last
-      finalSnapshot = if (prev == null) now else now.copy(outPoolUsage = prev.outPoolUsage,
+      finalSnapshot = if (prev == null) now
+      else now.copy(outPoolUsage = prev.outPoolUsage,
         inPoolUsage = prev.inPoolUsage, floatingBuffersUsage = prev.floatingBuffersUsage,
         exclusiveBuffersUsage = prev.exclusiveBuffersUsage, outputQueueLength = prev.outputQueueLength,
         inputQueueLength = prev.inputQueueLength)
@@ -161,7 +162,9 @@ final class TaskIOMetricGroup(
       if (it.hasNext) it.next() match {
         case p: PipelinedResultPartition => (p.partitionType.name, Some(p.bufferTimeoutMs))
         case p => (p.partitionType.name, None)
-      } else if (last != null) (last.outputType, last.bufferTimeoutMs) else ("", None)
+      }
+      else if (last != null) (last.outputType, last.bufferTimeoutMs)
+      else ("", None)
     }
     TaskIOSnapshot(key, running, startedAtMillis, clock.currentTimeMillis(), outputType,
       outPoolUsage = ratio(outUsed, outTotal),
@@ -189,6 +192,7 @@ final class TaskIOMetricGroup(
 }
 
 object TaskIOMetricGroup {
+
   /** Ticks a ...PerSecond rate averages over (5 ticks of the default 1 s report interval). */
   val DefaultRateWindow = 5
 }

@@ -26,12 +26,14 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
   import CreditBasedPartitionRequestClientHandler._
 
   private val channels = new ConcurrentHashMap[InputChannelID, RemoteInputChannel]()
+
   /** Receivers released recently; data still in flight for them is dropped. */
   private val released = new java.util.LinkedHashMap[InputChannelID, java.lang.Boolean](16, 0.75f, false) {
     override def removeEldestEntry(e: java.util.Map.Entry[InputChannelID, java.lang.Boolean]): Boolean =
       size() > MaxRememberedReleases
   }
   private val channelsWithCredit = new java.util.ArrayDeque[RemoteInputChannel]()
+
   /** Channels that became non-empty during the current read; their gates are told at its end. */
   private val channelsToNotify = new java.util.ArrayDeque[RemoteInputChannel]()
   private var notifyScheduled = false
@@ -71,12 +73,15 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
   /** The channel has credit to announce (any thread): queue it on the event loop. */
   def notifyCreditAvailable(channel: RemoteInputChannel): Unit = {
     val loop = ctx.executor()
-    val task: Runnable = () => if (!channel.isReleased && failure == null) {
-      channelsWithCredit.add(channel)
-      writeNextCredit()
-    }
+    val task: Runnable = () =>
+      if (!channel.isReleased && failure == null) {
+        channelsWithCredit.add(channel)
+        writeNextCredit()
+      }
     if (loop.inEventLoop()) task.run()
-    else try loop.execute(task) catch { case _: RejectedExecutionException => () }
+    else
+      try loop.execute(task)
+      catch { case _: RejectedExecutionException => () }
   }
 
   private def writeNextCredit(): Unit = {
@@ -157,12 +162,13 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
   private def onError(e: ErrorResponse): Unit = e.receiverId match {
     case None =>
       failAll(new RemoteTransportException(s"The Sluice server at $remoteAddress closed the connection: " +
-        s"${e.kind}: ${e.causeClass}: ${e.message}"))
+          s"${e.kind}: ${e.causeClass}: ${e.message}"))
       ctx.close()
     case Some(id) =>
       val channel = receiver(id, "ErrorResponse")
       if (channel != null) {
-        val remote = new RemoteTransportException(s"${e.causeClass}: ${e.message} (reported by the Sluice server at $remoteAddress)")
+        val remote =
+          new RemoteTransportException(s"${e.causeClass}: ${e.message} (reported by the Sluice server at $remoteAddress)")
         channel.onError(e.kind match {
           case ErrorKind.PartitionNotFound => new PartitionNotFoundException(channel.partitionId)
           case ErrorKind.ProducerFailed => new ProducerFailedException(channel.partitionId, remote)
@@ -197,6 +203,7 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
 }
 
 private[netty] object CreditBasedPartitionRequestClientHandler {
+
   /** How many released receiver ids a connection remembers to drop their late data quietly. */
   val MaxRememberedReleases = 16384
 }

@@ -28,6 +28,7 @@ private[netty] final class CreditBasedUnionViewReader(
   private var credit = request.credit
   private var sequenceNumber = 0
   private var finished = false
+
   /** A stored buffer taken from the view that did not fit the previous frame, and its input. */
   private var carried: BufferAndBacklog = _
   private var carriedInput = -1

@@ -3,8 +3,10 @@ package io.sluice.netty
 import java.io.{IOException, InterruptedIOException}
 import java.net.InetSocketAddress
 import java.nio.ByteBuffer
-import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, ExecutionException, LinkedBlockingQueue,
-  RejectedExecutionException, ThreadPoolExecutor, TimeUnit, TimeoutException}
+import java.util.concurrent.{
+  CompletableFuture, ConcurrentHashMap, ExecutionException, LinkedBlockingQueue, RejectedExecutionException, ThreadPoolExecutor,
+  TimeUnit, TimeoutException
+}
 import java.util.concurrent.atomic.AtomicInteger
 
 import scala.jdk.CollectionConverters._
@@ -67,7 +69,9 @@ final class NettyConnectionManager(
   private val segmentSize = conf.get(SluiceOptions.SegmentSize).toInt
   private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
   private val connectTimeoutMs = NettyConnectionManager.connectTimeoutMs(conf)
-  private val peerLimits = new PeerLimits(conf.get(SluiceOptions.MaxConnectionsPerPeer), conf.get(SluiceOptions.MaxReadersPerPeer))
+  private val peerLimits =
+    new PeerLimits(conf.get(SluiceOptions.MaxConnectionsPerPeer), conf.get(SluiceOptions.MaxReadersPerPeer))
+
   /** spark.sluice.network.heartbeatTimeout as resolved by the Spark layer (0: Spark's default 120s). */
   val heartbeatTimeoutMs: Long = NettyConnectionManager.heartbeatTimeoutMs(conf)
 
@@ -84,7 +88,8 @@ final class NettyConnectionManager(
   private val connector = {
     val threadCount = new AtomicInteger
     val pool = new ThreadPoolExecutor(NettyConnectionManager.ConnectThreads, NettyConnectionManager.ConnectThreads,
-      60L, TimeUnit.SECONDS, new LinkedBlockingQueue[Runnable](), (r: Runnable) => {
+      60L, TimeUnit.SECONDS, new LinkedBlockingQueue[Runnable](),
+      (r: Runnable) => {
         val t = new Thread(r, s"sluice-connect-$bindHost-${threadCount.incrementAndGet()}")
         t.setDaemon(true)
         t
@@ -98,7 +103,8 @@ final class NettyConnectionManager(
     if (server != null) throw new IllegalStateException("The Sluice connection manager is already started")
     if (shutDown) throw new IllegalStateException("The Sluice connection manager is shut down")
     NettyConnectionManager.checkTls(tconf)
-    serverContext = new TransportContext(tconf, new UpgradeRpcHandler(registerServerChannel, upgradeServerChannel, trackAccepted), true)
+    serverContext =
+      new TransportContext(tconf, new UpgradeRpcHandler(registerServerChannel, upgradeServerChannel, trackAccepted), true)
     val serverBootstraps: java.util.List[TransportServerBootstrap] = auth match {
       case Some((keys, _)) => java.util.List.of(new AuthServerBootstrap(tconf, keys))
       case None => java.util.List.of()
@@ -230,23 +236,25 @@ final class NettyConnectionManager(
           attempt.completeExceptionally(e)
       }
     }
-    try connector.execute(task) catch {
+    try connector.execute(task)
+    catch {
       case e: RejectedExecutionException =>
         connections.remove(key, attempt)
         attempt.completeExceptionally(new IOException("The Sluice connection manager is shut down", e))
     }
   }
 
-  private def await(f: CompletableFuture[PartitionRequestClient], host: String, port: Int, deadline: Long): PartitionRequestClient = {
+  private def await(
+      f: CompletableFuture[PartitionRequestClient], host: String, port: Int, deadline: Long): PartitionRequestClient = {
     try f.get(math.max(0L, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)
     catch {
       case _: TimeoutException =>
         throw new IOException(s"Timed out after ${connectTimeoutMs}ms waiting for the connection to the Sluice server " +
           s"at $host:$port (spark.sluice.network.connectTimeout)")
       case e: ExecutionException => throw e.getCause match {
-        case io: IOException => new IOException(io.getMessage, io)
-        case other => new IOException(s"Could not connect to the Sluice server at $host:$port: $other", other)
-      }
+          case io: IOException => new IOException(io.getMessage, io)
+          case other => new IOException(s"Could not connect to the Sluice server at $host:$port: $other", other)
+        }
       case _: InterruptedException =>
         Thread.currentThread().interrupt()
         throw new InterruptedIOException(s"Interrupted while waiting for the connection to the Sluice server at " +
@@ -256,33 +264,37 @@ final class NettyConnectionManager(
 
   /** Opens, authenticates and upgrades one connection (a connector thread, which waits). */
   private def connect(host: String, port: Int, deadline: Long): PartitionRequestClient = {
-    val transport = try clientFactory.createUnmanagedClient(host, port) catch {
-      case e: IOException => throw new IOException(s"Could not connect to the Sluice server at $host:$port: ${e.getMessage}", e)
-    }
+    val transport =
+      try clientFactory.createUnmanagedClient(host, port)
+      catch {
+        case e: IOException => throw new IOException(s"Could not connect to the Sluice server at $host:$port: ${e.getMessage}", e)
+      }
     val ch = transport.getChannel
     val remote = new InetSocketAddress(host, port)
     val upgraded = new CompletableFuture[PartitionRequestClient]()
     try {
-      transport.sendRpc(ByteBuffer.wrap(NettyProtocol.UpgradeRequest), new RpcResponseCallback {
-        override def onSuccess(response: ByteBuffer): Unit = {
-          try {
-            if (!NettyProtocol.isUpgradeReply(response)) {
-              throw new IOException(s"$host:$port answered the Sluice upgrade with something else (not a Sluice server?)")
+      transport.sendRpc(ByteBuffer.wrap(NettyProtocol.UpgradeRequest),
+        new RpcResponseCallback {
+          override def onSuccess(response: ByteBuffer): Unit = {
+            try {
+              if (!NettyProtocol.isUpgradeReply(response)) {
+                throw new IOException(s"$host:$port answered the Sluice upgrade with something else (not a Sluice server?)")
+              }
+              val handler = new CreditBasedPartitionRequestClientHandler(s"$host:$port", counters)
+              NettyProtocol.installClient(ch, handler, maxFrameLength, heartbeatTimeoutMs, counters, sparkPipeline)
+              upgraded.complete(new PartitionRequestClient(ch, handler, remote))
+            } catch {
+              case e: Throwable => upgraded.completeExceptionally(e)
             }
-            val handler = new CreditBasedPartitionRequestClientHandler(s"$host:$port", counters)
-            NettyProtocol.installClient(ch, handler, maxFrameLength, heartbeatTimeoutMs, counters, sparkPipeline)
-            upgraded.complete(new PartitionRequestClient(ch, handler, remote))
-          } catch {
-            case e: Throwable => upgraded.completeExceptionally(e)
           }
-        }
-        override def onFailure(e: Throwable): Unit = upgraded.completeExceptionally(
-          if (ch.isActive) e
-          else new IOException(s"The Sluice server at $host:$port closed the connection before it answered the " +
-            s"upgrade to the Sluice protocol (${e.getMessage}). A server closes the connections of a host beyond " +
-            s"${SluiceOptions.MaxConnectionsPerPeer.key}, and those of clients whose spark.authenticate or " +
-            "spark.ssl.rpc.enabled differ from its own: its log says which", e))
-      })
+          override def onFailure(e: Throwable): Unit = upgraded.completeExceptionally(
+            if (ch.isActive) e
+            else new IOException(
+              s"The Sluice server at $host:$port closed the connection before it answered the " +
+                s"upgrade to the Sluice protocol (${e.getMessage}). A server closes the connections of a host beyond " +
+                s"${SluiceOptions.MaxConnectionsPerPeer.key}, and those of clients whose spark.authenticate or " +
+                "spark.ssl.rpc.enabled differ from its own: its log says which", e))
+        })
       val client = await(upgraded, host, port, deadline)
       counters.connectionsOpened.increment()
       client
@@ -294,7 +306,8 @@ final class NettyConnectionManager(
   }
 
   /** Connections this executor's client holds now (one per remote server). */
-  def numClientConnections: Int = connections.values().asScala.count(f => f.isDone && !f.isCompletedExceptionally && f.join().isActive)
+  def numClientConnections: Int =
+    connections.values().asScala.count(f => f.isDone && !f.isCompletedExceptionally && f.join().isActive)
 
   /** This executor's connection to (host, port), if it holds one. */
   def clientConnection(host: String, port: Int): Option[PartitionRequestClient] =
@@ -320,7 +333,8 @@ final class NettyConnectionManager(
     connections.clear()
     connector.shutdownNow()
     closing.foreach(_.awaitUninterruptibly(1000))
-    try connector.awaitTermination(1, TimeUnit.SECONDS) catch { case _: InterruptedException => Thread.currentThread().interrupt() }
+    try connector.awaitTermination(1, TimeUnit.SECONDS)
+    catch { case _: InterruptedException => Thread.currentThread().interrupt() }
     upgradedServerChannels.asScala.toList.foreach(_.close())
     if (clientFactory != null) clientFactory.close()
     if (server != null) server.close()
@@ -352,8 +366,8 @@ object NettyConnectionManager {
   def checkTls(tconf: TransportConf): Unit = if (tconf.sslRpcEnabled() && !tconf.sslRpcEnabledAndKeysAreValid()) {
     val missing =
       if (tconf.sslRpcOpenSslEnabled()) s"spark.ssl.rpc.privateKey (${tconf.sslRpcPrivateKey()}) and " +
-        s"spark.ssl.rpc.certChain (${tconf.sslRpcCertChain()}) are not both existing files (with " +
-        "spark.ssl.rpc.openSslEnabled=true they hold the keys)"
+      s"spark.ssl.rpc.certChain (${tconf.sslRpcCertChain()}) are not both existing files (with " +
+      "spark.ssl.rpc.openSslEnabled=true they hold the keys)"
       else s"spark.ssl.rpc.keyStore (${tconf.sslRpcKeyStore()}) is not an existing file"
     throw new IllegalArgumentException(s"spark.ssl.rpc.enabled is true but $missing: Sluice's shuffle " +
       "connections cannot be TLS without keys")

@@ -34,8 +34,10 @@ sealed abstract class NettyMessage {
 }
 
 object NettyMessage {
+
   /** "SLUC": guards against a peer that speaks another protocol. */
-  val Magic: Int = 0x534C5543
+  val Magic: Int = 0x534c5543
+
   /** Frame length, magic and message id. */
   val FrameHeaderLength: Int = 4 + 4 + 1
 
@@ -162,7 +164,8 @@ final case class BufferResponse(
     buf.writeInt(sequenceNumber)
     buf.writeInt(backlog)
     buf.writeInt(subpartition)
-    buf.writeByte((if (compressed) 1 else 0) | (if (hasChecksum) 2 else 0) | (if (iv != null) BufferResponse.EncryptedFlag else 0))
+    buf.writeByte(
+      (if (compressed) 1 else 0) | (if (hasChecksum) 2 else 0) | (if (iv != null) BufferResponse.EncryptedFlag else 0))
     buf.writeInt(rawLength)
     buf.writeInt(crc)
     buf.writeInt(payloadSize)
@@ -178,6 +181,7 @@ final case class BufferResponse(
 
 object BufferResponse {
   final val Id: Byte = 1
+
   /** The header without an IV (a buffer that is not encrypted). */
   val HeaderLength: Int = InputChannelID.Length + 4 + 4 + 4 + 1 + 4 + 4 + 4
   private val FlagsOffset = InputChannelID.Length + 4 + 4 + 4
@@ -187,7 +191,8 @@ object BufferResponse {
     BufferResponse(receiverId, sequenceNumber, backlog, subpartition, compressed = false, hasChecksum = false,
       rawLength = -1, crc = 0, payloadSize = data.readableBytes())(data, null)
 
-  def apply(receiverId: InputChannelID, sequenceNumber: Int, backlog: Int, subpartition: Int, spilled: SpilledBuffer): BufferResponse =
+  def apply(
+      receiverId: InputChannelID, sequenceNumber: Int, backlog: Int, subpartition: Int, spilled: SpilledBuffer): BufferResponse =
     BufferResponse(receiverId, sequenceNumber, backlog, subpartition, compressed = spilled.isCompressed,
       hasChecksum = true, rawLength = spilled.rawLength, crc = spilled.crc, payloadSize = spilled.storedLength,
       iv = spilled.iv)(null, spilled)
@@ -272,6 +277,7 @@ object ErrorResponse {
   final val Id: Byte = 2
   val MaxClassNameBytes = 256
   val MaxMessageBytes = 4096
+
   /** Flags, receiver id, kind and the two string lengths. */
   val FixedLength: Int = 1 + InputChannelID.Length + 1 + 2 + 2
   val MaxLength: Int = FixedLength + MaxClassNameBytes + MaxMessageBytes
@@ -292,7 +298,7 @@ object ErrorResponse {
     if (b.length <= max) b
     else {
       var cut = max
-      while (cut > 0 && (b(cut) & 0xC0) == 0x80) cut -= 1
+      while (cut > 0 && (b(cut) & 0xc0) == 0x80) cut -= 1
       java.util.Arrays.copyOf(b, cut)
     }
   }
@@ -445,8 +451,10 @@ final case class MultiPartitionRequest(
 
 object MultiPartitionRequest {
   final val Id: Byte = 9
+
   /** Receiver id, credit, flags and the number of inputs. */
   val FixedLength: Int = InputChannelID.Length + 4 + 1 + 4
+
   /** Shuffle id, producer id, subpartition start and end of one input. */
   val InputLength: Int = 4 + 8 + 4 + 4
 
@@ -491,6 +499,7 @@ final case class PackedEntry(
 }
 
 object PackedEntry {
+
   /** Input, subpartition, flags, raw length, CRC32C and length; an IV follows when encrypted. */
   val Length: Int = 4 + 4 + 1 + 4 + 4 + 4
   private val Compressed = 1
@@ -577,9 +586,11 @@ final case class PackedBufferResponse(
 
 object PackedBufferResponse {
   final val Id: Byte = 10
+
   /** Receiver id, sequence number, backlog, entry table length, payload size. */
   val FixedLength: Int = InputChannelID.Length + 4 + 4 + 4 + 4
   private val EntriesLengthOffset = InputChannelID.Length + 4 + 4
+
   /** Most entries in one frame (bounds the decoder's header buffer). */
   val MaxEntries = 256
   val MaxHeaderLength: Int = FixedLength + MaxEntries * (PackedEntry.Length + BufferIv.Length)

@@ -43,6 +43,7 @@ private[netty] final class NettyMessageDecoder(
   import NettyMessageDecoder._
 
   private val header = Unpooled.buffer(MaxBodyLength, MaxBodyLength)
+
   /** Where the fields go: `header`, or a buffer of its own for a MultiPartitionRequest larger than it. */
   private var fields = header
   private var state = ReadingFrameHeader
@@ -50,6 +51,7 @@ private[netty] final class NettyMessageDecoder(
   private var frameLength = 0
   private var messageId: Byte = 0
   private var bodyLength = 0
+
   /** Bytes of the body gathered in `header`: the message's fields (a BufferResponse's header, not its payload). */
   private var fieldsLength = 0
 
@@ -144,8 +146,9 @@ private[netty] final class NettyMessageDecoder(
     else {
       if (messageId == BufferResponse.Id) {
         check(bodyLength > full, s"BufferResponse with a $bodyLength-byte body: no payload after an encrypted buffer's header")
-      } else check(bodyLength >= full, s"${NettyMessage.nameOf(messageId)} with a $bodyLength-byte body, shorter than its " +
-        s"$full-byte header")
+      } else check(bodyLength >= full,
+        s"${NettyMessage.nameOf(messageId)} with a $bodyLength-byte body, shorter than its " +
+          s"$full-byte header")
       fieldsLength = full
     }
   }
@@ -192,9 +195,11 @@ private[netty] final class NettyMessageDecoder(
       check(receivers.wasReleased(receiverId), s"${NettyMessage.nameOf(r.id)} for unknown receiver $receiverId")
       discard()
     } else {
-      val buffer = try channel.requestBufferForData(stallListener) catch {
-        case e: TransportProtocolException => counters.creditOverruns.increment(); throw e
-      }
+      val buffer =
+        try channel.requestBufferForData(stallListener)
+        catch {
+          case e: TransportProtocolException => counters.creditOverruns.increment(); throw e
+        }
       if (buffer != null) useTarget(buffer)
       else if (channel.isReleased) discard()
       else {
@@ -252,7 +257,9 @@ private[netty] final class NettyMessageDecoder(
     private def handOver(buffer: NetworkBuffer): Boolean = {
       val loop = ctx.executor()
       if (loop.isShuttingDown) false
-      else try { loop.execute(() => resume(buffer)); true } catch { case _: RejectedExecutionException => false }
+      else
+        try { loop.execute(() => resume(buffer)); true }
+        catch { case _: RejectedExecutionException => false }
     }
   }
 
@@ -367,6 +374,7 @@ private[netty] object NettyMessageDecoder {
 
 /** How the client's decoder finds the channel a BufferResponse is for. Thread-safe. */
 private[netty] trait ReceiverLookup {
+
   /** The registered channel with this id, or null. */
   def channelFor(id: InputChannelID): RemoteInputChannel
 

@@ -125,7 +125,7 @@ private[netty] final class UpgradeRpcHandler(
   override def receive(client: TransportClient, message: ByteBuffer, callback: RpcResponseCallback): Unit = {
     if (!NettyProtocol.isUpgradeRequest(message)) {
       callback.onFailure(new IllegalArgumentException("This is a Sluice shuffle server; it only accepts the " +
-        "upgrade to the Sluice protocol"))
+          "upgrade to the Sluice protocol"))
     } else {
       try {
         onUpgrading(client.getChannel)

@@ -111,7 +111,7 @@ private[netty] final class PartitionRequestQueue(
     if (closed) return
     if (errors.size >= MaxPendingErrors) {
       fatal(new TransportProtocolException(s"${ctx.channel().remoteAddress()} does not read its " +
-        s"error responses ($MaxPendingErrors pending)"))
+          s"error responses ($MaxPendingErrors pending)"))
     } else {
       errors.add(e)
       writeNextMessageIfPossible()
@@ -137,7 +137,8 @@ private[netty] final class PartitionRequestQueue(
     later(failReader(reader, kindOf(cause), cause))
 
   private def later(task: => Unit): Unit =
-    try ctx.executor().execute(() => task) catch { case _: RejectedExecutionException => () } // shutting down
+    try ctx.executor().execute(() => task)
+    catch { case _: RejectedExecutionException => () } // shutting down
 
   // ---- writing -----------------------------------------------------------------------------------
 

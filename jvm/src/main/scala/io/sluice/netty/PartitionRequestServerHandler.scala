@@ -50,11 +50,12 @@ private[netty] final class PartitionRequestServerHandler(
         reader.requestSubpartitionView(partitionManager)
         queue.notifyReaderCreated(reader)
       } else if (!partitionManager.createSubpartitionViewOrWait(r.partitionId, reader)) {
-        ctx.executor().schedule(new Runnable {
-          override def run(): Unit = if (!reader.hasView && !reader.isReleased) {
-            queue.failReader(reader, ErrorKind.PartitionNotFound, new PartitionNotFoundException(r.partitionId))
-          }
-        }, requestTimeoutMs, TimeUnit.MILLISECONDS)
+        ctx.executor().schedule(
+          new Runnable {
+            override def run(): Unit = if (!reader.hasView && !reader.isReleased) {
+              queue.failReader(reader, ErrorKind.PartitionNotFound, new PartitionNotFoundException(r.partitionId))
+            }
+          }, requestTimeoutMs, TimeUnit.MILLISECONDS)
       }
     } catch {
       case e: Throwable => queue.failReader(reader, PartitionRequestQueue.kindOf(e), e)
@@ -78,7 +79,7 @@ private[netty] final class PartitionRequestServerHandler(
     val duplicate = queue.hasReader(id)
     if (duplicate) {
       queue.fatal(new TransportProtocolException(s"${ctx.channel().remoteAddress()} requested a second partition " +
-        s"for receiver $id"))
+          s"for receiver $id"))
     }
     duplicate
   }

@@ -35,24 +35,26 @@ private[netty] final class PeerLimits(val maxConnections: Int, val maxReaders: I
   def tryConnect(remote: SocketAddress): Peer = remote match {
     case a: InetSocketAddress if a.getAddress != null =>
       var admitted: Peer = null
-      peers.compute(a.getAddress, (address, existing) => {
-        val peer = if (existing == null) new Peer(address, this) else existing
-        if (peer.connections < maxConnections) {
-          peer.connections += 1
-          admitted = peer
-        }
-        if (peer.isIdle) null else peer
-      })
+      peers.compute(a.getAddress,
+        (address, existing) => {
+          val peer = if (existing == null) new Peer(address, this) else existing
+          if (peer.connections < maxConnections) {
+            peer.connections += 1
+            admitted = peer
+          }
+          if (peer.isIdle) null else peer
+        })
       if (admitted == null) refused(a.getAddress)
       admitted
     case _ => Unlimited
   }
 
   private[netty] def disconnect(peer: Peer): Unit = if (peer.limits eq this) {
-    peers.compute(peer.address, (_, existing) => {
-      if (existing eq peer) peer.connections -= 1
-      if (existing == null || existing.isIdle) null else existing
-    })
+    peers.compute(peer.address,
+      (_, existing) => {
+        if (existing eq peer) peer.connections -= 1
+        if (existing == null || existing.isIdle) null else existing
+      })
   }
 
   private[netty] def readerGone(peer: Peer): Unit =

@@ -8,4 +8,4 @@ import java.io.IOException
  */
 private[netty] final class UnreadablePayloadException(val receiverId: InputChannelID, cause: Throwable, bytes: Long)
   extends IOException(s"Could not read the $bytes-byte spilled buffer for receiver $receiverId: " +
-    s"${cause.getClass.getSimpleName}: ${cause.getMessage}", cause)
+      s"${cause.getClass.getSimpleName}: ${cause.getMessage}", cause)

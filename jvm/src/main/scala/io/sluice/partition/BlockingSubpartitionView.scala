@@ -40,10 +40,12 @@ final class BlockingSubpartitionView private[partition] (partition: SortMergeRes
       closeReader()
       BufferAndBacklog.endOfPartition(end - 1)
     } else {
-      val r = try openReader() catch {
-        // Released while opening: the consumer learns it as a release, not as a missing file.
-        case _: java.io.IOException if partition.isReleased => released = true; return null
-      }
+      val r =
+        try openReader()
+        catch {
+          // Released while opening: the consumer learns it as a release, not as a missing file.
+          case _: java.io.IOException if partition.isReleased => released = true; return null
+        }
       val b = file.spilledBuffer(nextBuffer, r)
       nextBuffer = file.nextBuffer(nextBuffer)
       remaining -= 1

@@ -79,6 +79,7 @@ final class BufferCipher private[partition] (owner: PartitionFileCipher, cipher:
 }
 
 object BufferCipher {
+
   /** Bytes ciphered per step: buffers go through this much heap at a time. */
   private val ChunkSize = 16 * 1024
 }

@@ -35,6 +35,7 @@ final case class BufferIv(high: Long, low: Long) {
 }
 
 object BufferIv {
+
   /** Bytes of an IV (AES's block). */
   val Length: Int = 16
 

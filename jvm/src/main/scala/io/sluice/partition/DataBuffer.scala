@@ -19,6 +19,7 @@ import io.sluice.memory.{LocalBufferPool, NetworkBuffer}
 abstract class DataBuffer(pool: LocalBufferPool) {
 
   protected final val segmentSize: Int = pool.segmentSize
+
   /** The network buffers held, in the order they were added, and their memory addresses. */
   protected final var buffers = new Array[NetworkBuffer](16)
   protected final var addresses = new Array[Long](16)

@@ -45,12 +45,13 @@ final class PartitionFile private (val path: File, numSubpartitions: Int, codec:
   private var staging: ByteBuffer = _
   private var stagingView: ByteBuffer = _ // checksums the stored bytes without moving staging's position
   private var stagingAddress = 0L
-  private var stagingStart = 0L          // file offset of staging's first byte
-  private var scratch: ByteBuffer = _     // with a codec: the raw buffer, compressed into staging
+  private var stagingStart = 0L // file offset of staging's first byte
+  private var scratch: ByteBuffer = _ // with a codec: the raw buffer, compressed into staging
   private var scratchAddress = 0L
-  private var begun = -1                  // where the open buffer starts in staging (no codec), or 0
+  private var begun = -1 // where the open buffer starts in staging (no codec), or 0
   private var begunMax = 0
   private val crc = new CRC32C
+
   /**
    * The file's random IV: buffer at offset `o` is encrypted from `fileIv.plus(o)`. Null: not
    * encrypted. An adopted file keeps the IV it was written with (it travels in its index).
@@ -296,7 +297,8 @@ final class PartitionFile private (val path: File, numSubpartitions: Int, codec:
   def delete(): Unit = synchronized {
     if (!deleted) {
       deleted = true
-      try closeWriter() finally path.delete()
+      try closeWriter()
+      finally path.delete()
     }
   }
 
@@ -310,6 +312,7 @@ final class PartitionFile private (val path: File, numSubpartitions: Int, codec:
 }
 
 object PartitionFile {
+
   /** Size of the direct staging buffer through which buffers are written in large writes. */
   val StagingSize: Int = 1 << 20
 

@@ -40,6 +40,7 @@ final class PartitionFileCipher private (private[partition] val key: SecretKeySp
 }
 
 object PartitionFileCipher {
+
   /** The transformation Spark's I/O encryption supports, and so the only one Sluice accepts. */
   val Transformation = "AES/CTR/NoPadding"
 
@@ -62,10 +63,11 @@ object PartitionFileCipher {
       s"Spark's I/O encryption key has ${if (key == null) "no" else (key.length * 8).toString} bits; AES needs 128, 192 " +
         s"or 256 ($KeySizeKey)")
     val c = new PartitionFileCipher(new SecretKeySpec(key.clone(), "AES"))
-    try c.newBufferCipher().selfCheck() catch {
+    try c.newBufferCipher().selfCheck()
+    catch {
       case e: GeneralSecurityException =>
         throw new IllegalStateException(s"This JVM cannot encrypt with $Transformation and a ${c.keySizeBits}-bit key " +
-          s"($EnabledKey=true, $KeySizeKey): $e", e)
+            s"($EnabledKey=true, $KeySizeKey): $e", e)
     }
     c
   }

@@ -22,7 +22,7 @@ import java.nio.{BufferUnderflowException, ByteBuffer}
  */
 object PartitionFileIndex {
 
-  private val Magic = 0x534C5049 // "SLPI"
+  private val Magic = 0x534c5049 // "SLPI"
   private val Version: Byte = 1
   private val HeaderSize = 4 + 1 + 4 + 8 + 4 + 8 + 4 + 1 + 16
   private val EntrySize = 4 + 8 + 4 + 4 + 4

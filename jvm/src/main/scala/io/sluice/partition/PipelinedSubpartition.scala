@@ -22,6 +22,7 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
   private var endDelivered = false
   private var released = false
   private var listener: BufferAvailabilityListener = _
+
   /** The producer waits in [[awaitRoom]] until the queue is down to this many buffers (-1: nobody waits). */
   private var roomLowWater = -1
   // The reader took everything readable at its last look (written by the reader under the lock,
@@ -238,6 +239,7 @@ final class PipelinedSubpartition(val index: Int, parent: PipelinedResultPartiti
 }
 
 private[partition] object PipelinedSubpartition {
+
   /**
    * How many of `n` buffers must be free again before a waiting producer is woken, whether it
    * waits for room in its queue or for its pool: a fifth, at least one. It then fills several

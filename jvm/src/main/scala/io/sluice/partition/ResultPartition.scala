@@ -33,8 +33,10 @@ abstract class ResultPartition(
   val numRecordsOut = new LongAdder
   val numBytesOut = new LongAdder
   val numBuffersOut = new LongAdder
+
   /** Nanoseconds the producer was blocked waiting for an output buffer (backPressuredTime). */
   val backPressuredTimeNanos = new LongAdder
+
   /** When the producer's current wait for a buffer began (System.nanoTime), 0 when not waiting. */
   @volatile private var backPressuredSince = 0L
 

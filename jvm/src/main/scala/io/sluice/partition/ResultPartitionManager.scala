@@ -45,11 +45,12 @@ final class ResultPartitionManager {
     else {
       // Lists are only changed inside the map's atomic compute calls, and an emptied list leaves
       // the map, so requests for partitions that never come cannot pile up.
-      pending.compute(id, (_, l) => {
-        val list = if (l == null) new java.util.ArrayList[PendingViewRequest]() else l
-        list.add(request)
-        list
-      })
+      pending.compute(id,
+        (_, l) => {
+          val list = if (l == null) new java.util.ArrayList[PendingViewRequest]() else l
+          list.add(request)
+          list
+        })
       // The producer may have registered in between; serve it here if so.
       val now = partitions.get(id)
       if (now != null && removePending(id, request)) request.serve(now)
@@ -61,10 +62,11 @@ final class ResultPartitionManager {
 
   private def removePending(id: ResultPartitionID, request: PendingViewRequest): Boolean = {
     var removed = false
-    pending.computeIfPresent(id, (_, l) => {
-      removed = l.remove(request)
-      if (l.isEmpty) null else l
-    })
+    pending.computeIfPresent(id,
+      (_, l) => {
+        removed = l.remove(request)
+        if (l.isEmpty) null else l
+      })
     removed
   }
 
@@ -104,6 +106,7 @@ final class ResultPartitionManager {
 
 /** A reader waiting for a partition that is not registered yet. */
 trait PendingViewRequest {
+
   /** Called once, on the registering thread, with the partition it waited for. */
   def serve(partition: ResultPartition): Unit
 }

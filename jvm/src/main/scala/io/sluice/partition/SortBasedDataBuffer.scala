@@ -86,7 +86,8 @@ final class SortBasedDataBuffer(pool: LocalBufferPool, numSubpartitions: Int) ex
           val head = addresses(entry / segmentSize) + entry % segmentSize
           val rawHeader = Platform.getInt(null, head + 4)
           val header = if (LittleEndian) Integer.reverseBytes(rawHeader) else rawHeader
-          var left = RecordFraming.HeaderSize + (if (header == RecordFraming.LatencyMarker) RecordFraming.LatencyMarkerSize else header)
+          var left =
+            RecordFraming.HeaderSize + (if (header == RecordFraming.LatencyMarker) RecordFraming.LatencyMarkerSize else header)
           var src = entry + 4 // the frame: its header, then the payload
           while (left > 0) {
             if (filled == segmentSize) {
@@ -127,6 +128,7 @@ final class SortBasedDataBuffer(pool: LocalBufferPool, numSubpartitions: Int) ex
 }
 
 object SortBasedDataBuffer {
+
   /** The entry head: the next entry's address and the frame header. */
   val EntryHeadSize = 8
 

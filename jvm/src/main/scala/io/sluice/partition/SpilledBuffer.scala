@@ -34,7 +34,8 @@ final class SpilledBuffer private[partition] (
    */
   def readInto(target: ByteBuf): Unit = {
     val r = acquireReader()
-    try r.read(offset, storedLength, target) finally r.release()
+    try r.read(offset, storedLength, target)
+    finally r.release()
   }
 
   /**

@@ -81,7 +81,9 @@ object UnionResultSubpartitionView {
       }
     } catch {
       case e: Throwable =>
-        opened.foreach(v => try v.releaseAllResources() catch { case s: Throwable => e.addSuppressed(s) })
+        opened.foreach(v =>
+          try v.releaseAllResources()
+          catch { case s: Throwable => e.addSuppressed(s) })
         throw e
     }
     new UnionResultSubpartitionView(opened.toIndexedSeq, inputs.map(_._1))

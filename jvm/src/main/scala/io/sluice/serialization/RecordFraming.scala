@@ -18,6 +18,7 @@ object RecordFraming {
   val HeaderSize = 4
   val LatencyMarker: Int = -1
   val LatencyMarkerSize = 16
+
   /** Larger lengths can only come from corrupt bytes. */
   val MaxRecordSize: Int = 1 << 30
 }

@@ -56,7 +56,9 @@ final class SpanningRecordDeserializer {
       copyPayload()
       NeedMoreData
     } else {
-      while (position < limit) { header(headerFilled) = Platform.getByte(null, address + position); headerFilled += 1; position += 1 }
+      while (position < limit) {
+        header(headerFilled) = Platform.getByte(null, address + position); headerFilled += 1; position += 1
+      }
       NeedMoreData
     }
   }
@@ -105,8 +107,7 @@ final class SpanningRecordDeserializer {
     if (header >= 0) {
       if (header > RecordFraming.MaxRecordSize) throw new CorruptFrameException(s"Corrupt record frame: length $header")
       header
-    }
-    else if (header == RecordFraming.LatencyMarker) RecordFraming.LatencyMarkerSize
+    } else if (header == RecordFraming.LatencyMarker) RecordFraming.LatencyMarkerSize
     else throw new CorruptFrameException(s"Corrupt record frame: length $header")
 
   private def emit(header: Int, base: AnyRef, offset: Long, length: Int, view: RecordView): Int = {

@@ -20,13 +20,14 @@ import org.slf4j.LoggerFactory
 final class OutputFlusher(threadName: String = "sluice-output-flusher") {
 
   private val executor = {
-    val e = new ScheduledThreadPoolExecutor(1, new ThreadFactory {
-      override def newThread(r: Runnable): Thread = {
-        val t = new Thread(r, threadName)
-        t.setDaemon(true)
-        t
-      }
-    })
+    val e = new ScheduledThreadPoolExecutor(1,
+      new ThreadFactory {
+        override def newThread(r: Runnable): Thread = {
+          val t = new Thread(r, threadName)
+          t.setDaemon(true)
+          t
+        }
+      })
     e.setRemoveOnCancelPolicy(true)
     e.setExecuteExistingDelayedTasksAfterShutdownPolicy(false)
     e
@@ -38,8 +39,9 @@ final class OutputFlusher(threadName: String = "sluice-output-flusher") {
    */
   def register(partition: ResultPartition, timeoutMs: Long): OutputFlusher.Registration = {
     require(timeoutMs > 0, s"the output flusher needs a positive buffer timeout, not $timeoutMs")
-    val task = new OutputFlusher.Surviving(s"Flushing $partition", () =>
-      if (!partition.isReleased && !partition.isFinished) partition.flushAll())
+    val task = new OutputFlusher.Surviving(s"Flushing $partition",
+      () =>
+        if (!partition.isReleased && !partition.isFinished) partition.flushAll())
     val f = executor.scheduleAtFixedRate(task, timeoutMs, timeoutMs, TimeUnit.MILLISECONDS)
     new OutputFlusher.Registration(f)
   }
@@ -59,12 +61,13 @@ final class OutputFlusher(threadName: String = "sluice-output-flusher") {
    * pipelined partitions); the task must be short and must not throw. False when the flusher was
    * shut down.
    */
-  def once(delayNanos: Long, task: Runnable): Boolean = try {
-    executor.schedule(task, delayNanos, TimeUnit.NANOSECONDS)
-    true
-  } catch {
-    case _: java.util.concurrent.RejectedExecutionException => false
-  }
+  def once(delayNanos: Long, task: Runnable): Boolean =
+    try {
+      executor.schedule(task, delayNanos, TimeUnit.NANOSECONDS)
+      true
+    } catch {
+      case _: java.util.concurrent.RejectedExecutionException => false
+    }
 
   def numRegistered: Int = executor.getQueue.size()
 
@@ -78,11 +81,13 @@ object OutputFlusher {
   private final class Surviving(what: String, body: () => Unit) extends Runnable {
     private var failed = false // the flusher's thread only
 
-    override def run(): Unit = try body() catch {
-      case NonFatal(e) =>
-        if (!failed) log.warn(s"$what failed; it is retried at every tick, and further failures are not logged", e)
-        failed = true
-    }
+    override def run(): Unit =
+      try body()
+      catch {
+        case NonFatal(e) =>
+          if (!failed) log.warn(s"$what failed; it is retried at every tick, and further failures are not logged", e)
+          failed = true
+      }
   }
 
   final class Registration private[OutputFlusher] (future: ScheduledFuture[_]) {

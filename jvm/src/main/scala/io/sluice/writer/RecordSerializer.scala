@@ -10,6 +10,7 @@ import org.apache.spark.unsafe.Platform
  * buffer. Single-threaded.
  */
 trait RecordSerializer[-T] {
+
   /** Serialises `record`, bound for `subpartition` (stream formats may keep one stream each). */
   def serialize(record: T, subpartition: Int, target: SerializedRecord): Unit
 }

@@ -71,10 +71,10 @@ class BlockCodecSuite extends AnyFunSuite with NettyLeakDetection {
       // The buffer's header says 1000 bytes; the data itself holds 4096.
       val (outOff, rawLength) = (16, 1000)
       val out = ByteBuffer.allocateDirect(8192)
-      (0 until out.capacity()).foreach(i => out.put(i, 0x5A.toByte))
+      (0 until out.capacity()).foreach(i => out.put(i, 0x5a.toByte))
       val e = intercept[BlockCodec.CorruptBlockException](codec.decompress(dst, 0, n, out, outOff, rawLength))
       assert(e.getMessage.startsWith(s"$name: "), e.getMessage)
-      val overwritten = ((0 until outOff) ++ (outOff + rawLength until out.capacity())).count(i => out.get(i) != 0x5A)
+      val overwritten = ((0 until outOff) ++ (outOff + rawLength until out.capacity())).count(i => out.get(i) != 0x5a)
       assert(overwritten == 0, s"$name wrote $overwritten bytes outside [$outOff, ${outOff + rawLength})")
     }
 
@@ -101,7 +101,7 @@ class BlockCodecSuite extends AnyFunSuite with NettyLeakDetection {
       // A back reference to 17 bytes before the start of the output, then 13 literal bytes.
       ("a back reference before the start", lzfChunk(16, Array[Byte](0x20, 0x10) ++ literal13), 16),
       // A long back reference (3 bytes) to 8190 bytes back, at the start.
-      ("a long back reference before the start", lzfChunk(300, Array[Byte](0xFF.toByte, 0x80.toByte, 0xFD.toByte)), 300),
+      ("a long back reference before the start", lzfChunk(300, Array[Byte](0xff.toByte, 0x80.toByte, 0xfd.toByte)), 300),
       // A literal run of 32 bytes with only 5 of them in the chunk.
       ("a literal run beyond the input", lzfChunk(32, Array[Byte](31, 1, 2, 3, 4, 5)), 32),
       // The chunk declares 60000 decompressed bytes for a 100-byte buffer.

@@ -26,7 +26,8 @@ class BufferBuilderSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def withPool[T](body: LocalBufferPool => T): T = withNetworkBufferPool(8, 4096) { global =>
     val pool = global.createBufferPool(1, 8, "builder test")
-    try body(pool) finally pool.lazyDestroy()
+    try body(pool)
+    finally pool.lazyDestroy()
   }
 
   test("the consumer sees only committed bytes, and each build continues where the last one stopped") {

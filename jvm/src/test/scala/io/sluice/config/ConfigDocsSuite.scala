@@ -66,7 +66,7 @@ class ConfigDocsSuite extends AnyFunSuite with NettyLeakDetection {
     assert(table.contains(s""""source": "${io.sluice.metrics.MetricNames.SourceName}""""))
     io.sluice.metrics.MetricNames.Definitions.foreach { d =>
       assert(table.contains(s"""{"name": "${d.name}", "scope": "${d.scope}", "type": "${d.valueType}", """ +
-        s""""spark_kind": "${d.sparkKind}"}"""), d.name)
+          s""""spark_kind": "${d.sparkKind}"}"""), d.name)
     }
     val names = io.sluice.metrics.MetricNames.Definitions.map(_.name)
     assert(names.distinct == names)

@@ -28,13 +28,13 @@ class SluiceConfSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("values are parsed from Spark-style text; other Spark keys are ignored") {
     val c = SluiceConf(Seq(
-      "spark.sluice.memory.segmentSize" -> "64k",
-      "spark.sluice.network.memory" -> "64m",
-      "spark.sluice.bufferTimeout" -> "5s",
-      "spark.sluice.network.requestTimeout" -> "100ms",
-      "spark.sluice.network.creditBased" -> "false",
-      "spark.executor.memory" -> "not a Sluice key",
-      "spark.shuffle.manager" -> "whatever"))
+        "spark.sluice.memory.segmentSize" -> "64k",
+        "spark.sluice.network.memory" -> "64m",
+        "spark.sluice.bufferTimeout" -> "5s",
+        "spark.sluice.network.requestTimeout" -> "100ms",
+        "spark.sluice.network.creditBased" -> "false",
+        "spark.executor.memory" -> "not a Sluice key",
+        "spark.shuffle.manager" -> "whatever"))
     assert(c.segmentSize == 65536)
     assert(c.numberOfSegments == 1024)
     assert(c.get(SluiceOptions.BufferTimeout) == 5000L)

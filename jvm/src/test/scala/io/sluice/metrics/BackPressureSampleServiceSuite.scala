@@ -71,18 +71,18 @@ class BackPressureSampleServiceSuite extends AnyFunSuite with NettyLeakDetection
       group.attachPartition(p)
       @volatile var written = 0
       val producer = new Thread(() => {
-        try {
-          (1 to 600).foreach { _ => p.emitRecord(0, record(1000), ByteArrayOffset, 1000); written += 1 }
-          p.finish()
-        } catch { case _: Throwable => () }
-      }, "fast producer")
+          try {
+            (1 to 600).foreach { _ => p.emitRecord(0, record(1000), ByteArrayOffset, 1000); written += 1 }
+            p.finish()
+          } catch { case _: Throwable => () }
+        }, "fast producer")
       val g = gate(env, 0, id)
       val readerGroup = env.metrics.group(TaskKey(2, 0, 0, 2L))
       readerGroup.attachInputGate(g)
       val consumer = new Thread(() => {
-        drain(g, onRecord = () => { readerGroup.numRecordsIn.inc(); Thread.sleep(2) }) // the slow receiver
-        ()
-      }, "slow consumer")
+          drain(g, onRecord = () => { readerGroup.numRecordsIn.inc(); Thread.sleep(2) }) // the slow receiver
+          ()
+        }, "slow consumer")
       producer.start()
       consumer.start()
       Thread.sleep(300)

@@ -64,14 +64,16 @@ class LatencyStatsSuite extends AnyFunSuite with NettyLeakDetection {
       val id = ResultPartitionID(5, 0)
       val p = env.createPipelinedPartition(id, 2)
       env.registerPartition(p)
-      val writer = new RecordWriter[Int](p, new ChannelSelector[Int] {
-        override def numberOfChannels: Int = 2
-        override def selectChannel(record: Int): Int = record % 2
-      }, new RecordSerializer[Int] {
-        override def serialize(record: Int, subpartition: Int, target: SerializedRecord): Unit = {
-          target.scratch.write(record); target.useScratch()
-        }
-      }, flushAlways = false)
+      val writer = new RecordWriter[Int](p,
+        new ChannelSelector[Int] {
+          override def numberOfChannels: Int = 2
+          override def selectChannel(record: Int): Int = record % 2
+        },
+        new RecordSerializer[Int] {
+          override def serialize(record: Int, subpartition: Int, target: SerializedRecord): Unit = {
+            target.scratch.write(record); target.useScratch()
+          }
+        }, flushAlways = false)
       val emitter = new LatencyMarkerEmitter(writer, 3600000L, producerStage = 9, producerIndex = 4, clock,
         env.outputFlusher)
       (0 until 100).foreach { i => writer.emit(i); emitter.onRecord() }
@@ -94,10 +96,11 @@ class LatencyStatsSuite extends AnyFunSuite with NettyLeakDetection {
   test("the emitter emits again once the timer says an interval has passed") {
     withEnvironment() { env =>
       val p = env.createPipelinedPartition(ResultPartitionID(6, 0), 1)
-      val writer = new RecordWriter[Int](p, new ChannelSelector[Int] {
-        override def numberOfChannels: Int = 1
-        override def selectChannel(record: Int): Int = 0
-      }, (record: Int, _: Int, target: SerializedRecord) => { target.scratch.write(record); target.useScratch() },
+      val writer = new RecordWriter[Int](p,
+        new ChannelSelector[Int] {
+          override def numberOfChannels: Int = 1
+          override def selectChannel(record: Int): Int = 0
+        }, (record: Int, _: Int, target: SerializedRecord) => { target.scratch.write(record); target.useScratch() },
         flushAlways = false)
       val emitter = new LatencyMarkerEmitter(writer, 20L, 1, 0, SystemClock, env.outputFlusher)
       emitter.onRecord()

@@ -55,9 +55,9 @@ class NetworkDiagnosisSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("floating high, upstream low: backpressure will eventually appear on some / most channels") {
     assert(cause(Seq(consumer(floating = high, exclusive = low)), Seq(producer(outPoolUsage = low)))
-      .contains("eventually appear on only some of its input channels"))
+        .contains("eventually appear on only some of its input channels"))
     assert(cause(Seq(consumer(floating = high, exclusive = 0.9)), Seq(producer(outPoolUsage = low)))
-      .contains("eventually appear on most or all of its input channels"))
+        .contains("eventually appear on most or all of its input channels"))
   }
 
   test("all receivers low, an upstream producer high, remote input: potential network bottleneck") {

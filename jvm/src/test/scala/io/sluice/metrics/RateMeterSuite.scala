@@ -10,8 +10,8 @@ class RateMeterSuite extends AnyFunSuite with NettyLeakDetection {
   test("the rate is the growth over the window's time span, per second") {
     val m = new RateMeter(windowSamples = 2, startNanos = 0L)
     assert(m.update(1 * s, 10) == 10.0)
-    assert(m.update(2 * s, 30) == 15.0)  // (30 - 0) / 2 s
-    assert(m.update(3 * s, 30) == 10.0)  // (30 - 10) / 2 s: the first sample left the window
+    assert(m.update(2 * s, 30) == 15.0) // (30 - 0) / 2 s
+    assert(m.update(3 * s, 30) == 10.0) // (30 - 10) / 2 s: the first sample left the window
     assert(m.update(4 * s, 30) == 0.0)
   }
 

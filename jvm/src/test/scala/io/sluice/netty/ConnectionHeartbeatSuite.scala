@@ -20,8 +20,9 @@ class ConnectionHeartbeatSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("a peer that stops answering without closing fails its channels after the heartbeat timeout") {
     val silent = new TestingSilentServer
-    val b = new TestingExecutor("B", Map(SluiceOptions.HeartbeatTimeout.key -> "1s",
-      SluiceOptions.RequestTimeout.key -> "10min"))
+    val b = new TestingExecutor("B",
+      Map(SluiceOptions.HeartbeatTimeout.key -> "1s",
+        SluiceOptions.RequestTimeout.key -> "10min"))
     withExecutors(b) {
       try {
         val hung = ProducerLocation("H", "127.0.0.1", silent.port)
@@ -35,7 +36,7 @@ class ConnectionHeartbeatSuite extends AnyFunSuite with NettyLeakDetection {
         assert(declared.isDefined, s"the heartbeat declared the peer hung: ${causes.map(_.getMessage).mkString(" <- ")}")
         val msg = declared.get.getMessage
         assert(msg.contains(s"127.0.0.1:${silent.port}") && msg.contains("sent nothing for") &&
-          msg.contains("spark.sluice.network.heartbeatTimeout=1000ms"), msg)
+            msg.contains("spark.sluice.network.heartbeatTimeout=1000ms"), msg)
         assert(!causes.exists(_.isInstanceOf[TimeoutException]), "not the gate's request timeout")
         assert(e.getMessage.contains("executor H") && e.getMessage.contains(ResultPartitionID(1, 0).toString), e.getMessage)
         assert(silent.upgraded.get == 1)

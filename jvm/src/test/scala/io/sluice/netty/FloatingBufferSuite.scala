@@ -7,8 +7,7 @@ import io.sluice.NettyLeakDetection
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.netty.TestingReceivers.{bytes, encode}
 import io.sluice.partition.ResultPartitionID
-import io.sluice.partition.consumer.{BufferAndAvailability, InputChannel, ProducerLocation, RemoteInputChannel,
-  SingleInputGate}
+import io.sluice.partition.consumer.{BufferAndAvailability, InputChannel, ProducerLocation, RemoteInputChannel, SingleInputGate}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**

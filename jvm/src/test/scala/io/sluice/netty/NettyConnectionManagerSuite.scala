@@ -25,8 +25,9 @@ class NettyConnectionManagerSuite extends AnyFunSuite with NettyLeakDetection {
       var firstClient: PartitionRequestClient = null
       for (shuffle <- 1 to 2) {
         val parts = (0 until 4).map(i => a.pipelinedPartition(ResultPartitionID(shuffle, i), 3))
-        val readers = (0 until 3).map(s => new TestingGateReader(
-          b.gate(s"shuffle $shuffle reader $s", parts.map(p => GateInput(p.partitionId, s, s + 1, a.location)))))
+        val readers = (0 until 3).map(s =>
+          new TestingGateReader(
+            b.gate(s"shuffle $shuffle reader $s", parts.map(p => GateInput(p.partitionId, s, s + 1, a.location)))))
         // Gates request their channels on their first read.
         val reading = readers.map(r => async(r.readAll()))
         TestingThreads.eventually(what = "12 channels on the connection") {
@@ -54,7 +55,8 @@ class NettyConnectionManagerSuite extends AnyFunSuite with NettyLeakDetection {
     val b = new TestingExecutor("B")
     withExecutors(a, b) {
       val start = new CountDownLatch(1)
-      val clients = (0 until 16).map(_ => async { start.await(); b.connectionManager.createPartitionRequestClient("127.0.0.1", a.port) })
+      val clients =
+        (0 until 16).map(_ => async { start.await(); b.connectionManager.createPartitionRequestClient("127.0.0.1", a.port) })
       start.countDown()
       val got = clients.map(await(_))
       assert(got.forall(_ eq got.head))
@@ -66,12 +68,17 @@ class NettyConnectionManagerSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("a server nobody listens on fails the connection attempt in time, naming the address") {
     val b = new TestingExecutor("B")
-    val port = { val s = new java.net.ServerSocket(0); try s.getLocalPort finally s.close() }
+    val port = {
+      val s = new java.net.ServerSocket(0);
+      try s.getLocalPort
+      finally s.close()
+    }
     withExecutors(b) {
       val e = intercept[IOException](b.connectionManager.createPartitionRequestClient("127.0.0.1", port))
       assert(e.getMessage.contains(s"127.0.0.1:$port"), e.getMessage)
-      val reader = new TestingGateReader(b.gate("r", Vector(GateInput(ResultPartitionID(1, 0), 0, 1,
-        io.sluice.partition.consumer.ProducerLocation("gone", "127.0.0.1", port)))))
+      val reader = new TestingGateReader(b.gate("r",
+          Vector(GateInput(ResultPartitionID(1, 0), 0, 1,
+              io.sluice.partition.consumer.ProducerLocation("gone", "127.0.0.1", port)))))
       val ce = intercept[InputChannelException](reader.readOne())
       assert(ce.getMessage.contains("executor gone") && ce.getMessage.contains(s"127.0.0.1:$port"), ce.getMessage)
       reader.close()
@@ -93,8 +100,9 @@ class NettyConnectionManagerSuite extends AnyFunSuite with NettyLeakDetection {
       val blocking = a.blockingPartition(ResultPartitionID(1, 1), 1, codec)
       TestingRecords.writeMany(blocking, 0, 300, 700)
       blocking.finish()
-      val reader = new TestingGateReader(b.gate("r", Vector(GateInput(pipelined.partitionId, 0, 1, a.location),
-        GateInput(blocking.partitionId, 0, 1, a.location)), codec))
+      val reader = new TestingGateReader(b.gate("r",
+          Vector(GateInput(pipelined.partitionId, 0, 1, a.location),
+            GateInput(blocking.partitionId, 0, 1, a.location)), codec))
       val reading = async(reader.readAll())
       TestingRecords.writeMany(pipelined, 0, 500, 900)
       pipelined.finish()
@@ -209,9 +217,10 @@ final class TestingTaskThread(body: => Any) {
   @volatile private var error: Throwable = _
   @volatile private var interruptedAtEnd = false
   private val thread = new Thread(() => {
-    try body catch { case e: Throwable => error = e }
-    interruptedAtEnd = Thread.currentThread().isInterrupted
-  }, "sluice-test-interrupted-task")
+      try body
+      catch { case e: Throwable => error = e }
+      interruptedAtEnd = Thread.currentThread().isInterrupted
+    }, "sluice-test-interrupted-task")
   thread.setDaemon(true)
   thread.start()
 
@@ -230,6 +239,7 @@ final class TestingTaskThread(body: => Any) {
 
 /** What the kernel says about TCP connections (Linux). */
 object TestingTcp {
+
   /**
    * The established TCP connections this JVM holds to `port` (their client ends, as /proc/net/tcp
    * lines), or None without /proc. Only sockets of this process count: /proc/net/tcp lists the

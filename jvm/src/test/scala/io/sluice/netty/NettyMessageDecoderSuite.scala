@@ -91,7 +91,7 @@ class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
     val big = frame(9 + BufferResponse.HeaderLength + 70000, NettyMessage.Magic, BufferResponse.Id, Array.empty)
     assert(rejected(r.clientChannel(), big).getMessage.contains("maxFrameLength"))
     def encrypted(checksum: Boolean) = encode(BufferResponse(id, 0, 0, 0, bytes(new Array[Byte](100)))
-      .copy(hasChecksum = checksum, iv = BufferIv(1, 2))(bytes(new Array[Byte](100)), null))
+        .copy(hasChecksum = checksum, iv = BufferIv(1, 2))(bytes(new Array[Byte](100)), null))
     val flagsAt = 9 + 16 + 12
     val unknownFlag = encrypted(true); unknownFlag(flagsAt) = (unknownFlag(flagsAt) | 8).toByte
     assert(rejected(r.clientChannel(), unknownFlag).getMessage.contains("unknown flags 0xe"))
@@ -100,7 +100,7 @@ class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
     val noPayload = encrypted(true).take(9 + BufferResponse.HeaderLength + BufferIv.Length)
     java.nio.ByteBuffer.wrap(noPayload).putInt(0, noPayload.length)
     assert(rejected(r.clientChannel(), noPayload ++ encode(EndOfPartition(id, 1, 0))).getMessage
-      .contains("no payload after an encrypted buffer's header"))
+        .contains("no payload after an encrypted buffer's header"))
     r.close()
     assert(r.networkBufferPool.numberOfAvailableSegments == 64, "no buffer leaked")
   }
@@ -151,7 +151,7 @@ class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
     val input = bytes(data)
     val e = intercept[TransportProtocolException](ch.writeInbound(input))
     assert(e.getMessage.contains(s"a ${data.length}-byte BufferResponse frame from embedded") &&
-      e.getMessage.contains("lookup broke"), e.getMessage)
+        e.getMessage.contains("lookup broke"), e.getMessage)
     assert(input.refCnt() == 0 && decoderOf(ch).holdsNothing)
     assert(r.counters.protocolErrors.sum == 0, "not counted as the peer's protocol error")
     r.close()
@@ -164,7 +164,7 @@ class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
     val (gone, live) = (r.channels(0), r.channels(1))
     r.release(gone)
     ch.writeInbound(bytes(encode(BufferResponse(gone.id, 0, 0, 0, bytes(new Array[Byte](1000))),
-      BufferResponse(live.id, 0, 0, 0, bytes(Array.fill[Byte](10)(5))))))
+          BufferResponse(live.id, 0, 0, 0, bytes(Array.fill[Byte](10)(5))))))
     val first = ch.readInbound[BufferResponse]()
     assert(first.receiverId == gone.id && first.data == null, "the released channel's payload was skipped")
     val second = ch.readInbound[BufferResponse]()

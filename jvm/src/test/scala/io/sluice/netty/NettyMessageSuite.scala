@@ -30,9 +30,11 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     Ping(Long.MaxValue),
     Ping(-1L),
     MultiPartitionRequest(id, 2, creditBased = true, Vector(RequestedSubpartitions(ResultPartitionID(3, 7L), 0, 4))),
-    MultiPartitionRequest(id, 0, creditBased = false, (0 until 3).map(i => RequestedSubpartitions(ResultPartitionID(1, i), i, i + 1))),
+    MultiPartitionRequest(id, 0, creditBased = false,
+      (0 until 3).map(i => RequestedSubpartitions(ResultPartitionID(1, i), i, i + 1))),
     // More inputs than the decoder's fixed header buffer holds: a reducer reading 2000 map outputs of one executor.
-    MultiPartitionRequest(id, 2, creditBased = true, (0 until 2000).map(i => RequestedSubpartitions(ResultPartitionID(9, i * 3L), 17, 18))))
+    MultiPartitionRequest(id, 2, creditBased = true,
+      (0 until 2000).map(i => RequestedSubpartitions(ResultPartitionID(9, i * 3L), 17, 18))))
 
   private val errors: Seq[ErrorResponse] = ErrorKind.all.flatMap { k =>
     Seq(ErrorResponse(Some(id), k, "java.lang.IllegalStateException", s"boom: ${k.name} \u00e9\u4e2d"),
@@ -119,7 +121,8 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     val cipher = PartitionFileCipher(Array.fill[Byte](16)(9), "AES/CTR/NoPadding")
     val encrypted = new PartitionFile(new File(dir, "e.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)), Some(cipher))
     val plain = new PartitionFile(new File(dir, "p.data"), 1, None)
-    for (f <- Seq(encrypted, plain); a <- Seq(Array.fill[Byte](3000)(7), Array.tabulate[Byte](2000)(_ => Random.nextInt().toByte))) {
+    for (f <- Seq(encrypted, plain);
+      a <- Seq(Array.fill[Byte](3000)(7), Array.tabulate[Byte](2000)(_ => Random.nextInt().toByte))) {
       val b = Unpooled.directBuffer(a.length).writeBytes(a)
       f.write(0, b); b.release()
     }

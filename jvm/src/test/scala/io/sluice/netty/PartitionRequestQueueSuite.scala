@@ -20,8 +20,10 @@ class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val breakages: Seq[(String, SortMergeResultPartition => TestingExecutor => Unit)] = Seq(
     "its file is deleted" -> (p => _ => p.file.delete()),
-    "its partition is released" -> (p => a => a.partitionManager.releasePartition(p.partitionId,
-      new IllegalStateException("released by the test"))))
+    "its partition is released" -> (p =>
+      a =>
+        a.partitionManager.releasePartition(p.partitionId,
+          new IllegalStateException("released by the test"))))
 
   for ((how, break) <- breakages) {
     test(s"a reader whose partition fails mid-stream ($how) fails alone; the other reader on the connection completes") {
@@ -45,8 +47,9 @@ class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
         assert(badReader.recordsRead.get < records)
 
         assert(await(readingGood, 60000) == Map((0L, 0) -> records), "the other reader received every record")
-        assert(a.connectionManager.numServerConnections == 1 && b.connectionManager.numClientConnections == 1 &&
-          b.counters.connectionsOpened.sum == 1, "the connection stayed up")
+        assert(
+          a.connectionManager.numServerConnections == 1 && b.connectionManager.numClientConnections == 1 &&
+            b.counters.connectionsOpened.sum == 1, "the connection stayed up")
         assert(a.counters.protocolErrors.sum == 0 && b.counters.protocolErrors.sum == 0)
         goodReader.close(); badReader.close()
         waitUntil(a.counters.activeReaders.get == 0, s"${a.counters.activeReaders.get} readers left on the server")
@@ -69,7 +72,8 @@ class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
         val connection = b.clientChannelTo(a)
         // Cut the file its open reader sends from: the next region's sendfile finds its end early.
         val raf = new java.io.RandomAccessFile(bad.file.path, "rw")
-        try raf.setLength(0) finally raf.close()
+        try raf.setLength(0)
+        finally raf.close()
         val e = intercept[InputChannelException](await(async { while (badReader.readOne()) (); "ended" }, 60000))
         assert(e.getMessage.contains(bad.partitionId.toString) && e.getMessage.contains(s"127.0.0.1:${a.port}"),
           e.getMessage)

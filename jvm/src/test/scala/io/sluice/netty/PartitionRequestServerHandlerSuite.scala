@@ -53,9 +53,11 @@ class PartitionRequestServerHandlerSuite extends AnyFunSuite with NettyLeakDetec
       assert(stats.closedByServer.get == stats.expectedCloses.get,
         s"${stats.expectedCloses.get - stats.closedByServer.get} bad connections stayed open")
       assert(a.counters.protocolErrors.sum >= stats.expectedCloses.get - stats.sparkLevel.get)
-      eventually(a.connectionManager.numAcceptedConnections == 1, s"only the good connection stays: " +
-        s"${a.connectionManager.numAcceptedConnections} open")
-      assert(b.counters.protocolErrors.sum == 0 && b.counters.connectionsOpened.sum == 1, "the good connection was never disturbed")
+      eventually(a.connectionManager.numAcceptedConnections == 1,
+        s"only the good connection stays: " +
+          s"${a.connectionManager.numAcceptedConnections} open")
+      assert(b.counters.protocolErrors.sum == 0 && b.counters.connectionsOpened.sum == 1,
+        "the good connection was never disturbed")
       good.close()
       eventually(a.counters.activeReaders.get == 0, s"${a.counters.activeReaders.get} readers left on the server")
       assert(a.partitionManager.numPendingPartitions == 0, "no waiting request outlives its connection")
@@ -105,7 +107,7 @@ class PartitionRequestServerHandlerSuite extends AnyFunSuite with NettyLeakDetec
   private def upgrade(s: Socket): Unit = {
     val body = NettyProtocol.UpgradeRequest
     val frame = ByteBuffer.allocate(8 + 1 + 8 + 4 + body.length)
-    frame.putLong(frame.capacity()).put(3.toByte /* RpcRequest */).putLong(1L).putInt(body.length).put(body)
+    frame.putLong(frame.capacity()).put(3.toByte /* RpcRequest */ ).putLong(1L).putInt(body.length).put(body)
     s.getOutputStream.write(frame.array())
     val in = new DataInputStream(s.getInputStream)
     val length = in.readLong()
@@ -131,7 +133,7 @@ class PartitionRequestServerHandlerSuite extends AnyFunSuite with NettyLeakDetec
   /** Frames a correct server must accept without closing (answers are errors at most). */
   private def validFrame(r: Random): Array[Byte] = TestingReceivers.encode(r.nextInt(5) match {
     case 0 => PartitionRequest(ResultPartitionID(r.nextInt(), r.nextLong()), 0, 1 + r.nextInt(3), randomId(r),
-      r.nextInt(5), r.nextBoolean(), r.nextBoolean())
+        r.nextInt(5), r.nextBoolean(), r.nextBoolean())
     case 1 => AddCredit(randomId(r), 1 + r.nextInt(Int.MaxValue - 1))
     case 2 => CancelPartitionRequest(randomId(r))
     case 3 => Ping(r.nextLong()) // answered with a Pong

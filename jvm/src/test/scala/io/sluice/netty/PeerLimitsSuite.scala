@@ -29,7 +29,8 @@ class PeerLimitsSuite extends AnyFunSuite {
     assert(limits.tryConnect(local) == null, "a third connection of the same host is refused")
     assert(limits.tryConnect(other) != null, "another host has its own share")
     assert((1 to 3).forall(_ => p1.tryAddReader()) && !p1.tryAddReader(), "three readers, not four")
-    assert(p1.readerLimitMessage.contains("127.0.0.1") && p1.readerLimitMessage.contains(s"${SluiceOptions.MaxReadersPerPeer.key}=3"))
+    assert(
+      p1.readerLimitMessage.contains("127.0.0.1") && p1.readerLimitMessage.contains(s"${SluiceOptions.MaxReadersPerPeer.key}=3"))
     p1.removeReader()
     assert(p1.tryAddReader())
     limits.disconnect(p1)
@@ -82,7 +83,8 @@ class PeerLimitsSuite extends AnyFunSuite {
         for (s <- 0 until 2) TestingRecords.writeMany(pipelined, s, 500, 300)
         pipelined.finish()
         // (producer, subpartition) -> records: blocking producers 0-2, pipelined producer 5, in order, none missing.
-        val expected = (0 until 3).flatMap(i => (0 until 2).map(s => (i.toLong, s) -> 400)) ++ (0 until 2).map(s => (5L, s) -> 500)
+        val expected =
+          (0 until 3).flatMap(i => (0 until 2).map(s => (i.toLong, s) -> 400)) ++ (0 until 2).map(s => (5L, s) -> 500)
         assert(await(reading, 60000) == expected.toMap, "the real reader read everything")
         assert(flooder.errors.size == 20, "the flooder got nothing but its refusals")
         assert(a.connectionManager.peerUsage(InetAddress.getLoopbackAddress) == (1, 0), "the real reader's readers are done")

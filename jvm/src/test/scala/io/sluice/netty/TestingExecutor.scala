@@ -32,9 +32,10 @@ final class TestingExecutor(
   val conf: SluiceConf = SluiceConf(TestingExecutor.DefaultSettings ++ settings)
   val networkBufferPool = new NetworkBufferPool(numSegments, conf.segmentSize)
   val partitionManager = new ResultPartitionManager
+
   /** `transportSettings` over the defaults, or a TransportConf made by Spark (sparkTransportConf). */
   val transportConf: TransportConf = if (sparkTransportConf != null) sparkTransportConf
-    else new TransportConf("sluice", new MapConfigProvider((TestingExecutor.DefaultTransport ++ transportSettings).asJava))
+  else new TransportConf("sluice", new MapConfigProvider((TestingExecutor.DefaultTransport ++ transportSettings).asJava))
   val connectionManager = new NettyConnectionManager(conf, transportConf, partitionManager, auth, "127.0.0.1",
     SparkInternals.TransportPipeline)
   val port: Int = connectionManager.start()
@@ -61,7 +62,8 @@ final class TestingExecutor(
   }
 
   /** A registered, not yet written blocking partition spilling to a temp dir (encrypted with `fileCipher`, if any). */
-  def blockingPartition(id: ResultPartitionID, numSubpartitions: Int, codec: Option[BlockCodec], poolSize: Int = 4): SortMergeResultPartition = {
+  def blockingPartition(
+      id: ResultPartitionID, numSubpartitions: Int, codec: Option[BlockCodec], poolSize: Int = 4): SortMergeResultPartition = {
     val pool = networkBufferPool.createBufferPool(1, poolSize, s"partition $id")
     val file = new PartitionFile(new File(spillDir, s"${id.shuffleId}-${id.producerId}-${System.nanoTime()}.data"),
       numSubpartitions, codec, fileCipher)
@@ -111,6 +113,7 @@ final class TestingExecutor(
 }
 
 object TestingExecutor {
+
   /** The executors running in this JVM, by server port (how [[gate]] tells a pipelined input). */
   private val running = new java.util.concurrent.ConcurrentHashMap[Int, TestingExecutor]()
 
@@ -141,7 +144,10 @@ object TestingExecutor {
 
   /** Runs `body` with executors that are shut down afterwards, even when it fails. */
   def withExecutors[T](executors: TestingExecutor*)(body: => T): T =
-    try body finally executors.foreach(e => try e.shutdown() catch { case _: Throwable => () })
+    try body
+    finally executors.foreach(e =>
+        try e.shutdown()
+        catch { case _: Throwable => () })
 }
 
 /** Deterministic test records: who wrote them, where, which one, and a checkable body. */

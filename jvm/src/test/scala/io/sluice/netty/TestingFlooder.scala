@@ -30,6 +30,7 @@ final class TestingFlooder(serverPort: Int, val address: String = "127.0.0.2") e
   private val counters = new TransportCounters
   private val rawSockets = new ConcurrentLinkedQueue[Socket]()
   private val channels = new ConcurrentLinkedQueue[Channel]()
+
   /** Every ErrorResponse received on the flooder's Sluice connections. */
   val errors = new ConcurrentLinkedQueue[ErrorResponse]()
 
@@ -72,12 +73,13 @@ final class TestingFlooder(serverPort: Int, val address: String = "127.0.0.2") e
   /** Asks for subpartition 0 of `partition` on `ch` with no credit: a reader the server must keep. */
   def request(ch: Channel, partition: ResultPartitionID, waitForProducer: Boolean = false): Unit =
     ch.writeAndFlush(PartitionRequest(partition, 0, 1, InputChannelID.random(), 0, creditBased = true,
-      waitForProducer = waitForProducer)).syncUninterruptibly()
+        waitForProducer = waitForProducer)).syncUninterruptibly()
 
   /** The raw connections the server closed (read returns the end within `timeoutMs` each). */
   def closedByServer(sockets: Seq[Socket], timeoutMs: Int): Seq[Socket] = sockets.filter { s =>
     s.setSoTimeout(timeoutMs)
-    try s.getInputStream.read() < 0 catch {
+    try s.getInputStream.read() < 0
+    catch {
       case _: java.net.SocketTimeoutException => false
       case _: java.io.IOException => true // reset
     }
@@ -88,7 +90,9 @@ final class TestingFlooder(serverPort: Int, val address: String = "127.0.0.2") e
   /** Closes every connection and the flooder's threads. Idempotent. */
   override def close(): Unit = if (!closed) {
     closed = true
-    rawSockets.forEach(s => try s.close() catch { case _: Throwable => () })
+    rawSockets.forEach(s =>
+      try s.close()
+      catch { case _: Throwable => () })
     channels.forEach(_.close().syncUninterruptibly())
     group.shutdownGracefully(0, 1, TimeUnit.SECONDS).syncUninterruptibly()
     context.close()

@@ -17,20 +17,23 @@ import scala.jdk.CollectionConverters._
 final class TestingSilentServer extends AutoCloseable {
   private val server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress)
   private val sockets = new CopyOnWriteArrayList[Socket]()
+
   /** Connections upgraded to Sluice (then left silent). */
   val upgraded = new AtomicInteger
 
   def port: Int = server.getLocalPort
 
-  private val acceptor = new Thread(() => {
-    try {
-      while (!server.isClosed) {
-        val s = server.accept()
-        sockets.add(s)
-        try { upgrade(s); upgraded.incrementAndGet() } catch { case _: Exception => s.close() }
-      }
-    } catch { case _: Exception => () } // closed
-  }, "silent-sluice-server")
+  private val acceptor = new Thread(
+    () => {
+      try {
+        while (!server.isClosed) {
+          val s = server.accept()
+          sockets.add(s)
+          try { upgrade(s); upgraded.incrementAndGet() }
+          catch { case _: Exception => s.close() }
+        }
+      } catch { case _: Exception => () } // closed
+    }, "silent-sluice-server")
   acceptor.setDaemon(true)
   acceptor.start()
 
@@ -49,7 +52,7 @@ final class TestingSilentServer extends AutoCloseable {
     assert(java.util.Arrays.equals(body, NettyProtocol.UpgradeRequest))
     val reply = NettyProtocol.UpgradeReply
     val response = ByteBuffer.allocate(8 + 1 + 8 + 4 + reply.length)
-    response.putLong(response.capacity()).put(4.toByte /* RpcResponse */).putLong(requestId).putInt(reply.length).put(reply)
+    response.putLong(response.capacity()).put(4.toByte /* RpcResponse */ ).putLong(requestId).putInt(reply.length).put(reply)
     s.getOutputStream.write(response.array())
     s.getOutputStream.flush()
   }

@@ -20,7 +20,8 @@ object TestingTls {
     val dir = Files.createTempDirectory("sluice-tls").toFile
     dir.deleteOnExit()
     val keys = new File(dir, "keystore.p12")
-    keytool("-J-XX:TieredStopAtLevel=1", "-genkeypair", "-alias", "sluice", "-keyalg", "EC", "-groupname", "secp256r1", "-validity", "2",
+    keytool("-J-XX:TieredStopAtLevel=1", "-genkeypair", "-alias", "sluice", "-keyalg", "EC", "-groupname", "secp256r1",
+      "-validity", "2",
       "-dname", "CN=localhost", "-ext", "SAN=ip:127.0.0.1,dns:localhost", "-keystore", keys.getPath,
       "-storetype", "PKCS12", "-storepass", Password, "-keypass", Password)
     keys.deleteOnExit()
@@ -87,6 +88,7 @@ final class TestingTcpRelay(targetPort: Int) extends AutoCloseable {
   private val server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress)
   private val sockets = new ConcurrentLinkedQueue[Socket]()
   private val pumps = new ConcurrentLinkedQueue[Thread]()
+
   /** Per connection: (client to server, server to client). */
   private val captures = new ConcurrentLinkedQueue[(ByteArrayOutputStream, ByteArrayOutputStream)]()
   @volatile private var closed = false
@@ -120,7 +122,11 @@ final class TestingTcpRelay(targetPort: Int) extends AutoCloseable {
         n = in.read(buf)
       }
       to.shutdownOutput()
-    } catch { case _: java.io.IOException => try to.close() catch { case _: Throwable => () } }
+    } catch {
+      case _: java.io.IOException =>
+        try to.close()
+        catch { case _: Throwable => () }
+    }
   }
 
   private def daemon(name: String)(body: => Unit): Thread = {
@@ -144,7 +150,9 @@ final class TestingTcpRelay(targetPort: Int) extends AutoCloseable {
     closed = true
     server.close()
     acceptor.join(10000)
-    sockets.forEach(s => try s.close() catch { case _: Throwable => () })
+    sockets.forEach(s =>
+      try s.close()
+      catch { case _: Throwable => () })
     pumps.forEach(_.join(10000))
     assert(pumps.asScala.forall(!_.isAlive), "the relay's threads ended")
   }

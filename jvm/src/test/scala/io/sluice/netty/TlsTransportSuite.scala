@@ -29,7 +29,8 @@ class TlsTransportSuite extends AnyFunSuite {
    * B reads a pipelined and a spilled (blocking) partition of A through a relay; returns what the
    * relay saw in each direction and checks the data arrived exactly.
    */
-  private def exchangeThroughRelay(a: TestingExecutor, b: TestingExecutor)(inspect: (Channel, Channel) => Unit): (Array[Byte], Array[Byte]) = {
+  private def exchangeThroughRelay(a: TestingExecutor, b: TestingExecutor)(
+      inspect: (Channel, Channel) => Unit): (Array[Byte], Array[Byte]) = {
     val relay = new TestingTcpRelay(a.port)
     try {
       val viaRelay = ProducerLocation("A", "127.0.0.1", relay.port)
@@ -37,8 +38,9 @@ class TlsTransportSuite extends AnyFunSuite {
       val blocking = a.blockingPartition(ResultPartitionID(1, 1), 1, None)
       TestingRecords.writeMany(blocking, 0, 200, 300)
       blocking.finish()
-      val reader = new TestingGateReader(b.gate("r", Vector(GateInput(pipelined.partitionId, 0, 1, viaRelay),
-        GateInput(blocking.partitionId, 0, 1, viaRelay))))
+      val reader = new TestingGateReader(b.gate("r",
+          Vector(GateInput(pipelined.partitionId, 0, 1, viaRelay),
+            GateInput(blocking.partitionId, 0, 1, viaRelay))))
       val reading = async(reader.readAll())
       TestingRecords.writeMany(pipelined, 0, 300, 300)
       pipelined.finish()
@@ -61,8 +63,9 @@ class TlsTransportSuite extends AnyFunSuite {
     val ssl = ch.pipeline().get(classOf[SslHandler])
     assert(ssl != null, s"$side: no SslHandler in ${ch.pipeline().names()}")
     val names = ch.pipeline().names().asScala
-    assert(names.indexOf(ch.pipeline().context(ssl).name) < names.indexOf("sluiceDecoder") &&
-      names.indexOf(ch.pipeline().context(ssl).name) < names.indexOf("sluiceEncoder"),
+    assert(
+      names.indexOf(ch.pipeline().context(ssl).name) < names.indexOf("sluiceDecoder") &&
+        names.indexOf(ch.pipeline().context(ssl).name) < names.indexOf("sluiceEncoder"),
       s"$side: TLS sits in front of Sluice's codec: $names")
     assert(ssl.handshakeFuture().isDone && ssl.handshakeFuture().isSuccess, s"$side: the TLS handshake succeeded")
     val session = ssl.engine().getSession
@@ -81,8 +84,9 @@ class TlsTransportSuite extends AnyFunSuite {
         val c = tlsSession(client, "client")
         val s = tlsSession(server, "server")
         assert(c.getProtocol == s.getProtocol && c.getCipherSuite == s.getCipherSuite, "both ends agree")
-        assert(s.getLocalCertificates.head.asInstanceOf[java.security.cert.X509Certificate]
-          .getSubjectX500Principal.getName == "CN=localhost", "the server presented the test's certificate")
+        assert(
+          s.getLocalCertificates.head.asInstanceOf[java.security.cert.X509Certificate]
+            .getSubjectX500Principal.getName == "CN=localhost", "the server presented the test's certificate")
       }
       // ClientHello first, ServerHello first: handshake records (22) of TLS 1.x.
       assert(up.length > 5 && up(0) == 0x16 && up(1) == 0x03, s"the client's first bytes: ${up.take(5).toSeq}")
@@ -138,10 +142,12 @@ class TlsTransportSuite extends AnyFunSuite {
         socket.setSoTimeout(30000)
         socket.getOutputStream.write(plainUpgradeFrame)
         socket.getOutputStream.flush()
-        val received = try socket.getInputStream.readAllBytes() catch {
-          case _: SocketTimeoutException => fail("the server did not close the plain-text connection within 30s")
-          case _: IOException => Array.emptyByteArray // reset: closed, nothing more to read
-        }
+        val received =
+          try socket.getInputStream.readAllBytes()
+          catch {
+            case _: SocketTimeoutException => fail("the server did not close the plain-text connection within 30s")
+            case _: IOException => Array.emptyByteArray // reset: closed, nothing more to read
+          }
         val records = TestingTls.records(received, "the server's answer to plain text")
         assert(records.forall(_.contentType == 21), s"nothing but TLS alerts: $records")
       } finally socket.close()

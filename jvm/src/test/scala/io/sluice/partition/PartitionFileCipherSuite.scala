@@ -22,7 +22,9 @@ class PartitionFileCipherSuite extends AnyFunSuite {
 
   private val Marker = "SLUICE-SECRET-MARKER".getBytes(StandardCharsets.US_ASCII)
 
-  private def contents(b: ByteBuf): Array[Byte] = { val a = new Array[Byte](b.readableBytes()); b.getBytes(b.readerIndex(), a); a }
+  private def contents(b: ByteBuf): Array[Byte] = {
+    val a = new Array[Byte](b.readableBytes()); b.getBytes(b.readerIndex(), a); a
+  }
 
   private def contains(haystack: Array[Byte], needle: Array[Byte]): Boolean = haystack.indexOfSlice(needle.toSeq) >= 0
 
@@ -64,7 +66,8 @@ class PartitionFileCipherSuite extends AnyFunSuite {
   }
 
   test("Spark's settings: only AES/CTR/NoPadding and AES keys are accepted, refused naming the key") {
-    for (bits <- Seq(128, 192, 256)) assert(PartitionFileCipher(new Array[Byte](bits / 8), "AES/CTR/NoPadding").keySizeBits == bits)
+    for (bits <- Seq(128, 192, 256))
+      assert(PartitionFileCipher(new Array[Byte](bits / 8), "AES/CTR/NoPadding").keySizeBits == bits)
     assert(PartitionFileCipher(key, "aes/ctr/nopadding").keySizeBits == 128)
     for (t <- Seq("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding", "DES/CTR/NoPadding", "")) {
       val e = intercept[IllegalArgumentException](PartitionFileCipher(key, t))
@@ -76,7 +79,8 @@ class PartitionFileCipherSuite extends AnyFunSuite {
   }
 
   /** Records carrying the marker, written through a file with or without encryption and a codec. */
-  private def writeMarked(dir: File, codec: Option[BlockCodec], fileCipher: Option[PartitionFileCipher]): (PartitionFile, Seq[Array[Byte]]) = {
+  private def writeMarked(
+      dir: File, codec: Option[BlockCodec], fileCipher: Option[PartitionFileCipher]): (PartitionFile, Seq[Array[Byte]]) = {
     val f = new PartitionFile(new File(dir, s"p-${System.nanoTime()}.part"), 2, codec, fileCipher)
     val r = new Random(5)
     val data = (0 until 40).map(i => Marker ++ Array.tabulate[Byte](200 + i * 97)(_ => r.nextInt(4).toByte) ++ Marker)
@@ -102,7 +106,8 @@ class PartitionFileCipherSuite extends AnyFunSuite {
           val b = f.buffer(s, i)
           assert(b.isEncrypted && b.iv != null)
           val out = TestingResultPartitions.readSpilled(b, codec.map(BlockCodec.forSparkCodec(_, 1)), c)
-          try contents(out) finally out.release()
+          try contents(out)
+          finally out.release()
         }
         assert(read.map(_.toSeq) == (data.indices.filter(_ % 2 == 0) ++ data.indices.filter(_ % 2 == 1)).map(data(_).toSeq))
         // The IVs of two buffers are never the same, nor are their ciphertexts for equal plain text.
@@ -139,7 +144,8 @@ class PartitionFileCipherSuite extends AnyFunSuite {
       back.release()
 
       val raf = new java.io.RandomAccessFile(f.path, "rw")
-      try { raf.seek(s.offset + 10); val x = raf.read(); raf.seek(s.offset + 10); raf.write(x ^ 1) } finally raf.close()
+      try { raf.seek(s.offset + 10); val x = raf.read(); raf.seek(s.offset + 10); raf.write(x ^ 1) }
+      finally raf.close()
       val e = intercept[AssertionError](TestingResultPartitions.readSpilled(s, None, Some(cipher)))
       assert(e.getMessage.contains("checksum mismatch"))
       f.delete()
@@ -159,7 +165,7 @@ class PartitionFileCipherSuite extends AnyFunSuite {
       for (s <- 0 until 3) {
         val reader = new TestingElementReader
         assert(TestingResultPartitions.drain(p.createSubpartitionView(s, s + 1, NoOpBufferAvailabilityListener), reader,
-          cipher = c))
+            cipher = c))
         assert(reader.records.map(_.toSeq) == records.filter(_._1 == s).map(_._2.toSeq))
       }
       p.release(null)

@@ -18,19 +18,23 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def read(s: SpilledBuffer): Array[Byte] = {
     val b = Unpooled.directBuffer(s.storedLength)
-    try { s.readInto(b); val a = new Array[Byte](b.readableBytes()); b.readBytes(a); a } finally b.release()
+    try { s.readInto(b); val a = new Array[Byte](b.readableBytes()); b.readBytes(a); a }
+    finally b.release()
   }
 
   test("buffers read back per subpartition in the order they were written") {
     withTempDir { dir =>
       val f = new PartitionFile(new File(dir, "p.data"), 3, None)
       val data = (0 until 30).map(i => Array.tabulate(100 + i * 50)(j => (i + j).toByte))
-      data.zipWithIndex.foreach { case (d, i) => val b = buf(d); f.write(i % 2, b); assert(b.readableBytes() == d.length); b.release() }
+      data.zipWithIndex.foreach { case (d, i) =>
+        val b = buf(d); f.write(i % 2, b); assert(b.readableBytes() == d.length); b.release()
+      }
       val empty = buf(Array.emptyByteArray)
       f.write(2, empty) // empty buffers are not stored
       empty.release()
       val early = Unpooled.directBuffer(10)
-      try intercept[java.io.IOException](f.buffer(0, 0).readInto(early)) finally early.release()
+      try intercept[java.io.IOException](f.buffer(0, 0).readInto(early))
+      finally early.release()
       f.finishWriting()
       assert(f.isFinished)
       assert(f.numBuffers(0) == 15 && f.numBuffers(1) == 15 && f.numBuffers(2) == 0)
@@ -99,7 +103,8 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
             val b = f.buffer(s, i)
             assert(b.isCompressed == codec.isDefined)
             val stored = read(b)
-            val raw = if (!b.isCompressed) stored else {
+            val raw = if (!b.isCompressed) stored
+            else {
               val out = java.nio.ByteBuffer.allocateDirect(b.rawLength)
               val in = java.nio.ByteBuffer.allocateDirect(stored.length).put(stored)
               codec.get.decompress(in, 0, stored.length, out, 0, b.rawLength)

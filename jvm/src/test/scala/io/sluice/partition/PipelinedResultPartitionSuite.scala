@@ -280,8 +280,8 @@ class PipelinedResultPartitionSuite extends AnyFunSuite with NettyLeakDetection 
    * `listener`) and a reader that already read a first record, flushed at once for the idle reader.
    */
   private def withFirstRecordRead(bufferTimeoutMs: Long, idleFlushIntervalMs: Long)(
-      body: (PipelinedResultPartition, ResultSubpartitionView, TestingAvailabilityListener, TestingElementReader) => Unit)
-      : Unit = withNetworkBufferPool(16) { global =>
+      body: (PipelinedResultPartition, ResultSubpartitionView, TestingAvailabilityListener,
+          TestingElementReader) => Unit): Unit = withNetworkBufferPool(16) { global =>
     val flusher = new OutputFlusher("test-output-flusher")
     try {
       val p = pipelined(global, 1, poolMax = 8, bufferTimeoutMs = bufferTimeoutMs,

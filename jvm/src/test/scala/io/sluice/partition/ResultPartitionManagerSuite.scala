@@ -76,7 +76,9 @@ class ResultPartitionManagerSuite extends AnyFunSuite with NettyLeakDetection {
         partitions.foreach { p => barrier.await(); m.registerResultPartition(p) }
       }
       val consumer = fork("requesting consumer") {
-        requests.zipWithIndex.foreach { case (r, i) => barrier.await(); m.createSubpartitionViewOrWait(ResultPartitionID(5, i), r) }
+        requests.zipWithIndex.foreach { case (r, i) =>
+          barrier.await(); m.createSubpartitionViewOrWait(ResultPartitionID(5, i), r)
+        }
       }
       producer.join(); consumer.join()
       requests.zipWithIndex.foreach { case (r, i) =>

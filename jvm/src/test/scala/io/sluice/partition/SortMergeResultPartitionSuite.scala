@@ -168,9 +168,10 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
           val p = partition(global, dir, 2, poolMax = 4, codec = Some(codec))
           val random = new java.util.Random(11)
           // Subpartition 0 gets patterned bytes, subpartition 1 random ones.
-          val written = write(p, 400 * 1024, maxRecord = 8000, make = (ch, seq) =>
-            if (ch == 0) record(ch, seq, 8000)
-            else { val a = new Array[Byte](TestingRecords.length(ch, seq, 8000)); random.nextBytes(a); a })
+          val written = write(p, 400 * 1024, maxRecord = 8000,
+            make = (ch, seq) =>
+              if (ch == 0) record(ch, seq, 8000)
+              else { val a = new Array[Byte](TestingRecords.length(ch, seq, 8000)); random.nextBytes(a); a })
           p.finish()
           val buffers = spilledBuffers(p)
           val (patterned, noise) = buffers.partition(_._1 == 0)
@@ -231,7 +232,8 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
         assert(view.isReleased && view.isAvailable(1) && view.getNextBuffer() == null)
         assert(view.failureCause.getMessage == "shuffle unregistered")
         val target = Unpooled.directBuffer(first.spilled.storedLength)
-        try intercept[java.io.IOException](first.spilled.readInto(target)) finally target.release()
+        try intercept[java.io.IOException](first.spilled.readInto(target))
+        finally target.release()
         intercept[ProducerFailedException](p.createSubpartitionView(0, 1, NoOpBufferAvailabilityListener))
         p.release(null)
       }
@@ -288,7 +290,8 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
   }
 
   // Sort-based only: the hash-based layout would spill every time a 25th subpartition got a record.
-  if (!hashBasedLayout) test("4000 subpartitions through a 24-buffer sort buffer: records read back in order, at most one part-filled buffer per subpartition and region") {
+  if (!hashBasedLayout) test(
+    "4000 subpartitions through a 24-buffer sort buffer: records read back in order, at most one part-filled buffer per subpartition and region") {
     withNetworkBufferPool(32, Segment) { global =>
       withTempDir { dir =>
         val n = 4000
@@ -485,7 +488,8 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
               var next = view.getNextBuffer()
               while (!next.isEndOfPartition) {
                 val target = Unpooled.directBuffer(next.spilled.storedLength)
-                try next.spilled.readInto(target) finally target.release()
+                try next.spilled.readInto(target)
+                finally target.release()
                 victimReading.countDown()
                 next = view.getNextBuffer()
               }

@@ -146,16 +146,17 @@ final class TestingElementReader {
   val elements = new ArrayBuffer[Element]()
   var buffers = 0
 
-  def feed(buffer: ByteBuf): Unit = try {
-    buffers += 1
-    deserializer.setNextBuffer(buffer)
-    var r = deserializer.readNext(view)
-    while (r != SpanningRecordDeserializer.NeedMoreData) {
-      if (r == SpanningRecordDeserializer.Record) elements += rec(view.toByteArray)
-      else elements += Marker(view.markerCreatedAtMillis, view.markerProducerStage, view.markerProducerIndex)
-      r = deserializer.readNext(view)
-    }
-  } finally buffer.release()
+  def feed(buffer: ByteBuf): Unit =
+    try {
+      buffers += 1
+      deserializer.setNextBuffer(buffer)
+      var r = deserializer.readNext(view)
+      while (r != SpanningRecordDeserializer.NeedMoreData) {
+        if (r == SpanningRecordDeserializer.Record) elements += rec(view.toByteArray)
+        else elements += Marker(view.markerCreatedAtMillis, view.markerProducerStage, view.markerProducerIndex)
+        r = deserializer.readNext(view)
+      }
+    } finally buffer.release()
 
   def hasPartialRecord: Boolean = deserializer.hasPartialRecord
 
@@ -177,7 +178,8 @@ object TestingViewReader {
 object TestingLocalDirs {
   def withTempDir[T](body: File => T): T = {
     val dir = java.nio.file.Files.createTempDirectory("sluice-test").toFile
-    try body(dir) finally {
+    try body(dir)
+    finally {
       Option(dir.listFiles()).foreach(_.foreach(_.delete()))
       dir.delete()
     }

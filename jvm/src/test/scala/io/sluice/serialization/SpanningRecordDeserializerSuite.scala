@@ -48,6 +48,7 @@ class SpanningRecordDeserializerSuite extends AnyFunSuite with NettyLeakDetectio
     val elements = new scala.collection.mutable.ArrayBuffer[Element]()
     def record(length: Int): Layout = { elements += rec(bytes(0, elements.size, length)); offset += 4 + length; this }
     def marker(m: Marker): Layout = { elements += m; offset += 4 + 16; this }
+
     /** A record that leaves exactly `left` bytes free in the current buffer. */
     def leave(left: Int): Layout = {
       val length = Math.floorMod(Segment - left - (offset % Segment).toInt - 4, Segment)
@@ -83,7 +84,7 @@ class SpanningRecordDeserializerSuite extends AnyFunSuite with NettyLeakDetectio
   test("latency markers between records keep their fields exactly, also when they span buffers") {
     val l = new Layout().record(100).marker(Marker(Long.MinValue, -1, Int.MaxValue))
       .marker(Marker(1700000000123L, 7, 0)).record(0).marker(Marker(-1L, Int.MinValue, -1))
-    (1 to 3).foreach(k => l.leave(k).marker(Marker(k.toLong, k, -k)))            // the -1 header is split
+    (1 to 3).foreach(k => l.leave(k).marker(Marker(k.toLong, k, -k))) // the -1 header is split
     Seq(1, 8, 12, 15).foreach(k => l.leave(4 + k).marker(Marker(Long.MaxValue - k, 42, 43))) // the body is split
     l.leave(0).marker(Marker(0L, 0, 0)).record(1)
     assert(roundTrip(l.elements.toSeq) == l.elements.toSeq)

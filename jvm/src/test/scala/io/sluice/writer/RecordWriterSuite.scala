@@ -2,8 +2,10 @@ package io.sluice.writer
 
 import io.sluice.NettyLeakDetection
 import io.sluice.memory.TestingBufferPools._
-import io.sluice.partition.{NoOpBufferAvailabilityListener, PipelinedResultPartition, ResultSubpartitionView,
-  TestingAvailabilityListener, TestingElementReader}
+import io.sluice.partition.{
+  NoOpBufferAvailabilityListener, PipelinedResultPartition, ResultSubpartitionView, TestingAvailabilityListener,
+  TestingElementReader
+}
 import io.sluice.partition.TestingRecords._
 import io.sluice.partition.TestingResultPartitions._
 import io.sluice.writer.TestingRecordWriters._

@@ -36,6 +36,7 @@ private[consumer] final class BufferManager(
   private var numRequiredBuffers = 0
   private var exclusiveHeld = 0 // exclusive segments owned (free here or lent out)
   private var unannouncedCredit = 0
+
   /** An announcement was requested and not yet taken by the connection. */
   private var announcementPending = false
   private var waitingForFloating = false

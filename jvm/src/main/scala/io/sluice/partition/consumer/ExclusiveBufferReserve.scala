@@ -17,8 +17,8 @@ import io.sluice.memory.{MemorySegment, NetworkBufferPool}
 private[consumer] final class ExclusiveBufferReserve(global: NetworkBufferPool, owner: String, timeoutMs: Long) {
 
   private val idle = new java.util.ArrayDeque[MemorySegment]()
-  private var held = 0          // segments taken from the global pool and not given back
-  private var keeping = true    // the gate still has channels to request: keep what comes back
+  private var held = 0 // segments taken from the global pool and not given back
+  private var keeping = true // the gate still has channels to request: keep what comes back
   private var closed = false
 
   /**

@@ -42,7 +42,7 @@ private[consumer] final class InputBufferDecoder(codec: Option[BlockCodec], file
       if (next.hasChecksum) verify(channel, next, data, size)
       if (next.compressed) {
         val c = codec.getOrElse(throw new CorruptBufferException(
-          s"${channel.description} sent a compressed buffer, but this reader has no codec"))
+            s"${channel.description} sent a compressed buffer, but this reader has no codec"))
         if (next.rawLength < 0 || next.rawLength > decompressScratch.capacity()) {
           throw new CorruptBufferException(s"${channel.description} sent a compressed buffer of raw length " +
             s"${next.rawLength}, more than a segment")
@@ -57,18 +57,22 @@ private[consumer] final class InputBufferDecoder(codec: Option[BlockCodec], file
       data
     } catch {
       case e: CorruptBufferException => data.release(); throw new InputChannelException(channel, e, next.input)
-      case e: Throwable => data.release(); throw new InputChannelException(channel, new CorruptBufferException(
-        s"Could not decompress a buffer of ${channel.description}: $e"), next.input)
+      case e: Throwable =>
+        data.release();
+        throw new InputChannelException(channel,
+          new CorruptBufferException(
+            s"Could not decompress a buffer of ${channel.description}: $e"), next.input)
     }
   }
 
   private def decrypt(channel: InputChannel, next: BufferAndAvailability, data: ByteBuf, size: Int): Unit = {
     if (decryptor == null) {
       decryptor = fileCipher.getOrElse(throw new CorruptBufferException(s"${channel.description} sent an encrypted " +
-        s"buffer, but this reader has no I/O encryption key (is ${PartitionFileCipher.EnabledKey} set alike " +
-        "for every executor?)")).newBufferCipher()
+          s"buffer, but this reader has no I/O encryption key (is ${PartitionFileCipher.EnabledKey} set alike " +
+          "for every executor?)")).newBufferCipher()
     }
-    try decryptor.decrypt(data, data.readerIndex(), size, next.iv) catch {
+    try decryptor.decrypt(data, data.readerIndex(), size, next.iv)
+    catch {
       case e: java.security.GeneralSecurityException =>
         throw new CorruptBufferException(s"Could not decrypt a buffer of ${channel.description}: $e")
     }

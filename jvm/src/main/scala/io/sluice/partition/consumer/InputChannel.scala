@@ -74,7 +74,8 @@ abstract class InputChannel(
   protected final def notifyChannelNonEmpty(): Unit = gate.notifyChannelNonEmpty(this)
 
   def description: String =
-    if (inputs.size == 1) s"channel $channelIndex (${partitionId}, subpartitions [$subpartitionStart, $subpartitionEnd) at $producer)"
+    if (inputs.size == 1)
+      s"channel $channelIndex (${partitionId}, subpartitions [$subpartitionStart, $subpartitionEnd) at $producer)"
     else s"channel $channelIndex (${inputs.size} partitions: ${partitionId} ... ${inputs.last.partitionId}, at $producer)"
 
   override def toString: String = s"${getClass.getSimpleName}($description)"
@@ -98,4 +99,4 @@ final case class ProducerLocation(executorId: String, host: String, port: Int) {
  */
 final class InputChannelException(val channel: InputChannel, cause: Throwable, val input: Int = -1)
   extends java.io.IOException(s"Reading ${channel.description} failed: " +
-    s"${cause.getClass.getSimpleName}: ${cause.getMessage}", cause)
+      s"${cause.getClass.getSimpleName}: ${cause.getMessage}", cause)

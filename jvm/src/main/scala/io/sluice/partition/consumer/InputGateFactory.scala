@@ -9,7 +9,8 @@ import io.sluice.netty.{NettyConnectionManager, PartitionRequestClient}
 import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, ResultPartitionManager, ResultPartitionType}
 
 /** One input of a gate: subpartitions [start, end) of a producer's partition, and where it runs. */
-final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int, producer: ProducerLocation)
+final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int,
+    producer: ProducerLocation)
 
 /**
  * Builds the input gates of one executor (Flink's SingleInputGateFactory): the entry point the
@@ -67,22 +68,25 @@ final class InputGateFactory(
       else if (creditBased) (1, math.max(1, floatingPerGate))
       else (1, math.max(1L, floatingPerGate + buffersPerChannel.toLong * remoteInFlight).min(Int.MaxValue).toInt)
     val pool = networkBufferPool.createBufferPool(required, max, s"input gate of $owner", bufferRequestTimeoutMs)
-    val gate = try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs, window,
-      fileCipher)
-    catch {
-      case e: Throwable => pool.lazyDestroy(); throw e
-    }
+    val gate =
+      try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs, window,
+          fileCipher)
+      catch {
+        case e: Throwable => pool.lazyDestroy(); throw e
+      }
     try {
       // One connection attempt per remote server for the whole gate: a dead server fails its
       // channels once, not once per channel.
       val clients = mutable.HashMap.empty[(String, Int), Either[Throwable, PartitionRequestClient]]
-      val connect: ProducerLocation => PartitionRequestClient = p => clients.synchronized {
-        clients.getOrElseUpdate((p.host, p.port),
-          try Right(connectionManager.createPartitionRequestClient(p.host, p.port)) catch { case e: Throwable => Left(e) })
-      } match {
-        case Right(c) => c
-        case Left(e) => throw e
-      }
+      val connect: ProducerLocation => PartitionRequestClient = p =>
+        clients.synchronized {
+          clients.getOrElseUpdate((p.host, p.port),
+            try Right(connectionManager.createPartitionRequestClient(p.host, p.port))
+            catch { case e: Throwable => Left(e) })
+        } match {
+          case Right(c) => c
+          case Left(e) => throw e
+        }
       val channels: Array[InputChannel] = groups.zipWithIndex.map { case ((producer, group), i) =>
         if (producer.executorId == localExecutorId) {
           new LocalInputChannel(gate, i, group, producer, partitionManager, waitForProducers)
@@ -91,13 +95,15 @@ final class InputGateFactory(
             bufferRequestTimeoutMs, packed = !pipelined)
         }
       }.toArray
-      val readsSpilledLocally = inputs.exists(in => in.producer.executorId == localExecutorId &&
-        partitionManager.getPartition(in.partitionId).exists(_.partitionType == ResultPartitionType.Blocking))
+      val readsSpilledLocally = inputs.exists(in =>
+        in.producer.executorId == localExecutorId &&
+          partitionManager.getPartition(in.partitionId).exists(_.partitionType == ResultPartitionType.Blocking))
       gate.setChannels(channels, readsSpilledLocally)
       gate
     } catch {
       case e: Throwable =>
-        try gate.close() catch { case c: Throwable => e.addSuppressed(c) }
+        try gate.close()
+        catch { case c: Throwable => e.addSuppressed(c) }
         throw e
     }
   }
@@ -107,7 +113,8 @@ final class InputGateFactory(
    * for a regular gate one per producing executor, remote ones first (their requests go out while
    * local data is read); for a pipelined gate one per input, in order.
    */
-  private def channelGroups(inputs: IndexedSeq[GateInput], pipelined: Boolean): IndexedSeq[(ProducerLocation, IndexedSeq[ChannelInput])] = {
+  private def channelGroups(
+      inputs: IndexedSeq[GateInput], pipelined: Boolean): IndexedSeq[(ProducerLocation, IndexedSeq[ChannelInput])] = {
     val withIndex = inputs.zipWithIndex.map { case (in, i) =>
       (in.producer, ChannelInput(i, in.partitionId, in.subpartitionStart, in.subpartitionEnd))
     }

@@ -23,7 +23,7 @@ final class LocalInputChannel(
     partitionManager: ResultPartitionManager,
     waitForProducer: Boolean)
   extends InputChannel(gate, channelIndex, inputs, producer)
-    with BufferAvailabilityListener with PendingViewRequest {
+  with BufferAvailabilityListener with PendingViewRequest {
   require(!waitForProducer || inputs.size == 1, s"a pipelined local channel reads one input, not ${inputs.size}")
 
   /** A channel of one input, whose index among the gate's inputs is the channel's. */
@@ -35,6 +35,7 @@ final class LocalInputChannel(
 
   /** The view of the channel's one input. */
   @volatile private var view: ResultSubpartitionView = _
+
   /** The views of the channel's inputs, when it has several (finished partitions). */
   @volatile private var union: UnionResultSubpartitionView = _
   @volatile private var released = false
@@ -51,7 +52,8 @@ final class LocalInputChannel(
     if (waitForProducer) partitionManager.createSubpartitionViewOrWait(partitionId, this)
     else {
       try {
-        if (inputs.size == 1) view = partitionManager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
+        if (inputs.size == 1)
+          view = partitionManager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
         else {
           val u = UnionResultSubpartitionView.open(partitionManager,
             inputs.map(in => (in.partitionId, in.subpartitionStart, in.subpartitionEnd)), this)
@@ -84,7 +86,8 @@ final class LocalInputChannel(
     if (v == null) return null
     val next = v.getNextBuffer()
     if (next == null) {
-      if (v.isReleased && !endReached) throw new InputChannelException(this, new ProducerFailedException(partitionId, v.failureCause))
+      if (v.isReleased && !endReached)
+        throw new InputChannelException(this, new ProducerFailedException(partitionId, v.failureCause))
       null
     } else if (next.isEndOfPartition) {
       endReached = true
@@ -93,9 +96,12 @@ final class LocalInputChannel(
   }
 
   private def fromUnion(u: UnionResultSubpartitionView): BufferAndAvailability = {
-    val next = try u.getNextBuffer() catch {
-      case e: ProducerFailedException => throw new InputChannelException(this, e, inputs(math.min(u.currentInput, inputs.size - 1)).index)
-    }
+    val next =
+      try u.getNextBuffer()
+      catch {
+        case e: ProducerFailedException =>
+          throw new InputChannelException(this, e, inputs(math.min(u.currentInput, inputs.size - 1)).index)
+      }
     if (next == null) null
     else {
       val input = inputs(u.lastInput).index
@@ -110,7 +116,8 @@ final class LocalInputChannel(
     } else {
       val s = next.spilled
       val target = gate.localReadBuffer(s.storedLength)
-      try s.readInto(target) catch {
+      try s.readInto(target)
+      catch {
         case e: Throwable => target.release(); throw new InputChannelException(this, e, input)
       }
       new BufferAndAvailability(input, target, next.subpartition, s.isCompressed, s.rawLength, true, s.crc, moreAvailable, s.iv)

@@ -64,6 +64,7 @@ final class RemoteInputChannel(
 
   private val received = new java.util.ArrayDeque[Received]()
   private var expectedSequenceNumber = 0
+
   /** Inputs whose end arrived; the channel has ended when every input has. */
   private var inputsEnded = 0
   private var ended = false
@@ -99,16 +100,18 @@ final class RemoteInputChannel(
     val taken = synchronized(!released && buffers.takeExclusive(segments))
     if (!taken) { if (!segments.isEmpty) gate.recycleExclusiveSegments(segments); return }
     val initialCredit = segments.size
-    val c = try connect(producer) catch {
-      case e: InterruptedException => throw e
-      case e: Throwable if Thread.currentThread().isInterrupted =>
-        val i = new InterruptedException(s"Interrupted while connecting to $producer for $description")
-        i.initCause(e)
-        throw i
-      case e: Throwable =>
-        setError(new RemoteTransportException(s"Could not connect to $producer: ${e.getMessage}", e))
-        return
-    }
+    val c =
+      try connect(producer)
+      catch {
+        case e: InterruptedException => throw e
+        case e: Throwable if Thread.currentThread().isInterrupted =>
+          val i = new InterruptedException(s"Interrupted while connecting to $producer for $description")
+          i.initCause(e)
+          throw i
+        case e: Throwable =>
+          setError(new RemoteTransportException(s"Could not connect to $producer: ${e.getMessage}", e))
+          return
+      }
     client = c
     if (released) return
     c.requestSubpartitions(this, initialCredit, creditBased, waitForProducer)
@@ -157,7 +160,7 @@ final class RemoteInputChannel(
         expectedSequenceNumber += 1
         wasEmpty = received.isEmpty
         received.add(new Received(inputs.head.index, r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum,
-          r.crc, r.iv))
+            r.crc, r.iv))
         gate.numBuffersInRemote.increment()
         announce = buffers.onBufferReceived(r.backlog)
       }
@@ -198,7 +201,7 @@ final class RemoteInputChannel(
               received.add(Received.end(input, e.subpartition))
             } else {
               received.add(new Received(input, r.data.retainedSlice(offset, e.length), e.subpartition, e.compressed,
-                e.rawLength, e.hasChecksum, e.crc, e.iv))
+                  e.rawLength, e.hasChecksum, e.crc, e.iv))
               offset += e.length
             }
           }
@@ -242,7 +245,7 @@ final class RemoteInputChannel(
   /** The connection failed or closed under this channel. */
   private[sluice] def onConnectionError(cause: Throwable): Unit = if (!released) {
     setError(new RemoteTransportException(s"Lost the connection to $producer while reading $partitionId: " +
-      s"${cause.getClass.getSimpleName}: ${cause.getMessage}", cause))
+          s"${cause.getClass.getSimpleName}: ${cause.getMessage}", cause))
   }
 
   // ---- credit ---------------------------------------------------------------------------------
@@ -326,6 +329,7 @@ final class RemoteInputChannel(
 }
 
 private object RemoteInputChannel {
+
   /** A buffer of input `input` as it arrived (stored form), or (data == null) the end of that input. */
   final class Received(val input: Int, val data: io.netty.buffer.ByteBuf, val subpartition: Int, val compressed: Boolean,
       val rawLength: Int, val hasChecksum: Boolean, val crc: Int, val iv: io.sluice.partition.BufferIv)

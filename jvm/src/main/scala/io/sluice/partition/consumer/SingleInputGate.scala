@@ -52,13 +52,16 @@ final class SingleInputGate(
   private var queued: Array[Boolean] = Array.empty
   private var ended: Array[Boolean] = Array.empty
   private var numEnded = 0
+
   /** Per input: its end was read. Per channel: how many of its inputs ended. Task thread. */
   private var inputEnded: Array[Boolean] = Array.empty
   private var inputsEndedOf: Array[Int] = Array.empty
   private var needsReadBuffer = false
   private var started = false
+
   /** Channels [0, nextToRequest) were requested; the rest wait for room in the window. */
   @volatile private var nextToRequest = 0
+
   /** Requested channels that have not ended (task thread writes; metrics read). */
   @volatile private var inFlight = 0
   @volatile private var peakInFlight = 0
@@ -82,8 +85,10 @@ final class SingleInputGate(
   val numBytesInRemote = new LongAdder
   val numBuffersInLocal = new LongAdder
   val numBuffersInRemote = new LongAdder
+
   /** Nanoseconds the task waited in [[getNext]] with no buffer ready (idleTime). */
   val idleTimeNanos = new LongAdder
+
   /** When the task's current wait for input began (System.nanoTime), 0 when not waiting. */
   @volatile private var idleSince = 0L
   private var numChannelNotifications = 0L // guarded by channelsWithData
@@ -203,7 +208,8 @@ final class SingleInputGate(
   private def awaitIdle[T](body: => T): T = {
     val start = System.nanoTime()
     idleSince = start
-    try body finally {
+    try body
+    finally {
       idleTimeNanos.add(System.nanoTime() - start)
       idleSince = 0L
     }
@@ -245,10 +251,12 @@ final class SingleInputGate(
       if (numEnded == channels.length) return null
       val channel = waitForChannelWithData()
       if (channel == null) return null
-      val next = try channel.getNextBuffer() catch {
-        case e: InputChannelException => throw interruptedOr(e)
-        case e: Throwable => throw interruptedOr(new InputChannelException(channel, e))
-      }
+      val next =
+        try channel.getNextBuffer()
+        catch {
+          case e: InputChannelException => throw interruptedOr(e)
+          case e: Throwable => throw interruptedOr(new InputChannelException(channel, e))
+        }
       if (next != null) {
         if (next.moreAvailable) notifyChannelNonEmpty(channel)
         if (next.isEndOfPartition) {
@@ -326,8 +334,9 @@ final class SingleInputGate(
     val culprit = waiting.find(_.isRemote).orElse(waiting.headOption).getOrElse(channels(nextToRequest))
     val shown = waiting.take(SingleInputGate.ChannelsNamedInErrors).map(_.description)
     val more = if (waiting.size > shown.size) s" and ${waiting.size - shown.size} more" else ""
-    new InputChannelException(culprit, new TimeoutException(s"$owner received nothing for ${requestTimeoutMs}ms " +
-      s"(spark.sluice.network.requestTimeout) from ${shown.mkString("; ")}$more"))
+    new InputChannelException(culprit,
+      new TimeoutException(s"$owner received nothing for ${requestTimeoutMs}ms " +
+        s"(spark.sluice.network.requestTimeout) from ${shown.mkString("; ")}$more"))
   }
 
   private def closedError() = new IllegalStateException(s"$owner: the input gate is closed")
@@ -439,7 +448,8 @@ final class SingleInputGate(
     channelsWithData.synchronized(channelsWithData.notifyAll())
     var error: Throwable = null
     channels.foreach { c =>
-      try c.releaseAllResources() catch { case e: Throwable => if (error == null) error = e }
+      try c.releaseAllResources()
+      catch { case e: Throwable => if (error == null) error = e }
     }
     exclusive.close()
     floatingBuffers.lazyDestroy()
@@ -454,6 +464,7 @@ final class SingleInputGate(
 }
 
 object SingleInputGate {
+
   /** A gate that requests every channel at once (pipelined shuffles). */
   val AllAtOnce: Int = Int.MaxValue
 

@@ -24,7 +24,8 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
     withExecutors(a, b) {
       val remote = a.pipelinedPartition(ResultPartitionID(1, 0), 1)
       val local = b.pipelinedPartition(ResultPartitionID(1, 1), 1)
-      val gate = b.gate("mixed", Vector(GateInput(remote.partitionId, 0, 1, a.location), GateInput(local.partitionId, 0, 1, b.location)))
+      val gate =
+        b.gate("mixed", Vector(GateInput(remote.partitionId, 0, 1, a.location), GateInput(local.partitionId, 0, 1, b.location)))
       assert(gate.channel(0).isInstanceOf[RemoteInputChannel] && gate.channel(1).isInstanceOf[LocalInputChannel])
       val reader = new TestingGateReader(gate)
       val reading = async(reader.readAll())
@@ -37,7 +38,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   for (ioMode <- Seq("NIO", "EPOLL")) test(s"spilled, compressed blocking partitions read remotely (FileRegion, $ioMode) " +
-      "verify their checksums and can be read twice") {
+    "verify their checksums and can be read twice") {
     assume(ioMode == "NIO" || io.netty.channel.epoll.Epoll.isAvailable, "no native epoll here")
     val transport = Map("spark.sluice.io.mode" -> ioMode)
     val a = new TestingExecutor("A", transportSettings = transport)
@@ -54,7 +55,8 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       TestingRecords.writeMany(localToo, 1, 300, 200)
       localToo.finish()
       for (round <- 1 to 2) {
-        val inputs = parts.map(p => GateInput(p.partitionId, 1, 3, a.location)) :+ GateInput(localToo.partitionId, 1, 2, b.location)
+        val inputs =
+          parts.map(p => GateInput(p.partitionId, 1, 3, a.location)) :+ GateInput(localToo.partitionId, 1, 2, b.location)
         val reader = new TestingGateReader(b.gate(s"round $round", inputs, lz4))
         assert(reader.readAll() == Map((0L, 1) -> 400, (0L, 2) -> 400, (1L, 1) -> 400, (1L, 2) -> 400, (9L, 1) -> 300))
         reader.close()
@@ -66,7 +68,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("numBytesIn counts the bytes the producers wrote (numBytesOut); numBytesInLocal / numBytesInRemote the " +
-      "bytes as sent (compressed), which are the stored bytes Spark reports") {
+    "bytes as sent (compressed), which are the stored bytes Spark reports") {
     val a = new TestingExecutor("A")
     val b = new TestingExecutor("B")
     withExecutors(a, b) {
@@ -74,8 +76,9 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       val local = b.blockingPartition(ResultPartitionID(4, 1), 2, lz4)
       for (p <- Seq(remote, local); s <- 0 until 2) TestingRecords.writeMany(p, s, 300, 500 + 100 * s)
       Seq(remote, local).foreach(_.finish())
-      val gate = b.gate("reader", Vector(GateInput(remote.partitionId, 0, 2, a.location),
-        GateInput(local.partitionId, 0, 2, b.location)), lz4)
+      val gate = b.gate("reader",
+        Vector(GateInput(remote.partitionId, 0, 2, a.location),
+          GateInput(local.partitionId, 0, 2, b.location)), lz4)
       val group = new TaskIOMetricGroup(TaskKey(5, 0, 0, 77L), SystemClock)
       group.attachInputGate(gate)
       val reader = new TestingGateReader(gate)
@@ -105,7 +108,8 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
         TestingRecords.writeMany(p, 0, 200, 300)
         p.finish()
         val raf = new RandomAccessFile(p.file.path, "rw")
-        try { raf.seek(raf.length() / 2); val x = raf.read(); raf.seek(raf.length() / 2); raf.write(x ^ 0x5a) } finally raf.close()
+        try { raf.seek(raf.length() / 2); val x = raf.read(); raf.seek(raf.length() / 2); raf.write(x ^ 0x5a) }
+        finally raf.close()
         val reader = new TestingGateReader(b.gate("victim", Vector(GateInput(p.partitionId, 0, 1, a.location)), codec))
         val e = intercept[InputChannelException](while (reader.readOne()) ())
         assert(e.getCause.isInstanceOf[CorruptBufferException], e)
@@ -128,7 +132,8 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
     Marker ++ java.nio.ByteBuffer.allocate(4).putInt(seq).array() ++ Array.fill[Byte](50 + seq % 400)((seq % 7).toByte)
 
   /** A finished partition on `e` of 2 subpartitions holding marked records 0 until n, even ones in subpartition 0. */
-  private def markedPartition(e: TestingExecutor, id: ResultPartitionID, n: Int, codec: Option[BlockCodec]): SortMergeResultPartition = {
+  private def markedPartition(
+      e: TestingExecutor, id: ResultPartitionID, n: Int, codec: Option[BlockCodec]): SortMergeResultPartition = {
     val p = e.blockingPartition(id, 2, codec)
     (0 until n).foreach(i => TestingRecords.write(p, i % 2, marked(i)))
     p.finish()
@@ -139,7 +144,8 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
   /** Every record `gate` delivers, in order. */
   private def readRecords(gate: SingleInputGate): Seq[Seq[Byte]] = {
     val reader = new TestingGateReader(gate)
-    try Iterator.continually(reader.next()).takeWhile(_ != null).map(_.toSeq).toSeq finally reader.close()
+    try Iterator.continually(reader.next()).takeWhile(_ != null).map(_.toSeq).toSeq
+    finally reader.close()
   }
 
   for (encrypted <- Seq(true, false)) {
@@ -163,7 +169,8 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
             if (reader eq a) assert(gate.numBuffersInLocal.sum == p.file.numBuffersTotal, "every stored buffer, locally")
             else {
               val frames = gate.numBuffersInRemote.sum
-              assert(frames > 0 && frames <= p.file.numBuffersTotal, s"$frames frames carry ${p.file.numBuffersTotal} stored buffers")
+              assert(frames > 0 && frames <= p.file.numBuffersTotal,
+                s"$frames frames carry ${p.file.numBuffersTotal} stored buffers")
             }
           }
           a.partitionManager.releasePartition(p.partitionId, null)
@@ -179,13 +186,14 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
     withExecutors(a, b) {
       val p = markedPartition(a, ResultPartitionID(21, 0), 600, None)
       val raf = new RandomAccessFile(p.file.path, "rw")
-      try { raf.seek(raf.length() / 2); val x = raf.read(); raf.seek(raf.length() / 2); raf.write(x ^ 0x01) } finally raf.close()
+      try { raf.seek(raf.length() / 2); val x = raf.read(); raf.seek(raf.length() / 2); raf.write(x ^ 0x01) }
+      finally raf.close()
       for (reader <- Seq(b, a)) {
         val r = new TestingGateReader(reader.gate("victim", Vector(GateInput(p.partitionId, 0, 2, a.location))))
         val e = intercept[InputChannelException](while (r.next() != null) ())
         assert(e.getCause.isInstanceOf[CorruptBufferException], e)
         assert(e.getMessage.contains("Checksum mismatch") && e.getMessage.contains("after decryption") &&
-          e.getMessage.contains("executor A"), e.getMessage)
+            e.getMessage.contains("executor A"), e.getMessage)
         r.close()
       }
       a.partitionManager.releasePartition(p.partitionId, null)
@@ -212,12 +220,13 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("gate pools: credit-based gates float floatingBuffersPerGate; credit-less ones share the same total; " +
-      "both sized by the channels in flight") {
+    "both sized by the channels in flight") {
     for (creditBased <- Seq(true, false)) {
       val a = new TestingExecutor("A")
-      val b = new TestingExecutor("B", Map(SluiceOptions.CreditBased.key -> creditBased.toString,
-        SluiceOptions.BuffersPerChannel.key -> "3", SluiceOptions.FloatingBuffersPerGate.key -> "5",
-        SluiceOptions.MaxChannelsInFlightPerGate.key -> "2"))
+      val b = new TestingExecutor("B",
+        Map(SluiceOptions.CreditBased.key -> creditBased.toString,
+          SluiceOptions.BuffersPerChannel.key -> "3", SluiceOptions.FloatingBuffersPerGate.key -> "5",
+          SluiceOptions.MaxChannelsInFlightPerGate.key -> "2"))
       withExecutors(a, b) {
         val p = a.pipelinedPartition(ResultPartitionID(4, 0), 4)
         for (s <- 0 until 4) TestingRecords.writeMany(p, s, 10, 100)
@@ -333,7 +342,8 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
     val a = new TestingExecutor("A", settings)
     val b = new TestingExecutor("B", settings)
     withExecutors(a, b) {
-      val (left, right) = (a.blockingPartition(ResultPartitionID(14, 0), 1, None), a.blockingPartition(ResultPartitionID(14, 1), 1, None))
+      val (left, right) =
+        (a.blockingPartition(ResultPartitionID(14, 0), 1, None), a.blockingPartition(ResultPartitionID(14, 1), 1, None))
       // Far more data than the unread gate's pool holds: requested, it would fill the pool and stall the connection.
       Seq(left, right).foreach { p => TestingRecords.writeMany(p, 0, 400, 1000); p.finish() }
       val unread = new TestingGateReader(b.gate("join right side", Vector(GateInput(right.partitionId, 0, 1, a.location))))

@@ -15,7 +15,8 @@ import org.scalatest.funsuite.AnyFunSuite
 class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
 
   /** A finished blocking partition on `e` with `records(s)` records of `size(s)` bytes in subpartition s. */
-  private def output(e: TestingExecutor, id: ResultPartitionID, records: Int => Int, size: Int => Int): SortMergeResultPartition = {
+  private def output(
+      e: TestingExecutor, id: ResultPartitionID, records: Int => Int, size: Int => Int): SortMergeResultPartition = {
     val p = e.blockingPartition(id, 3, None)
     for (s <- 0 until 3) TestingRecords.writeMany(p, s, records(s), size(s))
     p.finish()

@@ -23,7 +23,8 @@ class RemoteInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     val b = new TestingExecutor("B")
     withExecutors(a, b) {
       val parts = (0 until 3).map(i => a.pipelinedPartition(ResultPartitionID(1, i), 2))
-      val gates = (0 until 2).map(sub => b.gate(s"reader $sub", parts.map(p => GateInput(p.partitionId, sub, sub + 1, a.location))))
+      val gates =
+        (0 until 2).map(sub => b.gate(s"reader $sub", parts.map(p => GateInput(p.partitionId, sub, sub + 1, a.location))))
       val readers = gates.map(new TestingGateReader(_))
       val reading = readers.map(r => async(r.readAll()))
       val producing = parts.map { p =>
@@ -70,7 +71,7 @@ class RemoteInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
       val exclusive = b.conf.get(SluiceOptions.BuffersPerChannel)
       val floating = b.conf.get(SluiceOptions.FloatingBuffersPerGate)
       io.sluice.TestingThreads.eventually(what = s"the channel to receive its $exclusive exclusive and $floating " +
-          s"floating buffers' worth (received ${ch.numBuffersReceived}, credit ${ch.numCreditsAnnounced})") {
+        s"floating buffers' worth (received ${ch.numBuffersReceived}, credit ${ch.numCreditsAnnounced})") {
         ch.numBuffersReceived == exclusive + floating
       }
       assert(gate.floatingBuffers.numUsedBuffers == floating, "the gate's whole floating pool holds received data")
@@ -227,7 +228,7 @@ class RemoteInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a gate is created without network memory for its channels; a channel that can never get its " +
-      "exclusive buffers fails the first read at once, naming spark.sluice.network.memory") {
+    "exclusive buffers fails the first read at once, naming spark.sluice.network.memory") {
     val a = new TestingExecutor("A")
     val b = new TestingExecutor("B", Map(SluiceOptions.BuffersPerChannel.key -> "16"), numSegments = 8)
     withExecutors(a, b) {
@@ -252,8 +253,9 @@ class RemoteInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     withExecutors(a, b) {
       val quietRemote = a.pipelinedPartition(ResultPartitionID(16, 3), 1)
       val quietLocal = b.pipelinedPartition(ResultPartitionID(16, 4), 1)
-      val gate = b.gate("stuck", Vector(GateInput(quietLocal.partitionId, 0, 1, b.location),
-        GateInput(quietRemote.partitionId, 0, 1, a.location)))
+      val gate = b.gate("stuck",
+        Vector(GateInput(quietLocal.partitionId, 0, 1, b.location),
+          GateInput(quietRemote.partitionId, 0, 1, a.location)))
       val e = intercept[InputChannelException](gate.getNext())
       assert(e.channel.channelIndex == 1 && e.channel.isRemote, "the remote channel is the one failed")
       assert(e.getCause.isInstanceOf[java.util.concurrent.TimeoutException], e.getCause)
@@ -269,7 +271,7 @@ class RemoteInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a task interrupted while its gate waits for data or for network memory throws InterruptedException; " +
-      "close gives every buffer back") {
+    "close gives every buffer back") {
     val a = new TestingExecutor("A")
     val b = new TestingExecutor("B", numSegments = 12)
     withExecutors(a, b) {

@@ -36,12 +36,13 @@ class SingleInputGateSuite extends AnyFunSuite with NettyLeakDetection {
         val counts = Seq(3000, 800, 2000, 1)
         val max = 3000
         val partitions = counts.indices.map { i =>
-          val p = pipelined(global, 1, poolMax = 8, maxBuffersPerSubpartition = 4, producerId = i, onReleased = manager.unregister)
+          val p =
+            pipelined(global, 1, poolMax = 8, maxBuffersPerSubpartition = 4, producerId = i, onReleased = manager.unregister)
           manager.registerResultPartition(p)
           p
         }
         val gate = localGate(global, manager, partitions.map(p => (p.partitionId, 0, 1)))
-          val producers = counts.zipWithIndex.map { case (n, i) =>
+        val producers = counts.zipWithIndex.map { case (n, i) =>
           fork(s"producer $i") {
             val p = partitions(i)
             // Producer 0 flushes every record, 1 and 2 rely on the flusher, 3 on full buffers and finish.
@@ -53,11 +54,13 @@ class SingleInputGateSuite extends AnyFunSuite with NettyLeakDetection {
             p.awaitConsumed(60000)
           }
         }
-        val readers = try readAll(gate) catch {
-          case e: java.util.concurrent.TimeoutException =>
-            partitions.foreach(p => System.err.println("DEBUG " + p.subpartition(0) + " pool " + p.bufferPool))
-            throw e
-        }
+        val readers =
+          try readAll(gate)
+          catch {
+            case e: java.util.concurrent.TimeoutException =>
+              partitions.foreach(p => System.err.println("DEBUG " + p.subpartition(0) + " pool " + p.bufferPool))
+              throw e
+          }
         producers.foreach(_.join())
         counts.zipWithIndex.foreach { case (n, i) => checkChannel(readers(i), i, n, max) }
         assert(gate.isFinished)
@@ -95,12 +98,13 @@ class SingleInputGateSuite extends AnyFunSuite with NettyLeakDetection {
         }
       }
       val seen = Array(0, 0, 0)
-      val readers = readAll(gate, onBuffer = (ch, r) => {
-        assert(ch != 0, "the idle channel has nothing to give")
-        seen(ch) = r.elements.size
-        // Everything the busy producers wrote arrived while channel 0 stayed silent: now let it end.
-        if (seen(1) + seen(2) == 2 * count) idleMayEnd.countDown()
-      })
+      val readers = readAll(gate,
+        onBuffer = (ch, r) => {
+          assert(ch != 0, "the idle channel has nothing to give")
+          seen(ch) = r.elements.size
+          // Everything the busy producers wrote arrived while channel 0 stayed silent: now let it end.
+          if (seen(1) + seen(2) == 2 * count) idleMayEnd.countDown()
+        })
       producers.foreach(_.join())
       assert(idleMayEnd.getCount == 0)
       assert(readers.keySet == Set(1, 2))
@@ -118,9 +122,10 @@ class SingleInputGateSuite extends AnyFunSuite with NettyLeakDetection {
           val max = 20000
           val written = (0 until 3).map { i =>
             val p = blocking(global, dir, 2, poolMax = 4, codec = codec, producerId = i)
-            val records = (0 until 2).map(sub => (0 until 60 + 20 * i).map { seq =>
-              val r = record(i * 2 + sub, seq, max); emit(p, sub, r); r
-            })
+            val records = (0 until 2).map(sub =>
+              (0 until 60 + 20 * i).map { seq =>
+                val r = record(i * 2 + sub, seq, max); emit(p, sub, r); r
+              })
             assert(p.numSpills > 0, "the pool ran dry before the end")
             p.finish()
             manager.registerResultPartition(p)
@@ -160,7 +165,8 @@ class SingleInputGateSuite extends AnyFunSuite with NettyLeakDetection {
         manager.registerResultPartition(p)
         val victim = p.file.buffer(0, 1)
         val raf = new RandomAccessFile(p.file.path, "rw")
-        try { raf.seek(victim.offset + 3); val b = raf.read(); raf.seek(victim.offset + 3); raf.write(b ^ 0xff) } finally raf.close()
+        try { raf.seek(victim.offset + 3); val b = raf.read(); raf.seek(victim.offset + 3); raf.write(b ^ 0xff) }
+        finally raf.close()
         val gate = localGate(global, manager, Seq((p.partitionId, 0, 1)), codec = Some(codec), needsReadBuffer = true)
         val e = intercept[InputChannelException](readAll(gate))
         assert(e.getCause.isInstanceOf[CorruptBufferException], e.getCause)

@@ -25,8 +25,8 @@ object TestingInputGates {
     val floating = global.createBufferPool(1, 4, s"$owner floating buffers")
     val gate = new SingleInputGate(owner, global, floating, codec, requestTimeoutMs, 60000L, maxChannelsInFlight)
     gate.setChannels(channels.zipWithIndex.map { case ((id, start, end), i) =>
-      new LocalInputChannel(gate, i, id, start, end, Here, manager, waitForProducer): InputChannel
-    }.toArray, needsReadBuffer)
+        new LocalInputChannel(gate, i, id, start, end, Here, manager, waitForProducer): InputChannel
+      }.toArray, needsReadBuffer)
     gate
   }
 
@@ -34,7 +34,8 @@ object TestingInputGates {
    * Reads `gate` until it answers null, one deserialiser per input, releasing every buffer
    * before the next call. `onBuffer` sees the reader of each input after each buffer.
    */
-  def readAll(gate: SingleInputGate, onBuffer: (Int, TestingElementReader) => Unit = (_, _) => ()): Map[Int, TestingElementReader] = {
+  def readAll(
+      gate: SingleInputGate, onBuffer: (Int, TestingElementReader) => Unit = (_, _) => ()): Map[Int, TestingElementReader] = {
     val readers = mutable.Map[Int, TestingElementReader]()
     var next = gate.getNext()
     while (next != null) {

@@ -20,7 +20,8 @@ private[sluice] final class LazyDriverEndpoint(val name: String) {
   /** The driver's endpoint, as an executor reaches it. */
   def ref: SparkInternals.DriverEndpointRef = {
     val r = executorRef
-    if (r != null) r else synchronized {
+    if (r != null) r
+    else synchronized {
       if (executorRef == null) executorRef = SparkInternals.driverEndpointRef(name)
       executorRef
     }

@@ -46,10 +46,12 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
   def awaitProducers(shuffleId: Int, numMaps: Int, timeoutMs: Long): Map[Int, BlockManagerId] = {
     val future = ref.ask(RpcPayload.encode(AwaitProducers(shuffleId, numMaps)), timeoutMs,
       "spark.sluice.network.requestTimeout")
-    val answer = try RpcPayload.decode(Await.result(future, timeoutMs.millis + 5.seconds)).asInstanceOf[Producers] catch {
-      case e: TimeoutException => throw new TimeoutException(s"Not every producer of pipelined shuffle $shuffleId " +
-        s"started within ${timeoutMs}ms (spark.sluice.network.requestTimeout): ${e.getMessage}")
-    }
+    val answer =
+      try RpcPayload.decode(Await.result(future, timeoutMs.millis + 5.seconds)).asInstanceOf[Producers]
+      catch {
+        case e: TimeoutException => throw new TimeoutException(s"Not every producer of pipelined shuffle $shuffleId " +
+            s"started within ${timeoutMs}ms (spark.sluice.network.requestTimeout): ${e.getMessage}")
+      }
     answer.locations
   }
 
@@ -64,13 +66,13 @@ private[sluice] object PipelinedProducerDirectory extends Logging {
     private val shuffles = mutable.LinkedHashMap.empty[Int, Entry]
 
     private def entry(shuffleId: Int): Entry = shuffles.getOrElseUpdate(shuffleId, {
-      if (shuffles.size >= RetainedShuffles) {
-        val (oldest, e) = shuffles.head
-        shuffles.remove(oldest)
-        e.waiting.foreach(_._2.fail(new IllegalStateException(s"pipelined shuffle $oldest was forgotten")))
-      }
-      new Entry
-    })
+        if (shuffles.size >= RetainedShuffles) {
+          val (oldest, e) = shuffles.head
+          shuffles.remove(oldest)
+          e.waiting.foreach(_._2.fail(new IllegalStateException(s"pipelined shuffle $oldest was forgotten")))
+        }
+        new Entry
+      })
 
     private def reply(to: SparkInternals.RpcReply, answer: Producers): Unit = to.reply(RpcPayload.encode(answer))
 

@@ -1,6 +1,8 @@
 package org.apache.spark.shuffle.sluice
 
-import java.io.{ByteArrayInputStream, ByteArrayOutputStream, InputStream, ObjectInputStream, ObjectOutputStream, ObjectStreamClass}
+import java.io.{
+  ByteArrayInputStream, ByteArrayOutputStream, InputStream, ObjectInputStream, ObjectOutputStream, ObjectStreamClass
+}
 
 /**
  * Sluice's own messages as plain byte arrays for Spark's RPC (plugin ask/send, RPC endpoints).
@@ -22,7 +24,8 @@ private[sluice] object RpcPayload {
 
   def decode(bytes: Array[Byte]): AnyRef = {
     val in = new SluiceObjectInputStream(new ByteArrayInputStream(bytes))
-    try in.readObject() finally in.close()
+    try in.readObject()
+    finally in.close()
   }
 
   private final class SluiceObjectInputStream(in: InputStream) extends ObjectInputStream(in) {

@@ -77,7 +77,8 @@ private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf) extends Lo
       reportCounts(executorId) = reportCounts.getOrElse(executorId, 0L) + 1
       notifyAll()
     }
-    SluiceMessages.ReportReply(try tracker.requestsFor(executorId) catch { case NonFatal(_) => Nil })
+    SluiceMessages.ReportReply(try tracker.requestsFor(executorId)
+      catch { case NonFatal(_) => Nil })
   }
 
   /** Executors heard from within the last few report intervals. */
@@ -120,7 +121,8 @@ private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf) extends Lo
 
   /** Starts sampling every running stage (the UI does this when rendered; results come later). */
   def requestRunningStages(): Unit = stageIds.filter(isRunning).foreach { id =>
-    try tracker.request(id, liveExecutors) catch { case NonFatal(e) => logDebug(s"sampling stage $id", e) }
+    try tracker.request(id, liveExecutors)
+    catch { case NonFatal(e) => logDebug(s"sampling stage $id", e) }
   }
 
   /**
@@ -136,7 +138,8 @@ private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf) extends Lo
     val deadline = System.nanoTime() + timeoutMs * 1000000L
     futures.foreach { f =>
       val left = (deadline - System.nanoTime()) / 1000000L
-      try if (left > 0) f.get(left, TimeUnit.MILLISECONDS) catch { case NonFatal(_) => () }
+      try if (left > 0) f.get(left, TimeUnit.MILLISECONDS)
+      catch { case NonFatal(_) => () }
     }
     tracker.expire()
     ids.map(stageView)

@@ -18,7 +18,8 @@ private[sluice] object SluiceEnvironment extends Logging {
 
   def get(): ShuffleEnvironment = {
     val e = instance
-    if (e != null && !e.isStopped) e else synchronized {
+    if (e != null && !e.isStopped) e
+    else synchronized {
       if (instance == null || instance.isStopped) instance = create(SparkInternals.conf)
       instance
     }
@@ -75,7 +76,7 @@ private[sluice] object SluiceEnvironment extends Logging {
     if (!ioEncryptionEnabled(conf)) None
     else {
       val k = key.getOrElse(throw new IllegalStateException(s"${PartitionFileCipher.EnabledKey} is true, but Spark " +
-        "gave this executor no I/O encryption key"))
+          "gave this executor no I/O encryption key"))
       Some(PartitionFileCipher(k, cipherTransformation(conf)))
     }
 

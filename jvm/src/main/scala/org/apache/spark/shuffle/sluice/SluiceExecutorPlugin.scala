@@ -1,8 +1,9 @@
 package org.apache.spark.shuffle.sluice
 
 import java.util.{Map => JMap}
-import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue, Executors, LinkedBlockingQueue,
-  ScheduledExecutorService, ThreadPoolExecutor, TimeUnit}
+import java.util.concurrent.{
+  ConcurrentHashMap, ConcurrentLinkedQueue, Executors, LinkedBlockingQueue, ScheduledExecutorService, ThreadPoolExecutor, TimeUnit
+}
 import java.util.concurrent.atomic.AtomicInteger
 
 import scala.jdk.CollectionConverters._
@@ -10,8 +11,9 @@ import scala.util.control.NonFatal
 
 import com.codahale.metrics.MetricRegistry
 import io.sluice.config.{SluiceConf, SluiceOptions}
-import io.sluice.metrics.{BackPressureSampleService, ExecutorSnapshot, SampleRequest, SegmentsSnapshot,
-  StageSampleResult, TaskKey}
+import io.sluice.metrics.{
+  BackPressureSampleService, ExecutorSnapshot, SampleRequest, SegmentsSnapshot, StageSampleResult, TaskKey
+}
 import org.apache.spark.{TaskContext, TaskFailedReason}
 import org.apache.spark.api.plugin.{ExecutorPlugin, PluginContext}
 import org.apache.spark.internal.Logging
@@ -42,15 +44,18 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   private val failures = new AtomicInteger
 
   override def init(context: PluginContext, extraConf: JMap[String, String]): Unit =
-    try start(context) catch {
+    try start(context)
+    catch {
       case NonFatal(e) => logWarning("Sluice's executor plugin could not start; this executor reports no metrics", e)
     }
 
   private def start(context: PluginContext): Unit = {
     ctx = context
-    conf = try SluiceEnvironment.sluiceConf(context.conf()) catch {
-      case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
-    }
+    conf =
+      try SluiceEnvironment.sluiceConf(context.conf())
+      catch {
+        case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
+      }
     try {
       source = new SluiceMetricsSource(registry,
         new SluiceMetricsSource.ExecutorValues(() => SluiceEnvironment.ifStarted.map(_.metrics), conf))
@@ -67,10 +72,11 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     logInfo(s"Sluice's executor plugin reports network metrics every ${interval}ms")
   }
 
-  override def onTaskStart(): Unit = try {
-    val tc = TaskContext.get()
-    if (tc != null) taskThreads.put(Thread.currentThread(), SluiceTaskMetrics.key(tc))
-  } catch { case NonFatal(e) => logDebug("onTaskStart", e) }
+  override def onTaskStart(): Unit =
+    try {
+      val tc = TaskContext.get()
+      if (tc != null) taskThreads.put(Thread.currentThread(), SluiceTaskMetrics.key(tc))
+    } catch { case NonFatal(e) => logDebug("onTaskStart", e) }
 
   override def onTaskSucceeded(): Unit = { taskThreads.remove(Thread.currentThread()); () }
 
@@ -96,9 +102,9 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       val samples = Iterator.continually(finishedSamples.poll()).takeWhile(_ != null).toList
       c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples))) match {
         case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
-          case SluiceMessages.ReportReply(requests) => requests.foreach(startSampling)
-          case _ => ()
-        }
+            case SluiceMessages.ReportReply(requests) => requests.foreach(startSampling)
+            case _ => ()
+          }
         case _ => ()
       }
       failures.set(0)
@@ -125,12 +131,13 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       return
     }
     sampler.execute { () =>
-      val tasks = try {
-        val limit = request.numSamples.toLong * request.delayBetweenSamplesMs + SluiceExecutorPlugin.SamplingSlackMs
-        sampleService.sample(() => tasksOf(request.stageId), request.numSamples, request.delayBetweenSamplesMs, limit)
-      } catch {
-        case NonFatal(e) => logWarning(s"Backpressure sampling of stage ${request.stageId} failed", e); Nil
-      }
+      val tasks =
+        try {
+          val limit = request.numSamples.toLong * request.delayBetweenSamplesMs + SluiceExecutorPlugin.SamplingSlackMs
+          sampleService.sample(() => tasksOf(request.stageId), request.numSamples, request.delayBetweenSamplesMs, limit)
+        } catch {
+          case NonFatal(e) => logWarning(s"Backpressure sampling of stage ${request.stageId} failed", e); Nil
+        }
       finishedSamples.add(StageSampleResult(request.requestId, request.stageId, executorId, tasks))
     }
   }
@@ -141,7 +148,8 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   override def shutdown(): Unit = {
     if (reporter != null) reporter.shutdownNow()
     if (sampler != null) sampler.shutdownNow()
-    try published.foreach(_.remove()) catch { case NonFatal(e) => logDebug("Removing Sluice's metrics", e) }
+    try published.foreach(_.remove())
+    catch { case NonFatal(e) => logDebug("Removing Sluice's metrics", e) }
     published = None
     taskThreads.clear()
   }
@@ -154,8 +162,10 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
 }
 
 private[sluice] object SluiceExecutorPlugin {
+
   /** Sampling requests that may wait for the sampler thread; beyond, an empty answer is sent. */
   val MaxQueuedSamplings = 8
+
   /** Time a sampling run may take beyond numSamples x delay. */
   val SamplingSlackMs = 2000L
 }

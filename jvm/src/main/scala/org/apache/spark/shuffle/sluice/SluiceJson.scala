@@ -100,7 +100,7 @@ private[sluice] object SluiceJson {
     "executors" -> JArray(m.store.executorEntries.map(executor).toList),
     "stages" -> JArray(m.stageViews.map(stage).toList),
     "tasks" -> JArray(m.store.taskEntries.sortBy(e => (e.key.stageId, e.key.partitionId, e.key.taskAttemptId))
-      .map(task).toList))
+        .map(task).toList))
 
   def stages(views: Seq[StageView]): JValue = JObject("stages" -> JArray(views.map(stage).toList))
 

@@ -12,8 +12,8 @@ import org.json4s.{JNull, JObject, JString}
 object SluiceMetricsAccessor {
 
   private def noPlugin: String = SluiceJson.render(JObject("error" -> JString(
-    "Sluice's plugin is not running in this driver: start the session with sluice.configure(...) " +
-      s"(spark.plugins must list ${classOf[SluicePlugin].getName})")))
+      "Sluice's plugin is not running in this driver: start the session with sluice.configure(...) " +
+        s"(spark.plugins must list ${classOf[SluicePlugin].getName})")))
 
   /**
    * Every executor's, stage's and task's metrics as JSON. With `waitForReports`, first waits

@@ -72,6 +72,7 @@ private[sluice] object SluiceMetricsSource {
 
   /** Where the exported values come from. */
   trait Values {
+
     /** (total, available) memory segments. */
     def segments: (Int, Int)
     def total(counter: String): Long

@@ -41,9 +41,11 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     try {
-      val conf = try SluiceEnvironment.sluiceConf(sc.getConf) catch {
-        case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
-      }
+      val conf =
+        try SluiceEnvironment.sluiceConf(sc.getConf)
+        catch {
+          case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
+        }
       val m = new SluiceDriverMetrics(conf)
       sc.addSparkListener(m.stages)
       val p = new SluiceEventPublisher(m, SparkInternals.postEvent(sc, _))
@@ -56,7 +58,8 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
         try new SluiceMetricsSource(registry, new SluiceMetricsSource.ClusterValues(m.store)).register()
         catch { case NonFatal(e) => logWarning("Could not set up Sluice's driver metrics", e) }
       }
-      try SluiceTab.attach(sc, m) catch {
+      try SluiceTab.attach(sc, m)
+      catch {
         case NonFatal(e) => logWarning("Could not add the Sluice tab to Spark's UI", e)
       }
     } catch {
@@ -68,7 +71,8 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
   /** Spark knows the application id now: the driver's metrics (on a cluster) can be named. */
   override def registerMetrics(appId: String, pluginContext: PluginContext): Unit =
     if (!registry.getNames.isEmpty) {
-      try published = SluiceMetricsSource.publish(registry) catch {
+      try published = SluiceMetricsSource.publish(registry)
+      catch {
         case NonFatal(e) => logWarning("Could not register Sluice's driver metrics", e)
       }
       if (published.isEmpty) logWarning("Sluice's driver metrics are not published: Spark's metrics system cannot name them")
@@ -82,7 +86,8 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
           val p = publisher
           if (p != null) {
             val stageIds = r.snapshot.tasks.map(_.key.stageId) ++ r.samples.map(_.stageId)
-            try p.onReport(stageIds.distinct) catch {
+            try p.onReport(stageIds.distinct)
+            catch {
               case NonFatal(e) => logWarning("Could not post Sluice's figures to the event log", e)
             }
           }
@@ -95,7 +100,8 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
   }
 
   override def shutdown(): Unit = {
-    try published.foreach(_.remove()) catch { case NonFatal(e) => logDebug("Removing Sluice's metrics", e) }
+    try published.foreach(_.remove())
+    catch { case NonFatal(e) => logDebug("Removing Sluice's metrics", e) }
     published = None
     val m = metrics
     if (m != null) SluiceDriverMetrics.clear(m)

@@ -53,9 +53,11 @@ private[sluice] final class SluiceRecordIterator(
     while (true) {
       if (current != null) {
         val in = current.input
-        val kind = try deserializers(in).readNext(view) catch {
-          case e: CorruptFrameException => throw fetchFailed(in, e.getMessage, e)
-        }
+        val kind =
+          try deserializers(in).readNext(view)
+          catch {
+            case e: CorruptFrameException => throw fetchFailed(in, e.getMessage, e)
+          }
         kind match {
           case SpanningRecordDeserializer.Record =>
             nextRecord = decoder.decode(in, view)
@@ -69,9 +71,11 @@ private[sluice] final class SluiceRecordIterator(
             current = null
         }
       } else {
-        val next = try gate.getNext() catch {
-          case e: InputChannelException => throw fetchFailed(gate.inputToBlame(e), e.getMessage, e)
-        } finally reportFetchWait()
+        val next =
+          try gate.getNext()
+          catch {
+            case e: InputChannelException => throw fetchFailed(gate.inputToBlame(e), e.getMessage, e)
+          } finally reportFetchWait()
         if (next == null) {
           deserializers.indices.find(deserializers(_).hasPartialRecord).foreach { in =>
             throw fetchFailed(in, s"the data of ${describe(in)} ended inside a record", null)
@@ -123,6 +127,7 @@ private[sluice] final class SluiceRecordIterator(
     closed = true
     if (current != null) { current.buffer.release(); current = null }
     deserializers.foreach(_.clear())
-    try gate.close() finally SparkInternals.mergeShuffleReadMetrics(context)
+    try gate.close()
+    finally SparkInternals.mergeShuffleReadMetrics(context)
   }
 }

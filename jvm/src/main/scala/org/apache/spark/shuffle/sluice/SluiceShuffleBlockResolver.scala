@@ -143,7 +143,7 @@ private[sluice] final class SluiceShuffleBlockResolver(
         }
         new FileReceiver(blockId, ResultPartitionID(shuffleId, mapId), env)
       case other => throw new UnsupportedOperationException(s"Sluice's block resolver cannot receive $other: " +
-        "decommissioning moves a Sluice map output as one .index and one .data block")
+          "decommissioning moves a Sluice map output as one .index and one .data block")
     }
 
   /** Forgets indexes of `shuffleId` still waiting for their file (the shuffle was unregistered). */
@@ -194,20 +194,23 @@ private[sluice] final class SluiceShuffleBlockResolver(
       while (buf.hasRemaining) received += channel.write(buf)
 
     override def onComplete(streamId: String): Unit = {
-      try channel.close() catch { case e: IOException => file.delete(); throw e }
+      try channel.close()
+      catch { case e: IOException => file.delete(); throw e }
       val index = pendingIndexes.remove(id)
       if (index == null) {
         file.delete()
         throw new IOException(s"$blockId arrived without its index (${ShuffleIndexBlockId(id.shuffleId, id.producerId,
-          ReduceId).name} must come first)")
+            ReduceId).name} must come first)")
       }
       val adopted = env.adoptBlockingPartition(id, file, index) // deletes the file when it fails
-      val known = try relocate(id, env.serverPort) catch {
-        case NonFatal(e) =>
-          // The map output may still point at the sender: drop the copy, the sender tries again.
-          if (adopted) env.partitionManager.releasePartition(id, null)
-          throw new IOException(s"Could not move the map output of $blockId to this executor on the driver", e)
-      }
+      val known =
+        try relocate(id, env.serverPort)
+        catch {
+          case NonFatal(e) =>
+            // The map output may still point at the sender: drop the copy, the sender tries again.
+            if (adopted) env.partitionManager.releasePartition(id, null)
+            throw new IOException(s"Could not move the map output of $blockId to this executor on the driver", e)
+        }
       if (!known) {
         if (adopted) env.partitionManager.releasePartition(id, null)
         logInfo(s"Dropped migrated $blockId: the driver no longer knows shuffle ${id.shuffleId}")
@@ -217,7 +220,8 @@ private[sluice] final class SluiceShuffleBlockResolver(
     }
 
     override def onFailure(streamId: String, cause: Throwable): Unit = {
-      try channel.close() catch { case NonFatal(_) => }
+      try channel.close()
+      catch { case NonFatal(_) => }
       file.delete()
       logWarning(s"Receiving migrated $blockId failed; its partial file was deleted", cause)
     }
@@ -225,6 +229,7 @@ private[sluice] final class SluiceShuffleBlockResolver(
 }
 
 private[sluice] object SluiceShuffleBlockResolver {
+
   /** The reduce id in the names of migration blocks (Spark's NOOP_REDUCE_ID: one block per map output). */
   val ReduceId = 0
 

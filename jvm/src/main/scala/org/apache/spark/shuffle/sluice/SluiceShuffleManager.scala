@@ -61,8 +61,9 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends SortShuff
     conf,
     () => SluiceEnvironment.ifStarted,
     () => SluiceEnvironment.get(),
-    (id, sluicePort) => ShuffleMigration.relocate(SparkInternals.conf, id,
-      SparkInternals.mapOutputLocation(sluicePort)),
+    (id, sluicePort) =>
+      ShuffleMigration.relocate(SparkInternals.conf, id,
+        SparkInternals.mapOutputLocation(sluicePort)),
     Option(MaxDiskSizeKey).filter(conf.contains).map(conf.getSizeAsBytes),
     () => shuffleTransportConf)
 

@@ -56,6 +56,6 @@ private[sluice] object SluiceShuffleManagerBase {
   def sluiceHandle[K, V, C](handle: ShuffleHandle): SluiceShuffleHandle[K, V, C] = handle match {
     case h: SluiceShuffleHandle[K @unchecked, V @unchecked, C @unchecked] => h
     case other => throw new IllegalArgumentException(s"Sluice cannot serve shuffle ${other.shuffleId}: its handle " +
-      s"${other.getClass.getName} was made by another shuffle manager")
+        s"${other.getClass.getName} was made by another shuffle manager")
   }
 }

@@ -67,7 +67,7 @@ private[sluice] final class SluiceShuffleReader[K, C](
           case (ShuffleBlockId(_, mapId, reduceId), size, mapIndex) if size > 0 =>
             byMap(mapId) = byMap.get(mapId) match {
               case Some(o) => o.copy(startPartition = math.min(o.startPartition, reduceId),
-                endPartition = math.max(o.endPartition, reduceId + 1))
+                  endPartition = math.max(o.endPartition, reduceId + 1))
               case None => MapOutput(location, mapId, mapIndex, reduceId, reduceId + 1, pipelined = false)
             }
           case _ =>

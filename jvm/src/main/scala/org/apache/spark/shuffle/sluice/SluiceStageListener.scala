@@ -3,8 +3,9 @@ package org.apache.spark.shuffle.sluice
 import scala.collection.mutable
 
 import io.sluice.metrics.MetricStore
-import org.apache.spark.scheduler.{SparkListener, SparkListenerExecutorRemoved, SparkListenerStageCompleted,
-  SparkListenerStageSubmitted}
+import org.apache.spark.scheduler.{
+  SparkListener, SparkListenerExecutorRemoved, SparkListenerStageCompleted, SparkListenerStageSubmitted
+}
 
 /** What the driver knows of a stage from Spark's scheduler. Immutable. */
 private[sluice] final case class StageMeta(

@@ -29,7 +29,8 @@ private[sluice] object SluiceTaskMetrics extends Logging {
       env.metrics.liveGroup(k).orElse {
         val g = env.metrics.group(k)
         context.addTaskCompletionListener[Unit] { _ =>
-          try env.metrics.finish(k) catch { case NonFatal(e) => logWarning(s"Could not finish the metrics of $k", e) }
+          try env.metrics.finish(k)
+          catch { case NonFatal(e) => logWarning(s"Could not finish the metrics of $k", e) }
         }
         Some(g)
       }
@@ -47,19 +48,21 @@ private[sluice] object SluiceTaskMetrics extends Logging {
   def latencyStats(env: ShuffleEnvironment, context: TaskContext, group: Option[TaskIOMetricGroup]): Option[LatencyStats] =
     group.flatMap { g =>
       if (latencyInterval(env, context) <= 0) None
-      else try {
-        val granularity = LatencyGranularity.parse(setting(env, context, SluiceOptions.LatencyTrackingGranularity))
-        Some(env.metrics.enableLatencyTracking(g, granularity))
-      } catch {
-        case NonFatal(e) => logWarning(s"Latency tracking is off for ${g.key}: ${e.getMessage}", e); None
-      }
+      else
+        try {
+          val granularity = LatencyGranularity.parse(setting(env, context, SluiceOptions.LatencyTrackingGranularity))
+          Some(env.metrics.enableLatencyTracking(g, granularity))
+        } catch {
+          case NonFatal(e) => logWarning(s"Latency tracking is off for ${g.key}: ${e.getMessage}", e); None
+        }
     }
 
   /** A setting from the task's local properties if set there (and valid), else the executor's. */
   private def setting[T](env: ShuffleEnvironment, context: TaskContext, option: ConfigOption[T]): T = {
     val local = Option(context.getLocalProperty(option.key))
     local.flatMap { raw =>
-      try Some(option.parse(raw)) catch {
+      try Some(option.parse(raw))
+      catch {
         case NonFatal(e) => logWarning(s"Ignoring the job's ${option.key}: ${e.getMessage}"); None
       }
     }.getOrElse(env.conf.get(option))

@@ -9,7 +9,9 @@ import scala.xml.Node
 import com.codahale.metrics.MetricRegistry
 import io.sluice.netty.SparkPipelineNames
 import jakarta.servlet.http.HttpServletRequest
-import org.apache.spark.{Aggregator, MapOutputTracker, MapOutputTrackerMaster, SecurityManager, SparkConf, SparkContext, SparkEnv, TaskContext}
+import org.apache.spark.{
+  Aggregator, MapOutputTracker, MapOutputTrackerMaster, SecurityManager, SparkConf, SparkContext, SparkEnv, TaskContext
+}
 import org.apache.spark.metrics.MetricsSystem
 import org.apache.spark.metrics.source.Source
 import org.apache.spark.network.netty.SparkTransportConf
@@ -216,16 +218,18 @@ object SparkInternals {
   /** Sets up `endpoint` under `name` in this JVM's RpcEnv (the driver's). */
   private[sluice] def setupDriverEndpoint(name: String, endpoint: DriverEndpoint): Unit = {
     val rpc = env.rpcEnv
-    rpc.setupEndpoint(name, new ThreadSafeRpcEndpoint {
-      override val rpcEnv: RpcEnv = rpc
-      override def receive: PartialFunction[Any, Unit] = { case bytes: Array[Byte] => endpoint.receive(bytes) }
-      override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
-        case bytes: Array[Byte] => endpoint.receiveAndReply(bytes, new RpcReply {
-          override def reply(message: Array[Byte]): Unit = context.reply(message)
-          override def fail(e: Throwable): Unit = context.sendFailure(e)
-        })
-      }
-    })
+    rpc.setupEndpoint(name,
+      new ThreadSafeRpcEndpoint {
+        override val rpcEnv: RpcEnv = rpc
+        override def receive: PartialFunction[Any, Unit] = { case bytes: Array[Byte] => endpoint.receive(bytes) }
+        override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
+          case bytes: Array[Byte] => endpoint.receiveAndReply(bytes,
+              new RpcReply {
+                override def reply(message: Array[Byte]): Unit = context.reply(message)
+                override def fail(e: Throwable): Unit = context.sendFailure(e)
+              })
+        }
+      })
   }
 
   /** The driver's endpoint `name`, reached through this JVM's RpcEnv. */
@@ -321,6 +325,6 @@ private[sluice] object SluiceLocation {
   def port(location: BlockManagerId): Int = location.topologyInfo match {
     case Some(t) if t.startsWith(Prefix) => t.drop(Prefix.length).takeWhile(_ != ';').toInt
     case other => throw new IllegalStateException(s"Map output at $location carries no Sluice port " +
-      s"(topology info $other): was it written by another shuffle manager?")
+        s"(topology info $other): was it written by another shuffle manager?")
   }
 }

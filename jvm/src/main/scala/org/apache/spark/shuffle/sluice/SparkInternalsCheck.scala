@@ -41,13 +41,16 @@ private[sluice] object SparkInternalsCheck extends Logging {
     def isClass: Boolean = name.isEmpty
     def describe: String = {
       val o = owner.replace('/', '.')
-      if (isClass) s"class $o" else if (isField) s"field $o.$name"
-      else if (name == "<init>") s"constructor $o$descriptor" else s"method $o.$name$descriptor"
+      if (isClass) s"class $o"
+      else if (isField) s"field $o.$name"
+      else if (name == "<init>") s"constructor $o$descriptor"
+      else s"method $o.$name$descriptor"
     }
   }
 
   private lazy val outcome: Option[Throwable] =
-    try { verify(); None } catch { case e: IllegalStateException => Some(e) }
+    try { verify(); None }
+    catch { case e: IllegalStateException => Some(e) }
 
   /** [[verify]], once per JVM: later calls repeat the first outcome. */
   def verifyOnce(): Unit = outcome.foreach(e => throw e)
@@ -56,11 +59,13 @@ private[sluice] object SparkInternalsCheck extends Logging {
   def verify(): Unit = {
     SparkVersionCheck.verify()
     val started = System.nanoTime()
-    val references = try boundaryReferences() catch {
-      case NonFatal(e) =>
-        logWarning(s"Sluice could not read its own class files to check their links to Spark: $e")
-        Nil
-    }
+    val references =
+      try boundaryReferences()
+      catch {
+        case NonFatal(e) =>
+          logWarning(s"Sluice could not read its own class files to check their links to Spark: $e")
+          Nil
+      }
     val found = problems(references, SparkInternals.TransportPipeline)
     if (found.nonEmpty) throw failure(org.apache.spark.SPARK_VERSION, found)
     logInfo(s"Spark ${org.apache.spark.SPARK_VERSION}'s internals are as Sluice expects: ${references.size} " +
@@ -143,11 +148,12 @@ private[sluice] object SparkInternalsCheck extends Logging {
     }
   }
 
-  private def readAll(in: InputStream): Array[Byte] = try {
-    val out = new ByteArrayOutputStream()
-    in.transferTo(out)
-    out.toByteArray
-  } finally in.close()
+  private def readAll(in: InputStream): Array[Byte] =
+    try {
+      val out = new ByteArrayOutputStream()
+      in.transferTo(out)
+      out.toByteArray
+    } finally in.close()
 
   /**
    * The references that do not resolve in the running Spark. Each is resolved the way the JVM
@@ -159,7 +165,8 @@ private[sluice] object SparkInternalsCheck extends Logging {
     references.groupBy(_.owner).toSeq.sortBy(_._1).flatMap { case (owner, refs) =>
       val name = owner.replace('/', '.')
       val loaded: Either[String, Class[_]] =
-        try Right(Class.forName(name, false, loader)) catch { case _: ClassNotFoundException | _: LinkageError => Left(name) }
+        try Right(Class.forName(name, false, loader))
+        catch { case _: ClassNotFoundException | _: LinkageError => Left(name) }
       loaded match {
         case Left(missing) => Seq(s"class $missing is missing")
         case Right(cls) => refs.filterNot(_.isClass).sortBy(_.describe).flatMap(r => unresolved(cls, r, loader))
@@ -171,9 +178,11 @@ private[sluice] object SparkInternalsCheck extends Logging {
 
   /** Why `r` does not resolve in `cls`, or None when it does (or exists but is not ours to call). */
   private def unresolved(cls: Class[_], r: Reference, loader: ClassLoader): Option[String] = {
+
     /** Whether `find` finds the member: access errors mean it exists (protected, in a superclass). */
     def found(find: => Any): Boolean =
-      try { find; true } catch {
+      try { find; true }
+      catch {
         case _: NoSuchMethodException | _: NoSuchFieldException => false
         case _: IllegalAccessException => true
       }
@@ -203,16 +212,17 @@ private[sluice] object SparkInternalsCheck extends Logging {
     val context = new TransportContext(new TransportConf("sluice", new MapConfigProvider(Collections.emptyMap())),
       new NoOpRpcHandler)
     try Seq(false -> "server", true -> "client").flatMap { case (isClient, side) =>
-      val channel = new NioSocketChannel()
-      try {
-        context.initializePipeline(channel, isClient)
-        val present = channel.pipeline().names().asScala.toSet
-        val missing = names.required.filterNot(present)
-        if (missing.isEmpty) None
-        else Some(s"a $side pipeline of Spark's TransportContext has no handler named ${missing.mkString(", ")} " +
-          s"(it has ${channel.pipeline().names().asScala.filterNot(_.startsWith("DefaultChannelPipeline")).mkString(", ")})")
-      } finally channel.unsafe().closeForcibly()
-    } finally context.close()
+        val channel = new NioSocketChannel()
+        try {
+          context.initializePipeline(channel, isClient)
+          val present = channel.pipeline().names().asScala.toSet
+          val missing = names.required.filterNot(present)
+          if (missing.isEmpty) None
+          else Some(s"a $side pipeline of Spark's TransportContext has no handler named ${missing.mkString(", ")} " +
+            s"(it has ${channel.pipeline().names().asScala.filterNot(_.startsWith("DefaultChannelPipeline")).mkString(", ")})")
+        } finally channel.unsafe().closeForcibly()
+      }
+    finally context.close()
   }
 
   // ---- Fields read by reflection ------------------------------------------------------------
@@ -226,7 +236,8 @@ private[sluice] object SparkInternalsCheck extends Logging {
     try {
       val cls = Class.forName(name, false, getClass.getClassLoader)
       def fieldType(field: String): Option[Class[_]] =
-        try Some(cls.getDeclaredField(field).getType) catch { case _: NoSuchFieldException => None }
+        try Some(cls.getDeclaredField(field).getType)
+        catch { case _: NoSuchFieldException => None }
       val numFields = SparkInternals.UnsafeRowSerializerFields
       val dataSize = SparkInternals.UnsafeRowSerializerDataSize
       val fields =

@@ -21,6 +21,7 @@ import org.apache.spark.util.AccumulatorV2
  * Single-threaded (the map task).
  */
 private[sluice] abstract class SparkRecordSerializer extends RecordSerializer[Product2[Any, Any]] {
+
   /** After the last record: reports what the serializer counted and closes its stream. */
   def close(): Unit = ()
 }

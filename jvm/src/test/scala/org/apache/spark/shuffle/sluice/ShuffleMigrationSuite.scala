@@ -22,7 +22,8 @@ class ShuffleMigrationSuite extends AnyFunSuite {
     Seq("spark.storage.decommission.fallbackStorage.path", "spark.storage.decommission.shuffleBlocks.enabled=false",
       "Unset").foreach(s => assert(e.getMessage.contains(s), e.getMessage))
     // Without shuffle migration the fallback storage never sees a Sluice map output.
-    new SluiceShuffleManager(conf(storageDecommission, fallback, "spark.storage.decommission.shuffleBlocks.enabled" -> "false"), true)
+    new SluiceShuffleManager(conf(storageDecommission, fallback, "spark.storage.decommission.shuffleBlocks.enabled" -> "false"),
+      true)
     new SluiceShuffleManager(conf(fallback), true)
     new SluiceShuffleManager(conf(storageDecommission), true)
   }

@@ -10,7 +10,7 @@ import org.scalatest.funsuite.AnyFunSuite
 class SluiceDriverMetricsSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val conf = SluiceConf(Seq("spark.sluice.metrics.reportInterval" -> "50ms",
-    "spark.sluice.backpressure.numSamples" -> "5", "spark.sluice.backpressure.delayBetweenSamples" -> "1ms"))
+      "spark.sluice.backpressure.numSamples" -> "5", "spark.sluice.backpressure.delayBetweenSamples" -> "1ms"))
   private val segments = SegmentsSnapshot(32768, 100, 100, 0)
 
   private def report(exec: String, tasks: Seq[TaskIOSnapshot], samples: Seq[StageSampleResult] = Nil) =

@@ -35,7 +35,7 @@ class SluiceEnvironmentSuite extends AnyFunSuite with NettyLeakDetection {
     assert(connect("spark.network.timeout" -> "45s", SluiceOptions.ConnectTimeout.key -> "0") == (45000L, "45s"))
     // Each follows on its own: a heartbeat timeout of its own leaves the connect timeout following.
     val both = SluiceEnvironment.engineConf(new SparkConf(false).setAll(Seq("spark.network.timeout" -> "20s",
-      SluiceOptions.HeartbeatTimeout.key -> "6s")))
+          SluiceOptions.HeartbeatTimeout.key -> "6s")))
     assert(both.get(SluiceOptions.HeartbeatTimeout) == 6000L && both.get(SluiceOptions.ConnectTimeout) == 20000L)
     // Without the Spark layer (the engine alone, as in its own tests), 0 means Spark's default.
     assert(NettyConnectionManager.connectTimeoutMs(SluiceConf(Nil)) == 120000L)

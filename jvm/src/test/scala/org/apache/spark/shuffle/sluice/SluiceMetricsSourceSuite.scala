@@ -29,10 +29,10 @@ class SluiceMetricsSourceSuite extends AnyFunSuite with NettyLeakDetection {
     val store = new MetricStore()
     val busy = TestingSnapshots.producer(stageId = 1, outPoolUsage = 0.75).copy(backPressuredTimeMsPerSecond = 300)
     store.add(ExecutorSnapshot("1", 10, SegmentsSnapshot(32768, 100, 90, 10), Seq(busy),
-      Map(MetricNames.NumRecordsOut -> 1000L), Map("numRecordsOutPerSecond" -> 50.0)))
+        Map(MetricNames.NumRecordsOut -> 1000L), Map("numRecordsOutPerSecond" -> 50.0)))
     store.add(ExecutorSnapshot("2", 10, SegmentsSnapshot(32768, 100, 60, 40),
-      Seq(TestingSnapshots.producer(stageId = 1, partitionId = 1, outPoolUsage = 0.25)),
-      Map(MetricNames.NumRecordsOut -> 500L), Map("numRecordsOutPerSecond" -> 25.0)))
+        Seq(TestingSnapshots.producer(stageId = 1, partitionId = 1, outPoolUsage = 0.25)),
+        Map(MetricNames.NumRecordsOut -> 500L), Map("numRecordsOutPerSecond" -> 25.0)))
     val r = new MetricRegistry
     val source = new SluiceMetricsSource(r, new SluiceMetricsSource.ClusterValues(store))
     source.register()

@@ -41,7 +41,8 @@ class SluiceShuffleBlockResolverSuite extends AnyFunSuite {
     @volatile var driverKnowsShuffle: ResultPartitionID => Boolean = _ => true
     def resolver(maxDiskSize: Option[Long] = None): SluiceShuffleBlockResolver =
       new SluiceShuffleBlockResolver(new org.apache.spark.SparkConf(false), () => Some(env), () => env,
-        (id, port) => { relocated.synchronized(relocated += id -> port); driverKnowsShuffle(id) }, maxDiskSize, () => transportConf)
+        (id, port) => { relocated.synchronized(relocated += id -> port); driverKnowsShuffle(id) }, maxDiskSize,
+        () => transportConf)
     def location: ProducerLocation = ProducerLocation(name, "127.0.0.1", env.serverPort)
     def files: Seq[String] = Option(dir.listFiles()).toSeq.flatten.map(_.getName).sorted
     def close(): Unit = {
@@ -53,7 +54,8 @@ class SluiceShuffleBlockResolverSuite extends AnyFunSuite {
 
   private def withExecutors[T](names: String*)(body: Seq[Executor] => T): T = {
     val executors = names.map(new Executor(_))
-    try body(executors) finally executors.foreach(_.close())
+    try body(executors)
+    finally executors.foreach(_.close())
   }
 
   /** A finished blocking map output of `numReducers` partitions registered on `e`. */
@@ -99,8 +101,9 @@ class SluiceShuffleBlockResolverSuite extends AnyFunSuite {
   /** Every record of subpartitions [start, end) of `id` on `producer`, read by a gate on `reader`. */
   private def read(reader: Executor, producer: Executor, id: ResultPartitionID, start: Int, end: Int): Seq[Seq[Byte]] = {
     val gate = new TestingGateReader(reader.env.createInputGate("test reader",
-      IndexedSeq(GateInput(id, start, end, producer.location)), waitForProducers = false))
-    try Iterator.continually(gate.next()).takeWhile(_ != null).map(_.toSeq).toVector finally gate.close()
+        IndexedSeq(GateInput(id, start, end, producer.location)), waitForProducers = false))
+    try Iterator.continually(gate.next()).takeWhile(_ != null).map(_.toSeq).toVector
+    finally gate.close()
   }
 
   test("a finished map output moves to a peer and reads there record for record, locally and over the network") {
@@ -214,7 +217,7 @@ class SluiceShuffleBlockResolverSuite extends AnyFunSuite {
       val e = intercept[UnsupportedOperationException](r.putShuffleBlockAsStream(ShuffleBlockId(1, 2L, 3), null))
       assert(e.getMessage.contains("shuffle_1_2_3"))
       assert(intercept[UnsupportedOperationException](r.getBlockData(ShuffleBlockId(1, 2L, 3), None))
-        .getMessage.contains("own transport"))
+          .getMessage.contains("own transport"))
       assert(r.getMigrationBlocks(ShuffleBlockInfo(1, 2L)).isEmpty)
     }
   }

@@ -43,7 +43,7 @@ class SluiceTransportSecuritySuite extends AnyFunSuite {
 
   test("spark.ssl.rpc.enabled without its keys is refused at start-up, naming the key") {
     val tconf = transportConf(Map("spark.ssl.rpc.enabled" -> "true", "spark.ssl.rpc.openSslEnabled" -> "false",
-      "spark.ssl.rpc.keyStore" -> "/nonexistent/keystore.p12", "spark.ssl.rpc.keyStorePassword" -> "x"))
+        "spark.ssl.rpc.keyStore" -> "/nonexistent/keystore.p12", "spark.ssl.rpc.keyStorePassword" -> "x"))
     val e = intercept[IllegalArgumentException](new TestingExecutor("A", sparkTransportConf = tconf))
     assert(e.getMessage.contains("spark.ssl.rpc.keyStore") && e.getMessage.contains("/nonexistent/keystore.p12"), e.getMessage)
   }

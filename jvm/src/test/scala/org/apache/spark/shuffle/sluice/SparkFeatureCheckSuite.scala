@@ -17,12 +17,12 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
     // Shuffle tracking is on by default in Spark 4.3: dynamic allocation alone is fine.
     SparkFeatureCheck.verify(conf("spark.dynamicAllocation.enabled" -> "true"))
     SparkFeatureCheck.verify(conf("spark.dynamicAllocation.enabled" -> "true",
-      "spark.dynamicAllocation.shuffleTracking.enabled" -> "true"))
+        "spark.dynamicAllocation.shuffleTracking.enabled" -> "true"))
     // Decommissioning, with or without shuffle-block migration (Sluice's resolver migrates).
     SparkFeatureCheck.verify(conf("spark.decommission.enabled" -> "true"))
     SparkFeatureCheck.verify(conf("spark.decommission.enabled" -> "true", "spark.storage.decommission.enabled" -> "true"))
     SparkFeatureCheck.verify(conf("spark.decommission.enabled" -> "true", "spark.storage.decommission.enabled" -> "true",
-      "spark.storage.decommission.shuffleBlocks.enabled" -> "false"))
+        "spark.storage.decommission.shuffleBlocks.enabled" -> "false"))
   }
 
   test("the external shuffle service is refused, naming the key and what to use instead") {
@@ -45,7 +45,7 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
     assert(m.contains("spark.dynamicAllocation.enabled=true with spark.dynamicAllocation.shuffleTracking.enabled=false"), m)
     assert(m.contains("Set spark.dynamicAllocation.shuffleTracking.enabled=true"), m)
     SparkFeatureCheck.verify(conf("spark.dynamicAllocation.enabled" -> "true",
-      "spark.dynamicAllocation.shuffleTracking.enabled" -> "false").setMaster("local[2]"))
+        "spark.dynamicAllocation.shuffleTracking.enabled" -> "false").setMaster("local[2]"))
     // Shuffle tracking off on its own means nothing.
     SparkFeatureCheck.verify(conf("spark.dynamicAllocation.shuffleTracking.enabled" -> "false"))
   }

@@ -22,8 +22,9 @@ class SparkInternalsCheckSuite extends AnyFunSuite {
     val refs = SparkInternalsCheck.boundaryReferences()
     // The scan found the adapter's private uses and the SPI, so a check that passes has checked something.
     assert(refs.exists(r => r.owner == "org/apache/spark/shuffle/FetchFailedException" && r.name == "<init>"))
-    assert(refs.exists(r => r.owner == "org/apache/spark/util/collection/ExternalSorter" &&
-      r.name == "insertAllAndUpdateMetrics"))
+    assert(refs.exists(r =>
+        r.owner == "org/apache/spark/util/collection/ExternalSorter" &&
+          r.name == "insertAllAndUpdateMetrics"))
     assert(refs.exists(r => r.owner == "org/apache/spark/shuffle/ShuffleWriteMetricsReporter"))
     assert(SparkInternalsCheck.linkProblems(refs).isEmpty)
     assert(SparkInternalsCheck.pipelineProblems(SparkInternals.TransportPipeline).isEmpty)
@@ -41,19 +42,20 @@ class SparkInternalsCheckSuite extends AnyFunSuite {
 
   test("a method, field or class gone from Spark, or a changed signature, is reported by name") {
     val problems = SparkInternalsCheck.linkProblems(Seq(
-      Reference("org/apache/spark/SparkEnv", "blockManager", "()Lorg/apache/spark/storage/BlockManager;", isField = false),
-      Reference("org/apache/spark/SparkEnv", "blockManagerOfSpark9", "()Lorg/apache/spark/storage/BlockManager;",
-        isField = false),
-      Reference("org/apache/spark/SparkEnv", "executorId", "()Ljava/lang/Integer;", isField = false),
-      Reference("org/apache/spark/storage/BlockManagerId", "executorIdOfSpark9", "Ljava/lang/String;", isField = true),
-      Reference("org/apache/spark/storage/BlockManagerId", "<init>", "(Ljava/lang/String;)V", isField = false),
-      Reference("org/apache/spark/NoSuchClassOfSpark9", "", "", isField = false)))
-    assert(problems == Seq(
-      "class org.apache.spark.NoSuchClassOfSpark9 is missing",
-      "method org.apache.spark.SparkEnv.blockManagerOfSpark9()Lorg/apache/spark/storage/BlockManager; is missing",
-      "method org.apache.spark.SparkEnv.executorId()Ljava/lang/Integer; is missing",
-      "constructor org.apache.spark.storage.BlockManagerId(Ljava/lang/String;)V is missing",
-      "field org.apache.spark.storage.BlockManagerId.executorIdOfSpark9 is missing"), problems)
+        Reference("org/apache/spark/SparkEnv", "blockManager", "()Lorg/apache/spark/storage/BlockManager;", isField = false),
+        Reference("org/apache/spark/SparkEnv", "blockManagerOfSpark9", "()Lorg/apache/spark/storage/BlockManager;",
+          isField = false),
+        Reference("org/apache/spark/SparkEnv", "executorId", "()Ljava/lang/Integer;", isField = false),
+        Reference("org/apache/spark/storage/BlockManagerId", "executorIdOfSpark9", "Ljava/lang/String;", isField = true),
+        Reference("org/apache/spark/storage/BlockManagerId", "<init>", "(Ljava/lang/String;)V", isField = false),
+        Reference("org/apache/spark/NoSuchClassOfSpark9", "", "", isField = false)))
+    assert(
+      problems == Seq(
+        "class org.apache.spark.NoSuchClassOfSpark9 is missing",
+        "method org.apache.spark.SparkEnv.blockManagerOfSpark9()Lorg/apache/spark/storage/BlockManager; is missing",
+        "method org.apache.spark.SparkEnv.executorId()Ljava/lang/Integer; is missing",
+        "constructor org.apache.spark.storage.BlockManagerId(Ljava/lang/String;)V is missing",
+        "field org.apache.spark.storage.BlockManagerId.executorIdOfSpark9 is missing"), problems)
     val message = SparkInternalsCheck.failure("4.3.9", problems).getMessage
     assert(message.contains("cannot run on Spark 4.3.9") && message.contains("blockManagerOfSpark9"), message)
   }
@@ -96,7 +98,7 @@ class SparkInternalsCheckSuite extends AnyFunSuite {
       val literals = if (path.contains("/SparkPipelineNames")) Nil else strings
       refs.filterNot(r => r.owner.startsWith("org/apache/spark/network/") || r.owner.startsWith("org/apache/spark/unsafe/"))
         .map(r => s"$path uses ${r.describe}") ++
-        literals.filter((names.required ++ names.optional).toSet).map(s => s"$path names Spark's handler \"$s\"")
+      literals.filter((names.required ++ names.optional).toSet).map(s => s"$path names Spark's handler \"$s\"")
     }
     assert(offending.isEmpty, offending.distinct.mkString("\n"))
   }

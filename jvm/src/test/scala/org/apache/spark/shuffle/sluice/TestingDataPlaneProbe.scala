@@ -44,7 +44,9 @@ object TestingDataPlaneProbe {
     val shuffleId = shuffled.dependencies.head.asInstanceOf[ShuffleDependency[_, _, _]].shuffleId
     kept.put(shuffleId, shuffled)
     json(Map("shuffleId" -> shuffleId,
-      "partitions" -> answer.sortBy(_._1).map { case (p, values) => Map("reduce" -> p, "values" -> values.toSeq.asJava).asJava }.toSeq.asJava))
+        "partitions" -> answer.sortBy(_._1).map { case (p, values) =>
+          Map("reduce" -> p, "values" -> values.toSeq.asJava).asJava
+        }.toSeq.asJava))
   }
 
   /**
@@ -58,16 +60,18 @@ object TestingDataPlaneProbe {
     val dep = kept.get(shuffleId).dependencies.head.asInstanceOf[ShuffleDependency[Int, Long, Long]]
     val outputs = SparkInternals.mapSizesByExecutorId(shuffleId, 0, NumMaps, reduce, reduce + 1).toSeq.flatMap {
       case (location, blocks) => blocks.collect {
-        case (ShuffleBlockId(_, mapId, _), size, _) if size > 0 => MapOutput(location, mapId, 0, reduce, reduce + 1, pipelined = false)
-      }
+          case (ShuffleBlockId(_, mapId, _), size, _) if size > 0 =>
+            MapOutput(location, mapId, 0, reduce, reduce + 1, pipelined = false)
+        }
     }.toIndexedSeq
     val sluice = SluiceEnvironment.engineConf(conf)
     val pool = new NetworkBufferPool(64, sluice.segmentSize)
     val partitions = new ResultPartitionManager
-    val auth = Option(secret).map(s => (new SecretKeyHolder {
-      override def getSaslUser(appId: String): String = "sparkSaslUser"
-      override def getSecretKey(appId: String): String = s
-    }, conf.getAppId))
+    val auth = Option(secret).map(s =>
+      (new SecretKeyHolder {
+          override def getSaslUser(appId: String): String = "sparkSaslUser"
+          override def getSecretKey(appId: String): String = s
+        }, conf.getAppId))
     val connections = new NettyConnectionManager(sluice, SparkInternals.transportConf(conf, 1), partitions, auth, "127.0.0.1",
       SparkInternals.TransportPipeline)
     val values = Seq.newBuilder[Long]
@@ -104,9 +108,9 @@ object TestingDataPlaneProbe {
       pool.destroy()
     }
     json(Map(
-      "executors" -> outputs.map(o => s"${o.producer.host}:${o.producer.port}").distinct.sorted.asJava,
-      "values" -> values.result().asJava,
-      "error" -> error))
+        "executors" -> outputs.map(o => s"${o.producer.host}:${o.producer.port}").distinct.sorted.asJava,
+        "values" -> values.result().asJava,
+        "error" -> error))
   }
 
   /** Forgets a probed shuffle (Spark may then clean it up). */

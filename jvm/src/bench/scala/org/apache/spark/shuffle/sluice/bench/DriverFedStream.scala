@@ -78,8 +78,9 @@ object DriverFedStream {
    */
   def create(spark: SparkSession, numPartitions: Int, numKeys: Int, startDelayMs: Long, phases: Array[Int],
       rates: Array[Long], durationsMs: Array[Long]): DriverFedStream =
-    new DriverFedStream(spark, numPartitions, () => {
-      val start = LatencyProbeWriter.nowMicros() + startDelayMs * 1000L
-      RateSchedule(start, numPartitions, numKeys, phases, rates, durationsMs)
-    })
+    new DriverFedStream(spark, numPartitions,
+      () => {
+        val start = LatencyProbeWriter.nowMicros() + startDelayMs * 1000L
+        RateSchedule(start, numPartitions, numKeys, phases, rates, durationsMs)
+      })
 }

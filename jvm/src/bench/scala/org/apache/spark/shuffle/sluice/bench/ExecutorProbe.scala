@@ -32,15 +32,17 @@ object ExecutorProbe {
   private def nettyBytes: Long = io.netty.util.internal.PlatformDependent.usedDirectMemory()
 
   private lazy val sampler: Thread = {
-    val t = new Thread(() => {
-      while (true) {
-        SluiceEnvironment.ifStarted.foreach(e => peakUsedSegments.accumulateAndGet(
-          e.networkBufferPool.numberOfUsedSegments.toLong, math.max))
-        peakDirectBytes.accumulateAndGet(directBytes, math.max)
-        peakNettyBytes.accumulateAndGet(nettyBytes, math.max)
-        Thread.sleep(1)
-      }
-    }, "sluice-bench-memory-sampler")
+    val t = new Thread(
+      () => {
+        while (true) {
+          SluiceEnvironment.ifStarted.foreach(e =>
+            peakUsedSegments.accumulateAndGet(
+              e.networkBufferPool.numberOfUsedSegments.toLong, math.max))
+          peakDirectBytes.accumulateAndGet(directBytes, math.max)
+          peakNettyBytes.accumulateAndGet(nettyBytes, math.max)
+          Thread.sleep(1)
+        }
+      }, "sluice-bench-memory-sampler")
     t.setDaemon(true)
     t.start()
     t

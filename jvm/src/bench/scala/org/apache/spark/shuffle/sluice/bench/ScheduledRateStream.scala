@@ -22,8 +22,8 @@ import org.apache.spark.util.SystemClock
  * partition `k % numPartitions`, so each key's records keep their order through the shuffle.
  */
 final class ScheduledRateStream(spark: SparkSession, numPartitions: Int, schedule: RateSchedule)
-    extends LowLatencyMemoryStream[(Long, Int, Int)](ScheduledRateStream.nextId(), spark, numPartitions,
-      new SystemClock)(Encoders.product[(Long, Int, Int)]) {
+  extends LowLatencyMemoryStream[(Long, Int, Int)](ScheduledRateStream.nextId(), spark, numPartitions,
+    new SystemClock)(Encoders.product[(Long, Int, Int)]) {
 
   /** The stream as a DataFrame with columns `created_us`, `phase`, `key`. */
   def toScheduledDF(): DataFrame = toDF().toDF("created_us", "phase", "key")
@@ -97,7 +97,7 @@ private final class ScheduledReaderFactory(numPartitions: Int, schedule: RateSch
 
 /** Hands out the partition's records when they are due. Used by one task thread. */
 private final class ScheduledReader(partition: Int, startOffset: Int, schedule: RateSchedule)
-    extends SupportsRealTimeRead[InternalRow] {
+  extends SupportsRealTimeRead[InternalRow] {
 
   private var offset = startOffset
   private val writer = new UnsafeRowWriter(3)

@@ -31,17 +31,23 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
     <div>
       <p>
         Flink's network metrics of Sluice's shuffles.
-        {data.settings.map(s => Text(s"Executors report every ${s.reportIntervalMs} ms; buffer timeout " +
-          s"${s.bufferTimeoutMs} ms; network buffers of ${bytesToString(s.segmentSize.toLong)}. ")).getOrElse(Text(""))}
-        {if (data.live.isDefined) {
-          Text(data.settings.map(s => s"Backpressure is sampled from running tasks' stack traces when this page is " +
-            s"shown (${s.backpressureNumSamples} samples, ${s.backpressureDelayMs} ms apart): refresh to see it. ")
+        {
+      data.settings.map(s =>
+        Text(s"Executors report every ${s.reportIntervalMs} ms; buffer timeout " +
+          s"${s.bufferTimeoutMs} ms; network buffers of ${bytesToString(s.segmentSize.toLong)}. ")).getOrElse(Text(""))
+    }
+        {
+      if (data.live.isDefined) {
+        Text(data.settings.map(s =>
+            s"Backpressure is sampled from running tasks' stack traces when this page is " +
+              s"shown (${s.backpressureNumSamples} samples, ${s.backpressureDelayMs} ms apart): refresh to see it. ")
             .getOrElse(""))
-        } else {
-          <span id="sluice-replayed">Replayed from the event log: the last figures the application posted (when
+      } else {
+        <span id="sluice-replayed">Replayed from the event log: the last figures the application posted (when
             a stage ended, at most every {SluiceEventPublisher.MinIntervalMs / 1000} s while it ran, and when the
             application ended); task details and sampling exist only while it runs. </span>
-        }}
+      }
+    }
         <a href={uiLink(request, s"/${SluiceTab.Prefix}/json")}>JSON</a>
       </p>
       <h4>Executors</h4>
@@ -88,8 +94,10 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
     val sampling = data.live.exists(_.tracker.isInFlight(v.stageId))
     <tr class="sluice-stage" data-stage-id={v.stageId.toString}
         data-level={if (v.backPressureSampled) v.level else ""}>
-      <td>{if (data.live.isDefined) <a href={uiLink(request, s"/${SluiceTab.Prefix}/?stage=${v.stageId}")}>{v.stageId}</a>
-           else Text(v.stageId.toString)}
+      <td>{
+      if (data.live.isDefined) <a href={uiLink(request, s"/${SluiceTab.Prefix}/?stage=${v.stageId}")}>{v.stageId}</a>
+      else Text(v.stageId.toString)
+    }
         {if (v.stageAttemptId > 0) s" (attempt ${v.stageAttemptId})" else ""}<br/><small>{v.name}</small></td>
       <td>{v.status}{if (sampling) " (sampling)" else ""}</td>
       <td>{v.runningTasks} / {v.reportedTasks}</td>
@@ -112,13 +120,15 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
         <th>Executor</th><th>{MetricNames.TotalMemorySegments}</th><th>{MetricNames.AvailableMemorySegments}</th>
         <th>{MetricNames.UsedMemorySegments}</th><th>Segment size</th><th>Last report</th>
       </tr></thead>
-      <tbody>{data.executors.map { e =>
+      <tbody>{
+      data.executors.map { e =>
         <tr>
           <td>{e.executorId}</td><td>{e.totalMemorySegments}</td><td>{e.availableMemorySegments}</td>
           <td>{e.usedMemorySegments}</td><td>{bytesToString(e.segmentSize.toLong)}</td>
           <td>{formatDate(e.lastReportMs)}</td>
         </tr>
-      }}</tbody>
+      }
+    }</tbody>
     </table>
 
   private def tasksSection(v: StageView): Seq[Node] = {
@@ -133,12 +143,15 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
         <th>backPressuredTimeMsPerSecond</th><th>busyTimeMsPerSecond</th><th>idleTimeMsPerSecond</th>
         <th>Latency p50 / p99 (ms)</th>
       </tr></thead>
-      <tbody>{v.tasks.map { e =>
+      <tbody>{
+      v.tasks.map { e =>
         val s = e.snapshot
         <tr>
           <td>{s.key.partitionId} ({s.key.taskAttemptId})</td><td>{e.executorId}</td><td>{s.running}</td>
-          <td>{sampled.get(s.key.taskAttemptId).map(t => levelBadge(t.level.name, t.ratio, sampled = true))
-            .getOrElse(Text("not sampled"))}</td>
+          <td>{
+          sampled.get(s.key.taskAttemptId).map(t => levelBadge(t.level.name, t.ratio, sampled = true))
+            .getOrElse(Text("not sampled"))
+        }</td>
           <td>{pct(s.outPoolUsage)}</td><td>{pct(s.inPoolUsage)}</td>
           <td>{s.numRecordsOut}</td><td>{s.numRecordsIn}</td>
           <td>{bytesToString(s.numBytesOut)}</td><td>{bytesToString(s.numBytesIn)}</td>
@@ -148,7 +161,8 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
           <td>{f"${s.idleTimeMsPerSecond}%.0f"}</td>
           <td>{s.latencyTotal.map(l => f"${l.p50}%.0f / ${l.p99}%.0f").getOrElse("-")}</td>
         </tr>
-      }}</tbody>
+      }
+    }</tbody>
     </table>
   }
 }
