@@ -28,7 +28,7 @@ import pytest
 import sluice
 from pyspark.sql import SparkSession
 from sessions import APP_MASTER, REPO, app_env, http_json
-from test_ui import run_chromium
+from test_ui import run_chromium, screenshot
 
 HERE = Path(__file__).resolve().parent
 SLUICE_CLI = Path(sys.executable).parent / "sluice"
@@ -307,12 +307,7 @@ def test_the_history_server_replays_the_tab(
     for stage in per_stage(live):
         assert f'data-stage-id="{stage}"' in dom
     assert ">Sluice<" in dom  # the tab in the History Server's navigation bar
-    update_docs = os.environ.get("SLUICE_UPDATE_SCREENSHOT") == "1"
-    target = SCREENSHOT if update_docs else REPO / "tests" / ".work" / SCREENSHOT.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    run_chromium([f"--screenshot={target}", url])
-    assert target.is_file() and target.stat().st_size > 10_000
-    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    screenshot(url, SCREENSHOT)
 
 
 def test_a_killed_application_still_replays(history_server: str, event_log: Path, tmp_path: Path) -> None:

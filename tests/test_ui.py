@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, Iterator, List
 
 import pytest
@@ -80,6 +81,18 @@ def chromium() -> str:
     raise AssertionError("Chromium is not installed (dev/env.sh installs it: apt-get install -y chromium)")
 
 
+def screenshot(url: str, docs_png: Path) -> Path:
+    """A headless-Chromium screenshot of ``url``, checked to be a real picture: into ``docs_png`` (the
+    docs' picture) with ``SLUICE_UPDATE_SCREENSHOT=1``, else into tests/.work."""
+    update_docs = os.environ.get("SLUICE_UPDATE_SCREENSHOT") == "1"
+    target = docs_png if update_docs else REPO / "tests" / ".work" / docs_png.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    run_chromium([f"--screenshot={target}", url])
+    assert target.is_file() and target.stat().st_size > 10_000
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return target
+
+
 def run_chromium(args: List[str]) -> str:
     with tempfile.TemporaryDirectory(prefix="sluice-chromium-") as profile:
         flags = [
@@ -142,9 +155,4 @@ def test_the_tab_renders_in_headless_chromium(spark: Any) -> None:
     compact = dom.replace(" ", "")
     assert "background-color:#d9534f" in compact  # HIGH in Flink's red
     assert "background-color:#5cb85c" in compact  # OK in Flink's green
-    update_docs = os.environ.get("SLUICE_UPDATE_SCREENSHOT") == "1"
-    target = SCREENSHOT if update_docs else REPO / "tests" / ".work" / SCREENSHOT.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    run_chromium([f"--screenshot={target}", url])
-    assert target.is_file() and target.stat().st_size > 10_000
-    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    screenshot(url, SCREENSHOT)
