@@ -21,8 +21,6 @@ final class UnionResultSubpartitionView private (
   private var last = -1
   @volatile private var released = false
 
-  def numInputs: Int = views.size
-
   /**
    * The next buffer (spilled) or end of the current input, or null when nothing is left (or the
    * views were released). Throws ProducerFailedException when a partition was released under it.
@@ -43,7 +41,7 @@ final class UnionResultSubpartitionView private (
   /** The input (index into the requested inputs) of the buffer or end [[getNextBuffer]] returned last. */
   def lastInput: Int = last
 
-  /** The input being read now (its end not handed out yet), or [[numInputs]] once finished. */
+  /** The input being read now (its end not handed out yet), or the number of inputs once finished. */
   def currentInput: Int = current
 
   /** Every input's end was handed out. */

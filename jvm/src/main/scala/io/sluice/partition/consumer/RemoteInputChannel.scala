@@ -154,8 +154,7 @@ final class RemoteInputChannel(
       if (released) drop = true
       else if (r.sequenceNumber != expectedSequenceNumber) {
         drop = true
-        error = new TransportProtocolException(s"$description received buffer number ${r.sequenceNumber} from " +
-          s"$producer, expected number $expectedSequenceNumber (lost or reordered data)")
+        error = outOfSequence("buffer", r.sequenceNumber)
       } else {
         expectedSequenceNumber += 1
         wasEmpty = received.isEmpty
@@ -183,8 +182,7 @@ final class RemoteInputChannel(
     synchronized {
       if (released) ()
       else if (r.sequenceNumber != expectedSequenceNumber) {
-        error = new TransportProtocolException(s"$description received frame number ${r.sequenceNumber} from " +
-          s"$producer, expected number $expectedSequenceNumber (lost or reordered data)")
+        error = outOfSequence("frame", r.sequenceNumber)
       } else {
         val bad = r.entries.find(e => e.input >= inputs.size)
         if (bad.isDefined) {
@@ -218,6 +216,11 @@ final class RemoteInputChannel(
     error == null && wasEmpty && !released
   }
 
+  /** A message numbered `number` arrived where `expectedSequenceNumber` was due. Lock held. */
+  private def outOfSequence(what: String, number: Int): TransportProtocolException =
+    new TransportProtocolException(s"$description received $what number $number from $producer, expected number " +
+      s"$expectedSequenceNumber (lost or reordered data)")
+
   /** Tells the gate this channel has data (after [[receiveBuffer]] returned true). */
   private[sluice] def notifyGate(): Unit = notifyChannelNonEmpty()
 
@@ -225,8 +228,7 @@ final class RemoteInputChannel(
     val error = synchronized {
       if (released) null
       else if (sequenceNumber != expectedSequenceNumber) {
-        new TransportProtocolException(s"$description received the end as message number $sequenceNumber from " +
-          s"$producer, expected number $expectedSequenceNumber (lost or reordered data)")
+        outOfSequence("the end as message", sequenceNumber)
       } else {
         expectedSequenceNumber += 1
         endOfPartitionMessages.incrementAndGet()
