@@ -2,8 +2,17 @@
 SparkSession running on Sluice for every test that needs one.
 
 The session is started once (about 13 s) by the first test that asks for the ``spark`` fixture
-and stopped at the end. Tests that use it run after all others, because ``sluice.configure``
-(which the configuration tests call) refuses to run while a SparkContext is active.
+and stopped at the end. Tests that use it run after the tests that need no SparkContext in this
+process (``without_spark_context``: ``sluice.configure`` refuses to run while one is active).
+
+``dev/test`` runs the tests in parallel worker processes (pytest-xdist, ``--dist loadgroup``),
+since most of them wait on Spark applications of their own: the tests of a module that share a
+module fixture (a cluster, an application) run in one worker in order, and so do all the tests of
+the in-process session, after the tests that need none; every other test goes to whichever worker
+is free. Every test phase (setup,
+call, teardown) has a deadline (``SLUICE_TEST_TIMEOUT``, default 600 s; ``@pytest.mark.timeout(s)``
+for one test): past it, every process the phase started is killed (a hung application, its
+executors, servers) and the test fails saying so.
 
 ``SLUICE_TEST_CLUSTER_MASTER`` picks its master (see ``sessions.SESSION_MASTER``). Helpers the
 tests share live in ``sessions.py`` (and ``sparkjobs.py``), never here: tests do not import
@@ -13,18 +22,168 @@ conftest.
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
-from typing import Any, Iterator, List
+import threading
+from typing import Any, Dict, Generator, Iterator, List
 
+import processes
 import pytest
 from sessions import SESSION_MASTER, TEST_JAR, build_session, use_app_env
 
 use_app_env()
 
+DEFAULT_TIMEOUT_S = int(os.environ.get("SLUICE_TEST_TIMEOUT", "600"))
+# The xdist group of the tests that share this process's SparkContext, or need none in it.
+IN_PROCESS = "in-process-session"
+# The groups that take longest (minutes, most of it waiting on their Spark applications), longest
+# first; every other module takes seconds.
+LONGEST_FIRST = (
+    IN_PROCESS,
+    "tests/test_cluster.py",
+    "tests/test_real_shapes.py",
+    "tests/test_blocking_shuffle.py",
+    "tests/test_connect_history.py",
+    "tests/test_executor_loss.py",
+    "tests/test_packaging.py",
+    "tests/test_cli.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "timeout(seconds): this test's deadline per phase, instead of the default")
+
+
+def _in_process_rank(item: pytest.Item) -> int:
+    """0 for the tests that need no SparkContext in this process, 2 for those that use the shared
+    session, 1 for the others."""
+    names = getattr(item, "fixturenames", ())
+    return 2 if "spark" in names else 0 if "without_spark_context" in names else 1
+
+
+def _group(item: pytest.Item) -> str:
+    """The test's xdist group: the in-process session's; its module's, when it shares a module
+    fixture (an application, a cluster) with the module's other tests; else its own."""
+    if _in_process_rank(item) != 1:
+        return IN_PROCESS
+    module = item.nodeid.split("::", 1)[0]
+    fixtures = getattr(item, "_fixtureinfo", None)
+    definitions = fixtures.name2fixturedefs.values() if fixtures is not None else []
+    shared = any(defs[-1].scope in ("module", "package", "class") for defs in definitions)
+    return module if shared else item.nodeid
+
 
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
-    """Runs the tests that need the Spark session last (keeping their order)."""
-    items.sort(key=lambda item: "spark" in getattr(item, "fixturenames", ()))
+    """Puts the tests that share this process's session, and those that must run before it, in one
+    group (one worker, in that order: the session's last), the tests of a module that share a module
+    fixture in one group, and every other test in a group of its own; the longest modules first, so
+    that the workers finish at about the same time."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+    def longest_first(item: pytest.Item) -> int:
+        group = IN_PROCESS if _group(item) == IN_PROCESS else item.nodeid.split("::", 1)[0]
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=lambda item: (longest_first(item), _in_process_rank(item)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's ``loadgroup`` scheduling, but a worker takes its next group only when its
+    current one is down to its last test (pytest-xdist hands out a second group at once): the
+    groups here take minutes each, and one queued behind a long group would wait for nothing
+    while another worker idles."""
+    from xdist.scheduler import LoadGroupScheduling
+
+    class OneGroupAhead(LoadGroupScheduling):  # type: ignore[misc]
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            # A worker runs its last test only once it knows the next one (or is told to stop).
+            if self._pending_of(self.assigned_work[node]) > 1:
+                return
+            self._assign_work_unit(node)
+
+    return OneGroupAhead(config, log)
+
+
+_module_seconds: Dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0]
+    _module_seconds[module] = _module_seconds.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Each module's time (setup, call and teardown of its tests, whichever worker ran them)."""
+    if _module_seconds:
+        terminalreporter.write_sep("=", "seconds per module")
+        for module, seconds in sorted(_module_seconds.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"{seconds:8.1f}  {module}")
+
+
+@pytest.fixture
+def without_spark_context() -> None:
+    """For a test that needs no SparkContext running in this process (``sluice.configure`` and the
+    driver-JVM checks refuse one): such tests run before the shared session starts."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        raise RuntimeError("a SparkContext is running in this test process: this test must run before the session")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    with _deadline(item, "setup"):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    with _deadline(item, "call"):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    with _deadline(item, "teardown"):
+        yield
+
+
+class _deadline:
+    """Fails the test phase when it outlives its deadline, after killing every process it started."""
+
+    def __init__(self, item: pytest.Item, phase: str) -> None:
+        marker = item.get_closest_marker("timeout")
+        self.seconds = int(marker.args[0]) if marker else DEFAULT_TIMEOUT_S
+        self.what = f"{item.nodeid} ({phase})"
+
+    def __enter__(self) -> None:
+        self.armed = threading.current_thread() is threading.main_thread()  # where signals are delivered
+        if not self.armed:
+            return
+        self.before = processes.descendants()
+        self.previous = signal.signal(signal.SIGALRM, self._expire)
+        signal.alarm(self.seconds)
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.armed:
+            return
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, self.previous)
+
+    def _expire(self, _signum: int, _frame: object) -> None:
+        killed = processes.kill_started_since(self.before)
+        pytest.fail(
+            f"{self.what} ran past its deadline of {self.seconds}s (SLUICE_TEST_TIMEOUT or @pytest.mark.timeout): "
+            f"killed the {len(killed)} processes it had started ({', '.join(map(str, killed[:20]))})",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,10 +1,13 @@
 """Regular (blocking) shuffles through Sluice give exactly the sort shuffle's answers.
 
-Every workload of ``workloads.py`` runs once on Spark's sort shuffle (the reference) and then on
-Sluice in several configurations, each a separate Spark application on a two-executor
-local-cluster (one Python process can start Spark's driver JVM only once). Besides the answers,
-each run proves Sluice carried the data: no sort-shuffle ``shuffle_*.data`` file appears in the
-local dirs, Sluice's partition files do, and Sluice's own counters moved.
+The workloads of ``workloads.py`` run on Sluice in several configurations, each a Spark application
+on a two-executor local-cluster (one Python process can start Spark's driver JVM only once), and
+their answers are compared with the sort shuffle's (stored digests, ``reference.py``). Besides the
+answers, each run proves Sluice carried the data: no sort-shuffle ``shuffle_*.data`` file appears
+in the local dirs, Sluice's partition files do, and Sluice's own counters moved.
+
+Settings that do not get in each other's way share an application (``APPS``); each test reads the
+application that has its settings, so five applications test what nine did.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import tempfile
 from typing import Any, Dict, List, Optional
 
 import pytest
+import reference
 import workloads
 from sessions import APP_MASTER, app_env
 
@@ -47,7 +51,7 @@ def run_app(
 
         conf_file = os.path.join(work, "sluice.conf")
         with open(conf_file, "w") as f:
-            settings = dict(spark_conf(**options), **{"spark.master": master})
+            settings = dict(spark_conf(**options), **(conf or {}), **{"spark.master": master})
             for key, value in settings.items():
                 f.write(f"{key} {value}\n")
         submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
@@ -68,22 +72,12 @@ def run_app(
     return report
 
 
-@pytest.fixture(scope="module")
-def reference() -> Dict[str, Any]:
-    # The sort shuffle's answers in one JVM (local[2]): the same answers, without two executors to start.
-    report = run_app("sort", {}, names=list(workloads.WORKLOADS) + ["marked_records"], master="local[2]")
-    assert not report["errors"], report["errors"]
-    assert report["files"]["sort"], "the sort shuffle should have written shuffle_*.data files"
-    return report["answers"]
-
-
-def check_sluice_report(report: Dict[str, Any], reference: Dict[str, Any]) -> None:
+def check_sluice_report(report: Dict[str, Any], names: List[str]) -> None:
+    """The application ran ``names`` (among others) on Sluice, with the sort shuffle's answers."""
     assert not report["errors"], "\n".join(f"{k}:\n{v}" for k, v in report["errors"].items())
     assert report["shuffle_manager"].endswith("SluiceShuffleManager")
-    assert set(report["answers"]) == set(reference), sorted(report["answers"])
-    for name, expected in reference.items():
-        got = report["answers"].get(name)
-        assert got == expected, f"{name}: {workloads.digest(got)} != sort shuffle's {workloads.digest(expected)}"
+    wrong = reference.mismatches(report["answers"], "workloads", names)
+    assert not wrong, wrong
     assert report["files"]["sort"] == [], f"sort-shuffle files appeared: {report['files']['sort'][:5]}"
     assert report["files"]["sluice"], "no Sluice partition files in the local dirs"
     counters = report["counters"]
@@ -116,25 +110,76 @@ TRANSPORT = ["df_group_by", "df_join", "large_records", "rdd_group_by_key", "key
 # the gates AQE reshapes (partition ranges, map-index ranges) and 200 mostly empty subpartitions.
 # The other workloads differ from these only in Spark's operators, which `defaults` covers.
 STARVED = TRANSPORT + ["aqe_coalesce", "aqe_skew_join", "mostly_empty"]
+SUBMITTED = ["df_group_by", "rdd_reduce_by_key", "aqe_coalesce"]
+AUTHENTICATED = ["df_group_by", "large_records", "rdd_group_by_key"]
+SECRET = "sluice-test-secret"
+# The marked records' shuffle files are read while the application runs, with compression off (so
+# the marker would be readable in plain files); they run last in their application.
+UNCOMPRESSED = {"spark.shuffle.compress": "false"}
 
-VARIANTS = {
-    "defaults": ({}, ALL),
-    # Tiny network memory, one exclusive and one floating buffer: everything spills, channels wait.
-    "starved_pool": ({"network_memory": "2m", "buffers_per_channel": "1", "floating_buffers_per_gate": "1"}, STARVED),
+# The applications, each with the settings of the tests that read it (run_app's arguments).
+APPS: Dict[str, Dict[str, Any]] = {
+    "defaults": {"options": {}, "names": ALL},
+    # 1 MiB of network memory (32 buffers) per executor, one exclusive and one floating buffer per
+    # channel: everything spills, channels wait; and spill_heavy shuffles 20 times that memory.
+    "starved_pool": {
+        "options": {"network_memory": "1m", "buffers_per_channel": "1", "floating_buffers_per_gate": "1"},
+        "names": STARVED + ["spill_heavy"],
+    },
     # Both transport extremes in one application (each alone is covered by the JVM suites): no
-    # credit (the producer pushes while the reader keeps up) and a flush after every record.
-    "credit_less_flush_always": ({"credit_based": "false", "buffer_timeout": "0"}, TRANSPORT),
+    # credit (the producer pushes while the reader keeps up) and a flush after every record; with
+    # compression and I/O encryption off, the plain partition files the encryption test compares with.
+    "credit_less_flush_always": {
+        "options": {"credit_based": "false", "buffer_timeout": "0"},
+        "names": TRANSPORT + ["marked_records"],
+        "conf": dict(UNCOMPRESSED, **{"spark.io.encryption.enabled": "false"}),
+        "marker": workloads.MARKER,
+    },
+    # The spark-submit path, every setting from a --properties-file with plain Spark keys, among
+    # them spark.io.encryption.enabled.
+    "spark_submit": {
+        "options": {"buffers_per_channel": "3"},
+        "via_submit": True,
+        "names": SUBMITTED + ["marked_records"],
+        "conf": dict(UNCOMPRESSED, **{"spark.io.encryption.enabled": "true"}),
+        "marker": workloads.MARKER,
+    },
+}
+# Which application each variant of test_answers_equal_sort_shuffle checks, and the workloads it ran there.
+VARIANTS = {
+    "defaults": ALL,
+    "starved_pool": STARVED,
+    "credit_less_flush_always": TRANSPORT,
 }
 
 
+class Apps:
+    """Runs each application of APPS once, when the first test that reads it asks."""
+
+    def __init__(self) -> None:
+        self.reports: Dict[str, Dict[str, Any]] = {}
+
+    def __getitem__(self, name: str) -> Dict[str, Any]:
+        if name not in self.reports:
+            settings = dict(APPS[name])
+            names = settings.pop("names")
+            self.reports[name] = run_app(
+                "preconfigured" if settings.get("via_submit") else "sluice", names=names, **settings
+            )
+        return self.reports[name]
+
+
+@pytest.fixture(scope="module")
+def apps() -> Apps:
+    return Apps()
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_answers_equal_sort_shuffle(variant: str, reference: Dict[str, Any]) -> None:
-    options, names = VARIANTS[variant]
-    report = run_app("sluice", options, names=names)
-    check_sluice_report(report, {name: reference[name] for name in names})
+def test_answers_equal_sort_shuffle(variant: str, apps: Apps) -> None:
+    check_sluice_report(apps[variant], VARIANTS[variant])
 
 
-def test_spark_authentication_and_encryption(reference: Dict[str, Any]) -> None:
+def test_spark_authentication_and_encryption() -> None:
     """spark.authenticate and spark.network.crypto.enabled on: Sluice's connections between the
     executors authenticate with the application's secret and encrypt (Spark's AES-GCM channel),
     and the answers stay exact. Then a client from outside the application, which finds the
@@ -146,16 +191,14 @@ def test_spark_authentication_and_encryption(reference: Dict[str, Any]) -> None:
 
     if not TEST_JAR.is_file():
         raise RuntimeError(f"{TEST_JAR} is missing: build it with `run_gradle testJar` (dev/test does)")
-    secret = "sluice-test-secret"
-    names = ["df_group_by", "large_records", "rdd_group_by_key"]
     conf = {
         "spark.authenticate": "true",
-        "spark.authenticate.secret": secret,
+        "spark.authenticate.secret": SECRET,
         "spark.network.crypto.enabled": "true",
         "spark.jars": str(TEST_JAR),
     }
-    report = run_app("sluice", {}, names=names, conf=conf, probe_secret=secret)
-    check_sluice_report(report, {name: reference[name] for name in names})
+    report = run_app("sluice", {}, names=AUTHENTICATED, conf=conf, probe_secret=SECRET)
+    check_sluice_report(report, AUTHENTICATED)
 
     probe = report["probe"]
     for partition in probe["shuffle"]["partitions"]:
@@ -172,15 +215,14 @@ def test_spark_authentication_and_encryption(reference: Dict[str, Any]) -> None:
         assert refused["error"] and "InputChannelException" in refused["error"], refused["error"]
 
 
-def test_spark_io_encryption_encrypts_partition_files(reference: Dict[str, Any]) -> None:
-    """spark.io.encryption.enabled with shuffle compression off: the answers stay the sort
-    shuffle's, and a marker string carried in the shuffled records is in none of Sluice's .part
-    files (read while the application runs), where with encryption off it is in some of them."""
-    names = ["marked_records"]
-    for encrypted in (True, False):
-        conf = {"spark.shuffle.compress": "false", "spark.io.encryption.enabled": str(encrypted).lower()}
-        report = run_app("sluice", {}, names=names, conf=conf, marker=workloads.MARKER)
-        check_sluice_report(report, {name: reference[name] for name in names})
+def test_spark_io_encryption_encrypts_partition_files(apps: Apps) -> None:
+    """spark.io.encryption.enabled with shuffle compression off (the spark-submit application): the
+    answers stay the sort shuffle's, and a marker string carried in the shuffled records is in none
+    of Sluice's .part files (read while the application runs), where with encryption off (the
+    credit-less application, compression off too) it is in some of them."""
+    for app, encrypted in (("spark_submit", True), ("credit_less_flush_always", False)):
+        report = apps[app]
+        check_sluice_report(report, ["marked_records"])
         parts, marked = report["files"]["sluice"], report["marked_files"]["sluice"]
         if encrypted:
             assert marked == [], (
@@ -190,17 +232,15 @@ def test_spark_io_encryption_encrypts_partition_files(reference: Dict[str, Any])
             assert marked, f"with encryption off the marker should be in some of the {len(parts)} .part files"
 
 
-def test_spark_submit_with_properties_file(reference: Dict[str, Any]) -> None:
+def test_spark_submit_with_properties_file(apps: Apps) -> None:
     """The spark-submit path: every setting from a --properties-file with plain Spark keys."""
-    names = ["df_group_by", "rdd_reduce_by_key", "aqe_coalesce"]
-    report = run_app("preconfigured", {"buffers_per_channel": "3"}, via_submit=True, names=names)
-    check_sluice_report(report, {name: reference[name] for name in names})
+    check_sluice_report(apps["spark_submit"], SUBMITTED)
 
 
-def test_shuffle_20_times_the_network_memory_spills_and_completes() -> None:
+def test_shuffle_20_times_the_network_memory_spills_and_completes(apps: Apps) -> None:
     """1 MiB of network memory (32 buffers) per executor and a shuffle of well over 20 MiB: map
     outputs spill to the local dirs, every buffer is reused, and the answer is exact."""
-    report = run_app("sluice", {"network_memory": "1m"}, names=["spill_heavy"])
+    report = apps["starved_pool"]
     assert not report["errors"], report["errors"]
     assert report["answers"]["spill_heavy"] == workloads.spill_heavy_expected()
     counters = report["counters"]

@@ -5,8 +5,8 @@ a driver host and two 1-core worker hosts, each a network namespace with its own
 10.77.0.0/24, joined through a bridge by links rate-limited to 1 Gbit/s. Every Spark process runs
 in its host: the Master and Workers (pyspark's spark-class), the executors the Workers start, and
 the driver. The tests need root (network namespaces); deselect them with ``-m "not cluster"``.
-Four Spark applications run, one per test (the answers test also runs the sort shuffle's
-reference locally); on a 2-core machine shared with other work (load 10-15) the module took
+Four Spark applications run, one per test (answers compared with the sort shuffle's, stored by
+``reference.py``); on a 2-core machine shared with other work (load 10-15) the module took
 7-10 minutes, and 18 minutes at load 15-20, most of it JVM start-ups and task scheduling. The
 decommissioning test runs last: it leaves one Worker decommissioned.
 """
@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 import realapps
+import reference
 import sluice
 import workloads
 from sluice.config import PIPELINED_SHUFFLE_MANAGER, PLUGIN, SHUFFLE_MANAGER
@@ -35,10 +36,9 @@ REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "tests"
 TEST_JAR = REPO / "build" / "test-libs" / "sluice-tests.jar"
 # The workloads whose answers must equal the sort shuffle's: group-by, join, skew, large records,
-# a wide shuffle (60 x 60) and a TPC-H subset (Q3 and Q5 at scale factor TPCH_SCALE). (RDD
+# a wide shuffle (60 x 60) and a TPC-H subset (Q3 and Q5 at reference.TPCH_SCALE). (RDD
 # shuffles of Python objects run in the dynamic allocation test.)
 WORKLOADS = "df_group_by,df_join,key_skew,large_records,many_partitions,tpch_q3,tpch_q5"
-TPCH_SCALE = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -91,48 +91,9 @@ def sockets(cluster: Any, host: Any, *ss_args: str) -> List[List[str]]:
     ]
 
 
-def tpch_data(out: Path, scale: float) -> Path:
-    """TPC-H's tables at ``scale``, written by tpchgen-cli as parquet, four files a table (so
-    several map tasks read each), into ``out``."""
-    tool = Path(sys.executable).parent / "tpchgen-cli"
-    assert tool.is_file(), f"tpchgen-cli is missing beside {sys.executable}: dev/build installs it"
-    for table in workloads.TPCH_TABLES:
-        done = subprocess.run(
-            [str(tool), "parquet", "-s", f"{scale:g}", "--tables", table, "--parts", "4", "--output-dir", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, f"tpchgen-cli failed for {table}: {done.stderr[-3000:]}"
-    return out
-
-
 def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: Any, tmp_path: Path) -> None:
-    # The TPC-H tables, once, for both runs (every host sees this machine's files).
-    tpch = tpch_data(tmp_path / "tpch", TPCH_SCALE)
-    # The reference: Spark's sort shuffle, locally, while the cluster job runs.
-    reference_out = tmp_path / "sort.json"
-    reference_env = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
-    reference_env.update(SPARK_LOCAL_IP="127.0.0.1", SLUICE_TEST_MASTER="local[2]")
-    reference_log = open(tmp_path / "sort.log", "w")
-    reference = subprocess.Popen(
-        [
-            sys.executable,
-            str(HERE / "run_workloads.py"),
-            "--shuffle",
-            "sort",
-            "--out",
-            str(reference_out),
-            "--workloads",
-            WORKLOADS,
-            "--tpch-data",
-            str(tpch),
-        ],
-        env=reference_env,
-        stdout=reference_log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    # The TPC-H tables (every host sees this machine's files).
+    tpch = reference.tpch_data(tmp_path / "tpch")
 
     # The documented spark-submit path: the template with the jar's path filled in, as a user would.
     properties = tmp_path / "sluice.conf"
@@ -193,23 +154,15 @@ def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: 
                 job.kill()
             job_log.close()
     assert job.returncode == 0, tail(tmp_path / "sluice.log")
-    try:
-        reference.wait(timeout=600)
-    finally:
-        if reference.poll() is None:
-            reference.kill()
-        reference_log.close()
-    assert reference.returncode == 0, tail(tmp_path / "sort.log")
 
-    got, want = json.loads(out.read_text()), json.loads(reference_out.read_text())
+    got = json.loads(out.read_text())
     assert got["shuffle_manager"] == "org.apache.spark.shuffle.sluice.SluiceShuffleManager"
     assert not got["errors"], got["errors"]
-    assert not want["errors"], want["errors"]
-    for name in WORKLOADS.split(","):
-        assert got["answers"][name] == want["answers"][name], name
+    wrong = reference.mismatches(got["answers"], "workloads", WORKLOADS.split(","))
+    assert not wrong, wrong
     # The TPC-H answers are not empty (the filters select rows at this scale).
-    assert all(want["answers"][name] for name in workloads.TPCH_QUERIES), {
-        name: want["answers"][name] for name in workloads.TPCH_QUERIES
+    assert all(got["answers"][name] for name in workloads.TPCH_QUERIES), {
+        name: got["answers"][name] for name in workloads.TPCH_QUERIES
     }
     # The data crossed the network through Sluice.
     assert got["counters"].get("numBytesInRemote", 0) > 0, got["counters"]

@@ -14,6 +14,9 @@ import sluice
 from pyspark.sql import SparkSession
 from sluice.config import PIPELINED_SHUFFLE_MANAGER, PLUGIN, SHUFFLE_MANAGER, spark_conf
 
+# sluice.configure refuses to run beside a SparkContext in this process.
+pytestmark = pytest.mark.usefixtures("without_spark_context")
+
 
 def options_of(builder: SparkSession.Builder) -> Dict[str, str]:
     return {key: str(value) for key, value in builder._options.items()}

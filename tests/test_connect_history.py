@@ -180,6 +180,7 @@ def test_connect_server_command_line() -> None:
         connect_server_command("spark-submit", ["app.py"], {})
 
 
+@pytest.mark.usefixtures("without_spark_context")
 def test_configure_refuses_a_remote_builder(monkeypatch: pytest.MonkeyPatch) -> None:
     builder = SparkSession.builder.remote("sc://127.0.0.1:15002")
     with pytest.raises(RuntimeError, match="command line") as refused:

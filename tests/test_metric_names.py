@@ -20,6 +20,8 @@ from sluice.config import PLUGIN
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "conf" / "sluice.conf.template"
 METRICS_DOC = REPO / "docs" / "metrics.md"
+# sluice.configure refuses to run beside a SparkContext in this process.
+pytestmark = pytest.mark.usefixtures("without_spark_context")
 
 
 def configure_path() -> Dict[str, str]:
