@@ -79,7 +79,7 @@ final class ShuffleEnvironment(
     val pool = networkBufferPool.createBufferPool(1, max, s"blocking result partition ($id)")
     try {
       val dir = localDirs(math.abs((id.hashCode + fileCounter.getAndIncrement()) % localDirs.size))
-      val file = new PartitionFile(new File(dir, s"sluice-shuffle-${id.shuffleId}-${id.producerId}.part"),
+      val file = PartitionFile.create(new File(dir, s"sluice-shuffle-${id.shuffleId}-${id.producerId}.part"),
         numSubpartitions, codec.map(_.apply()), fileCipher)
       new SortMergeResultPartition(id, numSubpartitions, pool, file, bufferRequestTimeout)
     } catch {
@@ -164,7 +164,7 @@ final class ShuffleEnvironment(
       checkRunning()
       if (partitionManager.getPartition(id).isDefined) false
       else {
-        val partitionFile = PartitionFileIndex.adopt(id, file, index)
+        val partitionFile = PartitionFile.adopt(id, file, index)
         val pool = networkBufferPool.createBufferPool(0, 1, s"migrated blocking result partition ($id)")
         val partition = SortMergeResultPartition.adopt(id, partitionFile, pool)
         try partitionManager.registerResultPartition(partition)
