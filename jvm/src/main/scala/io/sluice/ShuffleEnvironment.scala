@@ -167,14 +167,13 @@ final class ShuffleEnvironment(
         val partitionFile = PartitionFile.adopt(id, file, index)
         val pool = networkBufferPool.createBufferPool(0, 1, s"migrated blocking result partition ($id)")
         val partition = SortMergeResultPartition.adopt(id, partitionFile, pool)
-        try partitionManager.registerResultPartition(partition)
-        catch {
-          case _: IllegalStateException if partitionManager.getPartition(id).isDefined => // moved here twice at once
-            partition.release(null)
-            return false
+        if (partitionManager.registerIfAbsent(partition).isDefined) {
+          partition.release(null) // moved here twice at once: the other copy is registered
+          false
+        } else {
+          registered = true
+          true
         }
-        registered = true
-        true
       }
     } finally if (!registered) file.delete()
   }
