@@ -132,7 +132,9 @@ final class PipelinedResultPartition(
         bufferPool.requestBufferBlocking(bufferRequestTimeoutMs, PipelinedSubpartition.wakeUpBatch(bufferPool.numBuffers))
       }
     // A released partition destroys its pool: whichever request meets the destroyed pool (the fast
-    // one included, when release woke the producer in the middle of a record) reports the release.
+    // one included, when release woke the producer in the middle of a record) gets null and reports
+    // the release. isDestroyed after the fast null cannot mistake a live pool (destruction is final);
+    // a pool destroyed just after it answers the blocking request with null instead.
     if (buffer == null) throw poolDestroyed()
     new BufferBuilder(buffer)
   }
