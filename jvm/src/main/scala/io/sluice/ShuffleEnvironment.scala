@@ -79,7 +79,7 @@ final class ShuffleEnvironment(
     val pool = networkBufferPool.createBufferPool(1, max, s"blocking result partition ($id)")
     try {
       val dir = localDirs(math.abs((id.hashCode + fileCounter.getAndIncrement()) % localDirs.size))
-      val file = new PartitionFile(new File(dir, s"sluice-shuffle-${id.shuffleId}-${id.producerId}.part"),
+      val file = PartitionFile.create(new File(dir, s"sluice-shuffle-${id.shuffleId}-${id.producerId}.part"),
         numSubpartitions, codec.map(_.apply()), fileCipher)
       new SortMergeResultPartition(id, numSubpartitions, pool, file, bufferRequestTimeout)
     } catch {
@@ -164,17 +164,16 @@ final class ShuffleEnvironment(
       checkRunning()
       if (partitionManager.getPartition(id).isDefined) false
       else {
-        val partitionFile = PartitionFileIndex.adopt(id, file, index)
+        val partitionFile = PartitionFile.adopt(id, file, index)
         val pool = networkBufferPool.createBufferPool(0, 1, s"migrated blocking result partition ($id)")
         val partition = SortMergeResultPartition.adopt(id, partitionFile, pool)
-        try partitionManager.registerResultPartition(partition)
-        catch {
-          case _: IllegalStateException if partitionManager.getPartition(id).isDefined => // moved here twice at once
-            partition.release(null)
-            return false
+        if (partitionManager.registerIfAbsent(partition).isDefined) {
+          partition.release(null) // moved here twice at once: the other copy is registered
+          false
+        } else {
+          registered = true
+          true
         }
-        registered = true
-        true
       }
     } finally if (!registered) file.delete()
   }

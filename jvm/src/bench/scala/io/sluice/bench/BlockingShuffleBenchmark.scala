@@ -139,7 +139,7 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
     nextShuffle += 1
     val id = ResultPartitionID(nextShuffle, 0)
     val maxBuffers = math.max(1L, conf.get(SluiceOptions.SortBufferSize) / conf.segmentSize).toInt
-    val file = new PartitionFile(new File(dir, s"bench-${id.shuffleId}.part"), subpartitions, codec.map(_.apply()),
+    val file = PartitionFile.create(new File(dir, s"bench-${id.shuffleId}.part"), subpartitions, codec.map(_.apply()),
       if (encrypted) Some(cipher) else None)
     val partition = new SortMergeResultPartition(id, subpartitions,
       a.pool.createBufferPool(1, maxBuffers, s"bench partition $id"), file, conf.get(SluiceOptions.RequestBufferTimeout),

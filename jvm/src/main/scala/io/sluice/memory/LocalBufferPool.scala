@@ -14,6 +14,12 @@ import java.util.concurrent.atomic.LongAdder
  * hold every buffer: this wait *is* backpressure, and its duration is measured). A
  * [[BufferListener]] may wait for the next recycled buffer instead.
  *
+ * [[lazyDestroy]] ends the pool for good (its partition was released, its gate closed): from then
+ * on every request answers null, as Flink's `requestBuffer()` does after `lazyDestroy`, and wakes
+ * or tells whoever waits. A caller that must tell "none now" from "never again" asks
+ * [[isDestroyed]] after the null: destruction is final, so a pool that answered null because it
+ * was destroyed still says so, and one destroyed just after answering null tells its listeners.
+ *
  * Thread-safe; the pool's own monitor guards its state. Lock order: this pool, then the global pool.
  */
 final class LocalBufferPool private[memory] (
@@ -38,7 +44,7 @@ final class LocalBufferPool private[memory] (
 
   def segmentSize: Int = global.segmentSize
 
-  /** A buffer, or null when none is free and the pool may not grow right now. Never blocks. */
+  /** A buffer, or null when none is free and the pool may not grow right now, or it is destroyed. Never blocks. */
   def requestBuffer(): NetworkBuffer = {
     val s = synchronized(requestSegmentLocked())
     if (s == null) null else new NetworkBuffer(s, this)
@@ -46,7 +52,8 @@ final class LocalBufferPool private[memory] (
 
   /**
    * A buffer, waiting up to `timeoutMs` for one to be recycled or for the executor to hand this
-   * pool more. The wait is backpressure: its time is added to [[backPressuredTimeNanos]].
+   * pool more; null when the pool is destroyed, before or during the wait. The wait is
+   * backpressure: its time is added to [[backPressuredTimeNanos]].
    *
    * With `lowWater` > 1 a producer that had to wait is woken once that many buffers are free
    * again, not by every buffer its readers give back: it then fills them in one go instead of
@@ -69,6 +76,7 @@ final class LocalBufferPool private[memory] (
       synchronized {
         var s = requestSegmentLocked()
         while (s == null) {
+          if (destroyed) return null
           val now = System.nanoTime()
           val left = deadline - now
           if (left <= 0) {
@@ -94,12 +102,13 @@ final class LocalBufferPool private[memory] (
 
   /**
    * A buffer now, or null after registering `listener` for the next buffer this pool gets back.
-   * Checking and registering happen atomically, so no recycled buffer slips past the listener.
+   * Checking and registering happen atomically, so no recycled buffer slips past the listener. A
+   * destroyed pool answers null without registering it: nothing will come ([[isDestroyed]] tells).
    */
   def requestBufferOrListen(listener: BufferListener): NetworkBuffer = {
     val s = synchronized {
       val seg = requestSegmentLocked()
-      if (seg == null) listeners.add(listener)
+      if (seg == null && !destroyed) listeners.add(listener)
       seg
     }
     if (s == null) null else new NetworkBuffer(s, this)
@@ -107,8 +116,9 @@ final class LocalBufferPool private[memory] (
 
   def removeListener(listener: BufferListener): Unit = synchronized(listeners.remove(listener))
 
+  /** A segment, or null when none is free and the pool may not grow, or it is destroyed. Lock held. */
   private def requestSegmentLocked(): MemorySegment = {
-    if (destroyed) throw new IllegalStateException(s"The buffer pool of $owner is destroyed")
+    if (destroyed) return null
     var s = available.poll()
     if (s == null && numRequested < currentPoolSize) {
       s = global.requestPooledSegment(this)

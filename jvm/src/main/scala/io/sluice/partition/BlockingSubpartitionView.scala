@@ -58,7 +58,7 @@ final class BlockingSubpartitionView private[partition] (partition: SortMergeRes
     val r = reader.get()
     if (r != null) r
     else {
-      val opened = file.openReader()
+      val opened = PartitionFileReader.open(file)
       reader.set(opened)
       if (released) closeReader() // released meanwhile: the buffer is still readable through a handle of its own
       opened

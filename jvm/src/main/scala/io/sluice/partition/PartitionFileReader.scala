@@ -2,13 +2,14 @@ package io.sluice.partition
 
 import java.io.IOException
 import java.nio.channels.FileChannel
+import java.nio.file.StandardOpenOption
 import java.util.concurrent.atomic.AtomicInteger
 
 import io.netty.buffer.ByteBuf
 
 /**
  * One reader's read-only handle of a [[PartitionFile]] (the file channel Flink's
- * PartitionedFileReader owns), reference counted: the [[BlockingSubpartitionView]] that opened it
+ * PartitionedFileReader owns), opened by [[PartitionFileReader.open]], reference counted: the [[BlockingSubpartitionView]] that opened it
  * holds one reference until it has read its range or is released, and every FileRegion still on
  * its way through a Netty connection holds another; the channel is closed when the last goes.
  *
@@ -56,4 +57,19 @@ final class PartitionFileReader private[partition] (val file: PartitionFile, cha
   private[partition] def fileChannel: FileChannel = channel
 
   override def toString: String = s"PartitionFileReader(${file.path.getName}, refCnt=$refCnt)"
+}
+
+object PartitionFileReader {
+
+  /**
+   * Opens a read-only handle of finished `file` for one reader (reference count 1). Fails with an
+   * IOException when the file is not complete, was released, or cannot be opened; a file released
+   * while the handle was being opened keeps no handle open.
+   */
+  def open(file: PartitionFile): PartitionFileReader = {
+    file.checkReadable()
+    val reader = new PartitionFileReader(file, FileChannel.open(file.path.toPath, StandardOpenOption.READ))
+    if (file.isDeleted) { reader.release(); file.checkReadable() } // released while opening: no handle stays
+    reader
+  }
 }

@@ -122,21 +122,22 @@ final class PipelinedResultPartition(
 
   private val unconsumed = new CountDownLatch(numSubpartitions)
 
-  override protected def requestBufferBuilder(subpartition: Int): BufferBuilder =
-    try {
-      val fast = if (subpartitions(subpartition).queueLength < maxBuffersPerSubpartition) bufferPool.requestBuffer() else null
-      if (fast != null) new BufferBuilder(fast)
+  override protected def requestBufferBuilder(subpartition: Int): BufferBuilder = {
+    val fast = if (subpartitions(subpartition).queueLength < maxBuffersPerSubpartition) bufferPool.requestBuffer() else null
+    val buffer =
+      if (fast != null || bufferPool.isDestroyed) fast
       else whileBackPressured {
         subpartitions(subpartition).awaitRoom(maxBuffersPerSubpartition, System.nanoTime() + bufferRequestTimeoutMs * 1000000L)
         if (isReleased) throw new ProducerFailedException(partitionId, failureCause)
-        new BufferBuilder(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs,
-            PipelinedSubpartition.wakeUpBatch(bufferPool.numBuffers)))
+        bufferPool.requestBufferBlocking(bufferRequestTimeoutMs, PipelinedSubpartition.wakeUpBatch(bufferPool.numBuffers))
       }
-    } catch {
-      // A released partition destroys its pool: whichever request meets the destroyed pool (the fast
-      // one included, when release woke the producer in the middle of a record) reports the release.
-      case _: IllegalStateException if isReleased => throw new ProducerFailedException(partitionId, failureCause)
-    }
+    // A released partition destroys its pool: whichever request meets the destroyed pool (the fast
+    // one included, when release woke the producer in the middle of a record) gets null and reports
+    // the release. isDestroyed after the fast null cannot mistake a live pool (destruction is final);
+    // a pool destroyed just after it answers the blocking request with null instead.
+    if (buffer == null) throw poolDestroyed()
+    new BufferBuilder(buffer)
+  }
 
   override protected def addToSubpartition(subpartition: Int, consumer: BufferConsumer): Unit =
     subpartitions(subpartition).add(consumer)

@@ -179,6 +179,16 @@ abstract class ResultPartition(
     if (finished) throw new IllegalStateException(s"Result partition ($partitionId) is already finished")
   }
 
+  /**
+   * The error for a producer whose pool answered no buffer because it is destroyed. Only
+   * [[release]] destroys the pool of a partition still being written, and it marks the partition
+   * released first (a volatile write before the pool's lock is taken), so a producer that saw the
+   * destroyed pool sees the release too and reports the producer's failure.
+   */
+  protected final def poolDestroyed(): Exception =
+    if (released) new ProducerFailedException(partitionId, failure)
+    else new IllegalStateException(s"The buffer pool of $this is destroyed")
+
   /** Used buffers over the pool size (outPoolUsage); 0 once the pool is gone. */
   def outPoolUsage: Float = if (bufferPool.isDestroyed) 0f else bufferPool.usage
 

@@ -19,12 +19,25 @@ final class ResultPartitionManager {
   private val pending = new ConcurrentHashMap[ResultPartitionID, java.util.List[PendingViewRequest]]()
   @volatile private var shutDown = false
 
-  def registerResultPartition(partition: ResultPartition): Unit = {
+  /** Registers `partition`; its id must not be registered already (IllegalStateException). */
+  def registerResultPartition(partition: ResultPartition): Unit =
+    registerIfAbsent(partition).foreach { _ =>
+      throw new IllegalStateException(s"Result partition ${partition.partitionId} is already registered")
+    }
+
+  /**
+   * Registers `partition` unless a partition of its id is registered already, as
+   * ConcurrentHashMap.putIfAbsent does: None when `partition` was registered (and the readers
+   * waiting for it are served), else the partition registered before, `partition` left alone.
+   */
+  def registerIfAbsent(partition: ResultPartition): Option[ResultPartition] = {
     if (shutDown) throw new IllegalStateException("The result partition manager is shut down")
     val previous = partitions.putIfAbsent(partition.partitionId, partition)
-    if (previous != null) throw new IllegalStateException(s"Result partition ${partition.partitionId} is already registered")
-    val waiting = pending.remove(partition.partitionId)
-    if (waiting != null) waiting.asScala.toList.foreach(_.serve(partition))
+    if (previous == null) {
+      val waiting = pending.remove(partition.partitionId)
+      if (waiting != null) waiting.asScala.toList.foreach(_.serve(partition))
+    }
+    Option(previous)
   }
 
   /** A view on a registered partition, or PartitionNotFoundException. */

@@ -53,15 +53,18 @@ final class SortMergeResultPartition(
         if (!dataBuffer.isEmpty) spill()
         if (dataBuffer.numBuffers == 0) {
           // Not one buffer yet: the executor's other pools hold this pool's share. Wait for it.
-          dataBuffer.addBuffer(whileBackPressured(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs)))
+          val b = whileBackPressured(bufferPool.requestBufferBlocking(bufferRequestTimeoutMs))
+          if (b == null) throw poolDestroyed() // released: the producer's failure
+          dataBuffer.addBuffer(b)
         }
         if (!dataBuffer.append(subpartition, header, base, offset, length)) {
           writeLargeFrame(subpartition, header, base, offset, length)
         }
       }
     } catch {
-      // A release from another thread destroys the pool and deletes the file under the producer.
-      case e @ (_: IllegalStateException | _: IOException) if isReleased && !e.isInstanceOf[ProducerFailedException] =>
+      // A release from another thread deletes the file under the producer (and destroys the pool,
+      // which then gives no buffer: the data buffer cannot grow, and an empty one fails above).
+      case e: IOException if isReleased && !e.isInstanceOf[ProducerFailedException] =>
         throw new ProducerFailedException(partitionId, failureCause)
     }
 

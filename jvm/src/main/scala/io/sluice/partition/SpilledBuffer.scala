@@ -49,7 +49,7 @@ final class SpilledBuffer private[partition] (
   /** A reference to a reader of the file, which the caller releases. */
   private def acquireReader(): PartitionFileReader = {
     file.checkReadable()
-    if (reader != null && reader.tryRetain()) reader else file.openReader()
+    if (reader != null && reader.tryRetain()) reader else PartitionFileReader.open(file)
   }
 
   override def toString: String =

@@ -226,7 +226,7 @@ class LocalBufferPoolSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
-  test("lazyDestroy wakes blocked requesters, tells listeners, and takes buffers back as they are released") {
+  test("lazyDestroy wakes blocked requesters with no buffer, tells listeners, and takes buffers back as released") {
     withNetworkBufferPool(10) { global =>
       val pool = global.createBufferPool(1, 1, "released partition")
       val a = pool.requestBuffer()
@@ -235,16 +235,30 @@ class LocalBufferPoolSuite extends AnyFunSuite with NettyLeakDetection {
       val waiter = fork("blocked requester")(pool.requestBufferBlocking(600000))
       waiter.awaitWaiting()
       pool.lazyDestroy()
-      val e = waiter.failure()
-      assert(e.isInstanceOf[IllegalStateException] && e.getMessage.contains("released partition"))
+      assert(waiter.join() == null, "a destroyed pool answers a blocked request with no buffer")
       assert(listener.destroyed.get == 1 && listener.received.get == 0)
       assert(pool.isDestroyed)
       assert(global.numberOfPools == 0)
       assert(global.numberOfAvailableSegments == 9)
       a.release()
       assert(global.numberOfAvailableSegments == 10, "a buffer released after destruction goes to the executor")
-      intercept[IllegalStateException](pool.requestBuffer())
       pool.lazyDestroy() // idempotent
+    }
+  }
+
+  test("a destroyed pool answers every request with no buffer and registers no listener") {
+    withNetworkBufferPool(10) { global =>
+      val pool = global.createBufferPool(2, 4, "closed gate")
+      val held = pool.requestBuffer()
+      pool.lazyDestroy()
+      assert(pool.isDestroyed)
+      assert(pool.requestBuffer() == null)
+      assert(pool.requestBufferBlocking(600000) == null, "no wait: nothing will come")
+      val listener = new TestingBufferListener
+      assert(pool.requestBufferOrListen(listener) == null)
+      held.release() // goes to the executor, not to a listener
+      assert(listener.received.get == 0 && listener.destroyed.get == 0, "a destroyed pool keeps no listener")
+      assert(global.numberOfAvailableSegments == 10)
     }
   }
 

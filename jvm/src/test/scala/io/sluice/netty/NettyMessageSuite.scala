@@ -93,7 +93,7 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("BufferResponse with a spilled (FileRegion) payload, compressed or not, round-trips with CRC and raw length") {
     val dir = Files.createTempDirectory("sluice-msg").toFile
-    val file = new PartitionFile(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)))
+    val file = PartitionFile.create(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)))
     val compressible = Array.fill[Byte](3000)(7)
     val random = Array.tabulate[Byte](2000)(_ => Random.nextInt().toByte)
     Seq(compressible, random).foreach { a =>
@@ -119,8 +119,8 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
   test("BufferResponses of an encrypted file carry their IV at the end of the header; plain ones beside them do not") {
     val dir = Files.createTempDirectory("sluice-msg").toFile
     val cipher = PartitionFileCipher(Array.fill[Byte](16)(9), "AES/CTR/NoPadding")
-    val encrypted = new PartitionFile(new File(dir, "e.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)), Some(cipher))
-    val plain = new PartitionFile(new File(dir, "p.data"), 1, None)
+    val encrypted = PartitionFile.create(new File(dir, "e.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)), Some(cipher))
+    val plain = PartitionFile.create(new File(dir, "p.data"), 1, None)
     for (f <- Seq(encrypted, plain);
       a <- Seq(Array.fill[Byte](3000)(7), Array.tabulate[Byte](2000)(_ => Random.nextInt().toByte))) {
       val b = Unpooled.directBuffer(a.length).writeBytes(a)

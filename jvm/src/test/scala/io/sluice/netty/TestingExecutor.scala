@@ -65,7 +65,7 @@ final class TestingExecutor(
   def blockingPartition(
       id: ResultPartitionID, numSubpartitions: Int, codec: Option[BlockCodec], poolSize: Int = 4): SortMergeResultPartition = {
     val pool = networkBufferPool.createBufferPool(1, poolSize, s"partition $id")
-    val file = new PartitionFile(new File(spillDir, s"${id.shuffleId}-${id.producerId}-${System.nanoTime()}.data"),
+    val file = PartitionFile.create(new File(spillDir, s"${id.shuffleId}-${id.producerId}-${System.nanoTime()}.data"),
       numSubpartitions, codec, fileCipher)
     val p = new SortMergeResultPartition(id, numSubpartitions, pool, file, conf.get(SluiceOptions.RequestBufferTimeout))
     partitionManager.registerResultPartition(p)

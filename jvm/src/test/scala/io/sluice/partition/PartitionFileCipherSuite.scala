@@ -81,7 +81,7 @@ class PartitionFileCipherSuite extends AnyFunSuite {
   /** Records carrying the marker, written through a file with or without encryption and a codec. */
   private def writeMarked(
       dir: File, codec: Option[BlockCodec], fileCipher: Option[PartitionFileCipher]): (PartitionFile, Seq[Array[Byte]]) = {
-    val f = new PartitionFile(new File(dir, s"p-${System.nanoTime()}.part"), 2, codec, fileCipher)
+    val f = PartitionFile.create(new File(dir, s"p-${System.nanoTime()}.part"), 2, codec, fileCipher)
     val r = new Random(5)
     val data = (0 until 40).map(i => Marker ++ Array.tabulate[Byte](200 + i * 97)(_ => r.nextInt(4).toByte) ++ Marker)
     data.zipWithIndex.foreach { case (d, i) =>

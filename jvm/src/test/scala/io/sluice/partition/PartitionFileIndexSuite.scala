@@ -14,9 +14,10 @@ import io.sluice.partition.TestingResultPartitions._
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
- * A finished blocking partition moved to another executor (decommissioning): its index encoded,
- * its file copied, the partition adopted there and read back record for record; indexes that do
- * not fit are refused by name.
+ * The index of a partition file: every subpartition's chain through the regions, in the order
+ * written; and a finished blocking partition moved to another executor (decommissioning): its
+ * index encoded, its file copied, the partition adopted there and read back record for record;
+ * indexes that do not fit are refused by name.
  */
 class PartitionFileIndexSuite extends AnyFunSuite {
 
@@ -34,6 +35,55 @@ class PartitionFileIndexSuite extends AnyFunSuite {
     target
   }
 
+  /** Buffer offsets of `subpartition`, walking its chain. */
+  private def chain(index: PartitionFileIndex, subpartition: Int): Seq[Long] =
+    Iterator.iterate(index.first(subpartition))(index.next).takeWhile(_ >= 0).map(index.offset).toSeq
+
+  test("each subpartition's chain runs through the regions in the order written, at the offsets written") {
+    val index = new PartitionFileIndex(3)
+    // Region 1: subpartitions 0, 0, 2; region 2: 1, 2; region 3: 0. Buffers of 100 bytes, back to back.
+    val written = Seq(0, 0, 2, 1, 2, 0)
+    written.zipWithIndex.foreach { case (sp, i) => index.add(sp, i * 100L, 100, if (sp == 1) 250 else -1, i) }
+    assert(index.size == 6 && index.totalStored == 600)
+    assert(chain(index, 0) == Seq(0L, 100L, 500L))
+    assert(chain(index, 1) == Seq(300L))
+    assert(chain(index, 2) == Seq(200L, 400L))
+    assert((0 until 3).map(index.count) == Seq(3, 1, 2))
+    assert((0 until 3).map(index.storedBytes) == Seq(300L, 100L, 200L))
+    assert(index.subpartitions.toSeq == written, "each buffer's subpartition, in file order")
+    assert(index.rawLength(3) == 250 && index.rawLength(0) == -1 && index.storedLength(5) == 100 && index.crc(4) == 4)
+  }
+
+  test("an index grows past its first arrays and trims to what was written") {
+    val index = new PartitionFileIndex(2)
+    assert(index.first(0) == -1 && index.first(1) == -1 && index.size == 0)
+    (0 until 1000).foreach(i => index.add(i % 2, i * 10L, 10, -1, 0))
+    index.trim()
+    assert(index.size == 1000 && index.totalStored == 10000)
+    assert(chain(index, 1) == (0 until 500).map(i => (2 * i + 1) * 10L))
+    assert(index.first(1) == 1 && index.next(999) == -1)
+  }
+
+  test("a decoded index is the encoded one: chains, offsets, lengths and checksums") {
+    withNetworkBufferPool(16, Segment) { global =>
+      withTempDir { dir =>
+        val id = ResultPartitionID(5, 50)
+        val p = blocking(global, dir, 3, poolMax = 2, producerId = 50, shuffleId = 5)
+        writeAll(p, 600, maxRecord = 3000)
+        p.finish()
+        val original = p.file.finishedIndex
+        val (decoded, iv) = PartitionFileIndex.decode(id, p.file.path, PartitionFileIndex.encode(p, p.file.path.length()))
+        assert(iv.isEmpty && decoded.size == original.size && decoded.totalStored == original.totalStored)
+        for (sp <- 0 until 3) assert(chain(decoded, sp) == chain(original, sp), s"subpartition $sp")
+        for (b <- 0 until original.size) {
+          assert(decoded.storedLength(b) == original.storedLength(b) && decoded.rawLength(b) == original.rawLength(b) &&
+              decoded.crc(b) == original.crc(b), s"buffer $b")
+        }
+        p.release(null)
+      }
+    }
+  }
+
   test("an adopted partition reads exactly the records of the original, every range, as often as asked") {
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { sender =>
@@ -46,7 +96,7 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           assert(p.numSpills > 2, "several regions: each subpartition's buffers are spread over the file")
           val index = PartitionFileIndex.encode(p, p.file.path.length())
           val file = copyFile(p, receiver)
-          val adopted = SortMergeResultPartition.adopt(id, PartitionFileIndex.adopt(id, file, index),
+          val adopted = SortMergeResultPartition.adopt(id, PartitionFile.adopt(id, file, index),
             global.createBufferPool(0, 1, "adopted"))
           assert(adopted.isFinished && adopted.file.isFinished && adopted.numSubpartitions == 5)
           assert(adopted.subpartitionSizes.sameElements(p.subpartitionSizes), "the same map output sizes")
@@ -74,7 +124,7 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           val p = blocking(global, sender, 3, poolMax = 2, producerId = 2, shuffleId = 1)
           p.finish()
           val adopted = SortMergeResultPartition.adopt(id,
-            PartitionFileIndex.adopt(id, copyFile(p, receiver), PartitionFileIndex.encode(p, 0L)),
+            PartitionFile.adopt(id, copyFile(p, receiver), PartitionFileIndex.encode(p, 0L)),
             global.createBufferPool(0, 1, "adopted"))
           assert(readRange(adopted, 0, 3, None).isEmpty)
           adopted.release(null)
@@ -96,7 +146,7 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           val index = PartitionFileIndex.encode(p, length)
           val file = copyFile(p, receiver)
           def refused(i: Array[Byte], target: File = file, as: ResultPartitionID = id): String =
-            intercept[IOException](PartitionFileIndex.adopt(as, target, i)).getMessage
+            intercept[IOException](PartitionFile.adopt(as, target, i)).getMessage
 
           assert(refused(index, as = ResultPartitionID(3, 31)).contains("index of shuffle 3 producer 30"))
           assert(refused(index.take(index.length - 3)).contains("buffers announced"))

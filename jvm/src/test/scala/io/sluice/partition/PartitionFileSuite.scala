@@ -24,7 +24,7 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("buffers read back per subpartition in the order they were written") {
     withTempDir { dir =>
-      val f = new PartitionFile(new File(dir, "p.data"), 3, None)
+      val f = PartitionFile.create(new File(dir, "p.data"), 3, None)
       val data = (0 until 30).map(i => Array.tabulate(100 + i * 50)(j => (i + j).toByte))
       data.zipWithIndex.foreach { case (d, i) =>
         val b = buf(d); f.write(i % 2, b); assert(b.readableBytes() == d.length); b.release()
@@ -55,7 +55,7 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("a spilled buffer goes to a channel as a file region, from any position") {
     withTempDir { dir =>
-      val f = new PartitionFile(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("zstd", 1)))
+      val f = PartitionFile.create(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("zstd", 1)))
       val data = Array.tabulate(5000)(j => (j % 13).toByte)
       val b = buf(data); f.write(0, b); b.release()
       f.finishWriting()
@@ -78,7 +78,7 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
     withTempDir { dir =>
       val path = new File(dir, "taken.data")
       assert(path.createNewFile())
-      intercept[java.nio.file.FileAlreadyExistsException](new PartitionFile(path, 1, None))
+      intercept[java.nio.file.FileAlreadyExistsException](PartitionFile.create(path, 1, None))
     }
   }
 
@@ -86,7 +86,7 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
     test(s"beginBuffer / endBuffer store the bytes written at the address it gives (codec $codecName)") {
       withTempDir { dir =>
         val codec = codecName.map(BlockCodec.forSparkCodec(_, 1))
-        val f = new PartitionFile(new File(dir, "p.data"), 2, codec)
+        val f = PartitionFile.create(new File(dir, "p.data"), 2, codec)
         val data = (0 until 200).map(i => Array.tabulate(3000 + i * 13)(j => ((i * j) % 11).toByte))
         data.zipWithIndex.foreach { case (d, i) =>
           val at = f.beginBuffer(8192)
@@ -122,14 +122,14 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
   test("the writer's handle is closed by finishWriting; each reader opens and closes its own") {
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withTempDir { dir =>
-      val f = new PartitionFile(new File(dir, "p.data"), 1, None)
+      val f = PartitionFile.create(new File(dir, "p.data"), 1, None)
       assert(openUnder(dir) == 1)
       val b = buf(Array.fill[Byte](5000)(3)); f.write(0, b); b.release()
-      intercept[java.io.IOException](f.openReader()) // not complete yet
+      intercept[java.io.IOException](PartitionFileReader.open(f)) // not complete yet
       f.finishWriting()
       assert(openUnder(dir) == 0, "a finished file holds no handle")
-      val r1 = f.openReader()
-      val r2 = f.openReader()
+      val r1 = PartitionFileReader.open(f)
+      val r2 = PartitionFileReader.open(f)
       assert(openUnder(dir) == 2, "one handle per reader")
       assert(r1.tryRetain())
       r1.release()
@@ -146,13 +146,13 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
       } finally target.release()
       r2.release()
       assert(openUnder(dir) == 0)
-      intercept[java.io.IOException](f.openReader())
+      intercept[java.io.IOException](PartitionFileReader.open(f))
     }
   }
 
   test("delete while writing closes the writer's handle and fails further writes") {
     withTempDir { dir =>
-      val f = new PartitionFile(new File(dir, "p.data"), 1, None)
+      val f = PartitionFile.create(new File(dir, "p.data"), 1, None)
       val b = buf(Array.fill[Byte](100)(1))
       f.write(0, b)
       f.delete()

@@ -27,6 +27,8 @@ class ResultPartitionManagerSuite extends AnyFunSuite with NettyLeakDetection {
       assert(m.numPartitions == 1 && m.partitionIds == Set(ResultPartitionID(3, 7)))
       val dup = pipelined(global, 1, poolMax = 2, shuffleId = 3, producerId = 7)
       intercept[IllegalStateException](m.registerResultPartition(dup))
+      assert(m.registerIfAbsent(dup).exists(_ eq p), "putIfAbsent-style: the partition registered before, dup left out")
+      assert(m.getPartition(ResultPartitionID(3, 7)).exists(_ eq p))
       dup.release(null)
       val e = intercept[PartitionNotFoundException](
         m.createSubpartitionView(ResultPartitionID(3, 8), 0, 1, NoOpBufferAvailabilityListener))

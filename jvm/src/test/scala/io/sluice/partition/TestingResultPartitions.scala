@@ -48,7 +48,7 @@ object TestingResultPartitions {
       cipher: Option[PartitionFileCipher] = None,
       hashBased: (Int, Int) => Boolean = DataBuffer.hashBased): SortMergeResultPartition = {
     val pool = global.createBufferPool(1, poolMax, s"blocking producer $producerId of shuffle $shuffleId")
-    val file = new PartitionFile(new File(dir, s"shuffle-$shuffleId-$producerId.data"), numSubpartitions, codec, cipher)
+    val file = PartitionFile.create(new File(dir, s"shuffle-$shuffleId-$producerId.data"), numSubpartitions, codec, cipher)
     new SortMergeResultPartition(ResultPartitionID(shuffleId, producerId), numSubpartitions, pool, file, 60000L, hashBased)
   }
 

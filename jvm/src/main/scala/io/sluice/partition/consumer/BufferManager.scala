@@ -118,19 +118,25 @@ private[consumer] final class BufferManager(
     now
   }
 
-  /** Takes floating buffers until enough are free or the pool is empty (then listens). Lock held. */
+  /**
+   * Takes floating buffers until enough are free or the pool is empty (then listens), or the
+   * pool is destroyed (the gate is closing: nothing more to wait for). Lock held.
+   *
+   * A null from the pool means either. Destruction is final and tells the listeners registered
+   * before it ([[notifyBufferDestroyed]], which waits for this monitor, held here), so reading
+   * [[LocalBufferPool.isDestroyed]] after the null cannot go wrong: true, nothing was registered or
+   * the pool's notice follows; false, this manager is registered and hears of a later destruction.
+   */
   private def requestFloatingLocked(): Unit = {
-    try {
-      while (!waitingForFloating && !released && numAvailableLocked < numRequiredBuffers) {
-        val b = gate.floatingBuffers.requestBufferOrListen(this)
-        if (b == null) waitingForFloating = true
-        else {
-          availableFloating.add(b)
-          unannouncedCredit += 1
-        }
-      }
-    } catch {
-      case _: IllegalStateException => // the gate's pool was destroyed: the gate is closing
+    val pool = gate.floatingBuffers
+    var destroyed = false
+    while (!waitingForFloating && !destroyed && !released && numAvailableLocked < numRequiredBuffers) {
+      val b = pool.requestBufferOrListen(this)
+      if (b != null) {
+        availableFloating.add(b)
+        unannouncedCredit += 1
+      } else if (pool.isDestroyed) destroyed = true
+      else waitingForFloating = true
     }
   }
 

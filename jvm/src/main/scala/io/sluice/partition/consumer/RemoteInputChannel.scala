@@ -122,15 +122,13 @@ final class RemoteInputChannel(
   /**
    * A buffer for the payload of an arriving BufferResponse: a free one of this channel (credit-
    * based; none free means the sender exceeded its credit), or one of the gate's pool
-   * (credit-less; null after registering `listener` when the pool is empty). Null when released.
+   * (credit-less; null after registering `listener` when the pool is empty). Null when released,
+   * or when the gate's pool was destroyed (the gate closed; `listener` is then not registered).
    */
   private[sluice] def requestBufferForData(listener: BufferListener): NetworkBuffer = {
     if (creditBased) { if (released) null else buffers.requestBuffer(producer) }
     else if (released) null
-    else {
-      try gate.floatingBuffers.requestBufferOrListen(listener)
-      catch { case _: IllegalStateException => null } // the gate's pool was destroyed: the gate closed
-    }
+    else gate.floatingBuffers.requestBufferOrListen(listener)
   }
 
   /** Forgets a stalled decoder's wait for the gate's pool (its connection closed). */

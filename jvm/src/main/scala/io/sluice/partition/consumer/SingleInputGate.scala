@@ -1,11 +1,10 @@
 package io.sluice.partition.consumer
 
 import java.util.concurrent.TimeoutException
-import java.util.concurrent.atomic.LongAdder
 
 import io.netty.buffer.ByteBuf
 import io.sluice.buffer.BlockCodec
-import io.sluice.memory.{LocalBufferPool, MemorySegment, NetworkBuffer, NetworkBufferPool}
+import io.sluice.memory.{LocalBufferPool, MemorySegment, NetworkBufferPool}
 import io.sluice.partition.PartitionFileCipher
 
 /**
@@ -19,14 +18,9 @@ import io.sluice.partition.PartitionFileCipher
  *
  * Channels are requested lazily, on the first [[getNext]]: a gate that is never read (the second
  * input of a sort-merge join, until the first is read) costs no request and no exclusive buffer.
- * A regular (blocking) gate then keeps at most `maxChannelsInFlight` channels requested and not
- * yet ended, requesting the next as one ends, so its exclusive buffers are bounded whatever the
- * number of map outputs (Flink bounds a gate's required buffers likewise, FLINK-30473; Spark's
- * reader bounds its requests in flight). The exclusive segments come from the gate's
- * [[ExclusiveBufferReserve]]; the gate waits for the executor's memory only while no channel of
- * it is in flight, otherwise it takes segments only when they are free right now, so a gate never
- * waits while holding buffers others wait for. A pipelined gate ([[SingleInputGate.AllAtOnce]])
- * requests every channel at once.
+ * Its [[ChannelRequestWindow]] then requests them, at most `maxChannelsInFlight` in flight for a
+ * regular (blocking) gate, every one at once for a pipelined gate ([[SingleInputGate.AllAtOnce]]).
+ * Its counters and gauges are its [[InputGateMetrics]].
  *
  * Channels notify the gate from Netty or producer threads ([[notifyChannelNonEmpty]]); [[close]]
  * may come from any thread; everything else belongs to the task thread.
@@ -45,7 +39,6 @@ final class SingleInputGate(
     bufferRequestTimeoutMs: Long,
     val maxChannelsInFlight: Int = SingleInputGate.AllAtOnce,
     fileCipher: Option[PartitionFileCipher] = None) {
-  require(maxChannelsInFlight > 0, s"a gate needs at least one channel in flight, not $maxChannelsInFlight")
 
   @volatile private var channels: Array[InputChannel] = Array.empty
   private val channelsWithData = new java.util.ArrayDeque[InputChannel]()
@@ -58,39 +51,22 @@ final class SingleInputGate(
   private var inputsEndedOf: Array[Int] = Array.empty
   private var needsReadBuffer = false
   private var started = false
-
-  /** Channels [0, nextToRequest) were requested; the rest wait for room in the window. */
-  @volatile private var nextToRequest = 0
-
-  /** Requested channels that have not ended (task thread writes; metrics read). */
-  @volatile private var inFlight = 0
-  @volatile private var peakInFlight = 0
   @volatile private var closed = false
-  private val exclusive = new ExclusiveBufferReserve(networkBufferPool, owner, bufferRequestTimeoutMs)
 
-  // Scratch buffers (unpooled segments, counted in the network memory): spilled local data is
-  // read into one, compressed data decompressed into the other. Each is lent to one buffer at a time.
-  private var scratchSegments: java.util.List[MemorySegment] = java.util.Collections.emptyList()
-  private var readScratch: NetworkBuffer = _
+  val metrics = new InputGateMetrics(() => channels)
+  private val window = new ChannelRequestWindow(owner, networkBufferPool, bufferRequestTimeoutMs, maxChannelsInFlight,
+    metrics)
+
   private val decoder = new InputBufferDecoder(codec, fileCipher)
+  private val scratch = new GateScratchBuffers(owner, networkBufferPool, bufferRequestTimeoutMs, decoder)
 
-  // Flink's input metrics of this consumer. numBytesIn counts the bytes of the buffers handed to the
-  // task (decompressed: what the producers' numBytesOut counted), numBytesInLocal / numBytesInRemote
-  // the bytes as they travelled from local / remote producers (compressed when stored compressed),
-  // as Flink's gate and channel counters do. numBuffersInLocal counts the buffers local channels
-  // handed over; numBuffersInRemote the frames remote channels received (one network buffer each,
-  // which a packed frame fills with many map outputs' stored buffers).
-  val numBytesIn = new LongAdder
-  val numBytesInLocal = new LongAdder
-  val numBytesInRemote = new LongAdder
-  val numBuffersInLocal = new LongAdder
-  val numBuffersInRemote = new LongAdder
-
-  /** Nanoseconds the task waited in [[getNext]] with no buffer ready (idleTime). */
-  val idleTimeNanos = new LongAdder
-
-  /** When the task's current wait for input began (System.nanoTime), 0 when not waiting. */
-  @volatile private var idleSince = 0L
+  // Flink's input metrics of this consumer (see InputGateMetrics).
+  val numBytesIn = metrics.numBytesIn
+  val numBytesInLocal = metrics.numBytesInLocal
+  val numBytesInRemote = metrics.numBytesInRemote
+  val numBuffersInLocal = metrics.numBuffersInLocal
+  val numBuffersInRemote = metrics.numBuffersInRemote
+  val idleTimeNanos = metrics.idleTimeNanos
   private var numChannelNotifications = 0L // guarded by channelsWithData
 
   /**
@@ -100,6 +76,7 @@ final class SingleInputGate(
   def setChannels(cs: Array[InputChannel], needsReadBuffer: Boolean = false): Unit = {
     require(!started, "channels are set before the gate is read")
     channels = cs
+    window.setChannels(cs)
     queued = new Array[Boolean](cs.length)
     ended = new Array[Boolean](cs.length)
     inputEnded = new Array[Boolean](cs.iterator.map(_.inputs.iterator.map(_.index + 1).max).maxOption.getOrElse(0))
@@ -115,24 +92,22 @@ final class SingleInputGate(
   def channel(i: Int): InputChannel = channels(i)
 
   /** Channels requested and not ended yet; never more than [[maxChannelsInFlight]]. */
-  def numChannelsInFlight: Int = inFlight
+  def numChannelsInFlight: Int = window.numInFlight
 
   /** The most channels this gate ever had in flight at once. */
-  def peakChannelsInFlight: Int = peakInFlight
+  def peakChannelsInFlight: Int = window.peak
 
   /** Channels requested so far (ended ones included). */
-  def numChannelsRequested: Int = nextToRequest
+  def numChannelsRequested: Int = window.numRequested
 
   /** Partition requests the gate sent: one per remote channel requested. */
-  def numPartitionRequests: Long = requestedChannels.count(_.isRemote).toLong
+  def numPartitionRequests: Long = window.requested.count(_.isRemote).toLong
 
   /** Control messages of the gate's remote channels: requests, EndOfPartition frames, AddCredits. */
-  def numControlMessages: Long = requestedChannels.collect { case r: RemoteInputChannel => r.numControlMessages }.sum
-
-  private def requestedChannels: Iterator[InputChannel] = channels.iterator.take(nextToRequest)
+  def numControlMessages: Long = window.requested.collect { case r: RemoteInputChannel => r.numControlMessages }.sum
 
   /** Exclusive segments the gate holds: owned by its channels, or idle for its next ones. */
-  def numExclusiveSegmentsHeld: Int = exclusive.numHeld
+  def numExclusiveSegmentsHeld: Int = window.numExclusiveSegmentsHeld
 
   // ---- requesting channels (task thread) --------------------------------------------------------
 
@@ -148,79 +123,16 @@ final class SingleInputGate(
   /** Takes the scratch segments and requests the first channels (all of a pipelined gate). */
   private def start(): Unit = {
     started = true
-    val n = (if (needsReadBuffer) 1 else 0) + (if (decoder.needsDecompressScratch) 1 else 0)
-    if (n > 0) {
-      val segments = networkBufferPool.requestUnpooledSegments(n, bufferRequestTimeoutMs, s"$owner (scratch buffers)")
-      val open = exclusive.synchronized {
-        if (!closed) {
-          scratchSegments = segments
-          var i = 0
-          if (needsReadBuffer) { readScratch = new NetworkBuffer(segments.get(i), NoRecycle); i += 1 }
-          if (decoder.needsDecompressScratch) decoder.decompressScratch = new NetworkBuffer(segments.get(i), NoRecycle)
-        }
-        !closed
-      }
-      if (!open) { networkBufferPool.recycleUnpooledSegments(segments); throw closedError() }
-    }
-    if (maxChannelsInFlight == SingleInputGate.AllAtOnce) {
-      // Producers of a pipelined shuffle run now and wait for their readers: each subpartition
-      // must be read while the others are, or its producer blocks on it while this gate waits for
-      // a channel it has not requested yet (a deadlock). So every channel is requested at once,
-      // with every exclusive buffer taken in one wait (all or nothing: two gates never each hold
-      // a part of what both need).
-      var need = 0L
-      channels.foreach(c => need += exclusiveNeed(c))
-      awaitIdle(exclusive.fill(need.min(Int.MaxValue).toInt))
-    }
-    requestMoreChannels()
-  }
-
-  /**
-   * Requests pending channels while the window has room. The first channel of an empty window
-   * may wait for its exclusive buffers (the gate reads nothing meanwhile, so it holds nothing
-   * others wait for); further ones only take buffers that are free now, else wait for their turn.
-   */
-  private def requestMoreChannels(): Unit = {
-    while (nextToRequest < channels.length && inFlight < maxChannelsInFlight) {
-      val c = channels(nextToRequest)
-      val need = exclusiveNeed(c)
-      if (need == 0) c.requestSubpartitions()
-      else {
-        val segments =
-          if (inFlight == 0) awaitIdle(exclusive.take(need, mayWait = true))
-          else exclusive.take(need, mayWait = false)
-        if (segments == null) return
-        c.asInstanceOf[RemoteInputChannel].requestSubpartitions(segments)
-      }
-      nextToRequest += 1
-      inFlight += 1
-      if (inFlight > peakInFlight) peakInFlight = inFlight
-    }
-    if (nextToRequest == channels.length) exclusive.stopKeeping()
-  }
-
-  private def exclusiveNeed(c: InputChannel): Int = c match {
-    case r: RemoteInputChannel => r.numExclusiveSegmentsNeeded
-    case _ => 0
-  }
-
-  /** `body` is a wait for network memory: the task is idle meanwhile. */
-  private def awaitIdle[T](body: => T): T = {
-    val start = System.nanoTime()
-    idleSince = start
-    try body
-    finally {
-      idleTimeNanos.add(System.nanoTime() - start)
-      idleSince = 0L
-    }
+    if (closed || !scratch.take(needsReadBuffer)) throw closedError()
+    window.requestFirst()
   }
 
   /** Exclusive segments of a remote channel that no longer needs them (any thread). */
   private[consumer] def recycleExclusiveSegments(segments: java.util.Collection[MemorySegment]): Unit =
-    exclusive.recycle(segments)
+    window.recycleExclusiveSegments(segments)
 
   /** `n` exclusive segments for a channel requested outside the gate's window (tests), waiting for them. */
-  private[consumer] def awaitExclusiveSegments(n: Int): java.util.List[MemorySegment] = exclusive.take(n, mayWait = true)
+  private[consumer] def awaitExclusiveSegments(n: Int): java.util.List[MemorySegment] = window.awaitExclusiveSegments(n)
 
   /** Called by a channel, from any thread, when it has data, an error or its end. */
   def notifyChannelNonEmpty(channel: InputChannel): Unit = channelsWithData.synchronized {
@@ -266,7 +178,7 @@ final class SingleInputGate(
           }
           if (inputsEndedOf(channel.channelIndex) == channel.inputs.size) {
             endChannel(channel)
-            requestMoreChannels()
+            window.requestMore()
           }
         } else {
           return prepare(channel, next)
@@ -295,32 +207,30 @@ final class SingleInputGate(
     val ready = channelsWithData.synchronized(pollNotEnded())
     if (ready != null) return ready
     // Nothing to read right now: a good moment to request channels memory was short for before.
-    if (nextToRequest < channels.length && inFlight < maxChannelsInFlight) requestMoreChannels()
+    if (window.hasRoom) window.requestMore()
     channelsWithData.synchronized(awaitChannelWithData())
   }
 
   /** Waits for a queued channel; the request timeout fails one of the channels waited for. Lock held. */
   private def awaitChannelWithData(): InputChannel = {
-    var c = pollNotEnded()
-    if (c == null) {
-      val start = System.nanoTime()
-      idleSince = start
-      val deadline = start + requestTimeoutMs * 1000000L
-      try {
-        while (c == null) {
-          if (numEnded == channels.length) return null
+    val ready = pollNotEnded()
+    if (ready != null) ready
+    else metrics.whileIdle {
+      val deadline = System.nanoTime() + requestTimeoutMs * 1000000L
+      var c: InputChannel = null
+      var allEnded = false
+      while (c == null && !allEnded) {
+        allEnded = numEnded == channels.length
+        if (!allEnded) {
           if (closed) throw closedError()
           val left = deadline - System.nanoTime()
           if (left <= 0) throw requestTimedOut()
           channelsWithData.wait(math.max(1L, left / 1000000L))
           c = pollNotEnded()
         }
-      } finally {
-        idleTimeNanos.add(System.nanoTime() - start)
-        idleSince = 0L
       }
+      c
     }
-    c
   }
 
   /**
@@ -330,8 +240,9 @@ final class SingleInputGate(
    * The message names the channels waited for. Lock held.
    */
   private def requestTimedOut(): InputChannelException = {
-    val waiting = (0 until nextToRequest).filterNot(ended).map(channels(_))
-    val culprit = waiting.find(_.isRemote).orElse(waiting.headOption).getOrElse(channels(nextToRequest))
+    val requested = window.numRequested
+    val waiting = (0 until requested).filterNot(ended).map(channels(_))
+    val culprit = waiting.find(_.isRemote).orElse(waiting.headOption).getOrElse(channels(requested))
     val shown = waiting.take(SingleInputGate.ChannelsNamedInErrors).map(_.description)
     val more = if (waiting.size > shown.size) s" and ${waiting.size - shown.size} more" else ""
     new InputChannelException(culprit,
@@ -363,16 +274,14 @@ final class SingleInputGate(
       ended(channel.channelIndex) = true
       numEnded += 1
     }
-    inFlight -= 1
+    window.onChannelEnded()
     channel.releaseAllResources()
   }
 
   private def prepare(channel: InputChannel, next: BufferAndAvailability): InputBuffer = {
     val size = next.buffer.readableBytes()
     val data = decoder.decode(channel, next, previousNotReleased())
-    if (channel.isRemote) numBytesInRemote.add(size.toLong) // numBuffersInRemote counts frames, as they arrive
-    else { numBytesInLocal.add(size.toLong); numBuffersInLocal.increment() }
-    numBytesIn.add(data.readableBytes().toLong)
+    metrics.countBuffer(channel.isRemote, size, data.readableBytes())
     new InputBuffer(data, next.input, channel.channelIndex, next.subpartition, channel.isRemote, size)
   }
 
@@ -391,42 +300,15 @@ final class SingleInputGate(
     if (closed) closedError() else new IllegalStateException("the previous buffer was not released")
 
   /** The scratch buffer a local channel reads a spilled buffer of `length` bytes into. */
-  private[consumer] def localReadBuffer(length: Int): ByteBuf = {
-    if (readScratch == null) throw new IllegalStateException(s"$owner has no read buffer for spilled local data")
-    if (readScratch.refCnt() != 1) throw previousNotReleased()
-    if (length > readScratch.capacity()) {
-      throw new CorruptBufferException(s"A spilled buffer of $length bytes does not fit a ${readScratch.capacity()}-byte segment")
-    }
-    readScratch.retainedSlice(0, length).clear()
-  }
+  private[consumer] def localReadBuffer(length: Int): ByteBuf = scratch.readBuffer(length, previousNotReleased())
 
-  /** Buffers waiting in remote channels (inputQueueLength). */
-  def inputQueueLength: Int = sumChannels(_.numQueuedBuffers)
+  // ---- metrics (any thread, best effort; see InputGateMetrics) ---------------------------------
 
-  // ---- metrics (any thread, best effort) -----------------------------------------------------
-
-  /** Idle nanoseconds so far, including a wait for input that has not ended yet. */
-  def idleTimeNanosNow: Long = {
-    val since = idleSince
-    val done = idleTimeNanos.sum()
-    if (since == 0L) done else done + math.max(0L, System.nanoTime() - since)
-  }
-
-  /** Exclusive buffers of the gate's remote channels (0 while every channel is local). */
-  def numExclusiveBuffers: Int = sumChannels(_.numExclusiveBuffers)
-
-  def numExclusiveBuffersUsed: Int = sumChannels(_.numExclusiveBuffersUsed)
-
-  /** Floating buffers the channels took from the pool but have not filled (not "used" yet). */
-  def numFloatingBuffersAvailable: Int = sumChannels(_.numFloatingBuffersAvailable)
-
-  private def sumChannels(f: InputChannel => Int): Int = {
-    val cs = channels
-    var s = 0
-    var i = 0
-    while (i < cs.length) { s += f(cs(i)); i += 1 }
-    s
-  }
+  def inputQueueLength: Int = metrics.inputQueueLength
+  def idleTimeNanosNow: Long = metrics.idleTimeNanosNow
+  def numExclusiveBuffers: Int = metrics.numExclusiveBuffers
+  def numExclusiveBuffersUsed: Int = metrics.numExclusiveBuffersUsed
+  def numFloatingBuffersAvailable: Int = metrics.numFloatingBuffersAvailable
 
   def isFinished: Boolean = channelsWithData.synchronized(numEnded == channels.length)
 
@@ -436,31 +318,24 @@ final class SingleInputGate(
    * [[getNext]] for data wakes up and fails.
    */
   def close(): Unit = if (!closed) {
-    val (scratch, scratchBuffers) = exclusive.synchronized {
-      val s = scratchSegments
-      // The gate's own references to its scratch buffers (a slice the task still holds keeps its own).
-      val b = if (closed) Nil else Seq(readScratch, decoder.decompressScratch).filter(_ != null)
-      closed = true
-      scratchSegments = java.util.Collections.emptyList()
-      (s, b)
-    }
-    scratchBuffers.foreach(_.release())
+    closed = true
+    val scratchSegments = scratch.close()
     channelsWithData.synchronized(channelsWithData.notifyAll())
     var error: Throwable = null
     channels.foreach { c =>
       try c.releaseAllResources()
       catch { case e: Throwable => if (error == null) error = e }
     }
-    exclusive.close()
+    window.close()
     floatingBuffers.lazyDestroy()
-    networkBufferPool.recycleUnpooledSegments(scratch)
+    networkBufferPool.recycleUnpooledSegments(scratchSegments)
     if (error != null) throw error
   }
 
   def isClosed: Boolean = closed
 
   override def toString: String =
-    s"SingleInputGate($owner, ${channels.length} channels, requested $nextToRequest, in flight $inFlight, ended $numEnded)"
+    s"SingleInputGate($owner, ${channels.length} channels, $window, ended $numEnded)"
 }
 
 object SingleInputGate {
@@ -470,9 +345,4 @@ object SingleInputGate {
 
   /** How many channels a timeout's message names before it only counts the rest. */
   private val ChannelsNamedInErrors = 20
-}
-
-/** Scratch segments stay with the gate; releasing their last slice must not recycle them. */
-private object NoRecycle extends io.sluice.memory.BufferRecycler {
-  override def recycle(segment: MemorySegment): Unit = ()
 }

@@ -318,6 +318,24 @@ class RemoteInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
+  test("a credit-less channel of a closing gate gets no buffer for arriving data, and no error") {
+    val r = new io.sluice.netty.TestingReceivers(creditBased = false)
+    try {
+      val listener = new io.sluice.memory.TestingBufferListener
+      val ch = r.channels.head
+      val first = ch.requestBufferForData(listener)
+      assert(first != null, "the gate's pool has buffers")
+      first.release()
+      r.gate.floatingBuffers.lazyDestroy() // the gate is closing; the connection has not seen it yet
+      assert(ch.requestBufferForData(listener) == null)
+      assert(listener.received.get == 0 && listener.destroyed.get == 0, "nothing waits on the destroyed pool")
+    } finally {
+      r.close()
+      assert(r.networkBufferPool.numberOfAvailableSegments == 64)
+      r.networkBufferPool.destroy()
+    }
+  }
+
   /** The error a channel reports once it failed (the connection fails its channels one after another). */
   private def failureOf(ch: RemoteInputChannel, timeoutMs: Long = 10000): InputChannelException = {
     val deadline = System.currentTimeMillis() + timeoutMs
