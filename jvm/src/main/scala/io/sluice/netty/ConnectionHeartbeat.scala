@@ -3,6 +3,7 @@ package io.sluice.netty
 import java.util.concurrent.{ScheduledFuture, TimeUnit}
 
 import io.netty.channel.{ChannelHandlerContext, ChannelInboundHandlerAdapter}
+import io.sluice.config.{SluiceConf, SluiceOptions}
 import org.slf4j.LoggerFactory
 
 /**
@@ -108,6 +109,12 @@ private[netty] object ConnectionHeartbeat {
 
   /** Spark's default spark.network.timeout: what a heartbeat timeout of 0 means without the Spark layer. */
   val DefaultTimeoutMs: Long = 120000L
+
+  /** spark.sluice.network.heartbeatTimeout, with 0 (follow spark.network.timeout) as Spark's default. */
+  def timeoutMs(conf: SluiceConf): Long = {
+    val t = conf.get(SluiceOptions.HeartbeatTimeout)
+    if (t > 0) t else DefaultTimeoutMs
+  }
 
   private val MinIntervalNanos = TimeUnit.MILLISECONDS.toNanos(10)
 }

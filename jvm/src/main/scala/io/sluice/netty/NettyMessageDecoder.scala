@@ -50,14 +50,15 @@ private[netty] final class NettyMessageDecoder(
   private var ctx: ChannelHandlerContext = _
   private var frameLength = 0
   private var messageId: Byte = 0
+  private var messageType: NettyMessage.Type = _
   private var bodyLength = 0
 
   /** Bytes of the body gathered in `header`: the message's fields (a BufferResponse's header, not its payload). */
   private var fieldsLength = 0
 
-  // The BufferResponse whose payload is being read, where the payload goes (null: skipped) and
+  // The BufferResponse or PackedBufferResponse whose payload is being read, where the payload goes (null: skipped) and
   // how much of it is still to come.
-  private var response: NettyMessage = _
+  private var response: PayloadResponse = _
   private var target: NetworkBuffer = _
   private var discarding = false
   private var payloadLeft = 0
@@ -118,58 +119,34 @@ private[netty] final class NettyMessageDecoder(
     check(frameLength >= NettyMessage.FrameHeaderLength && frameLength <= maxFrameLength,
       s"frame length $frameLength outside [${NettyMessage.FrameHeaderLength}, $maxFrameLength] " +
         "(spark.sluice.network.maxFrameLength)")
+    messageType = NettyMessage.typeOf(messageId)
     check(acceptedIds.contains(messageId),
-      if (NettyMessage.nameOf(messageId).startsWith("unknown")) NettyMessage.nameOf(messageId)
-      else s"${NettyMessage.nameOf(messageId)} sent in the wrong direction")
+      if (messageType == null) NettyMessage.nameOf(messageId) else s"${messageType.name} sent in the wrong direction")
     bodyLength = frameLength - NettyMessage.FrameHeaderLength
-    val (min, max) = bodyBounds(messageId)
+    val (min, max) = (messageType.minBodyLength, messageType.maxBodyLength)
     check(bodyLength >= min && bodyLength <= max,
-      s"${NettyMessage.nameOf(messageId)} with a $bodyLength-byte body (expected ${if (min == max) s"$min" else s"$min to $max"})")
-    fieldsLength = messageId match {
-      case BufferResponse.Id => BufferResponse.HeaderLength
-      case PackedBufferResponse.Id => PackedBufferResponse.FixedLength
-      case _ => bodyLength
-    }
+      s"${messageType.name} with a $bodyLength-byte body (expected ${if (min == max) s"$min" else s"$min to $max"})")
+    fieldsLength = messageType.prefixLength(bodyLength)
     // A request for many inputs may exceed the fixed header buffer; it is bounded by the frame length.
     if (fieldsLength > header.capacity()) fields = Unpooled.buffer(fieldsLength, fieldsLength)
-    if (fieldsLength == 0) emit(CloseRequest) else state = ReadingBody
+    if (fieldsLength == 0) finishBody() else state = ReadingBody
   }
 
   /** The fields gathered so far are all there is, or (an encrypted BufferResponse) its IV is still to come. */
   private def fieldsRead(): Unit = {
-    val full = messageId match {
-      case BufferResponse.Id => BufferResponse.headerLength(header)
-      case PackedBufferResponse.Id => PackedBufferResponse.headerLength(header)
-      case _ => fieldsLength
-    }
+    val full = messageType.fieldsLength(fields, bodyLength)
     if (full == fieldsLength) finishBody()
     else {
-      if (messageId == BufferResponse.Id) {
-        check(bodyLength > full, s"BufferResponse with a $bodyLength-byte body: no payload after an encrypted buffer's header")
-      } else check(bodyLength >= full,
-        s"${NettyMessage.nameOf(messageId)} with a $bodyLength-byte body, shorter than its " +
-          s"$full-byte header")
+      check(bodyLength >= full, s"${messageType.name} with a $bodyLength-byte body, shorter than its $full-byte header")
       fieldsLength = full
     }
   }
 
   private def finishBody(): Unit = {
-    val msg: NettyMessage = messageId match {
-      case PartitionRequest.Id => PartitionRequest.decode(header)
-      case BufferResponse.Id => BufferResponse.decodeHeader(header, bodyLength)
-      case ErrorResponse.Id => ErrorResponse.decode(header, bodyLength)
-      case CancelPartitionRequest.Id => CancelPartitionRequest.decode(header)
-      case AddCredit.Id => AddCredit.decode(header)
-      case EndOfPartition.Id => EndOfPartition.decode(header)
-      case Ping.Id => Ping.decode(header)
-      case Pong.Id => Pong.decode(header)
-      case MultiPartitionRequest.Id => MultiPartitionRequest.decode(fields, bodyLength)
-      case PackedBufferResponse.Id => PackedBufferResponse.decodeHeader(header, bodyLength)
-    }
+    val msg = messageType.decode(fields, bodyLength)
     releaseFields()
     msg match {
-      case r: BufferResponse => startPayload(r, r.receiverId, r.payloadSize)
-      case r: PackedBufferResponse => startPayload(r, r.receiverId, r.payloadSize)
+      case r: PayloadResponse => startPayload(r)
       case m => emit(m)
     }
   }
@@ -186,13 +163,13 @@ private[netty] final class NettyMessageDecoder(
    * its channel, nowhere, or (credit-less) later. A packed frame takes a buffer even when it carries
    * only ends (no payload): every frame is one credit.
    */
-  private def startPayload(r: NettyMessage, receiverId: InputChannelID, payloadSize: Int): Unit = {
+  private def startPayload(r: PayloadResponse): Unit = {
     response = r
-    payloadLeft = payloadSize
+    payloadLeft = r.payloadSize
     state = ReadingPayload
-    val channel = receivers.channelFor(receiverId)
+    val channel = receivers.channelFor(r.receiverId)
     if (channel == null) {
-      check(receivers.wasReleased(receiverId), s"${NettyMessage.nameOf(r.id)} for unknown receiver $receiverId")
+      check(receivers.wasReleased(r.receiverId), s"${messageType.name} for unknown receiver ${r.receiverId}")
       discard()
     } else {
       val buffer =
@@ -234,12 +211,8 @@ private[netty] final class NettyMessageDecoder(
     val r = response
     response = null
     counters.buffersReceived.increment()
-    val received = if (discarding) null else data
-    emit(r match {
-      case b: BufferResponse => counters.bytesReceived.add(b.payloadSize.toLong); b.withData(received)
-      case p: PackedBufferResponse => counters.bytesReceived.add(p.payloadSize.toLong); p.withData(received)
-      case other => throw new IllegalStateException(s"$other has no payload")
-    })
+    counters.bytesReceived.add(r.payloadSize.toLong)
+    emit(r.withData(if (discarding) null else data))
   }
 
   private def emit(m: NettyMessage): Unit = {
@@ -355,21 +328,6 @@ private[netty] object NettyMessageDecoder {
 
   /** The largest body of a message without payload (and of a BufferResponse header). */
   val MaxBodyLength: Int = Seq(ErrorResponse.MaxLength, PartitionRequest.Length, PackedBufferResponse.MaxHeaderLength).max
-
-  /** Allowed body lengths of each message (a BufferResponse's includes its payload). */
-  private def bodyBounds(id: Byte): (Int, Int) = id match {
-    case PartitionRequest.Id => (PartitionRequest.Length, PartitionRequest.Length)
-    case BufferResponse.Id => (BufferResponse.HeaderLength + 1, Int.MaxValue)
-    case ErrorResponse.Id => (ErrorResponse.FixedLength, ErrorResponse.MaxLength)
-    case CancelPartitionRequest.Id => (InputChannelID.Length, InputChannelID.Length)
-    case CloseRequest.Id => (0, 0)
-    case AddCredit.Id => (AddCredit.Length, AddCredit.Length)
-    case EndOfPartition.Id => (EndOfPartition.Length, EndOfPartition.Length)
-    case Ping.Id => (Ping.Length, Ping.Length)
-    case Pong.Id => (Pong.Length, Pong.Length)
-    case MultiPartitionRequest.Id => (MultiPartitionRequest.FixedLength + MultiPartitionRequest.InputLength, Int.MaxValue)
-    case PackedBufferResponse.Id => (PackedBufferResponse.FixedLength + PackedEntry.Length, Int.MaxValue)
-  }
 }
 
 /** How the client's decoder finds the channel a BufferResponse is for. Thread-safe. */

@@ -101,8 +101,8 @@ class ConnectionHeartbeatSuite extends AnyFunSuite with NettyLeakDetection {
       val producing = async { TestingRecords.writeMany(p, 0, records, 1000); p.finish() }
       assert(await(async(reader.readOne())), "the channel is open and reads")
       // Nobody reads on: the gate's pool fills and the client stops reading the connection.
-      waitUntil(b.connectionManager.isAnyClientStalled, "the client stopped reading")
-      waitSilentFor(3 * timeoutMs, b.connectionManager.isAnyClientStalled)
+      waitUntil(b.connectionManager.clientFactory.isAnyStalled, "the client stopped reading")
+      waitSilentFor(3 * timeoutMs, b.connectionManager.clientFactory.isAnyStalled)
       assert(b.counters.hungConnections.sum == 0, b.counters.toString)
       assert(await(async { reader.readAll() }, 60000) == Map((0L, 0) -> records))
       await(producing)

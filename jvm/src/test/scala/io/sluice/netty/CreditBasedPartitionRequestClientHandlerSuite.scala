@@ -74,8 +74,8 @@ class CreditBasedPartitionRequestClientHandlerSuite extends AnyFunSuite with Net
     withExecutors(s.a, s.b) {
       val y = s.produce(s.forB4, b4Records)
       val deadline = System.currentTimeMillis() + 20000
-      while (!s.b.connectionManager.isAnyClientStalled && System.currentTimeMillis() < deadline) Thread.sleep(5)
-      assert(s.b.connectionManager.isAnyClientStalled, "B.4's full pool stopped reading the connection")
+      while (!s.b.connectionManager.clientFactory.isAnyStalled && System.currentTimeMillis() < deadline) Thread.sleep(5)
+      assert(s.b.connectionManager.clientFactory.isAnyStalled, "B.4's full pool stopped reading the connection")
       val x = s.produce(s.forB3, b3Records)
       val reading3 = async(s.b3.readAll())
       intercept[TimeoutException](reading3.get(1500, java.util.concurrent.TimeUnit.MILLISECONDS))

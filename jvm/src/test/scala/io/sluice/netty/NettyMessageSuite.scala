@@ -145,6 +145,49 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     r.close(); encrypted.delete(); plain.delete(); dir.delete()
   }
 
+  test("every message id round-trips through the decoder of its direction, and the id table is the documented one") {
+    val r = new TestingReceivers()
+    val receiver = r.channels.head.id
+    val one: Seq[NettyMessage] = Seq(
+      PartitionRequest(ResultPartitionID(3, 1L), 0, 1, id, 2, creditBased = true, waitForProducer = false),
+      BufferResponse(receiver, 0, 1, 0, bytes(Array.tabulate[Byte](300)(_.toByte))),
+      ErrorResponse(Some(receiver), ErrorKind.ProducerFailed, "java.io.IOException", "gone"),
+      CancelPartitionRequest(id),
+      CloseRequest,
+      AddCredit(id, 3),
+      EndOfPartition(receiver, 2, 0),
+      Ping(5L),
+      Pong(5L),
+      MultiPartitionRequest(id, 2, creditBased = true, Vector(RequestedSubpartitions(ResultPartitionID(3, 7L), 0, 4))),
+      PackedBufferResponse(receiver, 3, 0, Vector(PackedEntry.end(0, 0), PackedEntry.end(1, 2)), 0)(null, Vector.empty))
+    val ids = (0 to 10).map(_.toByte)
+    assert(one.map(_.id) == ids, "one message of each id, in id order")
+    assert(ids.forall(i => NettyMessage.typeOf(i).Id == i) && NettyMessage.typeOf(11.toByte) == null &&
+      NettyMessage.typeOf(-1.toByte) == null)
+    assert(
+      NettyMessage.ClientToServer ++ NettyMessage.ServerToClient == ids.toSet &&
+        NettyMessage.ClientToServer.intersect(NettyMessage.ServerToClient).isEmpty, "every id has exactly one direction")
+    for (m <- one) {
+      val toServer = NettyMessage.ClientToServer(m.id)
+      val ch = if (toServer) TestingReceivers.serverChannel() else r.clientChannel()
+      val got = decodeAll(ch, encode(m), chunked = true)
+      assert(got == Seq(m), s"${NettyMessage.nameOf(m.id)} round-trips")
+      assert(got.head.getClass == m.getClass && NettyMessage.nameOf(m.id) == m.getClass.getSimpleName.stripSuffix("$"))
+      got.head match {
+        case p: PayloadResponse => p.data.release()
+        case _ => ()
+      }
+      assert(!ch.finish())
+    }
+    r.close()
+    // docs/wire-protocol.md's table: "| id | `Name` | direction | ..."
+    val lines = scala.util.Using.resource(scala.io.Source.fromFile("docs/wire-protocol.md", "UTF-8"))(_.getLines().toList)
+    val documented = lines
+      .collect { case l if l.matches("""\| \d+ \| `\w+` \|.*""") => l.split("\\|").map(_.trim) }
+      .map(c => (c(1).toInt, c(2).stripPrefix("`").stripSuffix("`"), c(3).startsWith("client"))).toSeq
+    assert(documented == ids.map(i => (i.toInt, NettyMessage.nameOf(i), NettyMessage.ClientToServer(i))))
+  }
+
   test("Ping and Pong are frames of 17 bytes carrying the sequence number the Pong echoes") {
     val ping = encode(Ping(0x0102030405060708L))
     assert(ping.length == NettyMessage.FrameHeaderLength + 8)

@@ -53,9 +53,9 @@ class PartitionRequestServerHandlerSuite extends AnyFunSuite with NettyLeakDetec
       assert(stats.closedByServer.get == stats.expectedCloses.get,
         s"${stats.expectedCloses.get - stats.closedByServer.get} bad connections stayed open")
       assert(a.counters.protocolErrors.sum >= stats.expectedCloses.get - stats.sparkLevel.get)
-      eventually(a.connectionManager.numAcceptedConnections == 1,
+      eventually(a.connectionManager.server.numAcceptedConnections == 1,
         s"only the good connection stays: " +
-          s"${a.connectionManager.numAcceptedConnections} open")
+          s"${a.connectionManager.server.numAcceptedConnections} open")
       assert(b.counters.protocolErrors.sum == 0 && b.counters.connectionsOpened.sum == 1,
         "the good connection was never disturbed")
       good.close()

@@ -66,7 +66,7 @@ class PeerLimitsSuite extends AnyFunSuite {
         TestingThreads.eventually(what = "20 requests and 7 connections refused") {
           flooder.errors.size == 20 && a.counters.connectionsRefused.sum == 7
         }
-        assert(a.connectionManager.peerUsage(flooder.inetAddress) == (4, 16), "the flooder holds its maximum")
+        assert(a.connectionManager.server.peerUsage(flooder.inetAddress) == (4, 16), "the flooder holds its maximum")
         val closed = flooder.closedByServer(raw, 200)
         assert(closed.size == 7, s"${closed.size} of 10 raw connections closed by the server")
         flooder.errors.asScala.foreach { e =>
@@ -87,18 +87,19 @@ class PeerLimitsSuite extends AnyFunSuite {
           (0 until 3).flatMap(i => (0 until 2).map(s => (i.toLong, s) -> 400)) ++ (0 until 2).map(s => (5L, s) -> 500)
         assert(await(reading, 60000) == expected.toMap, "the real reader read everything")
         assert(flooder.errors.size == 20, "the flooder got nothing but its refusals")
-        assert(a.connectionManager.peerUsage(InetAddress.getLoopbackAddress) == (1, 0), "the real reader's readers are done")
+        assert(a.connectionManager.server.peerUsage(InetAddress.getLoopbackAddress) == (1, 0),
+          "the real reader's readers are done")
         reader.close()
 
         // The flood ends: the host's share is given back and it may connect again.
         flooder.close()
         TestingThreads.eventually(what = "the flooder's share given back") {
-          a.connectionManager.peerUsage(flooder.inetAddress) == (0, 0) && a.counters.activeReaders.get == 0
+          a.connectionManager.server.peerUsage(flooder.inetAddress) == (0, 0) && a.counters.activeReaders.get == 0
         }
         val again = new TestingFlooder(a.port)
         try {
           again.openSluiceConnection()
-          assert(a.connectionManager.peerUsage(again.inetAddress)._1 == 1)
+          assert(a.connectionManager.server.peerUsage(again.inetAddress)._1 == 1)
         } finally again.close()
         a.assertNoCreditViolations()
         blocking.foreach(p => a.partitionManager.releasePartition(p.partitionId, null))

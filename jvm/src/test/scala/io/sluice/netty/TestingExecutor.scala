@@ -49,7 +49,7 @@ final class TestingExecutor(
 
   /** The Netty channel of this executor's connection to `server` (it must hold one). */
   def clientChannelTo(server: TestingExecutor): io.netty.channel.Channel =
-    connectionManager.clientConnection("127.0.0.1", server.port).get.channel
+    connectionManager.clientFactory.connection("127.0.0.1", server.port).get.channel
 
   /** A registered pipelined partition of `numSubpartitions` with a pool of `poolSize` buffers. */
   def pipelinedPartition(id: ResultPartitionID, numSubpartitions: Int, poolSize: Int = -1): PipelinedResultPartition = {

@@ -45,7 +45,7 @@ class TlsTransportSuite extends AnyFunSuite {
       TestingRecords.writeMany(pipelined, 0, 300, 300)
       pipelined.finish()
       assert(await(reading, 60000) == Map((0L, 0) -> 300, (1L, 0) -> 200), "every record arrived, in order")
-      val client = b.connectionManager.clientConnection("127.0.0.1", relay.port).get.channel
+      val client = b.connectionManager.clientFactory.connection("127.0.0.1", relay.port).get.channel
       val server = a.connectionManager.serverChannels
       assert(server.size == 1, s"one server connection: $server")
       inspect(client, server.head)

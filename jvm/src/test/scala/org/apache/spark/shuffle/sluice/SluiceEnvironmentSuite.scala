@@ -2,7 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import io.sluice.NettyLeakDetection
 import io.sluice.config.{SluiceConf, SluiceOptions}
-import io.sluice.netty.NettyConnectionManager
+import io.sluice.netty.{PartitionRequestClientFactory, TransportConfOverlay}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.SparkConf
 import org.scalatest.funsuite.AnyFunSuite
@@ -23,7 +23,7 @@ class SluiceEnvironmentSuite extends AnyFunSuite with NettyLeakDetection {
   test("the connect timeout follows spark.network.timeout unless Sluice's own option is set") {
     def connect(settings: (String, String)*): (Long, String) = {
       val engine = SluiceEnvironment.engineConf(new SparkConf(false).setAll(settings))
-      val transport = NettyConnectionManager.effectiveTransportConf(
+      val transport = TransportConfOverlay(
         new TransportConf("sluice", new MapConfigProvider(java.util.Collections.emptyMap())), engine)
       (engine.get(SluiceOptions.ConnectTimeout), transport.get("spark.sluice.io.connectionCreationTimeout", null))
     }
@@ -38,8 +38,8 @@ class SluiceEnvironmentSuite extends AnyFunSuite with NettyLeakDetection {
           SluiceOptions.HeartbeatTimeout.key -> "6s")))
     assert(both.get(SluiceOptions.HeartbeatTimeout) == 6000L && both.get(SluiceOptions.ConnectTimeout) == 20000L)
     // Without the Spark layer (the engine alone, as in its own tests), 0 means Spark's default.
-    assert(NettyConnectionManager.connectTimeoutMs(SluiceConf(Nil)) == 120000L)
-    assert(NettyConnectionManager.connectTimeoutMs(SluiceConf(Seq(SluiceOptions.ConnectTimeout.key -> "3s"))) == 3000L)
+    assert(PartitionRequestClientFactory.connectTimeoutMs(SluiceConf(Nil)) == 120000L)
+    assert(PartitionRequestClientFactory.connectTimeoutMs(SluiceConf(Seq(SluiceOptions.ConnectTimeout.key -> "3s"))) == 3000L)
   }
 
   test("spark.io.encryption.enabled: partition files get Spark's I/O key and AES/CTR; other ciphers are refused at start") {

@@ -1,0 +1,52 @@
+package io.sluice.netty
+
+import java.io.IOException
+import java.net.Socket
+
+import io.sluice.{NettyLeakDetection, TestingThreads}
+import io.sluice.netty.TestingExecutor.withExecutors
+import io.sluice.partition.ResultPartitionID
+import io.sluice.partition.consumer.{GateInput, InputChannelException}
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The server: it serves only clients that pass Spark's authentication, and its shutdown closes its connections and port. */
+class NettyServerSuite extends AnyFunSuite with NettyLeakDetection {
+
+  for ((what, clientAuth) <- Seq("the wrong secret" -> TestingSecretKeyHolder.auth("guess"), "no authentication" -> None)) {
+    test(s"a client with $what is refused and receives no data") {
+      val a = new TestingExecutor("A", auth = TestingSecretKeyHolder.auth("s3cr3t"))
+      val c = new TestingExecutor("C", auth = clientAuth)
+      withExecutors(a, c) {
+        val p = a.pipelinedPartition(ResultPartitionID(1, 0), 1)
+        TestingRecords.writeMany(p, 0, 20, 500)
+        p.flushAll()
+        val queued = p.numQueuedBuffers
+        val reader = new TestingGateReader(c.gate("intruder", Vector(GateInput(p.partitionId, 0, 1, a.location))))
+        val e = intercept[InputChannelException](reader.readOne())
+        assert(e.getMessage.contains("executor A"), e.getMessage)
+        assert(reader.recordsRead.get == 0)
+        assert(a.counters.buffersSent.sum == 0 && a.counters.activeReaders.get == 0, "the server served nothing")
+        assert(a.connectionManager.numServerConnections == 0, "the connection was never upgraded to Sluice")
+        assert(p.numQueuedBuffers == queued)
+        reader.close()
+        a.partitionManager.releasePartition(p.partitionId, null); p.closeBufferBuilders()
+        a.awaitAllBuffersBack(); c.awaitAllBuffersBack()
+      }
+    }
+  }
+
+  test("shutdown closes the served connections and the port") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    withExecutors(a, b) {
+      val client = b.connectionManager.createPartitionRequestClient("127.0.0.1", a.port)
+      TestingThreads.eventually(what = "the connection served") { a.connectionManager.server.numConnections == 1 }
+      val port = a.port
+      a.connectionManager.server.shutdown()
+      TestingThreads.eventually(what = "the client sees its connection closed") { !client.isActive }
+      assert(a.connectionManager.server.numConnections == 0 && a.connectionManager.server.numAcceptedConnections == 0)
+      intercept[IOException](new Socket("127.0.0.1", port).close())
+      b.awaitAllBuffersBack()
+    }
+  }
+}
