@@ -2,6 +2,8 @@ package org.apache.spark.shuffle.sluice
 
 import scala.jdk.CollectionConverters._
 
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.rpc.ShuffleMigration
 import org.apache.spark.{ShuffleDependency, SparkConf}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.shuffle._

@@ -4,6 +4,7 @@ import java.io.InputStream
 
 import io.sluice.serialization.{DataOutputSerializer, RecordView}
 import org.apache.spark.serializer.{DeserializationStream, Serializer, SerializerInstance}
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.unsafe.Platform
 

@@ -3,6 +3,7 @@ package org.apache.spark.shuffle.sluice
 import io.sluice.serialization.DataOutputSerializer
 import io.sluice.writer.{RecordSerializer, SerializedRecord}
 import org.apache.spark.serializer.{SerializationStream, Serializer, SerializerInstance}
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.unsafe.Platform
 import org.apache.spark.util.AccumulatorV2

@@ -3,9 +3,8 @@ package org.apache.spark.shuffle.sluice.ui
 import scala.jdk.CollectionConverters._
 
 import io.sluice.config.SluiceOptions
-import org.apache.spark.shuffle.sluice.{
-  SluiceDriverMetrics, SluiceExecutorMemory, SluiceJson, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
-}
+import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SluiceJson}
+import org.apache.spark.shuffle.sluice.{SluiceExecutorMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics}
 import org.apache.spark.status.KVUtils.KVIndexParam
 import org.apache.spark.util.kvstore.KVStore
 import org.json4s.{JArray, JBool, JObject, JValue}

@@ -1,10 +1,11 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.internal
 
 import java.io.File
 import java.nio.file.Files
 
 import io.sluice.netty.SparkPipelineNames
-import org.apache.spark.shuffle.sluice.SparkInternalsCheck.Reference
+import org.apache.spark.shuffle.sluice.SluiceShuffleManager
+import org.apache.spark.shuffle.sluice.internal.SparkInternalsCheck.Reference
 import org.scalatest.funsuite.AnyFunSuite
 
 /**

@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.internal
 
 import java.io.{ByteArrayOutputStream, DataInputStream, File, InputStream}
 import java.lang.invoke.{MethodHandles, MethodType}
