@@ -25,7 +25,7 @@ private[sluice] object SparkRecordDecoder {
   def apply(serializer: Serializer, numChannels: Int): SparkRecordDecoder =
     SparkInternals.unsafeRowFieldCount(serializer) match {
       case Some(fields) => new UnsafeRows(fields)
-      case None if serializer.supportsRelocationOfSerializedObjects => new SharedStream(serializer.newInstance())
+      case None if SparkInternals.supportsRelocation(serializer) => new SharedStream(serializer.newInstance())
       case None => new StreamPerChannel(serializer.newInstance(), numChannels)
     }
 

@@ -31,7 +31,7 @@ private[sluice] object SparkRecordSerializer {
 
   def apply(serializer: Serializer, numSubpartitions: Int): SparkRecordSerializer =
     if (SparkInternals.unsafeRowFieldCount(serializer).isDefined) new UnsafeRows(SparkInternals.unsafeRowDataSize(serializer))
-    else if (serializer.supportsRelocationOfSerializedObjects) new SharedStream(serializer.newInstance())
+    else if (SparkInternals.supportsRelocation(serializer)) new SharedStream(serializer.newInstance())
     else new StreamPerSubpartition(serializer.newInstance(), numSubpartitions)
 
   private final class UnsafeRows(dataSize: Option[AccumulatorV2[Long, Long]]) extends SparkRecordSerializer {

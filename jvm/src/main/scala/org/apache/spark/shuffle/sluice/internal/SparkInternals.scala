@@ -4,6 +4,7 @@ import java.io.File
 
 import scala.concurrent.Future
 import scala.concurrent.duration._
+import scala.jdk.CollectionConverters._
 import scala.xml.Node
 
 import com.codahale.metrics.MetricRegistry
@@ -15,11 +16,12 @@ import org.apache.spark.{
 import org.apache.spark.metrics.MetricsSystem
 import org.apache.spark.metrics.source.Source
 import org.apache.spark.network.netty.SparkTransportConf
-import org.apache.spark.network.util.TransportConf
+import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
 import org.apache.spark.scheduler.{MapStatus, SparkListenerEvent}
 import org.apache.spark.serializer.Serializer
 import org.apache.spark.shuffle.FetchFailedException
+import org.apache.spark.status.ElementTrackingStore
 import org.apache.spark.storage.{BlockId, BlockManagerId}
 import org.apache.spark.ui.{SparkUI, SparkUITab, UIUtils, WebUIPage}
 import org.apache.spark.util.{AccumulatorV2, RpcUtils, Utils}
@@ -81,9 +83,19 @@ object SparkInternals {
    * The TransportConf for Sluice's server and clients, with Spark's RPC SSL options
    * (spark.ssl.rpc.*, falling back to spark.ssl.*) as the SecurityManager resolved them.
    */
-  private[sluice] def transportConf(conf: SparkConf, numCores: Int,
-      security: => SecurityManager = env.securityManager): TransportConf =
+  private[sluice] def transportConf(conf: SparkConf, numCores: Int): TransportConf =
+    transportConf(conf, numCores, env.securityManager)
+
+  /** [[transportConf]] with the SSL options `security` resolved (tests, without a SparkEnv). */
+  private[sluice] def transportConf(conf: SparkConf, numCores: Int, security: SecurityManager): TransportConf =
     SparkTransportConf.fromSparkConf(conf, "sluice", numCores, None, Some(security.getRpcSSLOptions()))
+
+  /**
+   * The TransportConf of module "shuffle" that serves blocks of files (FileSegmentManagedBuffer's
+   * memory-mapping threshold and lazy file descriptors), from the application's settings.
+   */
+  private[sluice] def shuffleTransportConf(conf: SparkConf): TransportConf =
+    new TransportConf("shuffle", new MapConfigProvider(conf.getAll.toMap.asJava))
 
   private[sluice] def isAuthenticationEnabled: Boolean = env.securityManager.isAuthenticationEnabled()
 
@@ -153,6 +165,13 @@ object SparkInternals {
       dynamicAllocation = org.apache.spark.util.Utils.isDynamicAllocationEnabled(conf),
       shuffleTracking = conf.get(config.DYN_ALLOCATION_SHUFFLE_TRACKING_ENABLED))
   }
+
+  /**
+   * Whether `serializer`'s output can be cut between records and its pieces concatenated in
+   * another order (Spark's private Serializer.supportsRelocationOfSerializedObjects): then one
+   * stream serves every subpartition.
+   */
+  private[sluice] def supportsRelocation(serializer: Serializer): Boolean = serializer.supportsRelocationOfSerializedObjects
 
   /** The column count of SQL's UnsafeRowSerializer (a private field), for reading rows back. */
   private[sluice] def unsafeRowFieldCount(serializer: Serializer): Option[Int] =
@@ -293,6 +312,16 @@ object SparkInternals {
 
   /** The status store behind a UI: live, or the History Server's replay of an event log. */
   private[sluice] def uiStore(ui: SparkUI): KVStore = ui.store.store
+
+  /** Every entry of type `cls` in a status store, in the order of its natural index. */
+  private[sluice] def storedEntries[T](store: KVStore, cls: Class[T]): Seq[T] = {
+    val all = store.view(cls).closeableIterator()
+    try all.asScala.toList
+    finally all.close()
+  }
+
+  /** Writes `value` into the status store a History Server plugin's listeners fill. */
+  private[sluice] def writeToStore(store: ElementTrackingStore, value: Any): Unit = store.write(value)
 
   // ---- Listener bus -------------------------------------------------------------------------
 

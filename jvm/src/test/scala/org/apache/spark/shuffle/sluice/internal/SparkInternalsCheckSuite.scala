@@ -61,42 +61,105 @@ class SparkInternalsCheckSuite extends AnyFunSuite {
     assert(message.contains("cannot run on Spark 4.3.9") && message.contains("blockManagerOfSpark9"), message)
   }
 
-  /** Class files under `pkg` of the directory the main classes were compiled to. */
+  /** Class files under `pkg` of the directory the main classes were compiled to, by JVM class name. */
   private def classFiles(pkg: String): Seq[(String, Array[Byte])] = {
     val root = new File(classOf[SluiceShuffleManager].getProtectionDomain.getCodeSource.getLocation.toURI)
     assert(root.isDirectory, s"$root: the main classes are expected in a directory")
     def walk(f: File): Seq[File] = if (f.isDirectory) f.listFiles().toSeq.flatMap(walk) else Seq(f)
     walk(new File(root, pkg)).filter(_.getName.endsWith(".class")).map { f =>
-      root.toPath.relativize(f.toPath).toString -> Files.readAllBytes(f.toPath)
-    }
+      root.toPath.relativize(f.toPath).toString.stripSuffix(".class").replace(File.separatorChar, '.') ->
+        Files.readAllBytes(f.toPath)
+    }.sortBy(_._1)
   }
 
-  test("only the adapter uses Spark's private APIs: the rest of the boundary uses the shuffle SPI and public APIs") {
-    val privateApis = Seq("org/apache/spark/rpc/", "org/apache/spark/ui/", "org/apache/spark/metrics/",
-      "org/apache/spark/util/Utils", "org/apache/spark/util/RpcUtils", "org/apache/spark/util/collection/",
-      "org/apache/spark/SparkEnv", "org/apache/spark/MapOutputTracker", "org/apache/spark/SecurityManager",
-      "org/apache/spark/shuffle/FetchFailedException", "org/apache/spark/network/netty/",
-      "org/apache/spark/executor/TaskMetrics", "org/apache/spark/scheduler/MapStatus$",
-      "org/apache/spark/storage/BlockManagerId$", "org/apache/spark/storage/BlockManager;")
-    val files = classFiles("org/apache/spark/shuffle/sluice")
-      .filterNot { case (path, _) => path.contains("/SparkInternals") || path.contains("/bench/") }
-    assert(files.size > 20)
-    val offending = for {
-      (path, bytes) <- files
-      r <- SparkInternalsCheck.classReferences(bytes)
-      api <- privateApis if (r.owner + ";").startsWith(api) || r.owner.startsWith(api)
-    } yield s"$path uses ${r.describe}"
-    assert(offending.isEmpty, offending.distinct.mkString("\n"))
+  private val AdapterPackage = "org.apache.spark.shuffle.sluice.internal."
+
+  /**
+   * One use of a Spark internal: `user` (a Sluice class; its nested and anonymous classes count as
+   * it) links or names `reference`, which is internal because `why`.
+   */
+  private final class InternalUse(val user: String, val reference: Reference, val why: String) {
+    def spark: String = reference.owner.replace('/', '.')
+    def member: String = if (reference.isClass) "" else reference.name
+  }
+
+  /** The uses, one line per user and Spark class: `user uses class (why): member, member`. */
+  private def describe(uses: Seq[InternalUse]): String =
+    uses.groupBy(u => (u.user, u.spark, u.why)).toSeq.sortBy(_._1).map { case ((user, spark, why), us) =>
+      val members = us.map(_.member).filter(_.nonEmpty).distinct.sorted
+      s"  $user uses $spark ($why)${if (members.isEmpty) "" else members.mkString(": ", ", ", "")}"
+    }.mkString("\n")
+
+  /** Every use of a Spark internal by Sluice's main classes outside the adapter package. */
+  private lazy val internalUses: Seq[InternalUse] = {
+    val visibility = new SparkApiVisibility(getClass.getClassLoader)
+    val files = (classFiles("io/sluice") ++ classFiles("org/apache/spark/shuffle/sluice"))
+      .filterNot { case (name, _) => name.startsWith(AdapterPackage) }
+    assert(files.size > 100, files.size)
+    for {
+      (name, bytes) <- files
+      r <- (SparkInternalsCheck.classReferences(bytes) ++
+        SparkInternalsCheck.declaredTypes(bytes).map(Reference(_, "", "", isField = false))).distinct
+      why <- visibility.internal(r)
+    } yield new InternalUse(name.takeWhile(_ != '$'), r, why)
+  }
+
+  /** Whether the allowlist entry `a` allows `use` by the user (class or `package.**`) `user`. */
+  private def covers(a: SparkInternalsAllowlist.Allowed, user: String, use: InternalUse): Boolean = {
+    val spark = a.spark.split('#') match {
+      case Array(cls) => use.spark == cls
+      case Array(cls, member) => use.spark == cls && use.member == member
+    }
+    spark && (if (user.endsWith(".**")) use.user.startsWith(user.stripSuffix("**")) else use.user == user)
+  }
+
+  test("the rule tells Spark's internals from its API") {
+    val v = new SparkApiVisibility(getClass.getClassLoader)
+    def cls(name: String) = v.classInternal(name.replace('.', '/'))
+    assert(cls("org.apache.spark.shuffle.sort.SortShuffleManager").contains("private[spark]"))
+    assert(cls("org.apache.spark.scheduler.MapStatus$").contains("private[spark]"))
+    assert(cls("org.apache.spark.util.Utils$").contains("private[spark]"))
+    assert(cls("org.apache.spark.network.util.TransportConf").contains("Java class not annotated as API"))
+    assert(cls("org.apache.spark.internal.Logging").contains("in package org.apache.spark.internal"))
+    assert(cls("org.apache.spark.shuffle.api.ShuffleExecutorComponents").contains("Java class annotated @Private"))
+    assert(cls("org.apache.spark.SparkConf").isEmpty)
+    assert(cls("org.apache.spark.TaskContext").isEmpty)
+    assert(cls("org.apache.spark.api.plugin.SparkPlugin").isEmpty)
+    assert(cls("org.apache.spark.sql.connector.catalog.TableProvider").isEmpty)
+    val taskMetrics = Reference("org/apache/spark/TaskContext", "taskMetrics", "()Lorg/apache/spark/executor/TaskMetrics;",
+      isField = false)
+    assert(v.internal(taskMetrics).isEmpty, v.internal(taskMetrics))
+    val getAppId = Reference("org/apache/spark/SparkConf", "getAppId", "()Ljava/lang/String;", isField = false)
+    assert(v.internal(getAppId).isEmpty, v.internal(getAppId))
+    val getenv = Reference("org/apache/spark/SparkConf", "getenv", "(Ljava/lang/String;)Ljava/lang/String;", isField = false)
+    assert(v.internal(getenv).contains("private[spark]"), v.internal(getenv))
+  }
+
+  test("outside the adapter package, Sluice uses only Spark's API and the internals on the allowlist") {
+    val allowed = SparkInternalsAllowlist.entries
+    val unlisted = internalUses.filterNot(u => allowed.exists(a => a.users.exists(covers(a, _, u))))
+    assert(unlisted.isEmpty,
+      s"Sluice uses Spark internals outside the adapter package ${AdapterPackage.stripSuffix(".")} that " +
+        "SparkInternalsAllowlist does not list. Move each use behind SparkInternals, or list it with the reason " +
+        s"it cannot be:\n${describe(unlisted)}")
+    val stale = for {
+      a <- allowed
+      user <- a.users if !internalUses.exists(covers(a, user, _))
+    } yield s"  ${a.spark} by $user"
+    assert(stale.isEmpty, s"SparkInternalsAllowlist allows uses no class makes any more; remove them:\n${stale.mkString("\n")}")
+    val pairs = for (a <- allowed; user <- a.users) yield (a.spark, user)
+    assert(pairs.distinct.size == pairs.size, pairs.diff(pairs.distinct))
+    assert(allowed.forall(a => a.reason.trim.nonEmpty && !a.reason.contains('\n')), "every entry needs a one-line reason")
   }
 
   test("the engine references none of Spark but its network library and Platform, nor Spark's handler names") {
-    val files = classFiles("io/sluice").filterNot(_._1.contains("/bench/"))
+    val files = classFiles("io/sluice").filterNot(_._1.startsWith("io.sluice.bench."))
     assert(files.size > 50)
     val names = SparkInternals.TransportPipeline
     val offending = files.flatMap { case (path, bytes) =>
       val (refs, strings) = SparkInternalsCheck.constants(bytes)
       // SparkPipelineNames' fields are named after the handlers' roles (case-class field names are literals).
-      val literals = if (path.contains("/SparkPipelineNames")) Nil else strings
+      val literals = if (path == "io.sluice.netty.SparkPipelineNames") Nil else strings
       refs.filterNot(r => r.owner.startsWith("org/apache/spark/network/") || r.owner.startsWith("org/apache/spark/unsafe/"))
         .map(r => s"$path uses ${r.describe}") ++
       literals.filter((names.required ++ names.optional).toSet).map(s => s"$path names Spark's handler \"$s\"")
