@@ -30,18 +30,24 @@ import org.apache.spark.util.kvstore.KVStore
 import org.json4s.JValue
 
 /**
- * The one adapter between Sluice and Spark's private (`private[spark]`) APIs. Besides the shuffle
- * SPI that the managers, handle, writer, reader and block resolver implement, every use of a Spark
- * internal is here: SparkEnv and what hangs off it, map statuses and FetchFailedException,
- * ExternalSorter, the RPC environment, the metrics system, the web UI, and the names of the
- * handlers in the Netty pipelines Spark's TransportContext builds. The engine (`io.sluice`) uses
- * Spark's public network-common classes only and is handed what it needs from here.
+ * The adapter between Sluice and Spark's private (`private[spark]`) APIs: SparkEnv and what hangs
+ * off it, map statuses and FetchFailedException, ExternalSorter, the RPC environment, the metrics
+ * system, the web UI and the History Server's status store, the TransportConfs built from Spark's
+ * settings, and the names of the handlers in the Netty pipelines Spark's TransportContext builds.
+ *
+ * Not every internal can be reached through it: the shuffle SPI is itself `private[spark]`, and
+ * the managers, handle, writer, reader and block resolver implement it by extending Spark's types;
+ * the record serializers handle SQL's UnsafeRow; the engine (`io.sluice`) builds its transport on
+ * Spark's network library and copies memory with `Platform`. Each such use outside this package
+ * is listed, with its reason, in the allowlist SparkInternalsCheckSuite enforces (a new one fails
+ * that test, naming the class, member and user).
  *
  * Spark may change any of these in any release, and the JVM links them lazily, so a change would
  * otherwise surface as a NoSuchMethodError inside some task. [[SparkInternalsCheck]] links every
- * reference this adapter makes against the running Spark once at start-up (from both shuffle
- * managers, on the driver and on every executor) and fails naming the Spark version when one is
- * gone. Everything here is thread-safe.
+ * reference the boundary's classes (this adapter and the rest of `org.apache.spark.shuffle.sluice`)
+ * make against the running Spark once at start-up (from both shuffle managers, on the driver and
+ * on every executor) and fails naming the Spark version when one is gone. Everything here is
+ * thread-safe.
  */
 object SparkInternals {
 

@@ -108,7 +108,8 @@ final class SparkApiVisibility(loader: ClassLoader) {
     val classSym = mirror.classSymbol(cls)
     // A static method of a class with a companion object is the object's member (a static forwarder).
     val owners = Seq(classSym) ++
-      (if (classSym.isModuleClass) Nil else Option(classSym.companion).filter(_ != ru.NoSymbol).map(_.asModule.moduleClass.asClass))
+      (if (classSym.isModuleClass) Nil
+       else Option(classSym.companion).filter(_ != ru.NoSymbol).map(_.asModule.moduleClass.asClass))
     val arity = if (r.isField) -1 else descriptorArity(r.descriptor)
     val found = owners.iterator.map { o =>
       val tpe = o.toType
@@ -140,7 +141,7 @@ final class SparkApiVisibility(loader: ClassLoader) {
       try {
         if (name == "<init>") cls.getDeclaredConstructors.toSeq
         else (cls.getMethods ++ cls.getDeclaredMethods).filter(_.getName == name).toSeq ++
-          (cls.getFields ++ cls.getDeclaredFields).filter(_.getName == name).toSeq
+        (cls.getFields ++ cls.getDeclaredFields).filter(_.getName == name).toSeq
       } catch { case _: LinkageError => Nil }
     if (members.nonEmpty && members.forall(m => annotationNames(m).contains(PrivateAnnotation))) Some("annotated @Private")
     else None

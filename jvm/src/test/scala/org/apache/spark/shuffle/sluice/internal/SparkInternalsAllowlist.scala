@@ -57,11 +57,11 @@ object SparkInternalsAllowlist {
         "ShuffleWriter.stop returns the map output's MapStatus (which the adapter builds)"),
       Allowed("org.apache.spark.shuffle.ShuffleBlockResolver", boundary("SluiceShuffleManager"),
         "the SPI's shuffleBlockResolver, which Sluice's resolver replaces"),
-      Allowed("org.apache.spark.shuffle.IndexShuffleBlockResolver", boundary("SluiceShuffleManager", "SluiceShuffleBlockResolver"),
+      Allowed("org.apache.spark.shuffle.IndexShuffleBlockResolver",
+        boundary("SluiceShuffleManager", "SluiceShuffleBlockResolver"),
         "SortShuffleManager's shuffleBlockResolver is an IndexShuffleBlockResolver, so Sluice's extends it"),
       Allowed("org.apache.spark.network.util.TransportConf", boundary("SluiceShuffleManager", "SluiceShuffleBlockResolver"),
-        "IndexShuffleBlockResolver serves file segments with the shuffle TransportConf the adapter builds")
-    ),
+        "IndexShuffleBlockResolver serves file segments with the shuffle TransportConf the adapter builds")),
     // What IndexShuffleBlockResolver's methods (blocks, migration, push-based shuffle) take and return.
     Seq("org.apache.spark.network.buffer.ManagedBuffer", "org.apache.spark.network.buffer.FileSegmentManagedBuffer",
       "org.apache.spark.network.buffer.NioManagedBuffer", "org.apache.spark.network.client.StreamCallbackWithID",
@@ -77,8 +77,7 @@ object SparkInternalsAllowlist {
       Allowed("org.apache.spark.unsafe.Platform", boundary("SparkRecordSerializer", "SparkRecordDecoder"),
         "Spark's memory copies between rows, byte arrays and network memory"),
       Allowed("org.apache.spark.unsafe.types.UTF8String", boundary("SluiceMetricsDataSource"),
-        "DataSource V2's LocalScan returns InternalRows, whose strings are UTF8String")
-    ),
+        "DataSource V2's LocalScan returns InternalRows, whose strings are UTF8String")),
 
     // ---- Listener events, History Server ----------------------------------------------------------
     Seq(
@@ -89,14 +88,14 @@ object SparkInternalsAllowlist {
         "the History Server's plugin SPI, found through META-INF/services"),
       Allowed("org.apache.spark.ui.SparkUI", boundary("ui.SluiceHistoryServerPlugin"),
         "AppHistoryServerPlugin.setupUI hands the UI the tab is attached to (by the adapter)"),
-      Allowed("org.apache.spark.status.ElementTrackingStore", boundary("ui.SluiceHistoryServerPlugin", "ui.SluiceHistoryListener"),
+      Allowed("org.apache.spark.status.ElementTrackingStore",
+        boundary("ui.SluiceHistoryServerPlugin", "ui.SluiceHistoryListener"),
         "AppHistoryServerPlugin.createListeners hands the store its replay listener fills (through the adapter)"),
       Allowed("org.apache.spark.util.kvstore.KVStore", boundary("ui.ReplayedTabData"),
         "holds the History Server's status store, which it reads through the adapter"),
       Allowed("org.apache.spark.util.kvstore.KVIndex",
         boundary("ui.SluiceStageEntry", "ui.SluiceExecutorMemoryEntry", "ui.SluiceSettingsEntry"),
-        "the status store keys its entries by their @KVIndex field, as Spark's own UI entries are keyed")
-    ),
+        "the status store keys its entries by their @KVIndex field, as Spark's own UI entries are keyed")),
 
     // ---- The engine's transport -------------------------------------------------------------------
     Seq(
@@ -107,8 +106,7 @@ object SparkInternalsAllowlist {
       Allowed("org.apache.spark.network.util.ConfigProvider", Seq("io.sluice.**"),
         "the engine lays its thread and timeout settings over the TransportConf it is given"),
       Allowed("org.apache.spark.network.util.MapConfigProvider", Seq("io.sluice.**"),
-        "Spark's default TransportConf for engine tools and tests that run without Spark")
-    ),
+        "Spark's default TransportConf for engine tools and tests that run without Spark")),
     Seq("TransportContext", "server.TransportServer", "client.TransportClient", "client.TransportClientFactory",
       "client.RpcResponseCallback", "server.RpcHandler",
       "server.NoOpRpcHandler", "server.StreamManager", "buffer.ManagedBuffer", "crypto.AuthClientBootstrap",
@@ -117,6 +115,5 @@ object SparkInternalsAllowlist {
         "the engine's server and clients are Spark TransportContexts, for Spark's authentication and TLS")
     },
     Seq(Allowed("org.apache.spark.unsafe.Platform", Seq("io.sluice.**"),
-      "Spark's memory copies between byte arrays and network memory (Flink's MemorySegment does the same)"))
-  ).flatten
+        "Spark's memory copies between byte arrays and network memory (Flink's MemorySegment does the same)"))).flatten
 }

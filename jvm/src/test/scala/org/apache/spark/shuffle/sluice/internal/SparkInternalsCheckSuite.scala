@@ -11,7 +11,12 @@ import org.scalatest.funsuite.AnyFunSuite
 /**
  * The start-up check of Sluice's assumptions about Spark's internals, against the Spark on the
  * class path (it must pass) and against simulated changes of Spark (it must fail, naming the Spark
- * version and what changed); and the rule that only the adapter touches Spark's private APIs.
+ * version and what changed); and the boundary's rule: outside the adapter package
+ * (`org.apache.spark.shuffle.sluice.internal`), Sluice's classes, engine included, use only
+ * Spark's API and the internal uses [[SparkInternalsAllowlist]] lists with their reasons. Which
+ * Spark classes and members are internal is [[SparkApiVisibility]]'s rule (Scala `private[x]`,
+ * Java classes without Spark's API annotations, packages named `internal`), applied to every
+ * class and member a Sluice class links or names in its declarations.
  */
 class SparkInternalsCheckSuite extends AnyFunSuite {
 
@@ -68,7 +73,7 @@ class SparkInternalsCheckSuite extends AnyFunSuite {
     def walk(f: File): Seq[File] = if (f.isDirectory) f.listFiles().toSeq.flatMap(walk) else Seq(f)
     walk(new File(root, pkg)).filter(_.getName.endsWith(".class")).map { f =>
       root.toPath.relativize(f.toPath).toString.stripSuffix(".class").replace(File.separatorChar, '.') ->
-        Files.readAllBytes(f.toPath)
+      Files.readAllBytes(f.toPath)
     }.sortBy(_._1)
   }
 
@@ -138,7 +143,7 @@ class SparkInternalsCheckSuite extends AnyFunSuite {
   test("outside the adapter package, Sluice uses only Spark's API and the internals on the allowlist") {
     val allowed = SparkInternalsAllowlist.entries
     val unlisted = internalUses.filterNot(u => allowed.exists(a => a.users.exists(covers(a, _, u))))
-    assert(unlisted.isEmpty,
+    if (unlisted.nonEmpty) fail(
       s"Sluice uses Spark internals outside the adapter package ${AdapterPackage.stripSuffix(".")} that " +
         "SparkInternalsAllowlist does not list. Move each use behind SparkInternals, or list it with the reason " +
         s"it cannot be:\n${describe(unlisted)}")
@@ -146,7 +151,8 @@ class SparkInternalsCheckSuite extends AnyFunSuite {
       a <- allowed
       user <- a.users if !internalUses.exists(covers(a, user, _))
     } yield s"  ${a.spark} by $user"
-    assert(stale.isEmpty, s"SparkInternalsAllowlist allows uses no class makes any more; remove them:\n${stale.mkString("\n")}")
+    if (stale.nonEmpty)
+      fail(s"SparkInternalsAllowlist allows uses no class makes any more; remove them:\n${stale.mkString("\n")}")
     val pairs = for (a <- allowed; user <- a.users) yield (a.spark, user)
     assert(pairs.distinct.size == pairs.size, pairs.diff(pairs.distinct))
     assert(allowed.forall(a => a.reason.trim.nonEmpty && !a.reason.contains('\n')), "every entry needs a one-line reason")
