@@ -8,7 +8,7 @@ import io.sluice.config.SluiceConf
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.{GateInput, ProducerLocation, SingleInputGate}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
-import org.apache.spark.shuffle.sluice.SparkInternals
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.unsafe.Platform
 
 /** Small shuffle environments for engine tests: 4 KiB segments, 1 MiB of network memory, a temp dir. */

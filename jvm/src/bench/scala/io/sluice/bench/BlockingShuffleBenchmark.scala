@@ -122,7 +122,7 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
     val pool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)
     val partitions = new ResultPartitionManager
     val connections = new NettyConnectionManager(conf, transportConf, partitions, None, "127.0.0.1",
-      org.apache.spark.shuffle.sluice.SparkInternals.TransportPipeline)
+      org.apache.spark.shuffle.sluice.internal.SparkInternals.TransportPipeline)
     val port: Int = connections.start()
     val gates = new InputGateFactory(conf, pool, partitions, connections, id, Some(cipher))
     def close(): Unit = { connections.shutdown(); partitions.shutdown(); pool.destroy() }

@@ -12,7 +12,7 @@ import io.sluice.partition._
 import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocation, SingleInputGate}
 import org.apache.spark.network.sasl.SecretKeyHolder
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
-import org.apache.spark.shuffle.sluice.SparkInternals
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.unsafe.Platform
 
 /**

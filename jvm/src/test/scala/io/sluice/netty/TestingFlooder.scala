@@ -64,7 +64,7 @@ final class TestingFlooder(serverPort: Int, val address: String = "127.0.0.2") e
     ch.eventLoop().submit(() => {
       val handler = new CreditBasedPartitionRequestClientHandler(s"127.0.0.1:$serverPort", counters)
       NettyProtocol.installClient(ch, handler, 64 << 10, 120000L, counters,
-        org.apache.spark.shuffle.sluice.SparkInternals.TransportPipeline)
+        org.apache.spark.shuffle.sluice.internal.SparkInternals.TransportPipeline)
       ch.pipeline().addBefore("sluiceClientHandler", "floodCapture", capture)
     }).syncUninterruptibly()
     ch

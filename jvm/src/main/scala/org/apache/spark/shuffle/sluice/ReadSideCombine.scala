@@ -1,5 +1,6 @@
 package org.apache.spark.shuffle.sluice
 
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.{Aggregator, InterruptibleIterator, ShuffleDependency, TaskContext}
 
 /**

@@ -6,6 +6,7 @@ import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.partition.PartitionFileCipher
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 
 /**
  * The executor JVM's single [[ShuffleEnvironment]], started on first use (the first map or reduce

@@ -14,6 +14,9 @@ import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.metrics.{
   BackPressureSampleService, ExecutorSnapshot, SampleRequest, SegmentsSnapshot, StageSampleResult, TaskKey
 }
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.metrics.{SluiceMetricsSource, SluiceTaskMetrics}
+import org.apache.spark.shuffle.sluice.rpc.{RpcPayload, SluiceMessages}
 import org.apache.spark.{TaskContext, TaskFailedReason}
 import org.apache.spark.api.plugin.{ExecutorPlugin, PluginContext}
 import org.apache.spark.internal.Logging

@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import io.sluice.metrics.ExecutorEntry
 import org.apache.spark.scheduler.SparkListenerEvent
+import org.apache.spark.shuffle.sluice.metrics.StageView
 
 /**
  * Sluice's own listener events: what the Sluice tab shows, posted on the driver's listener bus so

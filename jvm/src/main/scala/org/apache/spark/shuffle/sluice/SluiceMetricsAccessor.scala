@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import scala.util.control.NonFatal
 
+import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SluiceJson}
 import org.json4s.{JNull, JObject, JString}
 
 /**

@@ -1,5 +1,6 @@
 package org.apache.spark.shuffle.sluice
 
+import org.apache.spark.shuffle.sluice.rpc.PipelinedProducerDirectory
 import org.apache.spark.{ShuffleDependency, SparkConf}
 import org.apache.spark.shuffle._
 import org.apache.spark.shuffle.streaming.StreamingShuffleManager

@@ -9,6 +9,10 @@ import io.sluice.config.SluiceConf
 import org.apache.spark.SparkContext
 import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext, SparkPlugin}
 import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SluiceEventPublisher, SluiceMetricsSource}
+import org.apache.spark.shuffle.sluice.rpc.{RpcPayload, SluiceMessages}
+import org.apache.spark.shuffle.sluice.ui.SluiceTab
 import org.apache.spark.shuffle.sluice.ui.SluiceTab
 
 /**

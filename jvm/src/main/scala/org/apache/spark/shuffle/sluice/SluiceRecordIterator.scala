@@ -5,6 +5,7 @@ import io.sluice.partition.consumer.{InputBuffer, InputChannelException, SingleI
 import io.sluice.serialization.{CorruptFrameException, RecordView, SpanningRecordDeserializer}
 import org.apache.spark.TaskContext
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 
 /**
  * The records of an input gate, on the reduce task's thread: takes buffers from whichever channel

@@ -1,9 +1,8 @@
 package org.apache.spark.shuffle.sluice
 
-import scala.jdk.CollectionConverters._
-
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.rpc.ShuffleMigration
 import org.apache.spark.{ShuffleDependency, SparkConf}
-import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.shuffle._
 import org.apache.spark.shuffle.sort.SortShuffleManager
 
@@ -67,7 +66,7 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends SortShuff
     Option(MaxDiskSizeKey).filter(conf.contains).map(conf.getSizeAsBytes),
     () => shuffleTransportConf)
 
-  private lazy val shuffleTransportConf = new TransportConf("shuffle", new MapConfigProvider(conf.getAll.toMap.asJava))
+  private lazy val shuffleTransportConf = SparkInternals.shuffleTransportConf(conf)
 
   override def stop(): Unit = {
     shuffleBlockResolver.stop()

@@ -1,5 +1,6 @@
 package org.apache.spark.shuffle.sluice
 
+import org.apache.spark.shuffle.sluice.internal.{SparkFeatureCheck, SparkInternals}
 import org.apache.spark.{ShuffleDependency, SparkConf, TaskContext}
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle._

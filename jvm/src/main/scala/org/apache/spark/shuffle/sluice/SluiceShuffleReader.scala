@@ -6,6 +6,9 @@ import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.{GateInput, ProducerLocation}
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.sluice.internal.{SluiceLocation, SparkInternals}
+import org.apache.spark.shuffle.sluice.metrics.SluiceTaskMetrics
+import org.apache.spark.shuffle.sluice.rpc.PipelinedProducerDirectory
 import org.apache.spark.shuffle.{ShuffleReadMetricsReporter, ShuffleReader}
 import org.apache.spark.storage.{BlockManagerId, ShuffleBlockId}
 

@@ -10,6 +10,9 @@ import io.sluice.writer.{ChannelSelector, LatencyMarkerEmitter, OutputFlusher, R
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.scheduler.MapStatus
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.metrics.SluiceTaskMetrics
+import org.apache.spark.shuffle.sluice.rpc.PipelinedProducerDirectory
 import org.apache.spark.shuffle.{ShuffleWriteMetricsReporter, ShuffleWriter}
 import org.apache.spark.shuffle.checksum.RowBasedChecksum
 

@@ -4,6 +4,7 @@ import java.io.InputStream
 
 import io.sluice.serialization.{DataOutputSerializer, RecordView}
 import org.apache.spark.serializer.{DeserializationStream, Serializer, SerializerInstance}
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.unsafe.Platform
 
@@ -24,7 +25,7 @@ private[sluice] object SparkRecordDecoder {
   def apply(serializer: Serializer, numChannels: Int): SparkRecordDecoder =
     SparkInternals.unsafeRowFieldCount(serializer) match {
       case Some(fields) => new UnsafeRows(fields)
-      case None if serializer.supportsRelocationOfSerializedObjects => new SharedStream(serializer.newInstance())
+      case None if SparkInternals.supportsRelocation(serializer) => new SharedStream(serializer.newInstance())
       case None => new StreamPerChannel(serializer.newInstance(), numChannels)
     }
 

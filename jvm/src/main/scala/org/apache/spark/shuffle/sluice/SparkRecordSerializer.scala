@@ -3,6 +3,7 @@ package org.apache.spark.shuffle.sluice
 import io.sluice.serialization.DataOutputSerializer
 import io.sluice.writer.{RecordSerializer, SerializedRecord}
 import org.apache.spark.serializer.{SerializationStream, Serializer, SerializerInstance}
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.unsafe.Platform
 import org.apache.spark.util.AccumulatorV2
@@ -30,7 +31,7 @@ private[sluice] object SparkRecordSerializer {
 
   def apply(serializer: Serializer, numSubpartitions: Int): SparkRecordSerializer =
     if (SparkInternals.unsafeRowFieldCount(serializer).isDefined) new UnsafeRows(SparkInternals.unsafeRowDataSize(serializer))
-    else if (serializer.supportsRelocationOfSerializedObjects) new SharedStream(serializer.newInstance())
+    else if (SparkInternals.supportsRelocation(serializer)) new SharedStream(serializer.newInstance())
     else new StreamPerSubpartition(serializer.newInstance(), numSubpartitions)
 
   private final class UnsafeRows(dataSize: Option[AccumulatorV2[Long, Long]]) extends SparkRecordSerializer {

@@ -17,6 +17,7 @@ import io.sluice.partition.consumer.{GateInput, ProducerLocation}
 import org.apache.spark.network.buffer.ManagedBuffer
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.shuffle.ShuffleBlockInfo
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.storage.{BlockId, ShuffleBlockId, ShuffleDataBlockId, ShuffleIndexBlockId}
 import org.scalatest.funsuite.AnyFunSuite
 

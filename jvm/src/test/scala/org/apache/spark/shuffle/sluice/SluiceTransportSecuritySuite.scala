@@ -6,6 +6,7 @@ import io.sluice.netty.{TestingExecutor, TestingGateReader, TestingRecords, Test
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.GateInput
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.{SecurityManager, SparkConf}
 import org.scalatest.funsuite.AnyFunSuite
 

@@ -10,6 +10,7 @@ import io.sluice.netty.NettyConnectionManager
 import io.sluice.partition.ResultPartitionManager
 import io.sluice.partition.consumer.{GateInput, InputGateFactory}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.{HashPartitioner, ShuffleDependency, SparkContext}
 import org.apache.spark.network.sasl.SecretKeyHolder
 import org.apache.spark.rdd.RDD

@@ -2,8 +2,9 @@ package org.apache.spark.shuffle.sluice.ui
 
 import org.apache.spark.SparkConf
 import org.apache.spark.scheduler.{SparkListener, SparkListenerEvent}
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.shuffle.sluice.{
-  SparkInternals, SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
+  SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
 }
 import org.apache.spark.status.{AppHistoryServerPlugin, ElementTrackingStore}
 import org.apache.spark.ui.SparkUI
@@ -35,10 +36,11 @@ class SluiceHistoryServerPlugin extends AppHistoryServerPlugin {
  */
 private[sluice] final class SluiceHistoryListener(store: ElementTrackingStore) extends SparkListener {
   override def onOtherEvent(event: SparkListenerEvent): Unit = event match {
-    case e: SparkListenerSluiceStageMetrics => store.write(new SluiceStageEntry(e.stageId, e))
+    case e: SparkListenerSluiceStageMetrics => SparkInternals.writeToStore(store, new SluiceStageEntry(e.stageId, e))
     case e: SparkListenerSluiceNetworkMemory =>
-      e.executors.foreach(m => store.write(new SluiceExecutorMemoryEntry(m.executorId, m)))
-    case e: SparkListenerSluiceSettings => store.write(new SluiceSettingsEntry(SluiceTabData.SingletonKey, e))
+      e.executors.foreach(m => SparkInternals.writeToStore(store, new SluiceExecutorMemoryEntry(m.executorId, m)))
+    case e: SparkListenerSluiceSettings =>
+      SparkInternals.writeToStore(store, new SluiceSettingsEntry(SluiceTabData.SingletonKey, e))
     case _ =>
   }
 }

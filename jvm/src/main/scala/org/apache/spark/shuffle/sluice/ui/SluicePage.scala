@@ -4,8 +4,10 @@ import scala.xml.{Node, Text}
 
 import io.sluice.metrics.{BackPressureLevel, MetricNames, TaskBackPressure}
 import jakarta.servlet.http.HttpServletRequest
-import org.apache.spark.shuffle.sluice.{SluiceEventPublisher, SparkInternals, SparkListenerSluiceStageMetrics, StageView}
-import org.apache.spark.shuffle.sluice.SparkInternals.{bytesToString, formatDate, uiLink}
+import org.apache.spark.shuffle.sluice.SparkListenerSluiceStageMetrics
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.internal.SparkInternals.{bytesToString, formatDate, uiLink}
+import org.apache.spark.shuffle.sluice.metrics.{SluiceEventPublisher, StageView}
 import org.json4s.JValue
 
 /**

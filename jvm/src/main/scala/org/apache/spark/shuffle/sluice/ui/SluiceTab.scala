@@ -1,7 +1,8 @@
 package org.apache.spark.shuffle.sluice.ui
 
 import org.apache.spark.SparkContext
-import org.apache.spark.shuffle.sluice.{SluiceDriverMetrics, SparkInternals}
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.metrics.SluiceDriverMetrics
 
 /**
  * The "Sluice" tab of Spark's UI at `/sluice/` (the page) and `/sluice/json` (the same data as

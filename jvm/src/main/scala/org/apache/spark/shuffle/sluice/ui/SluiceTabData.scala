@@ -3,9 +3,9 @@ package org.apache.spark.shuffle.sluice.ui
 import scala.jdk.CollectionConverters._
 
 import io.sluice.config.SluiceOptions
-import org.apache.spark.shuffle.sluice.{
-  SluiceDriverMetrics, SluiceExecutorMemory, SluiceJson, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
-}
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SluiceJson}
+import org.apache.spark.shuffle.sluice.{SluiceExecutorMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics}
 import org.apache.spark.status.KVUtils.KVIndexParam
 import org.apache.spark.util.kvstore.KVStore
 import org.json4s.{JArray, JBool, JObject, JValue}
@@ -51,13 +51,13 @@ private[sluice] final class LiveTabData(metrics: SluiceDriverMetrics) extends Sl
  */
 private[sluice] final class ReplayedTabData(store: KVStore) extends SluiceTabData {
   override def settings: Option[SparkListenerSluiceSettings] =
-    store.view(classOf[SluiceSettingsEntry]).asScala.headOption.map(_.settings)
+    SparkInternals.storedEntries(store, classOf[SluiceSettingsEntry]).headOption.map(_.settings)
 
   override def stages: Seq[SparkListenerSluiceStageMetrics] =
-    store.view(classOf[SluiceStageEntry]).asScala.map(_.metrics).toSeq.sortBy(-_.stageId)
+    SparkInternals.storedEntries(store, classOf[SluiceStageEntry]).map(_.metrics).toSeq.sortBy(-_.stageId)
 
   override def executors: Seq[SluiceExecutorMemory] =
-    store.view(classOf[SluiceExecutorMemoryEntry]).asScala.map(_.memory).toSeq.sortBy(_.executorId)
+    SparkInternals.storedEntries(store, classOf[SluiceExecutorMemoryEntry]).map(_.memory).toSeq.sortBy(_.executorId)
 
   override def live: Option[SluiceDriverMetrics] = None
 

@@ -1,4 +1,6 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.rpc
+
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 
 /**
  * One of Sluice's small driver endpoints, by name: set up once on the driver when first needed,

@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.metrics
 
 import scala.jdk.CollectionConverters._
 
@@ -8,6 +8,7 @@ import io.sluice.config.SluiceConf
 import io.sluice.metrics._
 import org.apache.spark.SparkConf
 import org.apache.spark.metrics.MetricsSystem
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.scalatest.funsuite.AnyFunSuite
 
 class SluiceMetricsSourceSuite extends AnyFunSuite with NettyLeakDetection {

@@ -1,8 +1,10 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.metrics
 
 import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceConf
 import io.sluice.metrics._
+import org.apache.spark.shuffle.sluice.SluiceMetricsAccessor
+import org.apache.spark.shuffle.sluice.rpc.SluiceMessages
 import org.json4s.jackson.JsonMethods
 import org.json4s._
 import org.scalatest.funsuite.AnyFunSuite

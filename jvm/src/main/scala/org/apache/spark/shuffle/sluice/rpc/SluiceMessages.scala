@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.rpc
 
 import io.sluice.metrics.{ExecutorSnapshot, SampleRequest, StageSampleResult}
 

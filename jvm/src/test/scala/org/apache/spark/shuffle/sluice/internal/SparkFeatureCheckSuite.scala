@@ -1,6 +1,7 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.internal
 
 import org.apache.spark.SparkConf
+import org.apache.spark.shuffle.sluice.SluiceShuffleManager
 import org.scalatest.funsuite.AnyFunSuite
 
 class SparkFeatureCheckSuite extends AnyFunSuite {

@@ -1,6 +1,7 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.rpc
 
 import org.apache.spark.SparkConf
+import org.apache.spark.shuffle.sluice.SluiceShuffleManager
 import org.scalatest.funsuite.AnyFunSuite
 
 /** When executors move Sluice's map outputs on decommissioning, and the setting Sluice refuses. */

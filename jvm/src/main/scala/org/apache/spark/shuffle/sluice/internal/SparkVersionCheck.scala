@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.internal
 
 /**
  * Refuses to start Sluice on a Spark other than the one it was built for. The plugin compiles

@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.metrics
 
 import scala.util.control.NonFatal
 

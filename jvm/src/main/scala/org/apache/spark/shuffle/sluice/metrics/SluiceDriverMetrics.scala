@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.metrics
 
 import java.util.concurrent.{CompletableFuture, TimeUnit}
 
@@ -7,6 +7,8 @@ import scala.util.control.NonFatal
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.metrics._
 import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.sluice.SluiceExecutorPlugin
+import org.apache.spark.shuffle.sluice.rpc.SluiceMessages
 
 /**
  * One stage as the Sluice tab, its JSON and Python show it: Spark's view of the stage, its tasks'

@@ -1,6 +1,7 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.internal
 
 import org.apache.spark.SparkConf
+import org.apache.spark.shuffle.sluice.SluiceShuffleManager
 
 /**
  * Refuses, at start-up, the Spark cluster features that assume map outputs outlive their

@@ -1,9 +1,12 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.metrics
 
 import scala.collection.mutable
 
 import io.sluice.config.SluiceOptions
 import org.apache.spark.scheduler.{SparkListener, SparkListenerApplicationEnd, SparkListenerEvent, SparkListenerStageCompleted}
+import org.apache.spark.shuffle.sluice.{
+  SluiceExecutorMemory, SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
+}
 
 /**
  * Puts the Sluice tab's figures into Spark's event log as Sluice's listener events

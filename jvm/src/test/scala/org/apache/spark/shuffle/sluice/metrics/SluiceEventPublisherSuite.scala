@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.metrics
 
 import scala.collection.mutable
 
@@ -9,7 +9,12 @@ import org.apache.spark.SparkConf
 import org.apache.spark.scheduler.{
   SparkListenerApplicationEnd, SparkListenerEvent, SparkListenerStageCompleted, SparkListenerStageSubmitted, StageInfo
 }
+import org.apache.spark.shuffle.sluice.rpc.SluiceMessages
 import org.apache.spark.shuffle.sluice.ui.{ReplayedTabData, SluiceHistoryServerPlugin}
+import org.apache.spark.shuffle.sluice.ui.{ReplayedTabData, SluiceHistoryServerPlugin}
+import org.apache.spark.shuffle.sluice.{
+  SluiceExecutorMemory, SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
+}
 import org.apache.spark.status.ElementTrackingStore
 import org.apache.spark.util.JsonProtocol
 import org.apache.spark.util.kvstore.InMemoryStore

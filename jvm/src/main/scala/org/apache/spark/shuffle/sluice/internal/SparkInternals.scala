@@ -1,9 +1,10 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.internal
 
 import java.io.File
 
 import scala.concurrent.Future
 import scala.concurrent.duration._
+import scala.jdk.CollectionConverters._
 import scala.xml.Node
 
 import com.codahale.metrics.MetricRegistry
@@ -15,11 +16,12 @@ import org.apache.spark.{
 import org.apache.spark.metrics.MetricsSystem
 import org.apache.spark.metrics.source.Source
 import org.apache.spark.network.netty.SparkTransportConf
-import org.apache.spark.network.util.TransportConf
+import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
 import org.apache.spark.scheduler.{MapStatus, SparkListenerEvent}
 import org.apache.spark.serializer.Serializer
 import org.apache.spark.shuffle.FetchFailedException
+import org.apache.spark.status.ElementTrackingStore
 import org.apache.spark.storage.{BlockId, BlockManagerId}
 import org.apache.spark.ui.{SparkUI, SparkUITab, UIUtils, WebUIPage}
 import org.apache.spark.util.{AccumulatorV2, RpcUtils, Utils}
@@ -28,18 +30,24 @@ import org.apache.spark.util.kvstore.KVStore
 import org.json4s.JValue
 
 /**
- * The one adapter between Sluice and Spark's private (`private[spark]`) APIs. Besides the shuffle
- * SPI that the managers, handle, writer, reader and block resolver implement, every use of a Spark
- * internal is here: SparkEnv and what hangs off it, map statuses and FetchFailedException,
- * ExternalSorter, the RPC environment, the metrics system, the web UI, and the names of the
- * handlers in the Netty pipelines Spark's TransportContext builds. The engine (`io.sluice`) uses
- * Spark's public network-common classes only and is handed what it needs from here.
+ * The adapter between Sluice and Spark's private (`private[spark]`) APIs: SparkEnv and what hangs
+ * off it, map statuses and FetchFailedException, ExternalSorter, the RPC environment, the metrics
+ * system, the web UI and the History Server's status store, the TransportConfs built from Spark's
+ * settings, and the names of the handlers in the Netty pipelines Spark's TransportContext builds.
+ *
+ * Not every internal can be reached through it: the shuffle SPI is itself `private[spark]`, and
+ * the managers, handle, writer, reader and block resolver implement it by extending Spark's types;
+ * the record serializers handle SQL's UnsafeRow; the engine (`io.sluice`) builds its transport on
+ * Spark's network library and copies memory with `Platform`. Each such use outside this package
+ * is listed, with its reason, in the allowlist SparkInternalsCheckSuite enforces (a new one fails
+ * that test, naming the class, member and user).
  *
  * Spark may change any of these in any release, and the JVM links them lazily, so a change would
  * otherwise surface as a NoSuchMethodError inside some task. [[SparkInternalsCheck]] links every
- * reference this adapter makes against the running Spark once at start-up (from both shuffle
- * managers, on the driver and on every executor) and fails naming the Spark version when one is
- * gone. Everything here is thread-safe.
+ * reference the boundary's classes (this adapter and the rest of `org.apache.spark.shuffle.sluice`)
+ * make against the running Spark once at start-up (from both shuffle managers, on the driver and
+ * on every executor) and fails naming the Spark version when one is gone. Everything here is
+ * thread-safe.
  */
 object SparkInternals {
 
@@ -81,9 +89,19 @@ object SparkInternals {
    * The TransportConf for Sluice's server and clients, with Spark's RPC SSL options
    * (spark.ssl.rpc.*, falling back to spark.ssl.*) as the SecurityManager resolved them.
    */
-  private[sluice] def transportConf(conf: SparkConf, numCores: Int,
-      security: => SecurityManager = env.securityManager): TransportConf =
+  private[sluice] def transportConf(conf: SparkConf, numCores: Int): TransportConf =
+    transportConf(conf, numCores, env.securityManager)
+
+  /** [[transportConf]] with the SSL options `security` resolved (tests, without a SparkEnv). */
+  private[sluice] def transportConf(conf: SparkConf, numCores: Int, security: SecurityManager): TransportConf =
     SparkTransportConf.fromSparkConf(conf, "sluice", numCores, None, Some(security.getRpcSSLOptions()))
+
+  /**
+   * The TransportConf of module "shuffle" that serves blocks of files (FileSegmentManagedBuffer's
+   * memory-mapping threshold and lazy file descriptors), from the application's settings.
+   */
+  private[sluice] def shuffleTransportConf(conf: SparkConf): TransportConf =
+    new TransportConf("shuffle", new MapConfigProvider(conf.getAll.toMap.asJava))
 
   private[sluice] def isAuthenticationEnabled: Boolean = env.securityManager.isAuthenticationEnabled()
 
@@ -153,6 +171,13 @@ object SparkInternals {
       dynamicAllocation = org.apache.spark.util.Utils.isDynamicAllocationEnabled(conf),
       shuffleTracking = conf.get(config.DYN_ALLOCATION_SHUFFLE_TRACKING_ENABLED))
   }
+
+  /**
+   * Whether `serializer`'s output can be cut between records and its pieces concatenated in
+   * another order (Spark's private Serializer.supportsRelocationOfSerializedObjects): then one
+   * stream serves every subpartition.
+   */
+  private[sluice] def supportsRelocation(serializer: Serializer): Boolean = serializer.supportsRelocationOfSerializedObjects
 
   /** The column count of SQL's UnsafeRowSerializer (a private field), for reading rows back. */
   private[sluice] def unsafeRowFieldCount(serializer: Serializer): Option[Int] =
@@ -293,6 +318,16 @@ object SparkInternals {
 
   /** The status store behind a UI: live, or the History Server's replay of an event log. */
   private[sluice] def uiStore(ui: SparkUI): KVStore = ui.store.store
+
+  /** Every entry of type `cls` in a status store, in the order of its natural index. */
+  private[sluice] def storedEntries[T](store: KVStore, cls: Class[T]): Seq[T] = {
+    val all = store.view(cls).closeableIterator()
+    try all.asScala.toList
+    finally all.close()
+  }
+
+  /** Writes `value` into the status store a History Server plugin's listeners fill. */
+  private[sluice] def writeToStore(store: ElementTrackingStore, value: Any): Unit = store.write(value)
 
   // ---- Listener bus -------------------------------------------------------------------------
 

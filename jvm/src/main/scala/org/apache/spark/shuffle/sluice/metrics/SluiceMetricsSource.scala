@@ -1,8 +1,9 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.metrics
 
 import com.codahale.metrics.{Counter, Gauge, Histogram, MetricRegistry, Reservoir, Snapshot, UniformSnapshot}
 import io.sluice.config.SluiceConf
 import io.sluice.metrics.{ExecutorAggregate, LatencyHistogram, MetricNames, MetricStore, ShuffleMetricRegistry}
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 
 /**
  * Sluice's metrics for Spark's metrics system under Flink's names, in `registry`, which

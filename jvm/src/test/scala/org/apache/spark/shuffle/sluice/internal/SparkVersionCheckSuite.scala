@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.internal
 
 import io.sluice.NettyLeakDetection
 import org.scalatest.funsuite.AnyFunSuite

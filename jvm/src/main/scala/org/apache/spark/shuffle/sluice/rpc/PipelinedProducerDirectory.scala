@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.rpc
 
 import java.util.concurrent.TimeoutException
 
@@ -7,6 +7,7 @@ import scala.concurrent.Await
 import scala.concurrent.duration._
 
 import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.storage.BlockManagerId
 
 /**

@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.internal
 
 import java.io.{ByteArrayOutputStream, DataInputStream, File, InputStream}
 import java.lang.invoke.{MethodHandles, MethodType}
@@ -95,6 +95,24 @@ private[sluice] object SparkInternalsCheck extends Logging {
 
   /** (Spark references, string literals) of a class file's constant pool. */
   def constants(classFile: Array[Byte]): (Seq[Reference], Seq[String]) = {
+    val parsed = parse(classFile)
+    (parsed.references, parsed.strings)
+  }
+
+  /**
+   * The Spark classes a class file names in its own declarations without necessarily linking
+   * them: the types in the descriptors and generic signatures of its fields and methods, in its
+   * generic superclass and interfaces, and its annotations (a class only passed on as a parameter
+   * or return value, or an annotation, is named here but not in [[classReferences]]). Types in the
+   * descriptors of the members it calls are Spark's choice, not the class's, and are not included.
+   */
+  def declaredTypes(classFile: Array[Byte]): Seq[String] = parse(classFile).declaredTypes
+
+  private val TypeInDescriptor = "L(org/apache/spark/[\\w/$]+)[;<]".r
+
+  private final case class Parsed(references: Seq[Reference], strings: Seq[String], declaredTypes: Seq[String])
+
+  private def parse(classFile: Array[Byte]): Parsed = {
     val in = new DataInputStream(new java.io.ByteArrayInputStream(classFile))
     in.readInt(); in.readUnsignedShort(); in.readUnsignedShort() // magic, minor, major
     val count = in.readUnsignedShort()
@@ -126,7 +144,42 @@ private[sluice] object SparkInternalsCheck extends Logging {
       val (name, descriptor) = nameAndType(nt)
       if (isSpark(owner)) Some(Reference(owner, utf8(name), utf8(descriptor), isField)) else None
     }
-    (references, strings.toSeq.map(utf8(_)))
+
+    // The rest of the class file: its own declarations' descriptors, signatures and annotations.
+    val declared = mutable.ArrayBuffer.empty[String]
+    def u2(): Int = in.readUnsignedShort()
+    def annotation(): Unit = {
+      declared += utf8(u2())
+      for (_ <- 0 until u2()) { u2(); elementValue() }
+    }
+    def elementValue(): Unit = in.readUnsignedByte().toChar match {
+      case 'e' => declared += utf8(u2()); u2()
+      case 'c' => declared += utf8(u2())
+      case '@' => annotation()
+      case '[' => for (_ <- 0 until u2()) elementValue()
+      case _ => u2()
+    }
+    def attributes(): Unit = for (_ <- 0 until u2()) {
+      val name = utf8(u2())
+      val length = in.readInt()
+      name match {
+        case "Signature" => declared += utf8(u2())
+        case "RuntimeVisibleAnnotations" | "RuntimeInvisibleAnnotations" => for (_ <- 0 until u2()) annotation()
+        case "RuntimeVisibleParameterAnnotations" | "RuntimeInvisibleParameterAnnotations" =>
+          for (_ <- 0 until in.readUnsignedByte(); _ <- 0 until u2()) annotation()
+        case _ => in.skipNBytes(length.toLong)
+      }
+    }
+    u2(); u2(); u2() // access flags, this class, super class (a class constant, in references)
+    for (_ <- 0 until u2()) u2() // interfaces (class constants)
+    for (_ <- 0 until 2; _ <- 0 until u2()) { // fields, then methods
+      u2(); u2()
+      declared += utf8(u2())
+      attributes()
+    }
+    attributes()
+    val declaredTypes = declared.toSeq.flatMap(TypeInDescriptor.findAllMatchIn(_).map(_.group(1))).filter(isSpark).distinct
+    Parsed(references, strings.toSeq.map(utf8(_)), declaredTypes)
   }
 
   /** The class files of the Spark boundary, from the jar or directory this class was loaded from. */

@@ -1,6 +1,7 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.metrics
 
 import io.sluice.metrics._
+import org.apache.spark.shuffle.sluice.{SluiceExecutorMemory, SparkListenerSluiceStageMetrics}
 import org.json4s._
 import org.json4s.jackson.JsonMethods
 

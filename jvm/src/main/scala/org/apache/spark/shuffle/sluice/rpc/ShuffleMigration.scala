@@ -1,4 +1,4 @@
-package org.apache.spark.shuffle.sluice
+package org.apache.spark.shuffle.sluice.rpc
 
 import scala.concurrent.Await
 import scala.concurrent.duration._
@@ -6,6 +6,8 @@ import scala.concurrent.duration._
 import io.sluice.partition.ResultPartitionID
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.sluice.SluiceEnvironment
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.storage.BlockManagerId
 
 /**
