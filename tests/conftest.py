@@ -5,14 +5,15 @@ The session is started once (about 13 s) by the first test that asks for the ``s
 and stopped at the end. Tests that use it run after the tests that need no SparkContext in this
 process (``without_spark_context``: ``sluice.configure`` refuses to run while one is active).
 
-``dev/test`` runs the tests in parallel worker processes (pytest-xdist, ``--dist loadgroup``),
+``dev/test`` runs the tests in parallel worker processes (pytest-xdist, ``--dist loadscope``, with
+the scheduler below),
 since most of them wait on Spark applications of their own: the tests of a module that share a
 module fixture (a cluster, an application) run in one worker in order, and so do all the tests of
 the in-process session, after the tests that need none; every other test goes to whichever worker
-is free. Every test phase (setup,
-call, teardown) has a deadline (``SLUICE_TEST_TIMEOUT``, default 600 s; ``@pytest.mark.timeout(s)``
-for one test): past it, every process the phase started is killed (a hung application, its
-executors, servers) and the test fails saying so.
+is free. Every test phase (setup, call, teardown) has a deadline (``SLUICE_TEST_TIMEOUT``, default
+900 s; ``@pytest.mark.timeout(s)`` for a test whose own deadlines are longer): past it, every
+process the phase started is killed (a hung application, its executors, servers) and the test
+fails saying so.
 
 ``SLUICE_TEST_CLUSTER_MASTER`` picks its master (see ``sessions.SESSION_MASTER``). Helpers the
 tests share live in ``sessions.py`` (and ``sparkjobs.py``), never here: tests do not import
@@ -21,6 +22,7 @@ conftest.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import tempfile
@@ -33,9 +35,11 @@ from sessions import SESSION_MASTER, TEST_JAR, build_session, use_app_env
 
 use_app_env()
 
-DEFAULT_TIMEOUT_S = int(os.environ.get("SLUICE_TEST_TIMEOUT", "600"))
+DEFAULT_TIMEOUT_S = int(os.environ.get("SLUICE_TEST_TIMEOUT", "900"))
 # The xdist group of the tests that share this process's SparkContext, or need none in it.
 IN_PROCESS = "in-process-session"
+# Where the workers write each test's group for the controller's scheduler (an environment variable).
+GROUPS_FILE = "SLUICE_TEST_GROUPS_FILE"
 # The groups that take longest (minutes, most of it waiting on their Spark applications), longest
 # first; every other module takes seconds.
 LONGEST_FIRST = (
@@ -48,10 +52,6 @@ LONGEST_FIRST = (
     "tests/test_packaging.py",
     "tests/test_cli.py",
 )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "timeout(seconds): this test's deadline per phase, instead of the default")
 
 
 def _in_process_rank(item: pytest.Item) -> int:
@@ -73,30 +73,49 @@ def _group(item: pytest.Item) -> str:
     return module if shared else item.nodeid
 
 
-def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
-    """Puts the tests that share this process's session, and those that must run before it, in one
-    group (one worker, in that order: the session's last), the tests of a module that share a module
-    fixture in one group, and every other test in a group of its own; the longest modules first, so
-    that the workers finish at about the same time."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """Runs the tests that share this process's session last, after the ones that must run before
+    it, and the longest modules first; in a pytest-xdist worker, also writes each test's group (see
+    ``_group``) where the scheduler reads it."""
 
     def longest_first(item: pytest.Item) -> int:
         group = IN_PROCESS if _group(item) == IN_PROCESS else item.nodeid.split("::", 1)[0]
         return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=lambda item: (longest_first(item), _in_process_rank(item)))
+    groups_file = os.environ.get(GROUPS_FILE)
+    if groups_file and hasattr(config, "workerinput"):
+        worker_copy = f"{groups_file}.{config.workerinput['workerid']}"
+        with open(worker_copy, "w") as f:
+            json.dump({item.nodeid: _group(item) for item in items}, f)
+        os.replace(worker_copy, groups_file)  # every worker collects the same tests: any copy will do
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "timeout(seconds): this test's deadline per phase, instead of the default")
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        # The controller: where its workers (which inherit the environment) write the tests' groups.
+        os.environ[GROUPS_FILE] = os.path.join(tempfile.mkdtemp(prefix="sluice-test-groups-"), "groups.json")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist's ``loadgroup`` scheduling, but a worker takes its next group only when its
-    current one is down to its last test (pytest-xdist hands out a second group at once): the
-    groups here take minutes each, and one queued behind a long group would wait for nothing
-    while another worker idles."""
-    from xdist.scheduler import LoadGroupScheduling
+    """pytest-xdist's scheduling by scope, with this suite's groups as scopes (``_group``; the
+    controller collects no tests, so its workers tell it), and a worker takes its next group only
+    when its current one is down to its last test (pytest-xdist hands out a second one at once):
+    the groups here take minutes, and one queued behind a long group would wait for nothing while
+    another worker idles."""
+    from xdist.scheduler import LoadScopeScheduling
 
-    class OneGroupAhead(LoadGroupScheduling):  # type: ignore[misc]
+    class OneGroupAhead(LoadScopeScheduling):  # type: ignore[misc]
+        groups: Dict[str, str] = {}
+
+        def _split_scope(self, nodeid: str) -> str:
+            if not self.groups:
+                with open(os.environ[GROUPS_FILE]) as f:
+                    self.groups = json.load(f)
+            return self.groups.get(nodeid, nodeid)
+
         def _reschedule(self, node: Any) -> None:
             if node.shutting_down:
                 return

@@ -91,6 +91,7 @@ def sockets(cluster: Any, host: Any, *ss_args: str) -> List[List[str]]:
     ]
 
 
+@pytest.mark.timeout(1800)  # the cluster's start and the job's own deadline of 1200 s
 def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: Any, tmp_path: Path) -> None:
     # The TPC-H tables (every host sees this machine's files).
     tpch = reference.tpch_data(tmp_path / "tpch")
@@ -221,6 +222,7 @@ def test_dynamic_allocation_keeps_executors_with_live_sluice_output_and_releases
     assert r["for_second"] and not set(r["for_second"]) & set(r["while_shuffle_lives"]), r
 
 
+@pytest.mark.timeout(1500)  # the application's own deadline of 1200 s
 def test_a_killed_executor_and_a_cut_off_host_during_the_reduce_stage_are_recomputed(
     cluster: Any, tmp_path: Path
 ) -> None:

@@ -108,6 +108,7 @@ def check_run(name: str, run: Dict[str, Any]) -> None:
     assert not wrong, f"{wrong}: Sluice's answer {run['answer']}"
 
 
+@pytest.mark.timeout(2400)  # the wide application's own deadline
 @pytest.mark.parametrize("shape", WIDE)
 def test_wide_shape_gives_the_sort_shuffles_answer(shape: str, sluice_defaults: Dict[str, Any]) -> None:
     """M maps x R reducers with two task slots per executor, then one task reading the R
@@ -175,6 +176,7 @@ def test_cancel_while_reducers_read_then_read_the_same_shuffle_again() -> None:
     assert not retried_stages(result), retried_stages(result)
 
 
+@pytest.mark.timeout(1800)  # the application's own deadline of 1500 s
 def test_many_shuffles_hold_no_open_files_and_are_deleted_when_dropped() -> None:
     """30 shuffles x 120 maps, all kept referenced: once the jobs are done no executor holds a
     partition file open and the executors' open descriptors stay far below one per map output

@@ -19,7 +19,8 @@ import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
  * NettyShuffleEnvironment): the NetworkBufferPool, the ResultPartitionManager, the output
  * flusher, the connection manager (the executor's Sluice server and its one connection per
  * remote executor), the factory of input gates, and the executor's network metrics. Created once
- * per executor JVM, on first use, by the Spark layer; knows nothing of Spark's internals.
+ * per executor JVM, on first use, by the Spark layer; of Spark it uses network-common only (a
+ * TransportConf and the application's secret, handed in by the Spark layer).
  * Thread-safe.
  *
  * @param localDirs where blocking partitions write their files (Spark's local dirs)

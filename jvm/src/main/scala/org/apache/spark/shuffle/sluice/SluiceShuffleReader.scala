@@ -15,9 +15,11 @@ import org.apache.spark.storage.{BlockManagerId, ShuffleBlockId}
 /**
  * Reads reduce partitions [startPartition, endPartition) of the map outputs with map indexes
  * [startMapIndex, endMapIndex) (AQE's coalescing, skew splitting and local shuffle reader ask for
- * such ranges) through one input gate: one channel per map output, local when the output is on
- * this executor, remote otherwise. Then [[ReadSideCombine]] applies the dependency's aggregator
- * and key ordering. A failed channel surfaces as a FetchFailedException for its map output.
+ * such ranges) through one input gate: one channel per executor holding any of those map
+ * outputs (a packed remote channel per other executor, one local channel for this executor's),
+ * each carrying every output of its executor. Then [[ReadSideCombine]] applies the dependency's
+ * aggregator and key ordering. A failed channel surfaces as a FetchFailedException for the map
+ * output it was reading.
  *
  * Regular shuffles find their map outputs in Spark's MapOutputTracker (only outputs with data in
  * the range). Pipelined shuffles have no map outputs yet when their readers start: the readers

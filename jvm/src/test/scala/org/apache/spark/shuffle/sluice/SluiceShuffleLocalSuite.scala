@@ -8,6 +8,7 @@ import io.sluice.metrics.MetricNames
 import org.apache.spark.{HashPartitioner, Partitioner, ShuffleDependency, SparkConf, SparkContext, SparkEnv, TaskContext}
 import org.apache.spark.rdd.{RDD, ShuffledRDD}
 import org.apache.spark.serializer.KryoSerializer
+import org.apache.spark.shuffle.sluice.internal.{SluiceLocation, SparkInternals}
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -29,9 +30,15 @@ class SluiceShuffleLocalSuite extends AnyFunSuite with BeforeAndAfterAll with Ne
   import SluiceShuffleLocalSuite._
 
   private var sc: SparkContext = _
+  // Threads other suites of this JVM left (test helpers' task threads): not this suite's to judge.
+  private var threadsBefore: Set[Thread] = Set.empty
+
+  private def sluiceThreads: Set[Thread] =
+    Thread.getAllStackTraces.keySet.asScala.filter(t => t.isAlive && t.getName.startsWith("sluice")).toSet
 
   override def beforeAll(): Unit = {
     super.beforeAll()
+    threadsBefore = sluiceThreads
     val conf = new SparkConf(false)
       .setMaster("local[2]")
       .setAppName(getClass.getSimpleName)
@@ -50,9 +57,9 @@ class SluiceShuffleLocalSuite extends AnyFunSuite with BeforeAndAfterAll with Ne
       assert(SluiceEnvironment.ifStarted.isEmpty, "stopping the SparkContext stops Sluice's shuffle environment")
       // Netty's event loops end a moment after they are told to (their quiet period).
       val deadline = System.nanoTime() + 20L * 1000 * 1000 * 1000
-      def sluiceThreads = Thread.getAllStackTraces.keySet.asScala.filter(t => t.isAlive && t.getName.startsWith("sluice"))
-      while (sluiceThreads.nonEmpty && System.nanoTime() < deadline) Thread.sleep(50)
-      assert(sluiceThreads.isEmpty, s"Sluice threads outlived the SparkContext: ${sluiceThreads.map(_.getName)}")
+      def started = sluiceThreads -- threadsBefore
+      while (started.nonEmpty && System.nanoTime() < deadline) Thread.sleep(50)
+      assert(started.isEmpty, s"Sluice threads outlived the SparkContext: ${started.map(_.getName)}")
     } finally super.afterAll()
   }
 
