@@ -1,7 +1,6 @@
 package io.sluice.netty
 
-import java.io.IOException
-import java.net.Socket
+import java.net.{InetSocketAddress, ServerSocket}
 
 import io.sluice.{NettyLeakDetection, TestingThreads}
 import io.sluice.netty.TestingExecutor.withExecutors
@@ -45,7 +44,13 @@ class NettyServerSuite extends AnyFunSuite with NettyLeakDetection {
       a.connectionManager.server.shutdown()
       TestingThreads.eventually(what = "the client sees its connection closed") { !client.isActive }
       assert(a.connectionManager.server.numConnections == 0 && a.connectionManager.server.numAcceptedConnections == 0)
-      intercept[IOException](new Socket("127.0.0.1", port).close())
+      // The port is free again: it can be bound (a connect would not tell, as a connection from an
+      // ephemeral port equal to the target's connects to itself on loopback).
+      val rebound = new ServerSocket()
+      try {
+        rebound.setReuseAddress(true)
+        rebound.bind(new InetSocketAddress("127.0.0.1", port))
+      } finally rebound.close()
       b.awaitAllBuffersBack()
     }
   }
