@@ -3,6 +3,7 @@ package io.sluice.partition
 import java.util.concurrent.atomic.LongAdder
 
 import io.sluice.memory.LocalBufferPool
+import io.sluice.metrics.WaitTime
 import io.sluice.serialization.RecordFraming
 import org.apache.spark.unsafe.Platform
 
@@ -34,32 +35,19 @@ abstract class ResultPartition(
   val numBytesOut = new LongAdder
   val numBuffersOut = new LongAdder
 
-  /** Nanoseconds the producer was blocked waiting for an output buffer (backPressuredTime). */
-  val backPressuredTimeNanos = new LongAdder
+  private val backPressured = new WaitTime
 
-  /** When the producer's current wait for a buffer began (System.nanoTime), 0 when not waiting. */
-  @volatile private var backPressuredSince = 0L
+  /** Nanoseconds the producer was blocked waiting for an output buffer (backPressuredTime). */
+  val backPressuredTimeNanos: LongAdder = backPressured.nanos
 
   /**
    * Runs `waitForBuffer` (the producer blocking for an output buffer) and counts its duration as
    * backpressure; a wait still going on is visible to [[backPressuredTimeNanosNow]].
    */
-  protected final def whileBackPressured[T](waitForBuffer: => T): T = {
-    val start = System.nanoTime()
-    backPressuredSince = start
-    try waitForBuffer
-    finally {
-      backPressuredTimeNanos.add(System.nanoTime() - start)
-      backPressuredSince = 0L
-    }
-  }
+  protected final def whileBackPressured[T](waitForBuffer: => T): T = backPressured.time(waitForBuffer)
 
   /** Back-pressured nanoseconds so far, including a wait that has not ended yet. Any thread. */
-  def backPressuredTimeNanosNow: Long = {
-    val since = backPressuredSince
-    val done = backPressuredTimeNanos.sum()
-    if (since == 0L) done else done + math.max(0L, System.nanoTime() - since)
-  }
+  def backPressuredTimeNanosNow: Long = backPressured.nanosNow
 
   /**
    * Nanoseconds the producer spent blocked on output rather than producing: waiting for buffers,

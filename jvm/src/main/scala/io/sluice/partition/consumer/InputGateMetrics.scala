@@ -2,6 +2,8 @@ package io.sluice.partition.consumer
 
 import java.util.concurrent.atomic.LongAdder
 
+import io.sluice.metrics.WaitTime
+
 /**
  * The input metrics of one [[SingleInputGate]] (Flink's InputGateMetrics, and the counters Flink's
  * InputChannelMetrics keep per gate). numBytesIn counts the bytes of the buffers handed to the
@@ -23,29 +25,16 @@ final class InputGateMetrics(channels: () => Array[InputChannel]) {
   val numBuffersInLocal = new LongAdder
   val numBuffersInRemote = new LongAdder
 
-  /** Nanoseconds the task waited with no buffer ready (idleTime). */
-  val idleTimeNanos = new LongAdder
+  private val idle = new WaitTime
 
-  /** When the task's current wait for input began (System.nanoTime), 0 when not waiting. */
-  @volatile private var idleSince = 0L
+  /** Nanoseconds the task waited with no buffer ready (idleTime). */
+  val idleTimeNanos: LongAdder = idle.nanos
 
   /** Runs `body`, a wait of the task for input or network memory, counting it as idle time. */
-  def whileIdle[T](body: => T): T = {
-    val start = System.nanoTime()
-    idleSince = start
-    try body
-    finally {
-      idleTimeNanos.add(System.nanoTime() - start)
-      idleSince = 0L
-    }
-  }
+  def whileIdle[T](body: => T): T = idle.time(body)
 
   /** Idle nanoseconds so far, including a wait for input that has not ended yet. */
-  def idleTimeNanosNow: Long = {
-    val since = idleSince
-    val done = idleTimeNanos.sum()
-    if (since == 0L) done else done + math.max(0L, System.nanoTime() - since)
-  }
+  def idleTimeNanosNow: Long = idle.nanosNow
 
   /** A buffer of `size` bytes as it travelled, `decoded` bytes for the task, went to the task. */
   def countBuffer(remote: Boolean, size: Int, decoded: Int): Unit = {
