@@ -59,6 +59,19 @@ object SluiceOptions {
       |lets more buffers be in flight: faster, but more is queued under backpressure."""
   }
 
+  val MaxCreditWindow: ConfigOption[Int] = opt("spark.sluice.network.maxCreditWindow",
+    "max_credit_window", IntType, 64, "(none: Flink's window is buffers-per-channel plus the backlog, up to floating-buffers-per-gate)",
+    Effect.TaskStart, between(1, 65536)) {
+    """Most buffers one remote input channel may hold for its sender (its credit window). A window
+      |starts at buffersPerChannel + floatingBuffersPerGate, as in Flink, and grows by half each
+      |time credit is what stopped the channel (its sender had data and no credit left while the
+      |task had read everything), shrinking again while buffers wait for the task: it follows the
+      |bandwidth-delay product of the credit round trip, so one channel carrying an executor's
+      |data can fill a connection. The buffers come from the gate's floating pool, which may grow
+      |to this minus buffersPerChannel and shares the executor's network memory with every other
+      |pool. At or below buffersPerChannel + floatingBuffersPerGate the window stays fixed."""
+  }
+
   val MaxChannelsInFlightPerGate: ConfigOption[Int] = opt("spark.sluice.network.maxChannelsInFlightPerGate",
     "max_channels_in_flight_per_gate", IntType, 128, "taskmanager.network.memory.read-buffer.required-per-gate.max",
     Effect.TaskStart, between(1, 65536)) {
@@ -224,7 +237,8 @@ object SluiceOptions {
 
   /** Every definition, in the order the docs list them. */
   val all: Seq[ConfigOption[_]] = Seq(
-    SegmentSize, NetworkMemory, SortBufferSize, BuffersPerChannel, FloatingBuffersPerGate, MaxChannelsInFlightPerGate,
+    SegmentSize, NetworkMemory, SortBufferSize, BuffersPerChannel, FloatingBuffersPerGate, MaxCreditWindow,
+    MaxChannelsInFlightPerGate,
     MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
     RequestTimeout, HeartbeatTimeout, MaxFrameLength, MaxConnectionsPerPeer, MaxReadersPerPeer,

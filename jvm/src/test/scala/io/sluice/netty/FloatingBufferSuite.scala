@@ -100,19 +100,21 @@ class FloatingBufferSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a dry floating pool is waited on as a listener: each buffer recycled to it becomes credit of the waiting channel") {
-    val c = new Client(exclusive = 2, floating = 2)
-    c.send(backlog = 6) // wants 8 free buffers: 1 exclusive + the pool's 2 floating, then waits
+    val c = new Client(exclusive = 2, floating = 2) // a window of 2 + 2 buffers, free or unread
+    c.send(backlog = 6) // wants 8 free buffers; the window has room for 3 beside the one received
     assert(c.channel.numFloatingBuffersAvailable == 2 && c.pool.numUsedBuffers == 2)
     assert(c.announced() == Seq(2))
     c.send(backlog = 5); c.send(backlog = 4) // into the two floating buffers
     assert(c.channel.numFloatingBuffersAvailable == 0)
     val first = c.take() // the exclusive buffer of message 0
-    val second = c.take() // a floating one
+    val second = c.take() // a floating one, now held by the task
+    c.send(backlog = 3) // into the last free exclusive buffer: room for 2 free, and the pool is dry
+    assert(c.channel.numAvailableBuffers == 0 && c.pool.numUsedBuffers == 2)
     second.buffer.release() // back to the gate's pool, which hands it to the waiting channel
     assert(c.channel.numFloatingBuffersAvailable == 1, "the recycled floating buffer went to the waiting channel")
     assert(c.announced() == Seq(1))
     first.buffer.release()
-    c.take().buffer.release()
+    Seq.fill(2)(c.take()).foreach(_.buffer.release())
     c.close()
   }
 

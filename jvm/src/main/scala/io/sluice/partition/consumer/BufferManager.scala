@@ -39,6 +39,9 @@ private[consumer] final class BufferManager(
 
   /** An announcement was requested and not yet taken by the connection. */
   private var announcementPending = false
+  private val window = new CreditWindow(
+    math.max(1, exclusiveBuffersPerChannel + math.min(gate.initialFloatingCredit, gate.floatingBuffers.maxNumberOfSegments)),
+    math.max(1, exclusiveBuffersPerChannel + gate.floatingBuffers.maxNumberOfSegments))
   private var waitingForFloating = false
   private var released = false
 
@@ -87,18 +90,22 @@ private[consumer] final class BufferManager(
   }
 
   /**
-   * A buffer arrived and the sender has `backlog` more: get floating buffers until
-   * `backlog + exclusive` are free here, or the pool is empty (then wait as its listener). A backlog
-   * of 0 counts too: it lowers the requirement, so exclusive buffers coming back push floating ones
-   * out again ([[recycleExclusive]]), as in Flink. Returns whether the caller should announce credit
-   * now ([[announce]], outside every lock).
+   * A buffer arrived, the sender has `backlog` more, and `unread` buffers were waiting for the task
+   * before it: get floating buffers until `backlog + exclusive` are free here, as far as the channel's
+   * [[CreditWindow]] (which this arrival tunes) has room beside the unread ones, this one included,
+   * or the pool is empty (then wait as its listener). A
+   * backlog of 0 counts too: it lowers the requirement, so exclusive buffers coming back push
+   * floating ones out again ([[recycleExclusive]]), as in Flink. Returns whether the caller should
+   * announce credit now ([[announce]], outside every lock).
    */
-  def onBufferReceived(backlog: Int): Boolean = {
+  def onBufferReceived(backlog: Int, unread: Int): Boolean = {
     val n = buffersReceived.incrementAndGet()
     if (!creditBased) false
     else synchronized {
-      if (n > creditsAnnounced.get) creditOverruns.incrementAndGet()
-      numRequiredBuffers = backlog + exclusiveBuffersPerChannel
+      val senderCredit = creditsAnnounced.get - n
+      if (senderCredit < 0) creditOverruns.incrementAndGet()
+      window.onBufferReceived(senderCredit, backlog, unread)
+      numRequiredBuffers = window.required(backlog, exclusiveBuffersPerChannel, unread + 1)
       requestFloatingLocked()
       shouldAnnounceLocked()
     }
@@ -224,4 +231,6 @@ private[consumer] final class BufferManager(
   def numFloatingBuffersAvailable: Int = synchronized(availableFloating.size)
   def numAvailableBuffers: Int = synchronized(numAvailableLocked)
   def numUnannouncedCredit: Int = synchronized(unannouncedCredit)
+  def creditWindow: Int = synchronized(window.current)
+  def numCreditWindowGrowths: Long = synchronized(window.timesGrown)
 }

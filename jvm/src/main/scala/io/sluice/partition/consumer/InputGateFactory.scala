@@ -20,8 +20,10 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  * many map outputs per frame), so its channels and requests grow with the executors it reads from,
  * not with the map outputs. A pipelined gate has one channel per input. Each gate has a floating
  * buffer pool:
- *  - credit-based: at least 1 and at most floatingBuffersPerGate buffers, on top of the
- *    buffersPerChannel exclusive ones of each remote channel in flight;
+ *  - credit-based: at least 1 and at most max(floatingBuffersPerGate, maxCreditWindow -
+ *    buffersPerChannel) buffers, on top of the buffersPerChannel exclusive ones of each remote
+ *    channel in flight; each channel's [[CreditWindow]] starts at buffersPerChannel +
+ *    floatingBuffersPerGate and grows into the rest while credit holds the channel back;
  *  - credit-less: no exclusive buffers, so the pool may grow to floatingBuffersPerGate +
  *    buffersPerChannel x remote channels in flight (the same total as with credit), shared by
  *    every channel.
@@ -46,6 +48,7 @@ final class InputGateFactory(
   private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
   private val bufferRequestTimeoutMs = conf.get(SluiceOptions.RequestBufferTimeout)
   private val maxChannelsInFlight = conf.get(SluiceOptions.MaxChannelsInFlightPerGate)
+  private val maxFloatingPerGate = math.max(floatingPerGate, conf.get(SluiceOptions.MaxCreditWindow) - buffersPerChannel)
 
   /**
    * A gate with a LocalInputChannel for inputs whose producer.executorId == localExecutorId and a
@@ -65,12 +68,12 @@ final class InputGateFactory(
     val remoteInFlight = math.min(numRemote, window)
     val (required, max) =
       if (numRemote == 0) (0, 1)
-      else if (creditBased) (1, math.max(1, floatingPerGate))
+      else if (creditBased) (1, math.max(1, maxFloatingPerGate))
       else (1, math.max(1L, floatingPerGate + buffersPerChannel.toLong * remoteInFlight).min(Int.MaxValue).toInt)
     val pool = networkBufferPool.createBufferPool(required, max, s"input gate of $owner", bufferRequestTimeoutMs)
     val gate =
       try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs, window,
-          fileCipher)
+          fileCipher, initialFloatingCredit = floatingPerGate)
       catch {
         case e: Throwable => pool.lazyDestroy(); throw e
       }

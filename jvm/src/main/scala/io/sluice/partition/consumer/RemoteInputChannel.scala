@@ -155,11 +155,12 @@ final class RemoteInputChannel(
         error = outOfSequence("buffer", r.sequenceNumber)
       } else {
         expectedSequenceNumber += 1
-        wasEmpty = received.isEmpty
+        val unread = received.size
+        wasEmpty = unread == 0
         received.add(new Received(inputs.head.index, r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum,
             r.crc, r.iv))
         gate.numBuffersInRemote.increment()
-        announce = buffers.onBufferReceived(r.backlog)
+        announce = buffers.onBufferReceived(r.backlog, unread)
       }
     }
     if (drop) r.releasePayload()
@@ -188,7 +189,8 @@ final class RemoteInputChannel(
             s"which requested ${inputs.size}")
         } else {
           expectedSequenceNumber += 1
-          wasEmpty = received.isEmpty
+          val unread = received.size
+          wasEmpty = unread == 0
           var offset = r.data.readerIndex()
           r.entries.foreach { e =>
             val input = inputs(e.input).index
@@ -203,7 +205,7 @@ final class RemoteInputChannel(
           }
           if (inputsEnded == inputs.size) ended = true
           gate.numBuffersInRemote.increment()
-          announce = buffers.onBufferReceived(r.backlog)
+          announce = buffers.onBufferReceived(r.backlog, unread)
         }
       }
     }
@@ -324,6 +326,12 @@ final class RemoteInputChannel(
     (if (client != null) 1L else 0L) + endOfPartitionMessages.get + buffers.numCreditMessages
 
   def numUnannouncedCredit: Int = buffers.numUnannouncedCredit
+
+  /** The channel's credit window now (exclusive plus floating buffers it may hold; see [[CreditWindow]]). */
+  def creditWindow: Int = buffers.creditWindow
+
+  /** How often the channel's credit window grew because credit held the channel back. */
+  def numCreditWindowGrowths: Long = buffers.numCreditWindowGrowths
 
   override def toString: String = s"RemoteInputChannel($description, id $id)"
 }

@@ -29,6 +29,10 @@ import io.sluice.partition.PartitionFileCipher
  * @param codec               decompresses buffers stored compressed (spark.shuffle.compress)
  * @param maxChannelsInFlight spark.sluice.network.maxChannelsInFlightPerGate, or AllAtOnce
  * @param fileCipher          decrypts spilled buffers of encrypted partition files (spark.io.encryption.enabled)
+ * @param initialFloatingCredit floating buffers in a remote channel's first credit window
+ *                            (spark.sluice.network.floatingBuffersPerGate); the window may grow to
+ *                            the whole floating pool ([[CreditWindow]]). By default the window is
+ *                            the whole pool from the start.
  */
 final class SingleInputGate(
     val owner: String,
@@ -38,7 +42,8 @@ final class SingleInputGate(
     requestTimeoutMs: Long,
     bufferRequestTimeoutMs: Long,
     val maxChannelsInFlight: Int = SingleInputGate.AllAtOnce,
-    fileCipher: Option[PartitionFileCipher] = None) {
+    fileCipher: Option[PartitionFileCipher] = None,
+    val initialFloatingCredit: Int = Int.MaxValue) {
 
   @volatile private var channels: Array[InputChannel] = Array.empty
   private val channelsWithData = new java.util.ArrayDeque[InputChannel]()

@@ -22,11 +22,11 @@ class BufferManagerSuite extends AnyFunSuite with NettyLeakDetection {
       assert(m.takeExclusive(gate.awaitExclusiveSegments(2)))
       val received = Seq.newBuilder[NetworkBuffer]
       received += m.requestBuffer(Producer)
-      m.onBufferReceived(backlog = 3)
+      m.onBufferReceived(backlog = 3, unread = 0)
       assert(m.numFloatingBuffersAvailable == 4 && m.numAvailableBuffers == 5, "1 exclusive + 4 floating for 3 + 2")
       floating.lazyDestroy() // the gate is closing; its channel has not seen it yet
       received += m.requestBuffer(Producer)
-      m.onBufferReceived(backlog = 10) // asks the destroyed pool: no buffer, no error, no listener
+      m.onBufferReceived(backlog = 10, unread = 0) // asks the destroyed pool: no buffer, no error, no listener
       assert(m.numFloatingBuffersAvailable == 3 && m.numAvailableBuffers == 4)
       received.result().foreach(_.release())
       m.release()

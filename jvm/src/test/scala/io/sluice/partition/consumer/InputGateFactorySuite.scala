@@ -219,21 +219,22 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
-  test("gate pools: credit-based gates float floatingBuffersPerGate; credit-less ones share the same total; " +
-    "both sized by the channels in flight") {
+  test("gate pools: credit-based gates float up to maxCreditWindow - buffersPerChannel, starting each window at " +
+    "floatingBuffersPerGate; credit-less ones share floatingBuffersPerGate + the channels in flight's exclusive buffers") {
     for (creditBased <- Seq(true, false)) {
       val a = new TestingExecutor("A")
       val b = new TestingExecutor("B",
         Map(SluiceOptions.CreditBased.key -> creditBased.toString,
           SluiceOptions.BuffersPerChannel.key -> "3", SluiceOptions.FloatingBuffersPerGate.key -> "5",
-          SluiceOptions.MaxChannelsInFlightPerGate.key -> "2"))
+          SluiceOptions.MaxCreditWindow.key -> "20", SluiceOptions.MaxChannelsInFlightPerGate.key -> "2"))
       withExecutors(a, b) {
         val p = a.pipelinedPartition(ResultPartitionID(4, 0), 4)
         for (s <- 0 until 4) TestingRecords.writeMany(p, s, 10, 100)
         p.finish()
         val gate = b.gate("sized", (0 until 4).map(s => GateInput(p.partitionId, s, s + 1, a.location)))
-        val expectedMax = if (creditBased) 5 else 5 + 3 * 2
+        val expectedMax = if (creditBased) 20 - 3 else 5 + 3 * 2
         assert(gate.floatingBuffers.maxNumberOfSegments == expectedMax)
+        assert(gate.initialFloatingCredit == 5)
         assert(b.networkBufferPool.numberOfRequiredSegments == gate.floatingBuffers.numberOfRequiredSegments,
           "an unread gate holds no exclusive buffers")
         gate.requestPartitions()
