@@ -7,5 +7,9 @@ package io.sluice.partition
  * know before any producer runs.
  */
 final case class ResultPartitionID(shuffleId: Int, producerId: Long) {
+
+  // The case class's own hash, computed once: the ids are looked up once per map output and reader.
+  override val hashCode: Int = scala.util.hashing.MurmurHash3.caseClassHash(this)
+
   override def toString: String = s"shuffle $shuffleId producer $producerId"
 }

@@ -17,7 +17,12 @@ final class UnionResultSubpartitionView private (
     partitionIds: IndexedSeq[ResultPartitionID]) {
 
   private var current = 0
-  private var remaining: Long = views.iterator.map(_.backlog.toLong).sum
+  private var remaining: Long = {
+    var n = 0L
+    var i = 0
+    while (i < views.size) { n += views(i).backlog; i += 1 }
+    n
+  }
   private var last = -1
   @volatile private var released = false
 

@@ -118,17 +118,35 @@ final class InputGateFactory(
    */
   private def channelGroups(
       inputs: IndexedSeq[GateInput], pipelined: Boolean): IndexedSeq[(ProducerLocation, IndexedSeq[ChannelInput])] = {
-    val withIndex = inputs.zipWithIndex.map { case (in, i) =>
-      (in.producer, ChannelInput(i, in.partitionId, in.subpartitionStart, in.subpartitionEnd))
-    }
-    if (pipelined) withIndex.map { case (p, in) => (p, IndexedSeq(in)) }
-    else {
-      val byExecutor = withIndex.groupBy(_._1.executorId)
-      val order = withIndex.map(_._1.executorId).distinct.sortBy(e => if (e == localExecutorId) 1 else 0)
-      order.map { e =>
-        val group = byExecutor(e)
-        (group.head._1, group.map(_._2))
+    if (pipelined) {
+      inputs.indices.map { i =>
+        val in = inputs(i)
+        (in.producer, IndexedSeq(ChannelInput(i, in.partitionId, in.subpartitionStart, in.subpartitionEnd)))
       }
+    } else {
+      // One pass, in the order the executors first appear: remote ones first, the local one last.
+      val byExecutor = new java.util.LinkedHashMap[String, (ProducerLocation, mutable.ArrayBuffer[ChannelInput])]()
+      var i = 0
+      while (i < inputs.size) {
+        val in = inputs(i)
+        var group = byExecutor.get(in.producer.executorId)
+        if (group == null) {
+          group = (in.producer, mutable.ArrayBuffer.empty[ChannelInput])
+          byExecutor.put(in.producer.executorId, group)
+        }
+        group._2 += ChannelInput(i, in.partitionId, in.subpartitionStart, in.subpartitionEnd)
+        i += 1
+      }
+      val out = new mutable.ArrayBuffer[(ProducerLocation, IndexedSeq[ChannelInput])](byExecutor.size)
+      var local: (ProducerLocation, IndexedSeq[ChannelInput]) = null
+      val groups = byExecutor.values().iterator()
+      while (groups.hasNext) {
+        val (p, group) = groups.next()
+        val entry = (p, group.toIndexedSeq)
+        if (p.executorId == localExecutorId) local = entry else out += entry
+      }
+      if (local != null) out += local
+      out.toIndexedSeq
     }
   }
 }
