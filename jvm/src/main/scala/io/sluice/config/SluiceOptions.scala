@@ -60,7 +60,8 @@ object SluiceOptions {
   }
 
   val MaxCreditWindow: ConfigOption[Int] = opt("spark.sluice.network.maxCreditWindow",
-    "max_credit_window", IntType, 64, "(none: Flink's window is buffers-per-channel plus the backlog, up to floating-buffers-per-gate)",
+    "max_credit_window", IntType, 64,
+    "(none: Flink's window is buffers-per-channel plus the backlog, up to floating-buffers-per-gate)",
     Effect.TaskStart, between(1, 65536)) {
     """Most buffers one remote input channel may hold for its sender (its credit window). A window
       |starts at buffersPerChannel + floatingBuffersPerGate, as in Flink, and grows by half each
