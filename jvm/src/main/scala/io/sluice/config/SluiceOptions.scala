@@ -63,14 +63,14 @@ object SluiceOptions {
     "max_credit_window", IntType, 64,
     "(none: Flink's window is buffers-per-channel plus the backlog, up to floating-buffers-per-gate)",
     Effect.TaskStart, between(1, 65536)) {
-    """Most buffers one remote input channel may hold for its sender (its credit window). A window
-      |starts at buffersPerChannel + floatingBuffersPerGate, as in Flink, and grows by half each
-      |time credit is what stopped the channel (its sender had data and no credit left while the
-      |task had read everything), shrinking again while buffers wait for the task: it follows the
-      |bandwidth-delay product of the credit round trip, so one channel carrying an executor's
-      |data can fill a connection. The buffers come from the gate's floating pool, which may grow
-      |to this minus buffersPerChannel and shares the executor's network memory with every other
-      |pool. At or below buffersPerChannel + floatingBuffersPerGate the window stays fixed."""
+    """Most buffers one remote input channel may hold for its sender, free or unread (its credit
+      |window). A window starts at buffersPerChannel + floatingBuffersPerGate, as in Flink, grows by
+      |half each time the channel runs dry while its sender has data (a buffer arrives with a backlog
+      |behind it and finds the task done with everything before it), and shrinks while buffers wait
+      |for the task, so one channel carrying an executor's data keeps more reads and writes in
+      |flight. The buffers come from the gate's floating pool, which may grow to this minus
+      |buffersPerChannel and shares the executor's network memory with every other pool. At or
+      |below buffersPerChannel + floatingBuffersPerGate the window stays fixed."""
   }
 
   val MaxChannelsInFlightPerGate: ConfigOption[Int] = opt("spark.sluice.network.maxChannelsInFlightPerGate",

@@ -104,7 +104,7 @@ private[consumer] final class BufferManager(
     else synchronized {
       val senderCredit = creditsAnnounced.get - n
       if (senderCredit < 0) creditOverruns.incrementAndGet()
-      window.onBufferReceived(senderCredit, backlog, unread)
+      window.onBufferReceived(backlog, unread, n)
       numRequiredBuffers = window.required(backlog, exclusiveBuffersPerChannel, unread + 1)
       requestFloatingLocked()
       shouldAnnounceLocked()
