@@ -20,7 +20,7 @@ final class BlockingSubpartitionView private[partition] (partition: SortMergeRes
   private val file = partition.file
   private var current = start
   private var nextBuffer = file.firstBuffer(start) // number of the next buffer of `current`, -1: none left
-  private var remaining = BlockingSubpartitionView.numBuffers(file, start, end)
+  private var remaining = file.numBuffers(start, end)
   private var ended = false
   @volatile private var released = false
   private val reader = new AtomicReference[PartitionFileReader]()
@@ -90,15 +90,4 @@ final class BlockingSubpartitionView private[partition] (partition: SortMergeRes
 
   /** Whether the view holds a handle of the file now (tests). */
   private[partition] def hasOpenReader: Boolean = reader.get() != null
-}
-
-private object BlockingSubpartitionView {
-
-  /** Stored buffers of subpartitions [start, end) (a loop: one view is opened per map output and reader). */
-  private def numBuffers(file: PartitionFile, start: Int, end: Int): Int = {
-    var n = 0
-    var s = start
-    while (s < end) { n += file.numBuffers(s); s += 1 }
-    n
-  }
 }

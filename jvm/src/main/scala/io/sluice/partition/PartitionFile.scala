@@ -83,6 +83,14 @@ final class PartitionFile private (
 
   def numBuffers(subpartition: Int): Int = index.count(subpartition)
 
+  /** Stored buffers of subpartitions [start, end) (a loop: a view is opened per map output and reader). */
+  def numBuffers(start: Int, end: Int): Int = {
+    var n = 0
+    var s = start
+    while (s < end) { n += index.count(s); s += 1 }
+    n
+  }
+
   /** The `i`-th buffer of `subpartition` (walks its chain: for tests and tools, not per buffer). */
   def buffer(subpartition: Int, i: Int): SpilledBuffer = {
     if (i < 0 || i >= numBuffers(subpartition)) {

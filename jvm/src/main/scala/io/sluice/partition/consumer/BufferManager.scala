@@ -102,8 +102,7 @@ private[consumer] final class BufferManager(
     val n = buffersReceived.incrementAndGet()
     if (!creditBased) false
     else synchronized {
-      val senderCredit = creditsAnnounced.get - n
-      if (senderCredit < 0) creditOverruns.incrementAndGet()
+      if (n > creditsAnnounced.get) creditOverruns.incrementAndGet()
       window.onBufferReceived(backlog, unread, n)
       numRequiredBuffers = window.required(backlog, exclusiveBuffersPerChannel, unread + 1)
       requestFloatingLocked()

@@ -13,10 +13,10 @@ package io.sluice.partition.consumer
  *  - it grows by half (at least one buffer) whenever the channel ran dry while its sender had data:
  *    a buffer arrives with a backlog behind it, the task had already read everything before it (the
  *    task waited for data that waited at the sender), and the channel has received more than its
- *    window since it started (not the first buffers, which always find the task waiting). The sender need not be out of credit:
- *    with a short window it sends each buffer as the last one's credit comes back, and a deeper
- *    window lets it keep several reads and writes in flight (a 1 GB job's reducers waited 3 s
- *    with Flink's window, 0.6 s with a deep one);
+ *    window since it started (not the first buffers, which always find the task waiting). The
+ *    sender need not be out of credit: with a short window it sends each buffer as the last one's
+ *    credit comes back, and a deeper window lets it keep several reads and writes in flight (a
+ *    1 GB job's reducers waited 3 s with Flink's window, 0.6 s with a deep one);
  *  - it shrinks by one buffer whenever the task is what limits the channel: a buffer arrives while
  *    at least half the window already waits unread;
  *  - never below `initial` (buffersPerChannel + floatingBuffersPerGate, Flink's window) nor above

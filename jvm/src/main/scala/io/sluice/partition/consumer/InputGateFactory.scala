@@ -23,7 +23,7 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  *  - credit-based: at least 1 and at most max(floatingBuffersPerGate, maxCreditWindow -
  *    buffersPerChannel) buffers, on top of the buffersPerChannel exclusive ones of each remote
  *    channel in flight; each channel's [[CreditWindow]] starts at buffersPerChannel +
- *    floatingBuffersPerGate and grows into the rest while credit holds the channel back;
+ *    floatingBuffersPerGate and grows into the rest while the channel runs dry with data at its sender;
  *  - credit-less: no exclusive buffers, so the pool may grow to floatingBuffersPerGate +
  *    buffersPerChannel x remote channels in flight (the same total as with credit), shared by
  *    every channel.

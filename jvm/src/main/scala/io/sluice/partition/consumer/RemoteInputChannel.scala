@@ -327,12 +327,6 @@ final class RemoteInputChannel(
 
   def numUnannouncedCredit: Int = buffers.numUnannouncedCredit
 
-  /** The channel's credit window now (exclusive plus floating buffers it may hold; see [[CreditWindow]]). */
-  def creditWindow: Int = buffers.creditWindow
-
-  /** How often the channel's credit window grew because credit held the channel back. */
-  def numCreditWindowGrowths: Long = buffers.numCreditWindowGrowths
-
   override def toString: String = s"RemoteInputChannel($description, id $id)"
 }
 
