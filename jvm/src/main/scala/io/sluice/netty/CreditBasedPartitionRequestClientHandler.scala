@@ -61,8 +61,17 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
     if (f != null && channels.remove(channel.id) != null) channel.onConnectionError(f)
   }
 
-  def removeInputChannel(channel: RemoteInputChannel): Unit =
-    if (channels.remove(channel.id) != null) released.synchronized(released.put(channel.id, java.lang.Boolean.TRUE))
+  /**
+   * Forgets a channel, remembering it as released first: the event loop, which looks the receiver
+   * up without this lock and asks [[wasReleased]] when it is gone, then always finds it in one or the other
+   * (late data dropped, not a protocol error).
+   */
+  def removeInputChannel(channel: RemoteInputChannel): Unit = released.synchronized {
+    if (channels.containsKey(channel.id)) {
+      released.put(channel.id, java.lang.Boolean.TRUE)
+      channels.remove(channel.id)
+    }
+  }
 
   override def channelFor(id: InputChannelID): RemoteInputChannel = channels.get(id)
 
