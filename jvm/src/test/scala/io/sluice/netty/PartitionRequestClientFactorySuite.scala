@@ -154,7 +154,13 @@ class PartitionRequestClientFactorySuite extends AnyFunSuite with NettyLeakDetec
       val e = interrupted.failure(60000)
       assert(e.isInstanceOf[InterruptedIOException], e)
       val client = b.connectionManager.createPartitionRequestClient("127.0.0.1", a.port)
-      assert(client.isActive && b.counters.connectionsOpened.sum == 1 && a.connectionManager.server.numAcceptedConnections == 1)
+      assert(client.isActive && b.counters.connectionsOpened.sum == 1)
+      // The server counts the connection when its event loop has accepted it, which may come just
+      // after the client's connect completes.
+      TestingThreads.eventually(what = "the server to accept the one connection") {
+        a.connectionManager.server.numAcceptedConnections == 1
+      }
+      assert(a.connectionManager.server.numAcceptedConnections == 1)
       val p = a.pipelinedPartition(ResultPartitionID(1, 0), 1)
       val reader = new TestingGateReader(b.gate("r", Vector(GateInput(p.partitionId, 0, 1, a.location))))
       val reading = async(reader.readAll())
