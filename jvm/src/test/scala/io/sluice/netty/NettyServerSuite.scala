@@ -1,7 +1,5 @@
 package io.sluice.netty
 
-import java.net.{InetSocketAddress, ServerSocket}
-
 import io.sluice.{NettyLeakDetection, TestingThreads}
 import io.sluice.netty.TestingExecutor.withExecutors
 import io.sluice.partition.ResultPartitionID
@@ -41,16 +39,16 @@ class NettyServerSuite extends AnyFunSuite with NettyLeakDetection {
       val client = b.connectionManager.createPartitionRequestClient("127.0.0.1", a.port)
       TestingThreads.eventually(what = "the connection served") { a.connectionManager.server.numConnections == 1 }
       val port = a.port
+      TestingTcp.listeningOn(port).foreach(lines => assert(lines.size == 1, s"listening sockets on $port: $lines"))
       a.connectionManager.server.shutdown()
       TestingThreads.eventually(what = "the client sees its connection closed") { !client.isActive }
       assert(a.connectionManager.server.numConnections == 0 && a.connectionManager.server.numAcceptedConnections == 0)
-      // The port is free again: it can be bound (a connect would not tell, as a connection from an
-      // ephemeral port equal to the target's connects to itself on loopback).
-      val rebound = new ServerSocket()
-      try {
-        rebound.setReuseAddress(true)
-        rebound.bind(new InetSocketAddress("127.0.0.1", port))
-      } finally rebound.close()
+      // The port is no longer ours: this JVM holds no listening socket on it. (Binding or
+      // connecting to the number would not tell: once free, any process on the machine may take it,
+      // as a client's ephemeral port or a server's, which made such a check fail in CI.)
+      TestingTcp.listeningOn(port).foreach { lines =>
+        assert(lines.isEmpty, s"this JVM still listens on $port:\n${lines.mkString("\n")}")
+      }
       b.awaitAllBuffersBack()
     }
   }
