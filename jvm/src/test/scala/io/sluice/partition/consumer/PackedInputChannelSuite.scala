@@ -98,6 +98,30 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
+  test("a map output's file cut short under a packed stream fails the channel alone; no frame goes out half-read") {
+    withReaderAndProducer { (a, b) =>
+      // Two ~1 KB records per output: a 4 KiB frame packs a few outputs, so the frame holding
+      // output 80 is read (several files into one buffer) long after the reader paused.
+      val outputs = (0 until 100).map(i => output(a, ResultPartitionID(25, i), s => if (s == 0) 2 else 0, _ => 1000))
+      val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
+      val reader = new TestingGateReader(gate)
+      while (!gate.hasInputEnded(1)) assert(reader.readOne())
+      val connection = b.clientChannelTo(a)
+      val raf = new java.io.RandomAccessFile(outputs(80).file.path, "rw")
+      try raf.setLength(0)
+      finally raf.close()
+      val e = intercept[InputChannelException](reader.readAll())
+      assert(e.getMessage.contains(s"127.0.0.1:${a.port}") && e.getMessage.contains("Could not send"), e.getMessage)
+      val blamed = gate.inputToBlame(e)
+      assert(!gate.hasInputEnded(blamed) && blamed <= 80, s"blamed input $blamed")
+      assert((80 until 100).forall(!gate.hasInputEnded(_)), "the stream stopped at the unreadable output")
+      assert(reader.recordsRead.get < 200)
+      assert(a.counters.unreadablePayloads.sum == 1 && a.counters.protocolErrors.sum == 0 && b.counters.protocolErrors.sum == 0)
+      assert(connection.isActive && b.connectionManager.numClientConnections == 1, "the connection stayed up")
+      reader.close()
+    }
+  }
+
   test("a missing map output fails the whole request, naming an output of that executor") {
     withReaderAndProducer { (a, b) =>
       val present = (0 until 3).map(i => output(a, ResultPartitionID(23, i), _ => 2, _ => 100))
