@@ -166,7 +166,14 @@ def many_shuffles(spark: SparkSession, local_dirs: str, shuffles: int = SHUFFLES
     expected = sorted((k, sum(x for x in range(maps * 10) if x % 7 == k)) for k in range(7))
     pids = sessions.executor_pids(sc.applicationId)
     files_before = len(realapps.partition_files(local_dirs))
-    time.sleep(1.0)  # the last reducers' channels close after their task ends
+
+    def no_partition_file_open() -> bool:
+        return not any("sluice-shuffle-" in f for pid in pids for f in realapps.open_files(pid))
+
+    # The last reducers' channels close after their task ends, and the servers close the files they
+    # kept open for readers about a second after the last reader came: wait for both, bounded.
+    idle_started = time.monotonic()
+    realapps.wait_for(no_partition_file_open, timeout=15, interval=0.25)
     fds = {str(pid): realapps.open_files(pid) for pid in pids}
     out: Dict[str, Any] = {
         "equal": all(a == expected for a in answers),
@@ -176,6 +183,7 @@ def many_shuffles(spark: SparkSession, local_dirs: str, shuffles: int = SHUFFLES
         "partition_files_while_referenced": files_before,
         "open_partition_files": {pid: sum(1 for f in names if "sluice-shuffle-" in f) for pid, names in fds.items()},
         "open_fds": {pid: len(names) for pid, names in fds.items()},
+        "seconds_until_files_closed": round(time.monotonic() - idle_started, 1),
     }
     # Drop every reference: ContextCleaner then unregisters each shuffle on the executors.
     del frames, df

@@ -178,8 +178,9 @@ def test_cancel_while_reducers_read_then_read_the_same_shuffle_again() -> None:
 
 @pytest.mark.timeout(1800)  # the application's own deadline of 1500 s
 def test_many_shuffles_hold_no_open_files_and_are_deleted_when_dropped() -> None:
-    """30 shuffles x 120 maps, all kept referenced: once the jobs are done no executor holds a
-    partition file open and the executors' open descriptors stay far below one per map output
+    """30 shuffles x 120 maps, all kept referenced: once the jobs are done (and the servers' kept
+    files have gone idle, within 15 s) no executor holds a partition file open and the executors'
+    open descriptors stay far below one per map output
     (3,600 outputs: one descriptor each would put an executor far above 1,000);
     once the references are dropped and the driver GCs, ContextCleaner unregisters the shuffles
     and every partition file is deleted."""

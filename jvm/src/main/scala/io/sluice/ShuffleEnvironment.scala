@@ -42,8 +42,12 @@ final class ShuffleEnvironment(
 
   val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize,
     conf.get(SluiceOptions.RequestBufferTimeout))
-  val partitionManager = new ResultPartitionManager
+  val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles))
   val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
+  // Closes the partition files the server kept open once no reader came for them for a while.
+  outputFlusher.every(PartitionFileReaderCache.IdleMs / 2) { () =>
+    partitionManager.fileReaders.closeIdle(System.nanoTime() - PartitionFileReaderCache.IdleMs * 1000000L)
+  }
 
   /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */
   val metrics = new ShuffleMetricRegistry(executorId, networkBufferPool)

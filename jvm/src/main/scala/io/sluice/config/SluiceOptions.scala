@@ -193,6 +193,18 @@ object SluiceOptions {
       |times this executor's producers (pipelined shuffles)."""
   }
 
+  val MaxOpenPartitionFiles: ConfigOption[Int] = opt("spark.sluice.network.maxOpenPartitionFiles",
+    "max_open_partition_files", IntType, 1024, "(none: a Sluice extension)", Effect.ExecutorStart,
+    between(0, 1 << 20)) {
+    """Most finished map-output files an executor's Sluice server keeps open between the reduce
+      |tasks that read them, the least recently read closed first: each file is then opened once
+      |for many readers instead of once per reader (a job of 1500 maps and 400 reducers otherwise
+      |opens and closes files 600,000 times). Each counts against the executor's open-file limit
+      |(ulimit -n). A file is closed about a second after its last reader came, and at once when
+      |its shuffle is released, so an idle executor holds none open. 0 opens a file for every
+      |reader."""
+  }
+
   // ---- observability ------------------------------------------------------------------------
 
   val MetricsInterval: ConfigOption[Long] = opt("spark.sluice.metrics.reportInterval", "metrics_report_interval",
@@ -242,7 +254,7 @@ object SluiceOptions {
     MaxChannelsInFlightPerGate,
     MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
-    RequestTimeout, HeartbeatTimeout, MaxFrameLength, MaxConnectionsPerPeer, MaxReadersPerPeer,
+    RequestTimeout, HeartbeatTimeout, MaxFrameLength, MaxConnectionsPerPeer, MaxReadersPerPeer, MaxOpenPartitionFiles,
     MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval)
 

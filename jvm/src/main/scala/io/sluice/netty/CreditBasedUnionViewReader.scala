@@ -36,7 +36,7 @@ private[netty] final class CreditBasedUnionViewReader(
   /** Opens every requested input's view; throws PartitionNotFoundException for a missing one. */
   def open(manager: ResultPartitionManager): Unit = {
     val v = UnionResultSubpartitionView.open(manager,
-      request.inputs.map(in => (in.partitionId, in.subpartitionStart, in.subpartitionEnd)), this)
+      request.inputs.map(in => (in.partitionId, in.subpartitionStart, in.subpartitionEnd)), this, sharedFiles = true)
     view = v
     if (released) v.releaseAllResources()
   }

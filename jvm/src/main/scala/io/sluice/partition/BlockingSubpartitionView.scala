@@ -8,13 +8,18 @@ import java.util.concurrent.atomic.AtomicReference
  * the end of the partition. Reading never consumes anything, so any number of views may read the
  * same partition, at once or one after another.
  *
- * The view opens its own [[PartitionFileReader]] on its first buffer and drops it when it hands
+ * The view takes a [[PartitionFileReader]] on its first buffer (the server's kept one when it
+ * reads for a remote consumer, through `readers`, else one of its own) and drops it when it hands
  * out the end, sees the partition released, or is released itself; FileRegions still being sent
  * keep the handle open until Netty is done with them. A read error (file gone, I/O error) is
  * thrown to this view's consumer only. Used by one thread at a time; [[releaseAllResources]] may
  * come from another.
  */
-final class BlockingSubpartitionView private[partition] (partition: SortMergeResultPartition, start: Int, end: Int)
+final class BlockingSubpartitionView private[partition] (
+    partition: SortMergeResultPartition,
+    start: Int,
+    end: Int,
+    readers: Option[PartitionFileReaderCache])
   extends ResultSubpartitionView {
 
   private val file = partition.file
@@ -58,7 +63,10 @@ final class BlockingSubpartitionView private[partition] (partition: SortMergeRes
     val r = reader.get()
     if (r != null) r
     else {
-      val opened = PartitionFileReader.open(file)
+      val opened = readers match {
+        case Some(cache) => cache.acquire(file)
+        case None => PartitionFileReader.open(file)
+      }
       reader.set(opened)
       if (released) closeReader() // released meanwhile: the buffer is still readable through a handle of its own
       opened

@@ -17,9 +17,11 @@ import io.sluice.buffer.BlockCodec
  *
  * Made by [[PartitionFile.create]] to be written, or by [[PartitionFile.adopt]] over a finished
  * file another executor wrote. Only the writer holds a file handle, and only until
- * [[finishWriting]]: a finished partition holds none, however long it lives. Every reader opens
- * its own read-only [[PartitionFileReader]], so an interrupted reader (Java NIO closes an
- * interruptible channel when its thread is interrupted) closes nothing but its own.
+ * [[finishWriting]]. A task thread reading the file opens its own read-only
+ * [[PartitionFileReader]], so an interrupted reader (Java NIO closes an interruptible channel when
+ * its thread is interrupted) closes nothing but its own; the server's event loops share one
+ * reader per file, kept open between readers by the [[PartitionFileReaderCache]] and closed when
+ * the file is deleted or the cache drops it.
  *
  * Writing is done by the producer's task thread only; once [[finishWriting]] returns, any number
  * of readers may read concurrently. [[delete]] may come from any thread.
@@ -34,6 +36,9 @@ final class PartitionFile private (
   @volatile private var writer: PartitionFileWriter = initialWriter.orNull
   @volatile private var finished = initialWriter.isEmpty
   @volatile private var deleted = false
+
+  /** The server's cache that kept a reader of this file, told when the file is deleted. */
+  @volatile private[partition] var readerCache: PartitionFileReaderCache = _
   private val ivOrNull = fileIv.orNull
 
   // ---- writing (producer thread) -------------------------------------------------------------
@@ -156,6 +161,8 @@ final class PartitionFile private (
       try {
         val w = writer
         if (w != null) w.closeChannel()
+        val c = readerCache
+        if (c != null) c.forget(this)
       } finally path.delete()
     }
   }

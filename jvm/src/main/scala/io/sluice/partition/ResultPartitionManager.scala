@@ -4,16 +4,23 @@ import java.util.concurrent.ConcurrentHashMap
 
 import scala.jdk.CollectionConverters._
 
+import io.sluice.config.SluiceOptions
+
 /**
  * The executor's registry of result partitions (Flink's ResultPartitionManager): producers
  * register their partitions here, readers (the Netty server for remote consumers, local input
  * channels for local ones) open views on them, and the Spark layer releases them by shuffle.
  *
  * A reader of a pipelined partition may arrive before its producer has started; it can leave a
- * [[PendingViewRequest]] that is served the moment the partition is registered.
+ * [[PendingViewRequest]] that is served the moment the partition is registered. Finished
+ * partition files stay open for the server's readers in [[fileReaders]] (at most `maxOpenFiles`,
+ * spark.sluice.network.maxOpenPartitionFiles).
  * Thread-safe.
  */
-final class ResultPartitionManager {
+final class ResultPartitionManager(maxOpenFiles: Int = SluiceOptions.MaxOpenPartitionFiles.default) {
+
+  /** The partition files the server's event loops keep open between readers. */
+  val fileReaders = new PartitionFileReaderCache(maxOpenFiles)
 
   private val partitions = new ConcurrentHashMap[ResultPartitionID, ResultPartition]()
   private val pending = new ConcurrentHashMap[ResultPartitionID, java.util.List[PendingViewRequest]]()
@@ -114,6 +121,7 @@ final class ResultPartitionManager {
   def shutdown(): Unit = {
     shutDown = true
     partitions.keySet().asScala.toList.foreach(releasePartition(_, null))
+    fileReaders.clear()
   }
 }
 

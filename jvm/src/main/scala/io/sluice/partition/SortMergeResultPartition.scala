@@ -142,13 +142,18 @@ final class SortMergeResultPartition(
     file.abortWriting()
   }
 
-  override def createSubpartitionView(start: Int, end: Int, listener: BufferAvailabilityListener): ResultSubpartitionView = {
+  override def createSubpartitionView(start: Int, end: Int, listener: BufferAvailabilityListener): ResultSubpartitionView =
+    createSubpartitionView(start, end, listener, None)
+
+  /** A view reading through `readers`' kept file handles (the server's event loops) or its own. */
+  def createSubpartitionView(start: Int, end: Int, listener: BufferAvailabilityListener,
+      readers: Option[PartitionFileReaderCache]): ResultSubpartitionView = {
     if (!isFinished) throw new IllegalStateException(s"$this is not complete yet; blocking partitions are read once finished")
     if (isReleased) throw new ProducerFailedException(partitionId, failureCause)
     if (start < 0 || end > numSubpartitions || start >= end) {
       throw new IndexOutOfBoundsException(s"$this has no subpartitions [$start, $end)")
     }
-    val view = new BlockingSubpartitionView(this, start, end)
+    val view = new BlockingSubpartitionView(this, start, end, readers)
     listener.notifyDataAvailable()
     view
   }

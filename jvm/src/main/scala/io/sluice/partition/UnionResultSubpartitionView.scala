@@ -69,9 +69,12 @@ object UnionResultSubpartitionView {
    * Opens a view on each of `inputs` ((partition, subpartition start, end), each a finished
    * blocking partition registered in `manager`). Throws PartitionNotFoundException for the first
    * missing one, IllegalArgumentException for a pipelined one, after releasing what it opened.
+   * `sharedFiles`: the views read through the manager's kept file handles (only for the server's
+   * event loops, never a task thread, which an interrupt could make close a shared handle).
    */
   def open(manager: ResultPartitionManager, inputs: IndexedSeq[(ResultPartitionID, Int, Int)],
-      listener: BufferAvailabilityListener): UnionResultSubpartitionView = {
+      listener: BufferAvailabilityListener, sharedFiles: Boolean): UnionResultSubpartitionView = {
+    val readers = if (sharedFiles) Some(manager.fileReaders) else None
     val opened = new scala.collection.mutable.ArrayBuffer[ResultSubpartitionView](inputs.size)
     try {
       inputs.foreach { case (id, start, end) =>
@@ -80,7 +83,10 @@ object UnionResultSubpartitionView {
           throw new IllegalArgumentException(s"Result partition ($id) is pipelined: its subpartitions are requested one " +
             "channel each, not together with others")
         }
-        opened += p.createSubpartitionView(start, end, listener)
+        opened += (p match {
+          case s: SortMergeResultPartition => s.createSubpartitionView(start, end, listener, readers)
+          case other => other.createSubpartitionView(start, end, listener)
+        })
       }
     } catch {
       case e: Throwable =>

@@ -31,7 +31,7 @@ final class TestingExecutor(
 
   val conf: SluiceConf = SluiceConf(TestingExecutor.DefaultSettings ++ settings)
   val networkBufferPool = new NetworkBufferPool(numSegments, conf.segmentSize)
-  val partitionManager = new ResultPartitionManager
+  val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles))
 
   /** `transportSettings` over the defaults, or a TransportConf made by Spark (sparkTransportConf). */
   val transportConf: TransportConf = if (sparkTransportConf != null) sparkTransportConf

@@ -442,6 +442,77 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
     }
   }
 
+  test("the server's views share one kept handle per file: opened once for many readers, bounded, closed on delete or idle") {
+    assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
+    withNetworkBufferPool(64, Segment) { global =>
+      withTempDir { dir =>
+        val cache = new PartitionFileReaderCache(2)
+        val ps = (0 until 3).map(i => partition(global, dir, 3, poolMax = 2, producerId = i))
+        ps.foreach { p => write(p, 20 * 1024, maxRecord = 2000); p.finish() }
+        val expected = ps.map(p => readRange(p, 0, 3))
+        def readThroughCache(p: SortMergeResultPartition, start: Int, end: Int): Seq[Array[Byte]] = {
+          val view = p.createSubpartitionView(start, end, NoOpBufferAvailabilityListener, Some(cache))
+          val reader = new TestingElementReader
+          drain(view, reader)
+          reader.records
+        }
+        assert(openUnder(dir) == 0)
+
+        // Three readers of one file, one after another: one handle, kept between them.
+        val first = cache.acquire(ps(0).file)
+        assert(cache.acquire(ps(0).file) eq first, "a kept reader is handed out again")
+        first.release(); first.release()
+        for (_ <- 0 until 3) assert(sameRecords(readThroughCache(ps(0), 0, 3), expected(0)))
+        assert(cache.size == 1 && openUnder(dir) == 1, "one handle kept for the readers to come")
+        assert(cache.acquire(ps(0).file) eq first, "still the handle the first reader opened")
+        first.release()
+
+        // A view still reading a file the cache drops keeps its handle open until it is done.
+        val lingering = ps(0).createSubpartitionView(1, 2, NoOpBufferAvailabilityListener, Some(cache))
+        val held = lingering.getNextBuffer()
+        assert(held.spilled != null)
+        assert(sameRecords(readThroughCache(ps(1), 0, 3), expected(1)))
+        assert(sameRecords(readThroughCache(ps(2), 0, 3), expected(2)))
+        assert(cache.size == 2, "at most the cache's capacity kept")
+        assert(openUnder(dir) == 3, "the least recently read file was dropped, but its reader still holds it open")
+        val rest = new TestingElementReader
+        rest.feed(readSpilled(held.spilled, None))
+        drain(lingering, rest)
+        assert(openUnder(dir) == 2, "closed once its last reader was done")
+
+        // Deleting a file closes its kept handle at once: no handle holds a deleted file's space.
+        ps(1).release(null)
+        assert(cache.size == 1 && openUnder(dir) == 1)
+        // Idle files are closed by the executor's sweep; recently read ones stay.
+        cache.closeIdle(System.nanoTime() - 60L * 1000000000L)
+        assert(cache.size == 1 && openUnder(dir) == 1, "read within the last minute: kept")
+        cache.closeIdle(System.nanoTime())
+        assert(cache.size == 0 && openUnder(dir) == 0, "no reader since: closed")
+        assert(sameRecords(readThroughCache(ps(2), 0, 3), expected(2)), "a closed file is opened again when read")
+        ps.foreach(_.release(null))
+        assert(cache.size == 0 && openUnder(dir) == 0 && dir.listFiles().isEmpty)
+      }
+    }
+  }
+
+  test("a cache of capacity 0 keeps nothing: each reader opens and closes its own handle") {
+    assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
+    withNetworkBufferPool(64, Segment) { global =>
+      withTempDir { dir =>
+        val cache = new PartitionFileReaderCache(0)
+        val p = partition(global, dir, 1, poolMax = 2)
+        write(p, 20 * 1024, maxRecord = 2000)
+        p.finish()
+        val view = p.createSubpartitionView(0, 1, NoOpBufferAvailabilityListener, Some(cache))
+        val reader = new TestingElementReader
+        drain(view, reader)
+        assert(sameRecords(reader.records, readRange(p, 0, 1)))
+        assert(cache.size == 0 && openUnder(dir) == 0)
+        p.release(null)
+      }
+    }
+  }
+
   test("a FileRegion keeps its reader's handle open after the view ended and closes it when Netty releases it") {
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withNetworkBufferPool(64, Segment) { global =>

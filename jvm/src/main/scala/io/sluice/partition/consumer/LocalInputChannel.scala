@@ -56,7 +56,7 @@ final class LocalInputChannel(
           view = partitionManager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
         else {
           val u = UnionResultSubpartitionView.open(partitionManager,
-            inputs.map(in => (in.partitionId, in.subpartitionStart, in.subpartitionEnd)), this)
+            inputs.map(in => (in.partitionId, in.subpartitionStart, in.subpartitionEnd)), this, sharedFiles = false)
           if (released) u.releaseAllResources() else union = u
         }
       } catch {

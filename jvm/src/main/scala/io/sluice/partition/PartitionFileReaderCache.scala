@@ -1,0 +1,111 @@
+package io.sluice.partition
+
+/**
+ * The finished partition files the executor's Sluice server keeps open between readers (at most
+ * `capacity`, spark.sluice.network.maxOpenPartitionFiles, least recently read closed first, and
+ * none longer than about a second after its last reader came: an idle executor holds no partition
+ * file open, see [[closeIdle]]). Every
+ * reduce task reads each map output of the executor once, so without it a file is opened and
+ * closed once per reader: 600,000 times in a job of 1500 maps and 400 reducers, for reads of a
+ * hundred bytes each. With it, a file is opened once for every reader that comes while it is kept.
+ *
+ * Only the server's event loops read through it. A task thread reading local data keeps a handle of
+ * its own ([[PartitionFileReader.open]]): an interrupted thread closes the NIO channel it reads
+ * from (Spark interrupts cancelled tasks), which must not break the other readers of a shared one.
+ *
+ * Each kept reader holds one reference of its own (see [[PartitionFileReader]]): a reader that is
+ * dropped (evicted, or its file deleted) stays open until the views and FileRegions that took it
+ * have released it, and then closes. A deleted file's reader is dropped at once, so its disk
+ * space is not held. Thread-safe; the lock covers map updates only, never a system call.
+ */
+final class PartitionFileReaderCache(val capacity: Int) {
+  require(capacity >= 0, s"a cache of $capacity open files")
+
+  /** Kept readers with the time of their last acquire, least recently acquired first. */
+  private val open = new java.util.LinkedHashMap[PartitionFile, PartitionFileReaderCache.Kept](16, 0.75f, true)
+
+  /**
+   * A reference to a reader of finished `file`, kept or newly opened; the caller releases it.
+   * Fails with an IOException when the file was released or cannot be opened.
+   */
+  def acquire(file: PartitionFile): PartitionFileReader = {
+    file.checkReadable()
+    if (capacity == 0) return PartitionFileReader.open(file)
+    val now = System.nanoTime()
+    val kept = synchronized {
+      val k = open.get(file)
+      if (k == null) null else { k.lastUsed = now; k.reader }
+    }
+    if (kept != null && kept.tryRetain()) return kept
+    val opened = PartitionFileReader.open(file) // the caller's reference
+    var drop: PartitionFileReader = null
+    val result = synchronized {
+      val other = open.get(file) // kept by another thread meanwhile (a kept reader holds the cache's reference)
+      if (other != null && other.reader.tryRetain()) { drop = opened; other.reader }
+      else {
+        opened.tryRetain() // the cache's reference
+        open.put(file, new PartitionFileReaderCache.Kept(opened, now))
+        if (open.size > capacity) {
+          val eldest = open.entrySet().iterator()
+          drop = eldest.next().getValue.reader
+          eldest.remove()
+        }
+        opened
+      }
+    }
+    if (drop != null) drop.release()
+    // The file's delete looks for its kept reader after marking the file deleted; this looks for
+    // the mark after keeping the reader (both volatile), so one of the two drops it.
+    file.readerCache = this
+    if (file.isDeleted) forget(file)
+    result
+  }
+
+  /** Drops `file`'s kept reader, if any (its file was deleted). */
+  def forget(file: PartitionFile): Unit = {
+    val k = synchronized(open.remove(file))
+    if (k != null) k.reader.release()
+  }
+
+  /**
+   * Drops the readers no reader acquired since `idleSinceNanos` (System.nanoTime); the executor
+   * calls it periodically, so files are kept while a stage reads them and closed once it is done.
+   */
+  def closeIdle(idleSinceNanos: Long): Unit = {
+    val idle = synchronized {
+      val out = new java.util.ArrayList[PartitionFileReader]()
+      val it = open.values().iterator()
+      var done = false
+      while (!done && it.hasNext) {
+        val k = it.next()
+        if (k.lastUsed - idleSinceNanos < 0) { out.add(k.reader); it.remove() }
+        else done = true // access order: the rest were acquired later
+      }
+      out
+    }
+    idle.forEach(_.release())
+  }
+
+  /** Files kept open now. */
+  def size: Int = synchronized(open.size)
+
+  /** Drops every kept reader (the executor stops). */
+  def clear(): Unit = {
+    val all = synchronized {
+      val rs = new java.util.ArrayList[PartitionFileReader](open.size)
+      open.values().forEach(k => rs.add(k.reader))
+      open.clear()
+      rs
+    }
+    all.forEach(_.release())
+  }
+}
+
+object PartitionFileReaderCache {
+
+  /** How long a kept file stays open after its last reader came (the executor sweeps twice as often). */
+  val IdleMs = 1000L
+
+  /** A kept reader and when it was last acquired (guarded by the cache's lock). */
+  private final class Kept(val reader: PartitionFileReader, var lastUsed: Long)
+}
