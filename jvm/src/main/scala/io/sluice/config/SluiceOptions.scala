@@ -194,15 +194,15 @@ object SluiceOptions {
   }
 
   val MaxOpenPartitionFiles: ConfigOption[Int] = opt("spark.sluice.network.maxOpenPartitionFiles",
-    "max_open_partition_files", IntType, 1024, "(none: a Sluice extension)", Effect.ExecutorStart,
+    "max_open_partition_files", IntType, 4096, "(none: a Sluice extension)", Effect.ExecutorStart,
     between(0, 1 << 20)) {
     """Most finished map-output files an executor's Sluice server keeps open between the reduce
-      |tasks that read them, the least recently read closed first: each file is then opened once
-      |for many readers instead of once per reader (a job of 1500 maps and 400 reducers otherwise
-      |opens and closes files 600,000 times). Each counts against the executor's open-file limit
-      |(ulimit -n). A file is closed about a second after its last reader came, and at once when
-      |its shuffle is released, so an idle executor holds none open. 0 opens a file for every
-      |reader."""
+      |tasks that read them, and at most a quarter of the executor's open-file limit (ulimit -n):
+      |each kept file is opened once for many readers instead of once per reader (a job of 1500
+      |maps and 400 reducers otherwise opens and closes files 600,000 times). Beyond it, files are
+      |opened for each reader. A file is closed about a second after its last reader came, and at
+      |once when its shuffle is released, so an idle executor holds none open. 0 opens a file for
+      |every reader."""
   }
 
   // ---- observability ------------------------------------------------------------------------

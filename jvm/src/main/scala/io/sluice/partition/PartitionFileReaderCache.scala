@@ -1,22 +1,29 @@
 package io.sluice.partition
 
+import java.lang.management.ManagementFactory
+
 /**
- * The finished partition files the executor's Sluice server keeps open between readers (at most
- * `capacity`, spark.sluice.network.maxOpenPartitionFiles, least recently read closed first, and
- * none longer than about a second after its last reader came: an idle executor holds no partition
- * file open, see [[closeIdle]]). Every
+ * The finished partition files the executor's Sluice server keeps open between readers. Every
  * reduce task reads each map output of the executor once, so without it a file is opened and
  * closed once per reader: 600,000 times in a job of 1500 maps and 400 reducers, for reads of a
  * hundred bytes each. With it, a file is opened once for every reader that comes while it is kept.
+ *
+ * It keeps at most `capacity` files (spark.sluice.network.maxOpenPartitionFiles, bounded by the
+ * process's open-file limit, see [[PartitionFileReaderCache.effectiveCapacity]]). When full, a file
+ * that is not kept is opened for its reader alone, and nothing kept is dropped for it: a stage's
+ * reducers all read the executor's map outputs in the same order, a scan that would make a
+ * least-recently-used cache smaller than the scan drop every file just before its next reader came.
+ * A kept file is closed about a second after its last reader came ([[closeIdle]], run by the
+ * executor), which makes room for the next stage's files, so an idle executor holds no partition
+ * file open; and at once when it is deleted, so no handle holds a deleted file's disk space.
  *
  * Only the server's event loops read through it. A task thread reading local data keeps a handle of
  * its own ([[PartitionFileReader.open]]): an interrupted thread closes the NIO channel it reads
  * from (Spark interrupts cancelled tasks), which must not break the other readers of a shared one.
  *
  * Each kept reader holds one reference of its own (see [[PartitionFileReader]]): a reader that is
- * dropped (evicted, or its file deleted) stays open until the views and FileRegions that took it
- * have released it, and then closes. A deleted file's reader is dropped at once, so its disk
- * space is not held. Thread-safe; the lock covers map updates only, never a system call.
+ * dropped (idle, or its file deleted) stays open until the views and FileRegions that took it have
+ * released it, and then closes. Thread-safe; the lock covers map updates only, never a system call.
  */
 final class PartitionFileReaderCache(val capacity: Int) {
   require(capacity >= 0, s"a cache of $capacity open files")
@@ -42,14 +49,10 @@ final class PartitionFileReaderCache(val capacity: Int) {
     val result = synchronized {
       val other = open.get(file) // kept by another thread meanwhile (a kept reader holds the cache's reference)
       if (other != null && other.reader.tryRetain()) { drop = opened; other.reader }
+      else if (open.size >= capacity) opened // full: this reader is the caller's alone
       else {
         opened.tryRetain() // the cache's reference
         open.put(file, new PartitionFileReaderCache.Kept(opened, now))
-        if (open.size > capacity) {
-          val eldest = open.entrySet().iterator()
-          drop = eldest.next().getValue.reader
-          eldest.remove()
-        }
         opened
       }
     }
@@ -102,6 +105,16 @@ final class PartitionFileReaderCache(val capacity: Int) {
 }
 
 object PartitionFileReaderCache {
+
+  /**
+   * `configured` bounded by a quarter of this process's open-file limit (where the JVM can tell):
+   * kept files must leave room for Spark's sockets, jars and spill files.
+   */
+  def effectiveCapacity(configured: Int): Int = ManagementFactory.getOperatingSystemMXBean match {
+    case unix: com.sun.management.UnixOperatingSystemMXBean =>
+      math.max(0L, math.min(configured.toLong, unix.getMaxFileDescriptorCount / 4)).toInt
+    case _ => configured
+  }
 
   /** How long a kept file stays open after its last reader came (the executor sweeps twice as often). */
   val IdleMs = 1000L

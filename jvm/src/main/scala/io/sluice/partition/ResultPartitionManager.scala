@@ -20,7 +20,7 @@ import io.sluice.config.SluiceOptions
 final class ResultPartitionManager(maxOpenFiles: Int = SluiceOptions.MaxOpenPartitionFiles.default) {
 
   /** The partition files the server's event loops keep open between readers. */
-  val fileReaders = new PartitionFileReaderCache(maxOpenFiles)
+  val fileReaders = new PartitionFileReaderCache(PartitionFileReaderCache.effectiveCapacity(maxOpenFiles))
 
   private val partitions = new ConcurrentHashMap[ResultPartitionID, ResultPartition]()
   private val pending = new ConcurrentHashMap[ResultPartitionID, java.util.List[PendingViewRequest]]()

@@ -442,7 +442,7 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
     }
   }
 
-  test("the server's views share one kept handle per file: opened once for many readers, bounded, closed on delete or idle") {
+  test("the server's views share one kept handle per file: opened once for many readers, bounded, closed when idle or deleted") {
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
@@ -467,31 +467,48 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
         assert(cache.acquire(ps(0).file) eq first, "still the handle the first reader opened")
         first.release()
 
-        // A view still reading a file the cache drops keeps its handle open until it is done.
+        // Full: a further file is opened for its reader alone, and nothing kept is dropped for it
+        // (reducers read the files in the same order; dropping the oldest would miss every time).
+        assert(sameRecords(readThroughCache(ps(1), 0, 3), expected(1)))
+        assert(cache.size == 2 && openUnder(dir) == 2)
+        assert(sameRecords(readThroughCache(ps(2), 0, 3), expected(2)))
+        assert(cache.size == 2 && openUnder(dir) == 2, "the file beyond the capacity was closed after its reader")
+        assert(cache.acquire(ps(0).file) eq first, "the kept files stay")
+        first.release()
+
+        // Idle files are closed by the executor's sweep, recently read ones stay; a view still
+        // reading a dropped file keeps its handle open until it is done.
         val lingering = ps(0).createSubpartitionView(1, 2, NoOpBufferAvailabilityListener, Some(cache))
         val held = lingering.getNextBuffer()
         assert(held.spilled != null)
-        assert(sameRecords(readThroughCache(ps(1), 0, 3), expected(1)))
-        assert(sameRecords(readThroughCache(ps(2), 0, 3), expected(2)))
-        assert(cache.size == 2, "at most the cache's capacity kept")
-        assert(openUnder(dir) == 3, "the least recently read file was dropped, but its reader still holds it open")
+        cache.closeIdle(System.nanoTime() - 60L * 1000000000L)
+        assert(cache.size == 2 && openUnder(dir) == 2, "read within the last minute: kept")
+        cache.closeIdle(System.nanoTime())
+        assert(cache.size == 0 && openUnder(dir) == 1, "no reader since: dropped, but the lingering view holds one")
         val rest = new TestingElementReader
         rest.feed(readSpilled(held.spilled, None))
         drain(lingering, rest)
-        assert(openUnder(dir) == 2, "closed once its last reader was done")
+        assert(openUnder(dir) == 0, "closed once its last reader was done")
+        assert(sameRecords(readThroughCache(ps(2), 0, 3), expected(2)), "a closed file is opened again when read")
+        assert(cache.size == 1 && openUnder(dir) == 1, "and kept again, there being room")
 
         // Deleting a file closes its kept handle at once: no handle holds a deleted file's space.
-        ps(1).release(null)
-        assert(cache.size == 1 && openUnder(dir) == 1)
-        // Idle files are closed by the executor's sweep; recently read ones stay.
-        cache.closeIdle(System.nanoTime() - 60L * 1000000000L)
-        assert(cache.size == 1 && openUnder(dir) == 1, "read within the last minute: kept")
-        cache.closeIdle(System.nanoTime())
-        assert(cache.size == 0 && openUnder(dir) == 0, "no reader since: closed")
-        assert(sameRecords(readThroughCache(ps(2), 0, 3), expected(2)), "a closed file is opened again when read")
+        ps(2).release(null)
+        assert(cache.size == 0 && openUnder(dir) == 0)
         ps.foreach(_.release(null))
         assert(cache.size == 0 && openUnder(dir) == 0 && dir.listFiles().isEmpty)
       }
+    }
+  }
+
+  test("the kept files are bounded by a quarter of the process's open-file limit") {
+    java.lang.management.ManagementFactory.getOperatingSystemMXBean match {
+      case unix: com.sun.management.UnixOperatingSystemMXBean =>
+        val limit = unix.getMaxFileDescriptorCount
+        assert(limit >= 64, s"open-file limit $limit")
+        assert(PartitionFileReaderCache.effectiveCapacity(Int.MaxValue) == limit / 4)
+        assert(PartitionFileReaderCache.effectiveCapacity(16) == 16)
+      case other => cancel(s"no open-file limit to read from $other")
     }
   }
 

@@ -39,6 +39,20 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
+  /**
+   * `n` map outputs on A, each with `records` records of `size` bytes in subpartition 0 (none in
+   * the others), and a reader on B of every output's subpartition 0 that read the first two outputs
+   * and paused.
+   */
+  private def pausedReader(a: TestingExecutor, b: TestingExecutor, id: Int => ResultPartitionID, n: Int, records: Int,
+      size: Int): (IndexedSeq[SortMergeResultPartition], SingleInputGate, TestingGateReader) = {
+    val outputs = (0 until n).map(i => output(a, id(i), s => if (s == 0) records else 0, _ => size))
+    val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
+    val reader = new TestingGateReader(gate)
+    while (!gate.hasInputEnded(1)) assert(reader.readOne())
+    (outputs, gate, reader)
+  }
+
   private def remoteChannel(gate: SingleInputGate): RemoteInputChannel =
     (0 until gate.numberOfChannels).map(gate.channel).collect { case r: RemoteInputChannel => r }.head
 
@@ -85,10 +99,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
   test("a partition released after some outputs were read fails the channel; the blamed output is one not fully read") {
     withReaderAndProducer { (a, b) =>
       // About 5 segments per output: the credit window cannot hold the whole stream.
-      val outputs = (0 until 12).map(i => output(a, ResultPartitionID(22, i), s => if (s == 0) 100 else 0, _ => 200))
-      val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
-      val reader = new TestingGateReader(gate)
-      while (!gate.hasInputEnded(1)) assert(reader.readOne())
+      val (outputs, gate, reader) = pausedReader(a, b, ResultPartitionID(22, _), 12, records = 100, size = 200)
       a.partitionManager.releasePartition(outputs(9).partitionId, new RuntimeException("lost disk"))
       val e = intercept[InputChannelException](reader.readAll())
       assert(e.getCause.isInstanceOf[ProducerFailedException], e.toString)
@@ -102,10 +113,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     withReaderAndProducer { (a, b) =>
       // Two ~1 KB records per output: a 4 KiB frame packs a few outputs, so the frame holding
       // output 80 is read (several files into one buffer) long after the reader paused.
-      val outputs = (0 until 100).map(i => output(a, ResultPartitionID(25, i), s => if (s == 0) 2 else 0, _ => 1000))
-      val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
-      val reader = new TestingGateReader(gate)
-      while (!gate.hasInputEnded(1)) assert(reader.readOne())
+      val (outputs, gate, reader) = pausedReader(a, b, ResultPartitionID(25, _), 100, records = 2, size = 1000)
       val connection = b.clientChannelTo(a)
       val raf = new java.io.RandomAccessFile(outputs(80).file.path, "rw")
       try raf.setLength(0)
