@@ -6,6 +6,7 @@ import io.netty.buffer.ByteBuf
 import io.netty.channel.ChannelHandler.Sharable
 import io.netty.channel.{ChannelHandlerContext, ChannelOutboundHandlerAdapter, ChannelPromise, FileRegion}
 import io.netty.handler.ssl.SslHandler
+import io.sluice.partition.SpilledBuffer
 
 /**
  * Turns [[NettyMessage]]s into frames (the encoding half of Flink's NettyMessageEncoder). A
@@ -33,92 +34,84 @@ private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAda
     case other => ctx.write(other, promise)
   }
 
-  private def writeBufferResponse(ctx: ChannelHandlerContext, r: BufferResponse, promise: ChannelPromise): Unit = {
-    var header: ByteBuf = null
+  private def writeBufferResponse(ctx: ChannelHandlerContext, r: BufferResponse, promise: ChannelPromise): Unit =
+    if (r.data != null) writeInMemory(ctx, r, promise)
+    else if (behindTls(ctx)) writeCopied(ctx, r, Seq(r.spilled), promise)
+    else writeHeaderThenRegion(ctx, r, r.spilled, promise)
+
+  /** A PackedBufferResponse packing several stored buffers is copied into one frame; one alone keeps sendfile. */
+  private def writePackedBufferResponse(ctx: ChannelHandlerContext, r: PackedBufferResponse, promise: ChannelPromise): Unit =
+    if (r.spilled.size > 1 || (r.spilled.nonEmpty && behindTls(ctx))) writeCopied(ctx, r, r.spilled, promise)
+    else writeHeaderThenRegion(ctx, r, r.spilled.headOption.orNull, promise)
+
+  /** TLS cannot encrypt a FileRegion. */
+  private def behindTls(ctx: ChannelHandlerContext): Boolean = ctx.pipeline().get(classOf[SslHandler]) != null
+
+  /** The frame's fields into a new buffer with room for `payload` more bytes after them. */
+  private def header(ctx: ChannelHandlerContext, m: PayloadResponse, payload: Int): ByteBuf = {
+    val buf = ctx.alloc().directBuffer(NettyMessage.FrameHeaderLength + m.encodedLength + payload)
+    NettyMessage.writeFrameHeader(buf, m.frameLength, m.id)
+    m.encode(buf)
+    buf
+  }
+
+  /** An in-memory payload: a composite of the header and the payload slice, nothing copied. */
+  private def writeInMemory(ctx: ChannelHandlerContext, r: BufferResponse, promise: ChannelPromise): Unit = {
     var payload: ByteBuf = r.data
+    try {
+      val h = header(ctx, r, 0)
+      val frame = ctx.alloc().compositeDirectBuffer(2)
+      frame.addComponents(true, h, payload)
+      payload = null
+      ctx.write(frame, promise)
+    } catch {
+      case e: Throwable =>
+        if (payload != null) payload.release()
+        promise.tryFailure(e)
+    }
+  }
+
+  /**
+   * The header, then `stored` (null: none) as a FileRegion of its file, sent with sendfile. The
+   * file is opened before the header is written, so one that cannot be opened fails only this
+   * frame's reader ([[UnreadablePayloadException]]).
+   */
+  private def writeHeaderThenRegion(ctx: ChannelHandlerContext, m: PayloadResponse, stored: SpilledBuffer,
+      promise: ChannelPromise): Unit = {
     var region: FileRegion = null
     try {
-      if (payload == null && r.spilled != null) {
-        // Anything the file throws here fails this buffer's reader before a byte of its frame is out.
-        try {
-          if (ctx.pipeline().get(classOf[SslHandler]) != null) {
-            payload = ctx.alloc().directBuffer(r.payloadSize)
-            r.spilled.readInto(payload)
-          } else region = r.spilled.toFileRegion
-        } catch {
-          case NonFatal(e) => throw new UnreadablePayloadException(r.receiverId, e, r.payloadSize.toLong)
-        }
+      if (stored != null) {
+        try region = stored.toFileRegion
+        catch { case NonFatal(e) => throw new UnreadablePayloadException(m.receiverId, e, m.payloadSize.toLong) }
       }
-      header = ctx.alloc().directBuffer(NettyMessage.FrameHeaderLength + r.encodedLength)
-      NettyMessage.writeFrameHeader(header, r.frameLength, r.id)
-      r.encode(header)
-      if (payload != null) {
-        val frame = ctx.alloc().compositeDirectBuffer(2)
-        frame.addComponents(true, header, payload)
-        header = null; payload = null
-        ctx.write(frame, promise)
-      } else {
-        ctx.write(header)
-        header = null
+      val h = header(ctx, m, 0)
+      if (region == null) ctx.write(h, promise)
+      else {
+        ctx.write(h)
         val sending = region
         region = null
         ctx.write(sending, promise)
       }
     } catch {
       case e: Throwable =>
-        if (header != null) header.release()
-        if (payload != null) payload.release()
         if (region != null) region.release()
         promise.tryFailure(e)
     }
   }
 
-  private def writePackedBufferResponse(ctx: ChannelHandlerContext, r: PackedBufferResponse, promise: ChannelPromise): Unit = {
-    if (r.spilled.size > 1 || (r.spilled.nonEmpty && ctx.pipeline().get(classOf[SslHandler]) != null)) {
-      writePackedCopy(ctx, r, promise)
-    } else {
-      var header: ByteBuf = null
-      var region: FileRegion = null
-      try {
-        if (r.spilled.nonEmpty) {
-          try region = r.spilled.head.toFileRegion
-          catch { case NonFatal(e) => throw new UnreadablePayloadException(r.receiverId, e, r.payloadSize.toLong) }
-        }
-        header = ctx.alloc().directBuffer(NettyMessage.FrameHeaderLength + r.encodedLength)
-        NettyMessage.writeFrameHeader(header, r.frameLength, r.id)
-        r.encode(header)
-        val h = header
-        header = null
-        if (region == null) ctx.write(h, promise)
-        else {
-          ctx.write(h)
-          val sending = region
-          region = null
-          ctx.write(sending, promise)
-        }
-      } catch {
-        case e: Throwable =>
-          if (header != null) header.release()
-          if (region != null) region.release()
-          promise.tryFailure(e)
-      }
-    }
-  }
-
   /**
-   * A frame packing several stored buffers (or behind TLS, any): header and payload in one buffer,
-   * each stored buffer read into it with one positional read, then one write. Hundred-byte map
+   * Header and payload in one buffer, each stored buffer read into it with one positional read,
+   * then one write: behind TLS, and for a frame packing several stored buffers (hundred-byte map
    * outputs would otherwise cost a sendfile(2) and a TCP segment each; the frame is at most one
-   * receiver buffer long, so the copy is small. Nothing is sent unless every stored buffer was read.
+   * receiver buffer long, so the copy is small). Nothing is sent unless every stored buffer was read.
    */
-  private def writePackedCopy(ctx: ChannelHandlerContext, r: PackedBufferResponse, promise: ChannelPromise): Unit = {
+  private def writeCopied(ctx: ChannelHandlerContext, m: PayloadResponse, stored: Seq[SpilledBuffer],
+      promise: ChannelPromise): Unit = {
     var frame: ByteBuf = null
     try {
-      frame = ctx.alloc().directBuffer(NettyMessage.FrameHeaderLength + r.encodedLength + r.payloadSize)
-      NettyMessage.writeFrameHeader(frame, r.frameLength, r.id)
-      r.encode(frame)
-      try r.spilled.foreach(_.readInto(frame))
-      catch { case NonFatal(e) => throw new UnreadablePayloadException(r.receiverId, e, r.payloadSize.toLong) }
+      frame = header(ctx, m, m.payloadSize)
+      try stored.foreach(_.readInto(frame))
+      catch { case NonFatal(e) => throw new UnreadablePayloadException(m.receiverId, e, m.payloadSize.toLong) }
       val f = frame
       frame = null
       ctx.write(f, promise)

@@ -45,22 +45,25 @@ final class PartitionFileReaderCache(val capacity: Int) {
     }
     if (kept != null && kept.tryRetain()) return kept
     val opened = PartitionFileReader.open(file) // the caller's reference
-    var drop: PartitionFileReader = null
+    var keptNow = false
     val result = synchronized {
       val other = open.get(file) // kept by another thread meanwhile (a kept reader holds the cache's reference)
-      if (other != null && other.reader.tryRetain()) { drop = opened; other.reader }
+      if (other != null && other.reader.tryRetain()) other.reader
       else if (open.size >= capacity) opened // full: this reader is the caller's alone
       else {
         opened.tryRetain() // the cache's reference
         open.put(file, new PartitionFileReaderCache.Kept(opened, now))
+        keptNow = true
         opened
       }
     }
-    if (drop != null) drop.release()
-    // The file's delete looks for its kept reader after marking the file deleted; this looks for
-    // the mark after keeping the reader (both volatile), so one of the two drops it.
-    file.readerCache = this
-    if (file.isDeleted) forget(file)
+    if (result ne opened) opened.release()
+    if (keptNow) {
+      // The file's delete looks for its kept reader after marking the file deleted; this looks for
+      // the mark after keeping the reader (both volatile), so one of the two drops it.
+      file.readerCache = this
+      if (file.isDeleted) forget(file)
+    }
     result
   }
 
