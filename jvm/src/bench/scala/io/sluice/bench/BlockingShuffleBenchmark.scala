@@ -16,6 +16,7 @@ import io.sluice.partition.{
 import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocation}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
+import org.apache.spark.shuffle.sluice.internal.TransportConfOverlay
 import org.apache.spark.unsafe.Platform
 
 /**
@@ -113,9 +114,9 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
     subpartitions: Int, recordSize: Int, totalBytes: Long, hashBased: (Int, Int) => Boolean) {
   import BlockingShuffleBenchmark.Result
 
-  private val transportConf = new TransportConf("sluice",
-    new MapConfigProvider(java.util.Map.of(
-        "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1")))
+  private val transportConf = TransportConfOverlay(new TransportConf("sluice",
+      new MapConfigProvider(java.util.Map.of(
+          "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1"))), conf)
   private val dir = Files.createTempDirectory("sluice-blocking-bench").toFile
 
   private final class Executor(val id: String) {

@@ -14,6 +14,7 @@ import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocati
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
 import io.sluice.writer.{ChannelSelector, OutputFlusher, RecordSerializer, RecordWriter, SerializedRecord}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
+import org.apache.spark.shuffle.sluice.internal.TransportConfOverlay
 import org.apache.spark.unsafe.Platform
 
 /**
@@ -150,9 +151,9 @@ object TransportBenchmark {
 final class TransportBenchmark(conf: SluiceConf) {
   import TransportBenchmark._
 
-  private val transportConf = new TransportConf("sluice",
-    new MapConfigProvider(java.util.Map.of(
-        "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1")))
+  private val transportConf = TransportConfOverlay(new TransportConf("sluice",
+      new MapConfigProvider(java.util.Map.of(
+          "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1"))), conf)
 
   private final class Executor(val id: String) {
     val pool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)

@@ -19,10 +19,9 @@ import org.apache.spark.network.util.TransportConf
  *
  * Thread-safe.
  *
- * @param transportConf Spark's settings for module "sluice" (SparkTransportConf.fromSparkConf in
- *                      Spark; `new TransportConf("sluice", new MapConfigProvider(...))` in tests).
- *                      spark.sluice.network.serverThreads / clientThreads / connectTimeout are laid
- *                      over its spark.sluice.io.* keys ([[TransportConfOverlay]]).
+ * @param transportConf Spark's settings for module "sluice", finished by the Spark boundary (which
+ *                      lays spark.sluice.network.serverThreads / clientThreads / connectTimeout over
+ *                      its spark.sluice.io.* keys and checks TLS keys); used as given.
  * @param bindHost      the address the server binds (and that producers' locations advertise)
  * @param sparkPipeline the names of the handlers Spark's TransportContext installs, which the
  *                      upgrade to the Sluice protocol replaces (given by the Spark boundary)
@@ -38,8 +37,7 @@ final class NettyConnectionManager(
   /** What crosses this executor's connections; tests check the flow-control invariants here. */
   val counters = new TransportCounters
 
-  // Spark-configuration surgery: Sluice's settings laid over Spark's TransportConf.
-  private val tconf = TransportConfOverlay(transportConf, conf)
+  private val tconf = transportConf
 
   val server = new NettyServer(conf, tconf, partitionManager, auth.map(_._1), bindHost, sparkPipeline, counters)
   val clientFactory = new PartitionRequestClientFactory(conf, tconf, auth, bindHost, sparkPipeline, counters)
@@ -51,7 +49,6 @@ final class NettyConnectionManager(
   def start(): Int = synchronized {
     if (started) throw new IllegalStateException("The Sluice connection manager is already started")
     if (shutDown) throw new IllegalStateException("The Sluice connection manager is shut down")
-    TransportConfOverlay.checkTls(tconf)
     val port = server.start()
     clientFactory.start()
     started = true

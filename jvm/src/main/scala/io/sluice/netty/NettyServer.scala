@@ -26,7 +26,7 @@ import org.apache.spark.network.util.TransportConf
  * connections' event loops.
  *
  * @param transportConf Spark's settings for module "sluice", Sluice's thread counts laid over
- *                      ([[TransportConfOverlay]])
+ *                      (laid over by the Spark boundary)
  * @param keys          Spark's secret lookup when spark.authenticate is on
  * @param bindHost      the address the server binds (and that producers' locations advertise)
  * @param sparkPipeline the names of the handlers Spark installs, which the upgrade replaces

@@ -38,7 +38,7 @@ import org.apache.spark.network.util.TransportConf
  * Thread-safe.
  *
  * @param transportConf Spark's settings for module "sluice", Sluice's thread counts and connect
- *                      timeout laid over ([[TransportConfOverlay]])
+ *                      timeout laid over (laid over by the Spark boundary)
  * @param auth          Spark's secret lookup and the application id when spark.authenticate is on
  * @param threadPrefix  names the connector threads (the executor's bind address)
  * @param sparkPipeline the names of the handlers Spark installs, which the upgrade replaces

@@ -12,7 +12,7 @@ import io.sluice.partition._
 import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocation, SingleInputGate}
 import org.apache.spark.network.sasl.SecretKeyHolder
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
-import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
 import org.apache.spark.unsafe.Platform
 
 /**
@@ -34,8 +34,10 @@ final class TestingExecutor(
   val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles))
 
   /** `transportSettings` over the defaults, or a TransportConf made by Spark (sparkTransportConf). */
-  val transportConf: TransportConf = if (sparkTransportConf != null) sparkTransportConf
-  else new TransportConf("sluice", new MapConfigProvider((TestingExecutor.DefaultTransport ++ transportSettings).asJava))
+  val transportConf: TransportConf = TransportConfOverlay(
+    if (sparkTransportConf != null) sparkTransportConf
+    else new TransportConf("sluice", new MapConfigProvider((TestingExecutor.DefaultTransport ++ transportSettings).asJava)),
+    conf)
   val connectionManager = new NettyConnectionManager(conf, transportConf, partitionManager, auth, "127.0.0.1",
     SparkInternals.TransportPipeline)
   val port: Int = connectionManager.start()

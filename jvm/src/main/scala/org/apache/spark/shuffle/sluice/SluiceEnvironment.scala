@@ -6,7 +6,7 @@ import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.partition.PartitionFileCipher
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
-import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
 
 /**
  * The executor JVM's single [[ShuffleEnvironment]], started on first use (the first map or reduce
@@ -98,7 +98,8 @@ private[sluice] object SluiceEnvironment extends Logging {
     val host = SparkInternals.blockManagerId.host
     val cores = conf.getInt("spark.executor.cores", Runtime.getRuntime.availableProcessors())
     val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None
-    val transport = TransportSettings(SparkInternals.transportConf(conf, cores), auth, host, SparkInternals.TransportPipeline)
+    val transportConf = TransportConfOverlay(SparkInternals.transportConf(conf, cores), sluice)
+    val transport = TransportSettings(transportConf, auth, host, SparkInternals.TransportPipeline)
     val cipher = fileCipher(conf, SparkInternals.ioEncryptionKey)
     val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport,
       cipher)

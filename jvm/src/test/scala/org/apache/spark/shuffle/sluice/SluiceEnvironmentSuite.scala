@@ -2,7 +2,8 @@ package org.apache.spark.shuffle.sluice
 
 import io.sluice.NettyLeakDetection
 import io.sluice.config.{SluiceConf, SluiceOptions}
-import io.sluice.netty.{PartitionRequestClientFactory, TransportConfOverlay}
+import io.sluice.netty.PartitionRequestClientFactory
+import org.apache.spark.shuffle.sluice.internal.TransportConfOverlay
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.SparkConf
 import org.scalatest.funsuite.AnyFunSuite

@@ -10,7 +10,7 @@ import io.sluice.netty.NettyConnectionManager
 import io.sluice.partition.ResultPartitionManager
 import io.sluice.partition.consumer.{GateInput, InputGateFactory}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
-import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
 import org.apache.spark.{HashPartitioner, ShuffleDependency, SparkContext}
 import org.apache.spark.network.sasl.SecretKeyHolder
 import org.apache.spark.rdd.RDD
@@ -73,7 +73,8 @@ object TestingDataPlaneProbe {
           override def getSaslUser(appId: String): String = "sparkSaslUser"
           override def getSecretKey(appId: String): String = s
         }, conf.getAppId))
-    val connections = new NettyConnectionManager(sluice, SparkInternals.transportConf(conf, 1), partitions, auth, "127.0.0.1",
+    val connections = new NettyConnectionManager(sluice, TransportConfOverlay(SparkInternals.transportConf(conf, 1), sluice),
+      partitions, auth, "127.0.0.1",
       SparkInternals.TransportPipeline)
     val values = Seq.newBuilder[Long]
     var error: String = null

@@ -103,8 +103,6 @@ object SparkInternalsAllowlist {
         "the engine's connections are Spark TransportContexts configured by a TransportConf (the adapter builds it)"),
       Allowed("org.apache.spark.network.sasl.SecretKeyHolder", Seq("io.sluice.**"),
         "Spark's shared secret, which the engine's connections authenticate with (the adapter hands it over)"),
-      Allowed("org.apache.spark.network.util.ConfigProvider", Seq("io.sluice.**"),
-        "the engine lays its thread and timeout settings over the TransportConf it is given"),
       Allowed("org.apache.spark.network.util.MapConfigProvider", Seq("io.sluice.**"),
         "Spark's default TransportConf for engine tools and tests that run without Spark")),
     Seq("TransportContext", "server.TransportServer", "client.TransportClient", "client.TransportClientFactory",

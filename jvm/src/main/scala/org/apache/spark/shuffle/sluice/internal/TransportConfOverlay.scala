@@ -1,22 +1,23 @@
-package io.sluice.netty
+package org.apache.spark.shuffle.sluice.internal
 
 import scala.jdk.CollectionConverters._
 
 import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.netty.PartitionRequestClientFactory
 import org.apache.spark.network.util.{ConfigProvider, TransportConf}
 
 /**
- * The Spark-configuration surgery of the transport, in one place: Sluice's own network settings
- * laid over Spark's TransportConf for module "sluice", and the check that TLS has its keys. It
- * reads and rebuilds Spark's configuration, and belongs with the Spark boundary; the engine only
- * receives the TransportConf it returns. Stateless.
+ * The Spark-configuration surgery of the transport, in one place on the Spark boundary: Sluice's own
+ * network settings laid over Spark's TransportConf for module "sluice", checked for TLS keys. The engine's [[io.sluice.netty.NettyConnectionManager]] receives the finished
+ * TransportConf. Stateless.
  */
 object TransportConfOverlay {
 
   /**
    * `base` with Sluice's thread counts and connect timeout laid over its `spark.<module>.io.*`
    * keys: a positive Sluice setting wins; 0 keeps the TransportConf's own value when it has one,
-   * else min(cores, 8).
+   * else min(cores, 8). Refuses spark.ssl.rpc.enabled without the keys it needs, naming them
+   * (Spark's own check says only that keys were not found).
    */
   def apply(base: TransportConf, conf: SluiceConf): TransportConf = {
     val module = base.getModuleName
@@ -28,14 +29,12 @@ object TransportConfOverlay {
       s"spark.$module.io.serverThreads" -> threads(conf.get(SluiceOptions.ServerThreads), base.serverThreads()).toString,
       s"spark.$module.io.clientThreads" -> threads(conf.get(SluiceOptions.ClientThreads), base.clientThreads()).toString,
       s"spark.$module.io.connectionCreationTimeout" -> s"${connectSeconds}s")
-    new TransportConf(module, new OverlayConfigProvider(base, overrides))
+    val finished = new TransportConf(module, new OverlayConfigProvider(base, overrides))
+    checkTls(finished)
+    finished
   }
 
-  /**
-   * Refuses spark.ssl.rpc.enabled without the keys it needs, naming them (Spark's own check says
-   * only that keys were not found).
-   */
-  def checkTls(tconf: TransportConf): Unit = if (tconf.sslRpcEnabled() && !tconf.sslRpcEnabledAndKeysAreValid()) {
+  private def checkTls(tconf: TransportConf): Unit = if (tconf.sslRpcEnabled() && !tconf.sslRpcEnabledAndKeysAreValid()) {
     val missing =
       if (tconf.sslRpcOpenSslEnabled()) s"spark.ssl.rpc.privateKey (${tconf.sslRpcPrivateKey()}) and " +
       s"spark.ssl.rpc.certChain (${tconf.sslRpcCertChain()}) are not both existing files (with " +
