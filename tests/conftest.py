@@ -50,6 +50,7 @@ GROUPS_FILE = "SLUICE_TEST_GROUPS_FILE"
 LONGEST_FIRST = (
     IN_PROCESS,
     "tests/test_cluster.py",
+    "tests/test_yarn.py",
     "tests/test_real_shapes.py",
     "tests/test_blocking_shuffle.py",
     "tests/test_connect_history.py",

@@ -7,7 +7,7 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.metrics.ShuffleMetricRegistry
-import io.sluice.netty.{NettyConnectionManager, SparkPipelineNames}
+import io.sluice.netty.{NettyConnectionManager, PortRange, SparkPipelineNames}
 import io.sluice.partition._
 import io.sluice.partition.consumer._
 import io.sluice.writer.OutputFlusher
@@ -52,7 +52,7 @@ final class ShuffleEnvironment(
   /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */
   val metrics = new ShuffleMetricRegistry(executorId, networkBufferPool)
   val connectionManager = new NettyConnectionManager(conf, transport.transportConf, partitionManager, transport.auth,
-    transport.bindHost, transport.sparkPipeline)
+    transport.bindHost, transport.sparkPipeline, transport.portMaxRetries)
 
   /** The port of this executor's Sluice server (advertised in MapStatus locations). */
   val serverPort: Int =
@@ -208,10 +208,11 @@ final case class PartitionExport(file: File, length: Long, index: Array[Byte])
  * How an executor's transport is set up: Spark's TransportConf for module "sluice" (I/O mode,
  * TLS, crypto), the shared secret and application id when spark.authenticate is on, the address
  * the server binds and advertises, and the names of the handlers Spark's TransportContext puts in
- * a pipeline (which the Spark boundary knows and the engine does not).
+ * a pipeline (which the Spark boundary knows and the engine does not), and spark.port.maxRetries
+ * (how many ports above spark.sluice.network.port the server tries).
  */
 final case class TransportSettings(transportConf: TransportConf, auth: Option[(SecretKeyHolder, String)], bindHost: String,
-    sparkPipeline: SparkPipelineNames)
+    sparkPipeline: SparkPipelineNames, portMaxRetries: Int = PortRange.DefaultMaxRetries)
 
 object TransportSettings {
 

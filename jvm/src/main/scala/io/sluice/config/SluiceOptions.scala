@@ -130,7 +130,10 @@ object SluiceOptions {
 
   val Port: ConfigOption[Int] = opt("spark.sluice.network.port", "port", IntType, 0,
     "taskmanager.data.port", Effect.ExecutorStart, between(0, 65535)) {
-    """Port of the executor's Sluice server; 0 picks a free one (the port travels in MapStatus)."""
+    """Port of the executor's Sluice server; 0 picks a free one (the port travels in MapStatus). A
+      |non-zero port is a base: when it is in use the server tries the next ports, up to
+      |spark.port.maxRetries more (Spark's default 16), as Spark's own services do, so several
+      |executors on one host (YARN, standalone workers) share one known range."""
   }
 
   val ServerThreads: ConfigOption[Int] = opt("spark.sluice.network.serverThreads", "server_threads",

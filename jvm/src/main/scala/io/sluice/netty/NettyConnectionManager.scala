@@ -25,6 +25,7 @@ import org.apache.spark.network.util.TransportConf
  * @param bindHost      the address the server binds (and that producers' locations advertise)
  * @param sparkPipeline the names of the handlers Spark's TransportContext installs, which the
  *                      upgrade to the Sluice protocol replaces (given by the Spark boundary)
+ * @param portMaxRetries spark.port.maxRetries, for the server's [[PortRange]]
  */
 final class NettyConnectionManager(
     conf: SluiceConf,
@@ -32,20 +33,22 @@ final class NettyConnectionManager(
     partitionManager: ResultPartitionManager,
     auth: Option[(SecretKeyHolder, String)],
     bindHost: String,
-    sparkPipeline: SparkPipelineNames) {
+    sparkPipeline: SparkPipelineNames,
+    portMaxRetries: Int = PortRange.DefaultMaxRetries) {
 
   /** What crosses this executor's connections; tests check the flow-control invariants here. */
   val counters = new TransportCounters
 
   private val tconf = transportConf
 
-  val server = new NettyServer(conf, tconf, partitionManager, auth.map(_._1), bindHost, sparkPipeline, counters)
+  val server = new NettyServer(conf, tconf, partitionManager, auth.map(_._1), bindHost, sparkPipeline, counters,
+    portMaxRetries)
   val clientFactory = new PartitionRequestClientFactory(conf, tconf, auth, bindHost, sparkPipeline, counters)
 
   @volatile private var started = false
   @volatile private var shutDown = false
 
-  /** Binds the server (spark.sluice.network.port; 0 picks a free port) and returns its port. */
+  /** Binds the server (the first free port of spark.sluice.network.port's [[PortRange]]) and returns its port. */
   def start(): Int = synchronized {
     if (started) throw new IllegalStateException("The Sluice connection manager is already started")
     if (shutDown) throw new IllegalStateException("The Sluice connection manager is shut down")

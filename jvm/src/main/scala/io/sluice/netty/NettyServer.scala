@@ -30,6 +30,8 @@ import org.apache.spark.network.util.TransportConf
  * @param keys          Spark's secret lookup when spark.authenticate is on
  * @param bindHost      the address the server binds (and that producers' locations advertise)
  * @param sparkPipeline the names of the handlers Spark installs, which the upgrade replaces
+ * @param portMaxRetries spark.port.maxRetries: how many ports above spark.sluice.network.port
+ *                       [[start]] tries ([[PortRange]])
  */
 final class NettyServer(
     conf: SluiceConf,
@@ -38,7 +40,8 @@ final class NettyServer(
     keys: Option[SecretKeyHolder],
     bindHost: String,
     sparkPipeline: SparkPipelineNames,
-    counters: TransportCounters) {
+    counters: TransportCounters,
+    portMaxRetries: Int = PortRange.DefaultMaxRetries) {
 
   private val maxFrameLength = conf.get(SluiceOptions.MaxFrameLength).toInt
   private val segmentSize = conf.get(SluiceOptions.SegmentSize).toInt
@@ -53,7 +56,10 @@ final class NettyServer(
   @volatile private var server: TransportServer = _
   @volatile private var shutDown = false
 
-  /** Binds the server (spark.sluice.network.port; 0 picks a free port) and returns its port. */
+  /**
+   * Binds the server to the first free port of spark.sluice.network.port's [[PortRange]] (0 picks
+   * a free port) and returns it.
+   */
   def start(): Int = synchronized {
     if (server != null) throw new IllegalStateException("The Sluice server is already started")
     if (shutDown) throw new IllegalStateException("The Sluice server is shut down")
@@ -63,7 +69,9 @@ final class NettyServer(
       case Some(k) => java.util.List.of(new AuthServerBootstrap(transportConf, k))
       case None => java.util.List.of()
     }
-    server = context.createServer(bindHost, conf.get(SluiceOptions.Port), bootstraps)
+    server = PortRange(conf.get(SluiceOptions.Port), portMaxRetries).bind(bindHost) { port =>
+      context.createServer(bindHost, port, bootstraps)
+    }
     server.getPort
   }
 

@@ -3,6 +3,7 @@ package org.apache.spark.shuffle.sluice
 import io.sluice.{ShuffleEnvironment, TransportSettings}
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.netty.PortRange
 import io.sluice.partition.PartitionFileCipher
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
@@ -99,14 +100,17 @@ private[sluice] object SluiceEnvironment extends Logging {
     val cores = conf.getInt("spark.executor.cores", Runtime.getRuntime.availableProcessors())
     val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None
     val transportConf = TransportConfOverlay(SparkInternals.transportConf(conf, cores), sluice)
-    val transport = TransportSettings(transportConf, auth, host, SparkInternals.TransportPipeline)
+    val transport = TransportSettings(transportConf, auth, host, SparkInternals.TransportPipeline,
+      conf.getInt(PortRange.MaxRetriesKey, PortRange.DefaultMaxRetries))
     val cipher = fileCipher(conf, SparkInternals.ioEncryptionKey)
     val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport,
       cipher)
     val tls = transport.transportConf.sslRpcEnabled()
     val security = Seq("authenticated" -> auth.isDefined, "TLS" -> tls).collect { case (what, true) => what }
+    val base = sluice.get(SluiceOptions.Port)
+    val retried = if (base != 0 && env.serverPort != base) s" (${SluiceOptions.Port.key}=$base in use, retried upward)" else ""
     logInfo(s"Started Sluice's shuffle environment on executor ${SparkInternals.executorId}: server $host:" +
-      s"${env.serverPort}${if (security.nonEmpty) security.mkString(" (", ", ", ")") else ""}, " +
+      s"${env.serverPort}$retried${if (security.nonEmpty) security.mkString(" (", ", ", ")") else ""}, " +
       s"${cipher.fold("")(c => s"blocking partition files encrypted ($c), ")}${sluice.numberOfSegments} network " +
       s"buffers of ${sluice.segmentSize} bytes, hung peers detected after " +
       s"${sluice.get(SluiceOptions.HeartbeatTimeout)}ms of silence")

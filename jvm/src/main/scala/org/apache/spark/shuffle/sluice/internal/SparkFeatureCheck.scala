@@ -49,7 +49,10 @@ private[sluice] object SparkFeatureCheck {
       found += "spark.shuffle.service.enabled=true: the external shuffle service cannot serve Sluice's map " +
         "outputs, which live in the executors that wrote them, and Spark would keep a lost executor's outputs " +
         "registered as if the service still held them. Set spark.shuffle.service.enabled=false; for dynamic " +
-        "allocation use spark.dynamicAllocation.shuffleTracking.enabled=true instead."
+        "allocation use spark.dynamicAllocation.shuffleTracking.enabled=true instead. On YARN, where " +
+        "spark-defaults.conf often enables it for the NodeManagers' spark_shuffle auxiliary service, pass " +
+        "--conf spark.shuffle.service.enabled=false --conf spark.dynamicAllocation.shuffleTracking.enabled=true " +
+        "with this application (the auxiliary service can keep serving other applications)."
     }
     if (f.pushBasedShuffle) {
       found += "spark.shuffle.push.enabled=true: push-based shuffle merges map outputs in external shuffle " +

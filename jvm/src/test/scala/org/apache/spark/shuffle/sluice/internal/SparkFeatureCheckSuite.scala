@@ -31,6 +31,11 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
     assert(m.contains("spark.shuffle.service.enabled=true"), m)
     assert(m.contains("Set spark.shuffle.service.enabled=false"), m)
     assert(m.contains("spark.dynamicAllocation.shuffleTracking.enabled=true instead"), m)
+    // On YARN the setting usually comes from spark-defaults.conf, for the NodeManagers' auxiliary service.
+    assert(m.contains("On YARN"), m)
+    assert(m.contains("NodeManagers' spark_shuffle auxiliary service"), m)
+    assert(m.contains("--conf spark.shuffle.service.enabled=false --conf " +
+        "spark.dynamicAllocation.shuffleTracking.enabled=true"), m)
     assert(m.contains("remove spark.shuffle.manager"), m)
   }
 
