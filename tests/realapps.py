@@ -6,13 +6,10 @@ reasons), so a test can tell a FetchFailed from a timeout and a retried stage fr
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -44,17 +41,10 @@ def build_session(shuffle: str, app: str, options: Dict[str, str], conf: Dict[st
 
 
 def dev_cluster() -> ModuleType:
-    """dev/cluster (the multi-host test cluster), imported as a module."""
-    name = "sluice_dev_cluster"
-    if name not in sys.modules:
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dev", "cluster")
-        loader = importlib.machinery.SourceFileLoader(name, path)
-        spec = importlib.util.spec_from_loader(name, loader)
-        assert spec is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # before running it: its dataclasses look themselves up there
-        loader.exec_module(module)
-    return sys.modules[name]
+    """dev/cluster's tool (the multi-host test cluster), ``sluice_bench.netcluster``."""
+    from sluice_bench import netcluster
+
+    return netcluster
 
 
 def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:

@@ -513,6 +513,35 @@ def test_cli_lists_the_benchmarks() -> None:
     )
     assert spec["heavy"]["rows"] == batch.QUICK_HEAVY_ROWS and spec["tpch"]["queries"] == [1, 6]
     assert spec["conf"]["spark.sql.adaptive.enabled"] == "false"
+    assert spec["builtin_conf"] == {}
+    tuned = batch.spec_for(
+        argparse.Namespace(
+            quick=True,
+            heavy_rows=None,
+            scale=None,
+            queries="1",
+            no_heavy=False,
+            no_tpch=True,
+            memory="1024",
+            sort_conf=["spark.shuffle.sort.bypassMergeThreshold=0"],
+        )
+    )
+    # Only the sort shuffle's runs get it (build_session applies builtin_conf to them alone).
+    assert tuned["builtin_conf"] == {"spark.shuffle.sort.bypassMergeThreshold": "0"}
+    assert "spark.shuffle.sort.bypassMergeThreshold" not in tuned["conf"]
+    with pytest.raises(batch.BenchError, match="--sort-conf takes a Spark setting"):
+        batch.spec_for(
+            argparse.Namespace(
+                quick=True,
+                heavy_rows=None,
+                scale=None,
+                queries="1",
+                no_heavy=False,
+                no_tpch=True,
+                memory="1024",
+                sort_conf=["bypassMergeThreshold"],
+            )
+        )
     done = subprocess.run([sys.executable, "-m", "sluice_bench", "scale", "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: sluice-bench scale") and "--groups" in done.stdout
@@ -569,3 +598,41 @@ def test_modules_import_each_other_without_cycles() -> None:
         return []
 
     assert not [cycle for module in sorted(graph) if (cycle := cycle_from(module, []))]
+
+
+def test_headline_numbers_agree_with_their_json() -> None:
+    """README.md's and docs/benchmarks.md's headline tables say exactly what the result JSON says."""
+    from sluice_bench import headlines
+
+    root = Path(__file__).resolve().parent.parent
+    assert headlines.stale_pages(root) == [], "run: python -m sluice_bench.headlines"
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    batch_result = headlines.load(root, headlines.BATCH)
+    tpch = batch_result["summary"]["settings"]["off64"]["tpch_ratio"]
+    assert f"| **{tpch:.2f}** |" in readme
+    # The slower cases the issue named are in the data and therefore on the page.
+    assert "TPC-H Q14 alone, AQE off, 64 partitions: **1.29**" in readme
+    assert "TPC-H Q6 alone, Spark's defaults: **1.19**" in readme
+    assert "on two hosts at 10 Gbit/s links: **1.08**" in readme
+
+
+def test_headline_check_fails_on_an_edited_number(tmp_path: Path) -> None:
+    from sluice_bench import headlines
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "docs" / "benchmarks").mkdir(parents=True)
+    for page in headlines.PAGES:
+        (tmp_path / page).write_text((root / page).read_text(encoding="utf-8"), encoding="utf-8")
+    for result in {h.result for h in headlines.HEADLINES} | {headlines.BATCH, headlines.CLUSTER}:
+        (tmp_path / "docs" / "benchmarks" / result).write_text(
+            (root / "docs" / "benchmarks" / result).read_text(encoding="utf-8"), encoding="utf-8"
+        )
+    assert headlines.stale_pages(tmp_path) == []
+    readme = tmp_path / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    tpch = headlines.load(root, headlines.BATCH)["summary"]["settings"]["off64"]["tpch_ratio"]
+    readme.write_text(text.replace(f"| **{tpch:.2f}** |", "| **0.50** |", 1), encoding="utf-8")
+    assert headlines.stale_pages(tmp_path) == ["README.md"]
+    assert headlines.main(["--root", str(tmp_path), "--check"]) == 1
+    assert headlines.main(["--root", str(tmp_path)]) == 0
+    assert headlines.stale_pages(tmp_path) == []

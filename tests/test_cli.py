@@ -12,7 +12,8 @@ from typing import List
 
 import pytest
 import sluice
-from sluice.cli import main, submit_command, submit_environment, submit_master
+from sluice._submit import split, submit_command, submit_environment, submit_master
+from sluice.cli import connect_server_command, main, submit_command_line
 from sluice.config import PLUGIN, SHUFFLE_MANAGER, spark_conf
 
 
@@ -162,7 +163,6 @@ def test_submit_to_a_cluster_keeps_the_users_address_and_spark_home(args: list[s
     env = submit_environment(USER_ENV, args)
     assert env["SPARK_HOME"] == "/opt/spark"
     assert env["SPARK_LOCAL_IP"] == "10.1.2.3"
-    assert env["PYSPARK_PYTHON"] == sys.executable
     without_ip = submit_environment({"PATH": "/usr/bin"}, args)
     assert "SPARK_LOCAL_IP" not in without_ip  # Spark picks the host's address itself
 
@@ -193,3 +193,63 @@ def test_submit_finds_the_master_where_spark_submit_does(tmp_path: Path) -> None
     assert submit_master(["app.py"], {"SPARK_CONF_DIR": str(conf_dir)}) == "yarn"
     env = submit_environment({"SPARK_HOME": str(tmp_path)}, ["app.py"])
     assert env["SPARK_HOME"] == str(tmp_path) and "SPARK_LOCAL_IP" not in env
+
+
+def test_submit_gives_this_interpreter_only_to_what_runs_on_this_machine() -> None:
+    # Standalone: the hosts share this environment's layout (as dev/cluster's do).
+    standalone = submit_environment({}, ["--master", "spark://m:7077", "app.py"])
+    assert standalone["PYSPARK_PYTHON"] == standalone["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    # YARN and Kubernetes: executors run their hosts' or images' Python; a client-mode driver runs here.
+    for master in ("yarn", "k8s://https://kube:6443"):
+        client = submit_environment({}, ["--master", master, "app.py"])
+        assert "PYSPARK_PYTHON" not in client and client["PYSPARK_DRIVER_PYTHON"] == sys.executable
+        cluster = submit_environment({}, ["--master", master, "--deploy-mode", "cluster", "app.py"])
+        assert "PYSPARK_PYTHON" not in cluster and "PYSPARK_DRIVER_PYTHON" not in cluster
+        by_conf = submit_environment({}, ["--master", master, "--conf", "spark.submit.deployMode=cluster", "app.py"])
+        assert "PYSPARK_DRIVER_PYTHON" not in by_conf
+    # The user's own choice is kept.
+    assert (
+        submit_environment({"PYSPARK_PYTHON": "/opt/py"}, ["--master", "yarn", "app.py"])["PYSPARK_PYTHON"] == "/opt/py"
+    )
+
+
+def test_one_walker_reads_spark_submits_options() -> None:
+    options, application = split(["--master", "yarn", "--verbose", "--conf=a.b=c", "-c", "d=e", "app.py", "--x", "y"])
+    assert [(o.name, o.value) for o in options] == [
+        ("--master", "yarn"),
+        ("--verbose", ""),
+        ("--conf", "a.b=c"),
+        ("-c", "d=e"),
+    ]
+    assert [o.conf() for o in options] == [None, None, ("a.b", "c"), ("d", "e")]
+    assert application == ["app.py", "--x", "y"]
+    assert split(["--master", "yarn"]) == (split(["--master", "yarn"])[0], [])
+
+
+def test_submit_takes_sluices_options_before_the_application() -> None:
+    command = submit_command_line(
+        "spark-submit",
+        ["--buffer-timeout", "10ms", "--prometheus", "--master", "local[2]", "app.py", "--buffer-timeout", "x"],
+    )
+    assert "spark.sluice.bufferTimeout=10ms" in command
+    assert "spark.metrics.conf.*.sink.prometheusServlet.path=/metrics/prometheus" in command
+    # Sluice's options are not passed on; the application's own arguments are untouched.
+    assert command[-5:] == ["--master", "local[2]", "app.py", "--buffer-timeout", "x"]
+    assert command.count("--buffer-timeout") == 1
+    with pytest.raises(SystemExit, match="spark.sluice.memory.segmentSize"):
+        submit_command_line("spark-submit", ["--segment-size", "3k", "app.py"])
+    with pytest.raises(SystemExit, match="usage: sluice submit"):
+        submit_command_line("spark-submit", ["--buffer-timeout", "10ms"])
+    port = submit_command_line("spark-submit", ["--sluice-port", "7070", "app.py"])
+    assert "spark.sluice.network.port=7070" in port
+
+
+def test_connect_server_flags_name_which_port_they_set() -> None:
+    command = connect_server_command("spark-submit", ["--connect-port", "15010", "--sluice-port", "7070"], {})
+    assert "spark.connect.grpc.binding.port=15010" in command
+    assert "spark.sluice.network.port=7070" in command
+    for ambiguous in (["--port", "7070"], ["--port=7070"]):
+        with pytest.raises(SystemExit, match="--port is ambiguous here; use --sluice-port"):
+            connect_server_command("spark-submit", ambiguous, {})
+    with pytest.raises(SystemExit, match="--port is ambiguous"):
+        submit_command_line("spark-submit", ["--port", "7070", "app.py"])

@@ -158,7 +158,8 @@ def test_bad_value_names_option_key_and_value(name: str, key: str, value: object
     ],
 )
 def test_sizes_are_normalised(value: object, rendered: str) -> None:
-    assert spark_conf(segment_size=value)["spark.sluice.memory.segmentSize"] == rendered
+    # A frame must hold a segment and its headers (checked as the JVM does): room for the largest here.
+    assert spark_conf(segment_size=value, max_frame_length="32m")["spark.sluice.memory.segmentSize"] == rendered
 
 
 def test_sizes_above_a_gigabyte() -> None:
@@ -278,3 +279,72 @@ def test_spark_features_sluice_cannot_serve_stop_the_application_at_start() -> N
     assert "Set spark.shuffle.service.enabled=false" in lines[0], lines[0]
     assert "spark.dynamicAllocation.shuffleTracking.enabled=true instead" in lines[0], lines[0]
     assert "Set spark.shuffle.push.enabled=false" in lines[1], lines[1]
+
+
+def _jvm_verdicts(lines: "list[str]") -> "list[str]":
+    """SluiceConf's verdict ('OK' or its message) on each line of key=value settings, in one JVM."""
+    import os
+    from pathlib import Path
+
+    import pyspark
+    from sessions import TEST_JAR
+
+    if not TEST_JAR.is_file():
+        raise RuntimeError(f"{TEST_JAR} is missing: build it with `run_gradle testJar` (dev/test does)")
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    classpath = os.pathsep.join([str(TEST_JAR), sluice.jar_path(), f"{jars}/*"])
+    done = subprocess.run(
+        ["java", "-cp", classpath, "io.sluice.config.TestingConfCheck"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_python_applies_the_jvms_rules_between_options_on_both_sides_of_every_boundary() -> None:
+    """Every AtLeast rule of the generated table, just below and at its bound, for several values of
+    the option it refers to: sluice.configure's check and SluiceConf's agree, with the same message."""
+    from sluice import _options
+
+    table = _options.options()
+    by_key = {option.key: option for option in table.values()}
+    cases: "list[Dict[str, str]]" = []
+    rules = [(option, rule) for option in table.values() for rule in option.at_least]
+    assert {(o.python, by_key[r.reference].python) for o, r in rules} >= {
+        ("network_memory", "segment_size"),
+        ("max_frame_length", "segment_size"),
+    }
+    for option, rule in rules:
+        reference = by_key[rule.reference]
+        for ref_value in (reference.default, "64k", "1m"):
+            _, ref_bytes = _options._parse_bytes(reference, ref_value)
+            assert ref_bytes is not None
+            least = rule.factor * ref_bytes + rule.plus
+            for value in (least - 1, least):
+                try:
+                    _options.render(option, value)  # valid on its own, so only the rule decides
+                except ValueError:
+                    continue
+                cases.append({rule.reference: ref_value, option.key: _options.render(option, value)})
+    assert len(cases) >= 8
+    jvm = _jvm_verdicts([" ".join(f"{k}={v}" for k, v in case.items()) for case in cases])
+    for case, verdict in zip(cases, jvm):
+        try:
+            _options.check_combinations(case)
+            python = "OK"
+        except ValueError as e:
+            python = str(e).split(" (Sluice options ")[0]
+        assert python == verdict, case
+    assert sum(v == "OK" for v in jvm) and sum(v != "OK" for v in jvm)  # both sides were reached
+
+
+def test_configure_refuses_a_segment_larger_than_a_frame_before_spark_starts() -> None:
+    with pytest.raises(ValueError, match=r"spark\.sluice\.network\.maxFrameLength: must be at least") as refused:
+        spark_conf(segment_size="1m")
+    assert "max_frame_length and segment_size" in str(refused.value)
+    assert spark_conf(segment_size="1m", max_frame_length="2m")["spark.sluice.network.maxFrameLength"] == "2m"
+    with pytest.raises(ValueError, match="two segments"):
+        spark_conf(segment_size="64k", network_memory="64k")

@@ -1,4 +1,4 @@
-"""The suite's own deadline (conftest.py): a test phase that hangs fails, saying so, once its
+"""The suite's own deadline (plugins/deadline.py): a test phase that hangs fails, saying so, once its
 deadline passes, and every process it started is killed (here a stand-in for an application that
 left its own process group behind), while the processes that were there before are left alone."""
 
@@ -43,6 +43,7 @@ def alive(pid: int) -> bool:
 def test_a_hung_test_fails_at_its_deadline_and_what_it_started_is_killed(tmp_path: Path) -> None:
     for helper in ("conftest.py", "processes.py", "sessions.py"):
         shutil.copy(HERE / helper, tmp_path / helper)
+    shutil.copytree(HERE / "plugins", tmp_path / "plugins", ignore=shutil.ignore_patterns("__pycache__"))
     pids = tmp_path / "pids"
     (tmp_path / "test_hanging.py").write_text(HANGING.replace("{pids}", str(pids)))
     bystander = subprocess.Popen(["sleep", "300"])  # this process's child from before: not the test's

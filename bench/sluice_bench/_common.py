@@ -84,6 +84,18 @@ def sluice_options(args: Any) -> Dict[str, str]:
     return dict(option.split("=", 1) for option in getattr(args, "option", None) or [])
 
 
+def sort_conf(args: Any) -> Dict[str, str]:
+    """The ``--sort-conf KEY=VALUE`` pairs of a ``sluice bench`` command line: Spark settings for
+    the sort shuffle's runs only; a pair without ``=`` or a key outside ``spark.`` is a BenchError."""
+    pairs: Dict[str, str] = {}
+    for item in getattr(args, "sort_conf", None) or []:
+        key, has_value, value = str(item).partition("=")
+        if not has_value or not key.startswith("spark."):
+            raise BenchError(f"--sort-conf takes a Spark setting as KEY=VALUE (spark.*), got {item!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
 # --- the machine ------------------------------------------------------------------------------
 
 

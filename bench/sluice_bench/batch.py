@@ -37,6 +37,7 @@ from sluice_bench._common import (
     run_plan,
     save_result,
     sluice_options,
+    sort_conf,
     spread,
     subtitle_of,
 )
@@ -76,6 +77,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--memory", default="3072", help="executor memory in MiB (local-cluster[2,1,MEM])")
     parser.add_argument(
+        "--sort-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the sort shuffle's runs only, e.g. spark.shuffle.sort.bypassMergeThreshold=0 "
+        "(a tuned sort shuffle); repeatable",
+    )
+    parser.add_argument(
         "--settings",
         default=",".join(SETTINGS),
         help="the settings to run, each in its own applications: off64 (AQE off, 64 shuffle partitions), "
@@ -102,6 +111,8 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
         "conf": {"spark.driver.memory": "2g", **SETTINGS[setting]["conf"]},
         "setting": setting,
         "sluice_options": sluice_options(args),
+        # build_session applies these to the sort shuffle's runs only.
+        "builtin_conf": sort_conf(args),
         "heavy": None if args.no_heavy else {"rows": rows, "partitions": 16},
         "tpch": None,
         "scale": scale,

@@ -16,17 +16,15 @@ host received in the sampling intervals of that window in which its link carried
 of the configured rate, over the length of those intervals; the stage's mean rate (all bytes
 over the whole window) and the best one-second rate are reported beside it.
 
-Needs root (network namespaces) and dev/cluster from a Sluice checkout (run from the checkout's
-root, or ``--cluster-tool PATH``). Goals, at each rate: Sluice at most 0.90 of the sort
-shuffle's time (all jobs), and Sluice's shuffle traffic at least 0.90 of the link rate while the
+Needs root (network namespaces); the cluster is dev/cluster's tool, :mod:`sluice_bench.netcluster`.
+Goals, at each rate: Sluice at most 0.90 of the sort shuffle's time (all jobs), and Sluice's
+shuffle traffic at least 0.90 of the link rate while the
 heavy job's reduce stage reads.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
 import os
 import signal
 import sys
@@ -89,35 +87,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory", default="3g", help="memory per worker, all of it its executor's (default %(default)s)"
     )
-    parser.add_argument(
-        "--cluster-tool",
-        help="dev/cluster of a Sluice checkout (default $SLUICE_ROOT/dev/cluster, else ./dev/cluster)",
-    )
 
 
 # --- the cluster ----------------------------------------------------------------------------
 
 
-def dev_cluster(path: Optional[str] = None) -> ModuleType:
-    """dev/cluster, the test cluster of a Sluice checkout, imported as a module."""
-    if path:
-        candidates = [Path(path)]
-    else:
-        root = os.environ.get("SLUICE_ROOT")
-        candidates = ([Path(root, "dev", "cluster")] if root else []) + [Path("dev", "cluster")]
-    found = next((c for c in candidates if c.is_file()), None)
-    if found is None:
-        raise BenchError(
-            "needs dev/cluster from a Sluice checkout: run it from the checkout's root or pass --cluster-tool "
-            f"PATH (looked at {', '.join(str(c) for c in candidates)})"
-        )
-    name = "sluice_bench_dev_cluster"
-    if name not in sys.modules:
-        loader = importlib.machinery.SourceFileLoader(name, str(found))
-        module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))  # type: ignore[arg-type]
-        sys.modules[name] = module  # its dataclasses look their module up there while it runs
-        loader.exec_module(module)
-    return sys.modules[name]
+def dev_cluster() -> ModuleType:
+    """dev/cluster's tool, the module :mod:`sluice_bench.netcluster`."""
+    from sluice_bench import netcluster
+
+    return netcluster
 
 
 def host_pid(dev: ModuleType, host: Any) -> int:
@@ -369,7 +348,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     if not jobs or [j for j in jobs if j not in JOBS]:
         raise BenchError(f"--jobs takes some of {', '.join(JOBS)}, not {args.jobs!r}")
     rates = [r.strip() for r in str(args.rates).split(",") if r.strip()]
-    dev = dev_cluster(args.cluster_tool)
+    dev = dev_cluster()
     try:
         bits = {rate: float(dev.rate_bits(rate)) for rate in rates}
     except dev.ClusterError as e:

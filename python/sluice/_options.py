@@ -45,6 +45,23 @@ class Option:
     max: Optional[int]
     power_of_two: bool
     valid: str
+    at_least: Tuple["AtLeast", ...] = ()
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """A rule between two size options (the JVM's ``io.sluice.config.AtLeast``): the option it belongs
+    to must be at least ``factor`` × ``reference`` + ``plus`` bytes, because ``why``."""
+
+    reference: str
+    factor: int
+    plus: int
+    why: str
+
+    def formula(self) -> str:
+        times = "" if self.factor == 1 else f"{self.factor} × "
+        extra = "" if self.plus == 0 else f" + {render_bytes(self.plus)}"
+        return f"{times}{self.reference}{extra}"
 
 
 class _Invalid(Exception):
@@ -68,6 +85,10 @@ def options() -> Dict[str, Option]:
             max=row["max"],
             power_of_two=bool(row["power_of_two"]),
             valid=row["valid"],
+            at_least=tuple(
+                AtLeast(rule["reference"], int(rule["factor"]), int(rule["plus"]), rule["why"])
+                for rule in row.get("at_least", [])
+            ),
         )
         table[option.python] = option
     return table
@@ -114,7 +135,36 @@ def spark_settings(options: Mapping[str, object]) -> Dict[str, str]:
     for name, value in options.items():
         option = lookup(name)
         settings[option.key] = render(option, value)
+    check_combinations(settings)
     return settings
+
+
+def check_combinations(settings: Mapping[str, str]) -> None:
+    """Applies the JVM's rules between options (``AtLeast``) to ``{Spark key: rendered value}``, the
+    options not given at their defaults, with the JVM's message.
+
+    Raises:
+        ValueError: naming the option, its value, the rule and the options' Python names.
+    """
+    by_key = {option.key: option for option in options().values()}
+
+    def size(key: str) -> int:
+        _, number = _parse_bytes(by_key[key], settings.get(key, by_key[key].default))
+        assert number is not None
+        return number
+
+    for option in options().values():
+        for rule in option.at_least:
+            if option.key not in settings and rule.reference not in settings:
+                continue  # the defaults hold (the JVM's own start-up check says so)
+            least = rule.factor * size(rule.reference) + rule.plus
+            if size(option.key) < least:
+                raw = settings.get(option.key, option.default)
+                raise ValueError(
+                    f"Invalid value '{raw}' for {option.key}: must be at least {rule.formula()} "
+                    f"({render_bytes(least)}): {rule.why} (Sluice options {option.python} and "
+                    f"{by_key[rule.reference].python})"
+                )
 
 
 def _check_bounds(option: Option, number: int) -> None:

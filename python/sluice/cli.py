@@ -4,11 +4,12 @@ sluice --version                    the installed Sluice version
 sluice jar                          path of the plugin jar
 sluice conf [--buffer-timeout 10ms ...] [--prometheus]
                                     --jars/--conf arguments for spark-submit
-sluice submit [spark-submit args] app.py [app args]
+sluice submit [--buffer-timeout 10ms ...] [spark-submit args] app.py [app args]
                                     pyspark's spark-submit with Sluice switched on (on
                                     loopback for local masters; SPARK_LOCAL_IP and
                                     SPARK_HOME left as they are for a cluster)
-sluice connect-server [--connect-port 15002] [--connect-host ADDR] [--buffer-timeout 10ms ...]
+sluice connect-server [--connect-port 15002] [--connect-host ADDR] [--sluice-port N]
+                      [--buffer-timeout 10ms ...]
                       [spark-submit options]
                                     a Spark Connect server (pyspark's SparkConnectServer,
                                     what start-connect-server.sh runs) with Sluice switched
@@ -29,17 +30,20 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from sluice import _options
-from sluice._version import __version__
-from sluice.config import APPENDED_KEYS, append_to_list, spark_conf
-
-# spark-submit's options that take no value (SparkSubmitOptionParser's switches); every other
-# option takes one, as the next argument or after `=`.
-_SUBMIT_SWITCHES = frozenset(
-    ["--verbose", "-v", "--help", "-h", "--version", "--supervise", "--usage-error", "--load-spark-defaults"]
+from sluice._submit import (
+    SWITCHES,
+    is_cluster_master,
+    split,
+    submit_arguments,
+    submit_command,
+    submit_environment,
+    submit_master,
 )
+from sluice._version import __version__
+from sluice.config import spark_conf
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -102,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser(
         "submit",
-        help="run pyspark's spark-submit with Sluice (all further arguments go to spark-submit)",
+        help="run pyspark's spark-submit with Sluice (Sluice's options as for conf; all others go to spark-submit)",
     )
 
     from sluice import demo
@@ -137,11 +141,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Options whose flag is not their Python name in kebab case: next to spark-submit's and Spark
+# Connect's own options, a bare --port would be ambiguous (it is Sluice's executor port).
+_FLAGS = {"port": "--sluice-port"}
+_AMBIGUOUS = {"--port": "--sluice-port (Sluice's executor port, spark.sluice.network.port)"}
+
+
+def _flag(python: str) -> str:
+    return _FLAGS.get(python, "--" + python.replace("_", "-"))
+
+
 def _add_sluice_options(parser: argparse.ArgumentParser) -> None:
     """Every Sluice option as ``--kebab-case`` (and ``--snake_case``), and ``--prometheus``."""
     for option in _options.options().values():
-        spellings = ["--" + option.python.replace("_", "-")]
-        if "_" in option.python:
+        spellings = [_flag(option.python)]
+        if "_" in option.python and option.python not in _FLAGS:
             spellings.append("--" + option.python)
         parser.add_argument(
             *spellings,
@@ -186,17 +200,58 @@ def connect_server_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def sluice_arguments(
+    parser: argparse.ArgumentParser, args: Sequence[str], command: str
+) -> Tuple[argparse.Namespace, List[str]]:
+    """Sluice's options (``parser``'s) read from the options before the application in ``args``, and
+    what is left for spark-submit: its own options, then the application and the application's
+    arguments, untouched. ``--port`` is refused as ambiguous."""
+    switches = set(SWITCHES) | {"--prometheus"}
+    options, application = split(args, switches)
+    for option in options:
+        if option.name in _AMBIGUOUS:
+            raise SystemExit(f"sluice {command}: {option.name} is ambiguous here; use {_AMBIGUOUS[option.name]}")
+    given = [arg for option in options for arg in option.given]
+    parsed, rest = parser.parse_known_args(given)
+    return parsed, rest + application
+
+
+def sluice_conf(parsed: argparse.Namespace, command: str) -> Dict[str, str]:
+    """The Spark settings of the Sluice options in ``parsed``; a bad one ends the command naming it."""
+    try:
+        return spark_conf(prometheus=parsed.prometheus, **_chosen_options(parsed))
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"sluice {command}: {e}") from None
+
+
+def submit_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sluice submit",
+        allow_abbrev=False,
+        add_help=False,  # --help belongs to spark-submit
+        description="Runs pyspark's spark-submit with Sluice switched on; Sluice's options (as for "
+        "`sluice conf`) go before the application, every other argument goes to spark-submit.",
+    )
+    _add_sluice_options(parser)
+    return parser
+
+
+def submit_command_line(spark_submit: str, args: Sequence[str]) -> List[str]:
+    """The spark-submit command line of ``sluice submit ARGS``."""
+    parsed, rest = sluice_arguments(submit_parser(), args, "submit")
+    if not split(rest)[1]:
+        raise SystemExit("usage: sluice submit [Sluice options] [spark-submit options] app.py [app arguments]")
+    return submit_command(spark_submit, sluice_conf(parsed, "submit"), rest)
+
+
 def connect_server_command(spark_submit: str, args: Sequence[str], environ: Mapping[str, str]) -> List[str]:
     """The spark-submit command line of ``sluice connect-server ARGS``."""
-    parsed, rest = connect_server_parser().parse_known_args(list(args))
+    parsed, rest = sluice_arguments(connect_server_parser(), args, "connect-server")
     if not 0 < parsed.connect_port < 65536:
         raise SystemExit(
             f"sluice connect-server: --connect-port must be a TCP port (1-65535), got {parsed.connect_port}"
         )
-    try:
-        conf = spark_conf(prometheus=parsed.prometheus, **_chosen_options(parsed))
-    except ValueError as e:
-        raise SystemExit(f"sluice connect-server: {e}") from None
+    conf = sluice_conf(parsed, "connect-server")
     stray = [arg for arg in rest if arg in ("--class",) or arg.endswith((".py", ".jar"))]
     if stray:
         raise SystemExit(f"sluice connect-server: runs {CONNECT_SERVER_CLASS} itself; remove {' '.join(stray)}")
@@ -213,8 +268,8 @@ def connect_server_command(spark_submit: str, args: Sequence[str], environ: Mapp
 
 def _connect_server(args: List[str]) -> int:
     spark_submit = _spark_submit("connect-server")
-    env = submit_environment(os.environ, args)
     command = connect_server_command(spark_submit, args, os.environ)
+    env = submit_environment(os.environ, command[1:])
     sys.stdout.flush()
     os.execve(command[0], command, env)
     return 1  # not reached: execve replaces this process
@@ -259,135 +314,10 @@ def _jar() -> str:
         raise SystemExit(f"sluice: {e}") from None
 
 
-def submit_arguments(conf: Dict[str, str]) -> List[str]:
-    """``conf`` as spark-submit arguments: ``--jars <jar>``, then ``--conf key=value`` pairs."""
-    args = ["--jars", conf["spark.jars"]]
-    for key, value in conf.items():
-        if key != "spark.jars":
-            args += ["--conf", f"{key}={value}"]
-    return args
-
-
-def submit_command(spark_submit: str, conf: Dict[str, str], user_args: Sequence[str]) -> List[str]:
-    """The spark-submit command line running ``user_args`` with Sluice.
-
-    Sluice's arguments come first; the user's own ``--jars``, ``--conf spark.jars=`` and
-    ``--conf spark.plugins=`` (which would otherwise replace Sluice's) are merged into them.
-    """
-    merged = dict(conf)
-    user_jars: List[str] = []
-    kept: List[str] = []
-    i = 0
-    while i < len(user_args):
-        arg = user_args[i]
-        if not arg.startswith("-"):
-            kept += user_args[i:]  # the application and its own arguments
-            break
-        name, has_inline, inline = arg.partition("=")
-        takes_value = name not in _SUBMIT_SWITCHES and not has_inline
-        value = inline if has_inline else (user_args[i + 1] if takes_value and i + 1 < len(user_args) else "")
-        step = 2 if takes_value else 1
-        if name == "--jars":
-            user_jars.append(value)
-        elif name in ("--conf", "-c") and value.partition("=")[0] in APPENDED_KEYS:
-            key, _, listed = value.partition("=")
-            if key == "spark.jars":
-                user_jars.append(listed)
-            else:
-                merged[key] = append_to_list(listed, [merged[key]])
-        else:
-            kept += user_args[i : i + step]
-        i += step
-    merged["spark.jars"] = append_to_list(",".join(user_jars), [conf["spark.jars"]])
-    return [spark_submit] + submit_arguments(merged) + kept
-
-
-def submit_master(user_args: Sequence[str], environ: Mapping[str, str]) -> str:
-    """The master spark-submit will use, found the way spark-submit finds it.
-
-    ``--master`` (or ``--conf spark.master=``) before the application, else ``spark.master`` in
-    ``--properties-file`` or in the ``spark-defaults.conf`` of ``SPARK_CONF_DIR`` / ``SPARK_HOME``,
-    else the ``MASTER`` environment variable, else ``local[*]``.
-    """
-    master: Optional[str] = None
-    properties_file: Optional[str] = None
-    i = 0
-    while i < len(user_args) and user_args[i].startswith("-"):
-        name, has_inline, inline = user_args[i].partition("=")
-        takes_value = name not in _SUBMIT_SWITCHES and not has_inline
-        value = inline if has_inline else (user_args[i + 1] if takes_value and i + 1 < len(user_args) else "")
-        if name == "--master":
-            master = value
-        elif name in ("--conf", "-c") and value.partition("=")[0] == "spark.master" and master is None:
-            master = value.partition("=")[2]
-        elif name == "--properties-file":
-            properties_file = value
-        i += 2 if takes_value else 1
-    if master:
-        return master
-    conf_dir = environ.get("SPARK_CONF_DIR") or (
-        os.path.join(environ["SPARK_HOME"], "conf") if environ.get("SPARK_HOME") else None
-    )
-    defaults = properties_file or (os.path.join(conf_dir, "spark-defaults.conf") if conf_dir else None)
-    if defaults:
-        master = _properties(defaults).get("spark.master")
-    return master or environ.get("MASTER") or "local[*]"
-
-
-def _properties(path: str) -> Dict[str, str]:
-    """The ``key value`` / ``key=value`` lines of a Spark properties file (none if it is missing)."""
-    found: Dict[str, str] = {}
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        cut = min(
-            (i for i in (line.find("="), line.find(":"), line.find(" "), line.find("\t")) if i >= 0), default=len(line)
-        )
-        value = line[cut:].lstrip(" \t")
-        if value[:1] in ("=", ":"):
-            value = value[1:]
-        found[line[:cut]] = value.strip()
-    return found
-
-
-def is_cluster_master(master: str) -> bool:
-    """True for a real cluster (spark://, yarn, k8s://, ...); False for local and local-cluster."""
-    return not master.startswith("local")
-
-
-def submit_environment(environ: Mapping[str, str], user_args: Sequence[str]) -> Dict[str, str]:
-    """The environment ``sluice submit`` runs spark-submit in.
-
-    On a local master (``local``, ``local-cluster``) Spark is pinned to loopback and to pyspark's
-    own Spark, the one the jar was built for (``SPARK_HOME`` is dropped). On a cluster both are
-    the user's: the driver must bind an address the executors can reach, and ``SPARK_HOME`` (with
-    its ``conf/``) is how the user's cluster installation is found. Either way the driver and
-    executors run Python with this interpreter, which has pyspark and Sluice.
-    """
-    env = dict(environ)
-    if not is_cluster_master(submit_master(user_args, environ)):
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        env.pop("SPARK_HOME", None)
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
-    return env
-
-
 def _submit(user_args: List[str]) -> int:
     spark_submit = _spark_submit("submit")
-    if not user_args:
-        raise SystemExit("usage: sluice submit [spark-submit options] app.py [app arguments]")
-    env = submit_environment(os.environ, user_args)
-    try:
-        conf = spark_conf()
-    except FileNotFoundError as e:
-        raise SystemExit(f"sluice submit: {e}") from None
-    command = submit_command(spark_submit, conf, user_args)
+    command = submit_command_line(spark_submit, user_args)
+    env = submit_environment(os.environ, command[1:])
     sys.stdout.flush()
     os.execve(command[0], command, env)
     return 1  # not reached: execve replaces this process

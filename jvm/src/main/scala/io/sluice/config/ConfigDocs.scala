@@ -7,7 +7,8 @@ import io.sluice.metrics.MetricNames
 
 /**
  * Renders [[SluiceOptions.all]] into three derived artefacts, `docs/configuration.md`, the Python
- * option table `python/sluice/_options.json` and `conf/sluice.conf.template`, and
+ * option table `python/sluice/_options.json` (with the [[AtLeast]] rules between options) and
+ * `conf/sluice.conf.template`, and
  * [[MetricNames.Definitions]] into Python's metric table `python/sluice/_metrics.json`.
  *
  * `main(root)` writes them under a repository root; `main(root, "--check")` fails (exit 1) when a
@@ -39,6 +40,9 @@ object ConfigDocs {
       sb ++= s"| `${o.key}` | `${o.defaultString}` | `${o.pythonName}` | ${o.doc}$values$valid | " +
         s"`${o.flinkOption}` | ${o.takesEffect} |\n"
     }
+    sb ++= "\nRules between settings, checked when an executor starts and by `sluice.configure`:\n\n"
+    AtLeast.all.foreach(r =>
+      sb ++= s"- `${r.subject.key}` at least ${r.formula.replace(r.reference.key, s"`${r.reference.key}`")}: ${r.why}.\n")
     sb.toString
   }
 
@@ -57,9 +61,13 @@ object ConfigDocs {
         case _ => "null"
       }
       def num(v: Option[Long]): String = v.fold("null")(_.toString)
+      val atLeast = AtLeast.all.filter(_.subject == o).map { r =>
+        s"""{"reference": ${str(r.reference.key)}, "factor": ${r.factor}, "plus": ${r.plus}, "why": ${str(r.why)}}"""
+      }
       s"""  {"key": ${str(o.key)}, "python": ${str(o.pythonName)}, "type": ${str(o.tpe.name)}, """ +
       s""""default": ${str(o.defaultString)}, "values": $values, "min": ${num(o.bounds.min)}, """ +
-      s""""max": ${num(o.bounds.max)}, "power_of_two": ${o.bounds.powerOfTwo}, "valid": ${str(o.checkDoc)}}"""
+      s""""max": ${num(o.bounds.max)}, "power_of_two": ${o.bounds.powerOfTwo}, "valid": ${str(o.checkDoc)}, """ +
+      s""""at_least": ${atLeast.mkString("[", ", ", "]")}}"""
     }
     rows.mkString("[\n", ",\n", "\n]\n")
   }

@@ -52,13 +52,8 @@ object SluiceConf {
   val defaults: SluiceConf = apply(Nil)
 
   private def checkCombinations(conf: SluiceConf): Unit = {
+    AtLeast.all.flatMap(_.violation(conf)).headOption.foreach(why => throw new IllegalArgumentException(why))
     conf.numberOfSegments
-    val frame = conf.get(SluiceOptions.MaxFrameLength)
-    if (frame < conf.segmentSize + 1024) {
-      throw new IllegalArgumentException(s"Invalid value '${conf.raw.getOrElse(SluiceOptions.MaxFrameLength.key,
-          SluiceOptions.MaxFrameLength.defaultString)}' for ${SluiceOptions.MaxFrameLength.key}: must exceed " +
-        s"${SluiceOptions.SegmentSize.key} (${conf.segmentSize}) by at least 1k of headers")
-    }
   }
 
   private def suggestion(key: String): Option[String] = {

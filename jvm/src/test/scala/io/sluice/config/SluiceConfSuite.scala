@@ -88,6 +88,18 @@ class SluiceConfSuite extends AnyFunSuite with NettyLeakDetection {
     assert(msg.contains("64k"))
   }
 
+  test("every rule between settings holds from its bound on, and names it below") {
+    AtLeast.all.foreach { rule =>
+      val least = rule.bound(64L << 10)
+      val ref = rule.reference.key -> "64k"
+      val ok = SluiceConf(Seq(ref, rule.subject.key -> s"${least}b"))
+      assert(ok.get(rule.subject) == least, rule)
+      val msg = rejected(ref, rule.subject.key -> s"${least - 1}b")
+      assert(msg.startsWith(s"Invalid value '${least - 1}b' for ${rule.subject.key}: must be at least ${rule.formula}"),
+        msg)
+    }
+  }
+
   test("withSettings changes some settings and keeps the others") {
     val c = SluiceConf(Seq("spark.sluice.bufferTimeout" -> "5ms"))
     val d = c.withSettings("spark.sluice.network.buffersPerChannel" -> "4")
