@@ -165,11 +165,12 @@ final class ShuffleEnvironment(
    */
   def adoptBlockingPartition(id: ResultPartitionID, file: File, index: Array[Byte]): Boolean = {
     var registered = false
+    var partitionFile: PartitionFile = null
     try {
       checkRunning()
       if (partitionManager.getPartition(id).isDefined) false
       else {
-        val partitionFile = PartitionFile.adopt(id, file, index)
+        partitionFile = PartitionFile.adopt(id, file, index)
         val pool = networkBufferPool.createBufferPool(0, 1, s"migrated blocking result partition ($id)")
         val partition = SortMergeResultPartition.adopt(id, partitionFile, pool)
         if (partitionManager.registerIfAbsent(partition).isDefined) {
@@ -180,7 +181,10 @@ final class ShuffleEnvironment(
           true
         }
       }
-    } finally if (!registered) file.delete()
+    } finally if (!registered) {
+        if (partitionFile != null) partitionFile.delete() // the index file beside it too
+        else file.delete()
+      }
   }
 
   /** Releases every partition of a shuffle (Spark unregistered it). */

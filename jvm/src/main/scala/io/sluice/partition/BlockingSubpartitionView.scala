@@ -4,16 +4,17 @@ import java.util.concurrent.atomic.AtomicReference
 
 /**
  * One reader's cursor over subpartitions [start, end) of a finished [[SortMergeResultPartition]]
- * (Flink's SortMergeSubpartitionReader): their buffers in file order, region after region, then
- * the end of the partition. Reading never consumes anything, so any number of views may read the
- * same partition, at once or one after another.
+ * (Flink's SortMergeSubpartitionReader): their buffers in the order written, subpartition after
+ * subpartition, then the end of the partition. Reading never consumes anything, so any number of
+ * views may read the same partition, at once or one after another.
  *
  * The view takes a [[PartitionFileReader]] on its first buffer (the server's kept one when it
- * reads for a remote consumer, through `readers`, else one of its own) and drops it when it hands
- * out the end, sees the partition released, or is released itself; FileRegions still being sent
- * keep the handle open until Netty is done with them. A read error (file gone, I/O error) is
- * thrown to this view's consumer only. Used by one thread at a time; [[releaseAllResources]] may
- * come from another.
+ * reads for a remote consumer, through `readers`, else one of its own), reads the range's entries
+ * of the file's index through it ([[PartitionFileIndexRange]]), and drops both when it hands out
+ * the end, sees the partition released, or is released itself; FileRegions still being sent keep
+ * the handle open until Netty is done with them. A read error (file gone, I/O error) is thrown to
+ * this view's consumer only. Used by one thread at a time; [[releaseAllResources]] may come from
+ * another.
  */
 final class BlockingSubpartitionView private[partition] (
     partition: SortMergeResultPartition,
@@ -23,42 +24,39 @@ final class BlockingSubpartitionView private[partition] (
   extends ResultSubpartitionView {
 
   private val file = partition.file
-  private var current = start
-  private var nextBuffer = file.firstBuffer(start) // number of the next buffer of `current`, -1: none left
-  private var remaining = file.numBuffers(start, end)
+  private var entries: PartitionFileIndexRange = _ // the range's index entries, read with the file's reader
+  private var next = 0 // the next entry of `entries` to hand out
+  private var current = start // the subpartition of the entry handed out last
   private var ended = false
   @volatile private var released = false
   private val reader = new AtomicReference[PartitionFileReader]()
 
-  private def skipDrained(): Unit =
-    while (nextBuffer < 0 && current < end) {
-      current += 1
-      if (current < end) nextBuffer = file.firstBuffer(current)
-    }
-
   override def getNextBuffer(): BufferAndBacklog = {
     if (released || ended) return null
     if (partition.isReleased) { released = true; closeReader(); return null }
-    skipDrained()
-    if (current >= end) {
+    val r =
+      try openReader()
+      catch {
+        // Released while opening: the consumer learns it as a release, not as a missing file.
+        case _: java.io.IOException if partition.isReleased => released = true; return null
+      }
+    if (next >= entries.size) {
       ended = true
+      entries = null
       closeReader()
       BufferAndBacklog.endOfPartition(end - 1)
     } else {
-      val r =
-        try openReader()
-        catch {
-          // Released while opening: the consumer learns it as a release, not as a missing file.
-          case _: java.io.IOException if partition.isReleased => released = true; return null
-        }
-      val b = file.spilledBuffer(nextBuffer, r)
-      nextBuffer = file.nextBuffer(nextBuffer)
-      remaining -= 1
-      BufferAndBacklog.spilled(b, current, remaining)
+      val b = file.spilledBuffer(entries, next, r)
+      current = entries.subpartitionOf(next, current)
+      next += 1
+      BufferAndBacklog.spilled(b, current, entries.size - next)
     }
   }
 
-  /** This view's handle of the file, opened on first use (IOException when it cannot be). */
+  /**
+   * This view's handle of the file, opened on first use together with the range's index entries
+   * (IOException when either cannot be read).
+   */
   private def openReader(): PartitionFileReader = {
     val r = reader.get()
     if (r != null) r
@@ -67,6 +65,8 @@ final class BlockingSubpartitionView private[partition] (
         case Some(cache) => cache.acquire(file)
         case None => PartitionFileReader.open(file)
       }
+      try entries = opened.readIndexRange(start, end, keepIndexOpen = readers.isDefined)
+      catch { case e: Throwable => opened.release(); throw e }
       reader.set(opened)
       if (released) closeReader() // released meanwhile: the buffer is still readable through a handle of its own
       opened
@@ -81,11 +81,23 @@ final class BlockingSubpartitionView private[partition] (
   override def isAvailable(credits: Int): Boolean = {
     if (released || partition.isReleased) return true
     if (ended) return false
-    skipDrained()
-    current >= end || credits > 0
+    if (credits > 0) return true
+    // Without credit only the end can go: whether it is next needs the range's entries.
+    try openReader()
+    catch { case _: java.io.IOException => return true } // getNextBuffer reports it
+    next >= entries.size
   }
 
-  override def backlog: Int = remaining
+  /**
+   * Buffers not handed out yet. Asked before the first buffer (a union view sums its inputs'),
+   * it reads the count from the index file's directory without opening the data file.
+   */
+  override def backlog: Int =
+    if (entries != null) entries.size - next
+    else if (ended || released || next > 0) 0
+    else
+      try file.numBuffers(start, end)
+      catch { case _: java.io.IOException => 0 } // released or unreadable: getNextBuffer reports it
 
   override def releaseAllResources(): Unit = {
     released = true

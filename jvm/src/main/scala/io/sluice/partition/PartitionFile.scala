@@ -2,6 +2,8 @@ package io.sluice.partition
 
 import java.io.{File, IOException}
 import java.nio.ByteBuffer
+import java.nio.channels.FileChannel
+import java.nio.file.StandardOpenOption
 
 import io.netty.buffer.ByteBuf
 import io.sluice.buffer.BlockCodec
@@ -10,7 +12,8 @@ import io.sluice.buffer.BlockCodec
  * The file of one blocking result partition in Spark's local dirs (Flink's PartitionedFile): its
  * buffers, appended in the order they were written by its [[PartitionFileWriter]], each
  * compressed on its own when that saves space, checksummed, encrypted when Spark's I/O encryption
- * is on, and its in-memory [[PartitionFileIndex]]. A subpartition's buffers read back in the order
+ * is on, and the index file beside it ([[PartitionFileIndex$]]), written when the file is
+ * finished; a finished file keeps only its totals in the heap. A subpartition's buffers read back in the order
  * they were written; with a sort-merge writer they come region after region (one region per spill).
  * Buffers are read back as stored: readers decrypt, verify and decompress them (a remote reader's
  * gate does, after they crossed the network as they lie in the file).
@@ -28,14 +31,19 @@ import io.sluice.buffer.BlockCodec
  */
 final class PartitionFile private (
     val path: File,
-    index: PartitionFileIndex,
+    val numSubpartitions: Int,
     fileIv: Option[BufferIv],
-    initialWriter: Option[PartitionFileWriter]) {
+    initialWriter: Option[PartitionFileWriter],
+    adoptedBuffers: Int,
+    adoptedLength: Long) {
 
   /** The writer until the file is finished; an adopted file never had one. */
   @volatile private var writer: PartitionFileWriter = initialWriter.orNull
   @volatile private var finished = initialWriter.isEmpty
   @volatile private var deleted = false
+  // The finished file's totals: all the heap it keeps of its index (the rest is in the index file).
+  @volatile private var totalBuffers = adoptedBuffers
+  @volatile private var totalBytes = adoptedLength
 
   /** The server's cache that kept a reader of this file, told when the file is deleted. */
   @volatile private[partition] var readerCache: PartitionFileReaderCache = _
@@ -60,11 +68,16 @@ final class PartitionFile private (
   /** Appends one buffer of `subpartition` (its readable bytes); the buffer is left untouched. */
   def write(subpartition: Int, data: ByteBuf): Unit = writable().write(subpartition, data)
 
-  /** Writes what is staged, closes the writer's handle and opens the file for readers. */
+  /**
+   * Writes what is staged and the index file, closes the writer's handle and opens the file for
+   * readers; the writer, and with it the in-memory index, is dropped.
+   */
   def finishWriting(): Unit = if (!finished) {
-    writable().finish()
+    val w = writable()
+    w.finish()
+    totalBuffers = w.numBuffers
+    totalBytes = w.length
     writer = null
-    index.trim()
     finished = true
   }
 
@@ -86,37 +99,62 @@ final class PartitionFile private (
 
   def isDeleted: Boolean = deleted
 
-  def numBuffers(subpartition: Int): Int = index.count(subpartition)
+  /** The index file beside the data file (see [[PartitionFileIndex$]]). */
+  def indexPath: File = PartitionFile.indexPathOf(path)
 
-  /** Stored buffers of subpartitions [start, end) (a loop: a view is opened per map output and reader). */
-  def numBuffers(start: Int, end: Int): Int = {
-    var n = 0
-    var s = start
-    while (s < end) { n += index.count(s); s += 1 }
-    n
+  /** Stored buffers of `subpartition` (reads the index file: for tests and tools). */
+  def numBuffers(subpartition: Int): Int = numBuffers(subpartition, subpartition + 1)
+
+  /**
+   * Stored buffers of subpartitions [start, end), from the index file's directory (opened for this
+   * read alone: a view asks it only for a backlog wanted before its first buffer).
+   */
+  def numBuffers(start: Int, end: Int): Int = withIndexChannel { ch =>
+    PartitionFileIndexRange.count(ch, indexPath, totalBuffers, start, end)
   }
 
-  /** The `i`-th buffer of `subpartition` (walks its chain: for tests and tools, not per buffer). */
+  /** The `i`-th buffer of `subpartition` (reads the index file: for tests and tools, not per buffer). */
   def buffer(subpartition: Int, i: Int): SpilledBuffer = {
-    if (i < 0 || i >= numBuffers(subpartition)) {
+    val range = withIndexChannel(readIndexRange(_, subpartition, subpartition + 1))
+    if (i < 0 || i >= range.size) {
       throw new IndexOutOfBoundsException(s"subpartition $subpartition of $path has no buffer $i")
     }
-    var b = index.first(subpartition)
-    var k = 0
-    while (k < i) { b = index.next(b); k += 1 }
-    spilledBuffer(b, null)
+    spilledBuffer(range, i, null)
   }
 
-  /** Number of the first stored buffer of `subpartition`, or -1 when it has none. */
-  private[partition] def firstBuffer(subpartition: Int): Int = index.first(subpartition)
+  /** Stored (possibly compressed) bytes of each subpartition: what MapStatus reports (reads the index file). */
+  def subpartitionSizes: Array[Long] = {
+    val range = withIndexChannel(readIndexRange(_, 0, numSubpartitions))
+    val sizes = new Array[Long](numSubpartitions)
+    var sp = 0
+    var i = 0
+    while (i < range.size) {
+      sp = range.subpartitionOf(i, sp)
+      sizes(sp) += range.storedLength(i)
+      i += 1
+    }
+    sizes
+  }
 
-  /** Number of the buffer after `buffer` in the same subpartition, or -1 after its last. */
-  private[partition] def nextBuffer(buffer: Int): Int = index.next(buffer)
+  /** The index entries of subpartitions [start, end), read through `indexChannel` (a reader's). */
+  private[partition] def readIndexRange(indexChannel: FileChannel, start: Int, end: Int): PartitionFileIndexRange = {
+    checkReadable()
+    PartitionFileIndexRange.read(indexChannel, indexPath, numSubpartitions, totalBuffers, start, end)
+  }
 
-  /** Stored buffer number `buffer`, read through `reader` while that is open (null: a reader of its own). */
-  private[partition] def spilledBuffer(buffer: Int, reader: PartitionFileReader): SpilledBuffer = {
-    val offset = index.offset(buffer)
-    new SpilledBuffer(this, reader, offset, index.storedLength(buffer), index.rawLength(buffer), index.crc(buffer),
+  private def withIndexChannel[T](read: FileChannel => T): T = {
+    checkReadable()
+    val ch =
+      try FileChannel.open(indexPath.toPath, StandardOpenOption.READ)
+      catch { case e: IOException => checkReadable(); throw e } // released meanwhile: say so
+    try read(ch)
+    finally ch.close()
+  }
+
+  /** Stored buffer `i` of `range`, read through `reader` while that is open (null: a reader of its own). */
+  private[partition] def spilledBuffer(range: PartitionFileIndexRange, i: Int, reader: PartitionFileReader): SpilledBuffer = {
+    val offset = range.offset(i)
+    new SpilledBuffer(this, reader, offset, range.storedLength(i), range.rawLength(i), range.crc(i),
       if (ivOrNull == null) null else ivOrNull.plus(offset))
   }
 
@@ -126,23 +164,11 @@ final class PartitionFile private (
   /** The IV the file was encrypted from (see [[BufferIv]]), when it is encrypted. */
   private[partition] def iv: Option[BufferIv] = fileIv
 
-  /** Stored (possibly compressed) bytes of one subpartition: what MapStatus reports. */
-  def storedBytes(subpartition: Int): Long = index.storedBytes(subpartition)
-
-  /** The finished file's index, for [[PartitionFileIndex.encode]] (immutable once finished). */
-  private[partition] def finishedIndex: PartitionFileIndex = {
-    checkReadable()
-    index
-  }
-
-  /** Subpartitions of the file. */
-  def numSubpartitions: Int = index.numSubpartitions
-
   /** Bytes of the file. */
-  def size: Long = index.totalStored
+  def size: Long = totalBytes
 
   /** Stored buffers of the file, all subpartitions together. */
-  def numBuffersTotal: Int = index.size
+  def numBuffersTotal: Int = totalBuffers
 
   /** Fails with an IOException when the file is not complete or was released. */
   private[partition] def checkReadable(): Unit = {
@@ -151,7 +177,7 @@ final class PartitionFile private (
   }
 
   /**
-   * Deletes the file (the partition was released), closing the writer's handle if it is still
+   * Deletes the file and its index file (the partition was released), closing the writer's handle if it is still
    * open; readers that have the file open may finish (the data stays until they close it), new
    * ones cannot open it. Any thread; idempotent.
    */
@@ -163,7 +189,10 @@ final class PartitionFile private (
         if (w != null) w.closeChannel()
         val c = readerCache
         if (c != null) c.forget(this)
-      } finally path.delete()
+      } finally {
+        path.delete()
+        indexPath.delete()
+      }
     }
   }
 
@@ -172,29 +201,42 @@ final class PartitionFile private (
 
 object PartitionFile {
 
+  /** The index file of the data file at `path`: beside it, in the same local directory. */
+  def indexPathOf(path: File): File = new File(path.getPath + ".index")
+
   /**
    * A new file at `path` (created now: an IOException when it exists or cannot be created) for a
-   * partition of `numSubpartitions`, to be written by the producer and then read. `codec`
-   * compresses each buffer (spark.shuffle.compress); `cipher` encrypts them (Spark's I/O
-   * encryption), from a random IV of the file's own.
+   * partition of `numSubpartitions`, to be written by the producer and then read; its index goes
+   * to [[indexPathOf]] when it is finished. `codec` compresses each buffer (spark.shuffle.compress);
+   * `cipher` encrypts them (Spark's I/O encryption), from a random IV of the file's own.
    */
   def create(path: File, numSubpartitions: Int, codec: Option[BlockCodec],
       cipher: Option[PartitionFileCipher] = None): PartitionFile = {
     val index = new PartitionFileIndex(numSubpartitions)
     val iv = cipher.map(_.newFileIv())
-    val writer = new PartitionFileWriter(path, index, codec, cipher.map(_.newBufferCipher()), iv)
-    new PartitionFile(path, index, iv, Some(writer))
+    val writer = new PartitionFileWriter(path, indexPathOf(path), index, codec, cipher.map(_.newBufferCipher()), iv)
+    new PartitionFile(path, numSubpartitions, iv, Some(writer), 0, 0L)
   }
 
   /**
    * A finished file another executor wrote, received into `path`, with the index that executor
-   * encoded (decommissioning, see [[PartitionFileIndex]]): readable at once, never written. Fails
-   * with an IOException naming what is wrong when the index is not one of `id`, is malformed, or
-   * does not fit the file; the file is left where it is.
+   * encoded (decommissioning, see [[PartitionFileIndex$]]), which is written beside it: readable at
+   * once, never written. Fails with an IOException naming what is wrong when the index is not one
+   * of `id`, is malformed, or does not fit the file; the file is left where it is (and no index
+   * file beside it).
    */
   def adopt(id: ResultPartitionID, path: File, encodedIndex: Array[Byte]): PartitionFile = {
-    val (index, iv) = PartitionFileIndex.decode(id, path, encodedIndex)
-    index.trim()
-    new PartitionFile(path, index, iv, None)
+    val d = PartitionFileIndex.decode(id, path, encodedIndex)
+    val indexPath = indexPathOf(path)
+    try {
+      val ch = FileChannel.open(indexPath.toPath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
+      try while (d.indexFile.hasRemaining) ch.write(d.indexFile)
+      finally ch.close()
+    } catch {
+      case e: Throwable =>
+        if (!e.isInstanceOf[java.nio.file.FileAlreadyExistsException]) indexPath.delete()
+        throw e
+    }
+    new PartitionFile(path, d.numSubpartitions, d.iv, None, d.numBuffers, d.fileLength)
   }
 }

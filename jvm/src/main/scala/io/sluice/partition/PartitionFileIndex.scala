@@ -1,29 +1,27 @@
 package io.sluice.partition
 
 import java.io.{File, IOException}
-import java.nio.{BufferUnderflowException, ByteBuffer}
+import java.nio.ByteBuffer
+import java.nio.channels.FileChannel
+import java.nio.file.StandardOpenOption
 
 /**
- * The index of a [[PartitionFile]] (the role of Flink's PartitionedFile index and of hybrid
- * shuffle's PartitionFileIndex): where every stored buffer lies (offset, stored and raw length,
- * CRC32C), numbered in file order, and each subpartition's buffers as a chain through those
- * numbers. A subpartition's chain runs through the file's regions (one per spill) in the order
- * they were written. Its size grows with the buffers written, plus 24 bytes per subpartition: a
- * map output with thousands of reduce partitions stays small however long it lives.
+ * The index of a [[PartitionFile]] while it is written (the role of Flink's PartitionedFile
+ * index, kept by its PartitionedFileWriter): where every stored buffer lies (offset, stored and
+ * raw length, CRC32C) and to which subpartition it belongs, in file order. When the file is
+ * finished, [[writeTo]] writes it beside the data as the index file described in
+ * [[PartitionFileIndex$]], and the writer drops it: a finished file keeps no index in the heap.
  *
- * Filled by the file's [[PartitionFileWriter]] on the producer's thread; immutable once the file
- * is finished (or adopted), when any number of readers may read it.
+ * Producer thread only.
  */
 private[partition] final class PartitionFileIndex(val numSubpartitions: Int) {
-  private val firstOf = Array.fill(numSubpartitions)(-1)
-  private val lastOf = Array.fill(numSubpartitions)(-1)
-  private val countOf = new Array[Int](numSubpartitions)
-  private val storedBytesOf = new Array[Long](numSubpartitions)
+  import PartitionFileIndex._
+
   private var offsets = new Array[Long](64)
   private var stored = new Array[Int](64)
   private var raw = new Array[Int](64)
   private var crcs = new Array[Int](64)
-  private var nexts = new Array[Int](64)
+  private var subpartitionOf = new Array[Int](64)
   private var numBuffers = 0
   private var totalStoredBytes = 0L
 
@@ -31,24 +29,17 @@ private[partition] final class PartitionFileIndex(val numSubpartitions: Int) {
   def add(subpartition: Int, offset: Long, storedLen: Int, rawLen: Int, crc: Int): Unit = {
     if (numBuffers == offsets.length) resize(numBuffers * 2)
     val b = numBuffers
-    offsets(b) = offset; stored(b) = storedLen; raw(b) = rawLen; crcs(b) = crc; nexts(b) = -1
-    if (lastOf(subpartition) < 0) firstOf(subpartition) = b else nexts(lastOf(subpartition)) = b
-    lastOf(subpartition) = b
-    countOf(subpartition) += 1
-    storedBytesOf(subpartition) += storedLen
+    offsets(b) = offset; stored(b) = storedLen; raw(b) = rawLen; crcs(b) = crc; subpartitionOf(b) = subpartition
     totalStoredBytes += storedLen
     numBuffers += 1
   }
-
-  /** Drops the arrays' slack once no buffer will be added. */
-  def trim(): Unit = if (numBuffers < offsets.length) resize(numBuffers)
 
   private def resize(n: Int): Unit = {
     offsets = java.util.Arrays.copyOf(offsets, n)
     stored = java.util.Arrays.copyOf(stored, n)
     raw = java.util.Arrays.copyOf(raw, n)
     crcs = java.util.Arrays.copyOf(crcs, n)
-    nexts = java.util.Arrays.copyOf(nexts, n)
+    subpartitionOf = java.util.Arrays.copyOf(subpartitionOf, n)
   }
 
   /** Stored buffers, all subpartitions together. */
@@ -57,137 +48,187 @@ private[partition] final class PartitionFileIndex(val numSubpartitions: Int) {
   /** Bytes of the file: every stored buffer's. */
   def totalStored: Long = totalStoredBytes
 
-  /** Number of the first buffer of `subpartition`, -1 when it has none. */
-  def first(subpartition: Int): Int = firstOf(subpartition)
+  /** Offset of buffer `b` (in file order; tests). */
+  def offset(b: Int): Long = offsets(b)
 
-  /** Number of the buffer after `buffer` in its subpartition, -1 after its last. */
-  def next(buffer: Int): Int = nexts(buffer)
+  def storedLength(b: Int): Int = stored(b)
 
-  def count(subpartition: Int): Int = countOf(subpartition)
-
-  def storedBytes(subpartition: Int): Long = storedBytesOf(subpartition)
-
-  def offset(buffer: Int): Long = offsets(buffer)
-
-  def storedLength(buffer: Int): Int = stored(buffer)
-
-  /** Length before compression, -1 when stored raw. */
-  def rawLength(buffer: Int): Int = raw(buffer)
-
-  def crc(buffer: Int): Int = crcs(buffer)
-
-  /** The subpartition of every buffer, in file order (the index itself keeps only the chains). */
-  def subpartitions: Array[Int] = {
-    val of = new Array[Int](numBuffers)
+  /**
+   * Writes the index file at `indexPath` (created now) for a data file of `fileLength` bytes,
+   * encrypted from `iv` when defined: the directory, then the entries grouped by subpartition,
+   * in the order they were written within each (a stable counting sort of the file order).
+   */
+  def writeTo(indexPath: File, fileLength: Long, iv: Option[BufferIv]): Unit = {
+    val n = numSubpartitions
+    val directory = new Array[Int](n + 1)
+    var b = 0
+    while (b < numBuffers) { directory(subpartitionOf(b) + 1) += 1; b += 1 }
     var sp = 0
-    while (sp < numSubpartitions) {
-      var b = firstOf(sp)
-      while (b >= 0) { of(b) = sp; b = nexts(b) }
-      sp += 1
+    while (sp < n) { directory(sp + 1) += directory(sp); sp += 1 }
+    val out = ByteBuffer.allocate(indexFileLength(n, numBuffers))
+    writeHeader(out, n, fileLength, numBuffers, iv)
+    directory.foreach(out.putInt)
+    val entriesAt = out.position()
+    val next = java.util.Arrays.copyOf(directory, n) // where the next entry of each subpartition goes
+    b = 0
+    while (b < numBuffers) {
+      val slot = next(subpartitionOf(b))
+      next(subpartitionOf(b)) = slot + 1
+      out.position(entriesAt + slot * EntrySize)
+      out.putLong(offsets(b)).putInt(stored(b)).putInt(raw(b)).putInt(crcs(b))
+      b += 1
     }
-    of
+    out.clear()
+    val ch = FileChannel.open(indexPath.toPath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
+    try while (out.hasRemaining) ch.write(out)
+    finally ch.close()
   }
 }
 
 /**
- * The index of a finished [[PartitionFile]] as bytes: what a reader needs besides the file's own
- * bytes to read it on another executor. Flink's PartitionedFile keeps its index in a file beside
- * the data; Sluice keeps it in memory and writes it out only when a finished blocking partition
- * moves to another executor (Spark's decommissioning, see the Spark layer's block resolver).
- *
+ * The index file of a finished [[PartitionFile]], beside its data file (`<data>.index`, as
+ * Flink's PartitionedFile keeps `.index` beside `.data` and Spark's sort shuffle keeps its
+ * `.index` file):
  * {{{
- *   magic "SLPI" (int) | version (byte) | shuffleId (int) | producerId (long)
- *   | numSubpartitions (int) | fileLength (long) | numBuffers (int)
- *   | encrypted (byte, 0 or 1) | the file's IV (two longs; zeros when not encrypted)
- *   | numBuffers x [ subpartition (int) | offset (long) | stored (int) | raw (int, -1: not compressed) | crc32c (int) ]
+ *   magic "SLPI" (int) | version (byte) | numSubpartitions (int) | fileLength (long)
+ *   | numBuffers (int) | encrypted (byte, 0 or 1) | the file's IV (two longs; zeros when not encrypted)
+ *   | directory: numSubpartitions + 1 ints, the number of the first entry of each subpartition
+ *     (subpartition s owns entries [dir(s), dir(s + 1)); the last is numBuffers)
+ *   | numBuffers x [ offset (long) | stored (int) | raw (int, -1: not compressed) | crc32c (int) ]
  * }}}
- * Buffers are listed in file order, so reading them back rebuilds every subpartition's chain in
- * the order it was written. Everything is big-endian. The file's bytes move unchanged (stored
- * buffers stay compressed, and encrypted when spark.io.encryption is on, as they were written).
- * Stateless; thread-safe.
+ * Entries are grouped by subpartition, in write order within each, so a reader of subpartitions
+ * [start, end) reads dir(start .. end) with one positional read and its entries with another, in
+ * the order it sends them ([[PartitionFileIndexRange]]). Everything is big-endian.
+ *
+ * A finished partition moving to another executor (Spark's decommissioning, see the Spark layer's
+ * block resolver) ships its index file behind a short envelope naming the partition
+ * ([[encode]]); the receiver checks it against the partition and the received data file and writes
+ * it beside that file ([[PartitionFile.adopt]]):
+ * {{{
+ *   magic "SLPM" (int) | version (byte) | shuffleId (int) | producerId (long) | the index file
+ * }}}
+ * The file's bytes move unchanged (stored buffers stay compressed, and encrypted when
+ * spark.io.encryption is on, as they were written). Stateless; thread-safe.
  */
 object PartitionFileIndex {
 
   private val Magic = 0x534c5049 // "SLPI"
-  private val Version: Byte = 1
-  private val HeaderSize = 4 + 1 + 4 + 8 + 4 + 8 + 4 + 1 + 16
-  private val EntrySize = 4 + 8 + 4 + 4 + 4
+  private val Version: Byte = 2
+  private[partition] val HeaderSize = 4 + 1 + 4 + 8 + 4 + 1 + 2 * 8
+  private[partition] val EntrySize = 8 + 4 + 4 + 4
 
-  /**
-   * The index of `partition`'s finished file, whose length is `fileLength` (IOException when it
-   * was released meanwhile).
-   */
-  def encode(partition: SortMergeResultPartition, fileLength: Long): Array[Byte] = {
-    val id = partition.partitionId
-    val index = partition.file.finishedIndex
-    val n = index.size
-    val subpartitionOf = index.subpartitions
-    val out = ByteBuffer.allocate(HeaderSize + n * EntrySize)
-    out.putInt(Magic).put(Version).putInt(id.shuffleId).putLong(id.producerId)
-      .putInt(index.numSubpartitions).putLong(fileLength).putInt(n)
-    val iv = partition.file.iv
+  private val MigrationMagic = 0x534c504d // "SLPM"
+  private val MigrationVersion: Byte = 1
+  private val EnvelopeSize = 4 + 1 + 4 + 8
+
+  /** Bytes of the index file of a file of `numSubpartitions` with `numBuffers` stored buffers. */
+  private[partition] def indexFileLength(numSubpartitions: Int, numBuffers: Int): Int = {
+    val n = HeaderSize + 4L * (numSubpartitions + 1) + EntrySize.toLong * numBuffers
+    if (n > Int.MaxValue) throw new IOException(s"an index of $numBuffers buffers is larger than 2 GiB")
+    n.toInt
+  }
+
+  /** Where `numSubpartitions`' directory entry `sp` lies in the index file. */
+  private[partition] def directoryAt(sp: Int): Long = HeaderSize + 4L * sp
+
+  /** Where entry `e` lies in the index file of a file of `numSubpartitions`. */
+  private[partition] def entryAt(numSubpartitions: Int, e: Int): Long =
+    HeaderSize + 4L * (numSubpartitions + 1) + EntrySize.toLong * e
+
+  private def writeHeader(out: ByteBuffer, numSubpartitions: Int, fileLength: Long, numBuffers: Int,
+      iv: Option[BufferIv]): Unit = {
+    out.putInt(Magic).put(Version).putInt(numSubpartitions).putLong(fileLength).putInt(numBuffers)
     out.put((if (iv.isDefined) 1 else 0).toByte).putLong(iv.fold(0L)(_.high)).putLong(iv.fold(0L)(_.low))
-    var i = 0
-    while (i < n) {
-      out.putInt(subpartitionOf(i)).putLong(index.offset(i)).putInt(index.storedLength(i)).putInt(index.rawLength(i))
-        .putInt(index.crc(i))
-      i += 1
-    }
-    out.array()
   }
 
   /**
-   * The index and the IV (when encrypted) of the file of partition `id` received into `path`,
-   * from what [[encode]] wrote on the executor that wrote the file ([[PartitionFile.adopt]] makes
-   * the file of them). Fails with an IOException naming what is wrong when the index is not one of
-   * `id`, is malformed, or does not fit the file; the file is left where it is.
+   * The index of `partition`'s finished file, whose length is `fileLength`, with the envelope
+   * naming the partition (IOException when it was released meanwhile or its index does not
+   * describe `fileLength` bytes).
    */
-  private[partition] def decode(id: ResultPartitionID, path: File, index: Array[Byte]): (PartitionFileIndex, Option[BufferIv]) = {
+  def encode(partition: SortMergeResultPartition, fileLength: Long): Array[Byte] = {
+    val file = partition.file
+    file.checkReadable()
+    val index = java.nio.file.Files.readAllBytes(file.indexPath.toPath)
+    if (file.isDeleted) file.checkReadable()
+    if (index.length < HeaderSize || ByteBuffer.wrap(index).getLong(9) != fileLength) {
+      throw new IOException(s"the index of ${file.path} does not describe its $fileLength bytes")
+    }
+    val id = partition.partitionId
+    val out = ByteBuffer.allocate(EnvelopeSize + index.length)
+    out.putInt(MigrationMagic).put(MigrationVersion).putInt(id.shuffleId).putLong(id.producerId).put(index)
+    out.array()
+  }
+
+  /** What [[decode]] found in a received index: the finished file's totals, and its IV when encrypted. */
+  private[partition] final case class Decoded(numSubpartitions: Int, numBuffers: Int, fileLength: Long,
+      iv: Option[BufferIv], indexFile: ByteBuffer)
+
+  /**
+   * The index of the file of partition `id` received into `path`, from what [[encode]] wrote on
+   * the executor that wrote the file; `indexFile` is the index file's bytes, which
+   * [[PartitionFile.adopt]] writes beside `path`. Fails with an IOException naming what is wrong
+   * when the index is not one of `id`, is malformed, or does not fit the file; the file is left
+   * where it is.
+   */
+  private[partition] def decode(id: ResultPartitionID, path: File, index: Array[Byte]): Decoded = {
     def corrupt(what: String): Nothing =
       throw new IOException(s"The index of migrated partition ($id) for $path is unusable: $what")
+    def ends(): Nothing = corrupt(s"it ends early (${index.length} bytes)")
     val in = ByteBuffer.wrap(index)
-    try {
-      if (in.getInt() != Magic) corrupt("it does not start with Sluice's index magic")
-      val version = in.get()
-      if (version != Version) corrupt(s"version $version, this Sluice reads version $Version")
-      val shuffleId = in.getInt()
-      val producerId = in.getLong()
-      if (shuffleId != id.shuffleId || producerId != id.producerId) {
-        corrupt(s"it is the index of shuffle $shuffleId producer $producerId")
-      }
-      val numSubpartitions = in.getInt()
-      if (numSubpartitions <= 0) corrupt(s"$numSubpartitions subpartitions")
-      val fileLength = in.getLong()
-      val numBuffers = in.getInt()
-      val encrypted = in.get()
-      if (encrypted != 0 && encrypted != 1) corrupt(s"encryption flag $encrypted")
-      val iv = BufferIv(in.getLong(), in.getLong())
-      if (numBuffers < 0 || in.remaining() != numBuffers.toLong * EntrySize) {
-        corrupt(s"$numBuffers buffers announced, ${in.remaining()} bytes of entries follow")
-      }
-      val actual = path.length()
-      if (actual != fileLength) corrupt(s"the file has $actual bytes, the index describes $fileLength")
-      val decoded = new PartitionFileIndex(numSubpartitions)
-      var end = 0L
-      var i = 0
-      while (i < numBuffers) {
-        val sp = in.getInt()
-        val offset = in.getLong()
-        val stored = in.getInt()
-        val raw = in.getInt()
-        val crc = in.getInt()
-        if (sp < 0 || sp >= numSubpartitions) corrupt(s"buffer $i belongs to subpartition $sp of $numSubpartitions")
-        if (offset < end || stored <= 0 || offset + stored > fileLength || raw < -1 || raw == 0) {
-          corrupt(s"buffer $i (offset $offset, $stored bytes stored, raw $raw) does not follow the one before " +
-            s"(ending at $end) inside the $fileLength-byte file")
-        }
-        decoded.add(sp, offset, stored, raw, crc)
-        end = offset + stored
-        i += 1
-      }
-      (decoded, if (encrypted == 1) Some(iv) else None)
-    } catch {
-      case _: BufferUnderflowException => corrupt(s"it ends early (${index.length} bytes)")
+    if (in.remaining() < EnvelopeSize + HeaderSize) {
+      if (in.remaining() >= 4 && in.getInt(0) != MigrationMagic) corrupt("it does not start with Sluice's index magic")
+      ends()
     }
+    if (in.getInt() != MigrationMagic) corrupt("it does not start with Sluice's index magic")
+    val envelopeVersion = in.get()
+    if (envelopeVersion != MigrationVersion) corrupt(s"version $envelopeVersion, this Sluice reads version $MigrationVersion")
+    val shuffleId = in.getInt()
+    val producerId = in.getLong()
+    if (shuffleId != id.shuffleId || producerId != id.producerId) {
+      corrupt(s"it is the index of shuffle $shuffleId producer $producerId")
+    }
+    val indexFile = in.slice()
+    if (in.getInt() != Magic) corrupt("its index file does not start with Sluice's index magic")
+    val version = in.get()
+    if (version != Version) corrupt(s"index file version $version, this Sluice reads version $Version")
+    val numSubpartitions = in.getInt()
+    if (numSubpartitions <= 0) corrupt(s"$numSubpartitions subpartitions")
+    val fileLength = in.getLong()
+    val numBuffers = in.getInt()
+    val encrypted = in.get()
+    if (encrypted != 0 && encrypted != 1) corrupt(s"encryption flag $encrypted")
+    val iv = BufferIv(in.getLong(), in.getLong())
+    if (numBuffers < 0 || in.remaining() != 4L * (numSubpartitions + 1) + EntrySize.toLong * numBuffers) {
+      corrupt(s"$numBuffers buffers of $numSubpartitions subpartitions announced, ${in.remaining()} bytes follow")
+    }
+    val actual = path.length()
+    if (actual != fileLength) corrupt(s"the file has $actual bytes, the index describes $fileLength")
+    val entries = in.duplicate().position(in.position() + 4 * (numSubpartitions + 1))
+    var from = in.getInt()
+    if (from != 0) corrupt(s"its directory starts at entry $from")
+    var sp = 0
+    while (sp < numSubpartitions) {
+      val to = in.getInt()
+      if (to < from || to > numBuffers) corrupt(s"subpartition $sp's entries [$from, $to) of $numBuffers")
+      var end = 0L
+      var e = from
+      while (e < to) {
+        val offset = entries.getLong()
+        val stored = entries.getInt()
+        val raw = entries.getInt()
+        entries.getInt() // crc
+        if (offset < end || stored <= 0 || offset + stored > fileLength || raw < -1 || raw == 0) {
+          corrupt(s"buffer $e of subpartition $sp (offset $offset, $stored bytes stored, raw $raw) does not follow " +
+            s"the one before (ending at $end) inside the $fileLength-byte file")
+        }
+        end = offset + stored
+        e += 1
+      }
+      from = to
+      sp += 1
+    }
+    if (from != numBuffers) corrupt(s"its directory ends at entry $from of $numBuffers")
+    Decoded(numSubpartitions, numBuffers, fileLength, if (encrypted == 1) Some(iv) else None, indexFile)
   }
 }

@@ -8,8 +8,9 @@ import java.util.concurrent.atomic.AtomicInteger
 import io.netty.buffer.ByteBuf
 
 /**
- * One reader's read-only handle of a [[PartitionFile]] (the file channel Flink's
- * PartitionedFileReader owns), opened by [[PartitionFileReader.open]], reference counted: the [[BlockingSubpartitionView]] that opened it
+ * One reader's read-only handle of a [[PartitionFile]] (the file channels Flink's
+ * PartitionedFileReader owns: the data's, and the index file's once a view reads its entries),
+ * opened by [[PartitionFileReader.open]], reference counted: the [[BlockingSubpartitionView]] that opened it
  * holds one reference until it has read its range or is released, and every FileRegion still on
  * its way through a Netty connection holds another; the channel is closed when the last goes.
  *
@@ -21,6 +22,7 @@ import io.netty.buffer.ByteBuf
 final class PartitionFileReader private[partition] (val file: PartitionFile, channel: FileChannel) {
 
   private val refs = new AtomicInteger(1)
+  private var indexChannel: FileChannel = _ // the file's index, opened on first use; guarded by this
 
   /** Takes another reference unless the reader was already closed; whether it did. */
   def tryRetain(): Boolean = {
@@ -32,8 +34,10 @@ final class PartitionFileReader private[partition] (val file: PartitionFile, cha
   /** Drops one reference; the last one closes the channel. */
   def release(): Unit = {
     val n = refs.decrementAndGet()
-    if (n == 0) channel.close()
-    else if (n < 0) throw new IllegalStateException(s"$this was released once too often")
+    if (n == 0) {
+      try channel.close()
+      finally closeIndex()
+    } else if (n < 0) throw new IllegalStateException(s"$this was released once too often")
   }
 
   def refCnt: Int = math.max(0, refs.get())
@@ -48,6 +52,26 @@ final class PartitionFileReader private[partition] (val file: PartitionFile, cha
       pos += n
     }
     target.writerIndex(target.writerIndex() + length)
+  }
+
+  /**
+   * The entries of subpartitions [start, end) from the file's index file, through a handle of the
+   * index this reader opens on first use (IOException once closed). `keepIndexOpen`: the handle
+   * stays open for the next view (a reader the server's cache keeps), closed with the data's;
+   * otherwise it is closed at once (a reader of one view, which reads its entries once).
+   */
+  def readIndexRange(start: Int, end: Int, keepIndexOpen: Boolean): PartitionFileIndexRange =
+    try file.readIndexRange(openIndex(), start, end)
+    finally if (!keepIndexOpen) closeIndex()
+
+  private def openIndex(): FileChannel = synchronized {
+    if (refs.get() <= 0) throw new IOException(s"$this is closed")
+    if (indexChannel == null) indexChannel = FileChannel.open(file.indexPath.toPath, StandardOpenOption.READ)
+    indexChannel
+  }
+
+  private def closeIndex(): Unit = synchronized {
+    if (indexChannel != null) { indexChannel.close(); indexChannel = null }
   }
 
   /**

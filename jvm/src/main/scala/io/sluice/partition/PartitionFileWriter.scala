@@ -17,7 +17,8 @@ import org.apache.spark.unsafe.Platform
  * its own when that saves space, checksummed (CRC32C of the stored bytes, taken before
  * encryption), encrypted when Spark's I/O encryption is on (each buffer from the file's IV plus
  * its offset, see [[BufferIv]]), gathered in a direct staging buffer and written out in large
- * writes, and entered in the file's [[PartitionFileIndex]].
+ * writes, and entered in the file's [[PartitionFileIndex]], which [[finish]] writes to the index
+ * file at `indexPath`.
  *
  * It holds the file's only write handle, opened CREATE_NEW (a partition never overwrites another's
  * file), until [[finish]] or [[abort]]. The [[PartitionFile]] it writes checks that writing is
@@ -28,6 +29,7 @@ import org.apache.spark.unsafe.Platform
  */
 private[partition] final class PartitionFileWriter(
     path: File,
+    indexPath: File,
     index: PartitionFileIndex,
     codec: Option[BlockCodec],
     encryptor: Option[BufferCipher],
@@ -171,12 +173,22 @@ private[partition] final class PartitionFileWriter(
     stagingStart += n
   }
 
-  /** Writes what is staged and closes the write handle; the staging memory goes back either way. */
+  /**
+   * Writes what is staged, closes the write handle and writes the index file; the staging memory
+   * goes back either way.
+   */
   def finish(): Unit =
     try {
       flushStaging()
       closeChannel()
+      index.writeTo(indexPath, index.totalStored, fileIv)
     } finally returnWriteBuffers()
+
+  /** Stored buffers written so far. */
+  def numBuffers: Int = index.size
+
+  /** Bytes written so far (staged ones included). */
+  def length: Long = index.totalStored
 
   /** The producer gave up writing: its staging goes back, the handle is closed. */
   def abort(): Unit = {

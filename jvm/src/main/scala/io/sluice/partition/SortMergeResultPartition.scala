@@ -21,8 +21,8 @@ import org.apache.spark.unsafe.Platform
  * ([[HashBasedDataBuffer]]); otherwise the subpartitions share buffers and are gathered apart at
  * the spill ([[SortBasedDataBuffer]]). Readers cannot tell the two apart.
  *
- * [[finish]] spills the rest, closes the file and hands the pool back; from then on the partition
- * lives in its file, holds no file handle, and can be read any number of times, by any number of
+ * [[finish]] spills the rest, closes the file, writes its index beside it and hands the pool back;
+ * from then on the partition lives in its files, holds no file handle nor anything per subpartition, and can be read any number of times, by any number of
  * [[BlockingSubpartitionView]]s at once (each with a handle of its own), until released.
  *
  * Writing belongs to the producer's task thread; views are created once the partition is finished.
@@ -49,6 +49,7 @@ final class SortMergeResultPartition(
 
   override protected def writeFrame(subpartition: Int, header: Int, base: AnyRef, offset: Long, length: Int): Unit =
     try {
+      if (dataBuffer == null) throw new IllegalStateException(s"Result partition ($partitionId) gave its memory back")
       if (!dataBuffer.append(subpartition, header, base, offset, length)) {
         if (!dataBuffer.isEmpty) spill()
         if (dataBuffer.numBuffers == 0) {
@@ -128,17 +129,26 @@ final class SortMergeResultPartition(
       if (!dataBuffer.isEmpty) spill()
       file.finishWriting()
     } finally {
-      dataBuffer.release()
+      dropDataBuffer()
       spillTimeNanos += System.nanoTime() - start
     }
     bufferPool.lazyDestroy()
+  }
+
+  /** Gives the data buffer's memory back and drops it (its per-subpartition arrays with it). */
+  private def dropDataBuffer(): Unit = {
+    val d = dataBuffer
+    if (d != null) {
+      d.release()
+      dataBuffer = null
+    }
   }
 
   override protected def onRelease(cause: Throwable): Unit = file.delete()
 
   /** Gives the data buffer's memory and the file's write buffers back (producer thread, after a failure). */
   override def closeBufferBuilders(): Unit = {
-    dataBuffer.release()
+    dropDataBuffer()
     file.abortWriting()
   }
 
@@ -159,7 +169,10 @@ final class SortMergeResultPartition(
   }
 
   /** Network buffers held by the data buffer (outputQueueLength). */
-  override def numQueuedBuffers: Int = dataBuffer.numBuffers
+  override def numQueuedBuffers: Int = {
+    val d = dataBuffer
+    if (d == null) 0 else d.numBuffers
+  }
 
   /** Waiting for buffers plus compressing and writing spills (including the last, at finish). */
   override def blockedWriteTimeNanos: Long = super.blockedWriteTimeNanos + spillTimeNanos
@@ -167,8 +180,8 @@ final class SortMergeResultPartition(
   /** How many regions the producer wrote (spills of the data buffer, the last one included). */
   def numSpills: Int = spills
 
-  /** Stored bytes of each subpartition: the sizes MapStatus reports. */
-  def subpartitionSizes: Array[Long] = Array.tabulate(numSubpartitions)(file.storedBytes)
+  /** Stored bytes of each subpartition: the sizes MapStatus reports (read from the file's index). */
+  def subpartitionSizes: Array[Long] = file.subpartitionSizes
 }
 
 object SortMergeResultPartition {
@@ -180,7 +193,7 @@ object SortMergeResultPartition {
    * deletes the file. `pool` is only held until the partition is finished here, like a written one's.
    */
   def adopt(id: ResultPartitionID, file: PartitionFile, pool: LocalBufferPool): SortMergeResultPartition = {
-    val p = new SortMergeResultPartition(id, file.finishedIndex.numSubpartitions, pool, file, 0L)
+    val p = new SortMergeResultPartition(id, file.numSubpartitions, pool, file, 0L)
     p.finish()
     p
   }

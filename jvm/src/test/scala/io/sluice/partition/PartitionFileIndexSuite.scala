@@ -2,9 +2,8 @@ package io.sluice.partition
 
 import java.io.{File, IOException}
 import java.nio.ByteBuffer
-import java.nio.file.{Files, StandardCopyOption}
-
-import scala.collection.mutable.ArrayBuffer
+import java.nio.channels.FileChannel
+import java.nio.file.{Files, StandardCopyOption, StandardOpenOption}
 
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.TestingBufferPools._
@@ -14,16 +13,18 @@ import io.sluice.partition.TestingResultPartitions._
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
- * The index of a partition file: every subpartition's chain through the regions, in the order
- * written; and a finished blocking partition moved to another executor (decommissioning): its
- * index encoded, its file copied, the partition adopted there and read back record for record;
- * indexes that do not fit are refused by name.
+ * The index file of a partition file: every subpartition's entries in the order written, through
+ * the regions, read back a range at a time; and a finished blocking partition moved to another
+ * executor (decommissioning): its index shipped, its file copied, the partition adopted there and
+ * read back record for record; indexes that do not fit are refused by name.
  */
 class PartitionFileIndexSuite extends AnyFunSuite {
 
   private val Segment = 32 * 1024
-  // magic, version, shuffle, producer, subpartitions, length, buffers, encrypted, IV
-  private val Header = 4 + 1 + 4 + 8 + 4 + 8 + 4 + 1 + 16
+  // magic, version, subpartitions, length, buffers, encrypted, IV
+  private val Header = 4 + 1 + 4 + 8 + 4 + 1 + 16
+  // the migration envelope: magic, version, shuffle, producer
+  private val Envelope = 4 + 1 + 4 + 8
 
   private def writeAll(p: ResultPartition, records: Int, maxRecord: Int, skip: Set[Int] = Set.empty): Unit =
     for (seq <- 0 until records; ch <- 0 until p.numSubpartitions if !skip(ch)) emit(p, ch, record(ch, seq, maxRecord))
@@ -35,51 +36,78 @@ class PartitionFileIndexSuite extends AnyFunSuite {
     target
   }
 
-  /** Buffer offsets of `subpartition`, walking its chain. */
-  private def chain(index: PartitionFileIndex, subpartition: Int): Seq[Long] =
-    Iterator.iterate(index.first(subpartition))(index.next).takeWhile(_ >= 0).map(index.offset).toSeq
-
-  test("each subpartition's chain runs through the regions in the order written, at the offsets written") {
-    val index = new PartitionFileIndex(3)
-    // Region 1: subpartitions 0, 0, 2; region 2: 1, 2; region 3: 0. Buffers of 100 bytes, back to back.
-    val written = Seq(0, 0, 2, 1, 2, 0)
-    written.zipWithIndex.foreach { case (sp, i) => index.add(sp, i * 100L, 100, if (sp == 1) 250 else -1, i) }
-    assert(index.size == 6 && index.totalStored == 600)
-    assert(chain(index, 0) == Seq(0L, 100L, 500L))
-    assert(chain(index, 1) == Seq(300L))
-    assert(chain(index, 2) == Seq(200L, 400L))
-    assert((0 until 3).map(index.count) == Seq(3, 1, 2))
-    assert((0 until 3).map(index.storedBytes) == Seq(300L, 100L, 200L))
-    assert(index.subpartitions.toSeq == written, "each buffer's subpartition, in file order")
-    assert(index.rawLength(3) == 250 && index.rawLength(0) == -1 && index.storedLength(5) == 100 && index.crc(4) == 4)
+  /** Subpartitions [start, end) of the index file `path` of a file of `n` subpartitions and `buffers` buffers. */
+  private def range(path: File, n: Int, buffers: Int, start: Int, end: Int): PartitionFileIndexRange = {
+    val ch = FileChannel.open(path.toPath, StandardOpenOption.READ)
+    try PartitionFileIndexRange.read(ch, path, n, buffers, start, end)
+    finally ch.close()
   }
 
-  test("an index grows past its first arrays and trims to what was written") {
-    val index = new PartitionFileIndex(2)
-    assert(index.first(0) == -1 && index.first(1) == -1 && index.size == 0)
-    (0 until 1000).foreach(i => index.add(i % 2, i * 10L, 10, -1, 0))
-    index.trim()
-    assert(index.size == 1000 && index.totalStored == 10000)
-    assert(chain(index, 1) == (0 until 500).map(i => (2 * i + 1) * 10L))
-    assert(index.first(1) == 1 && index.next(999) == -1)
+  /** (subpartition, offset) of every entry of a range, in the order a reader gets them. */
+  private def entries(r: PartitionFileIndexRange): Seq[(Int, Long)] = {
+    var sp = r.start
+    (0 until r.size).map { i => sp = r.subpartitionOf(i, sp); sp -> r.offset(i) }
   }
 
-  test("a decoded index is the encoded one: chains, offsets, lengths and checksums") {
+  test("the index file lists each subpartition's buffers through the regions in the order written") {
+    withTempDir { dir =>
+      val index = new PartitionFileIndex(4)
+      // Region 1: subpartitions 0, 0, 3; region 2: 1, 3; region 3: 0. Subpartition 2 stays empty.
+      val written = Seq(0, 0, 3, 1, 3, 0)
+      written.zipWithIndex.foreach { case (sp, i) => index.add(sp, i * 100L, 100, if (sp == 1) 250 else -1, i) }
+      assert(index.size == 6 && index.totalStored == 600)
+      val path = new File(dir, "p.data.index")
+      index.writeTo(path, 600L, None)
+      assert(path.length() == Header + 4 * 5 + 20 * 6)
+      val dirEntries = ByteBuffer.wrap(Files.readAllBytes(path.toPath), Header, 20).asIntBuffer()
+      assert((0 until 5).map(dirEntries.get) == Seq(0, 3, 4, 4, 6), "the directory: first entry of each, then the total")
+      val all = range(path, 4, 6, 0, 4)
+      assert(entries(all) == Seq(0 -> 0L, 0 -> 100L, 0 -> 500L, 1 -> 300L, 3 -> 200L, 3 -> 400L))
+      assert(all.rawLength(3) == 250 && all.rawLength(0) == -1 && all.storedLength(5) == 100 && all.crc(2) == 5)
+      assert((0 until 4).map(all.count) == Seq(3, 1, 0, 2))
+      assert(entries(range(path, 4, 6, 1, 2)) == Seq(1 -> 300L))
+      assert(entries(range(path, 4, 6, 2, 4)) == Seq(3 -> 200L, 3 -> 400L), "an empty subpartition is skipped")
+      assert(range(path, 4, 6, 2, 3).size == 0)
+      val ch = FileChannel.open(path.toPath, StandardOpenOption.READ)
+      try assert(PartitionFileIndexRange.count(ch, path, 6, 1, 4) == 3)
+      finally ch.close()
+      intercept[java.nio.file.FileAlreadyExistsException](index.writeTo(path, 600L, None))
+    }
+  }
+
+  test("an index grows past its first arrays; a short or inconsistent index file is refused by name") {
+    withTempDir { dir =>
+      val index = new PartitionFileIndex(2)
+      (0 until 1000).foreach(i => index.add(i % 2, i * 10L, 10, -1, 0))
+      assert(index.size == 1000 && index.totalStored == 10000)
+      val path = new File(dir, "p.data.index")
+      index.writeTo(path, 10000L, None)
+      assert(entries(range(path, 2, 1000, 1, 2)).map(_._2) == (0 until 500).map(i => (2 * i + 1) * 10L))
+      val short = new File(dir, "short.index")
+      Files.write(short.toPath, Files.readAllBytes(path.toPath).take(Header + 12 + 20 * 600))
+      assert(intercept[IOException](range(short, 2, 1000, 1, 2)).getMessage.contains(s"The index $short ends at"))
+      assert(intercept[IOException](range(path, 2, 999, 0, 2)).getMessage.contains("own entries [0, 1000) of 999"))
+    }
+  }
+
+  test("a received index is the file's own index file behind an envelope naming the partition") {
     withNetworkBufferPool(16, Segment) { global =>
       withTempDir { dir =>
         val id = ResultPartitionID(5, 50)
         val p = blocking(global, dir, 3, poolMax = 2, producerId = 50, shuffleId = 5)
         writeAll(p, 600, maxRecord = 3000)
         p.finish()
-        val original = p.file.finishedIndex
-        val (decoded, iv) = PartitionFileIndex.decode(id, p.file.path, PartitionFileIndex.encode(p, p.file.path.length()))
-        assert(iv.isEmpty && decoded.size == original.size && decoded.totalStored == original.totalStored)
-        for (sp <- 0 until 3) assert(chain(decoded, sp) == chain(original, sp), s"subpartition $sp")
-        for (b <- 0 until original.size) {
-          assert(decoded.storedLength(b) == original.storedLength(b) && decoded.rawLength(b) == original.rawLength(b) &&
-              decoded.crc(b) == original.crc(b), s"buffer $b")
-        }
+        val encoded = PartitionFileIndex.encode(p, p.file.path.length())
+        val d = PartitionFileIndex.decode(id, p.file.path, encoded)
+        assert(d.iv.isEmpty && d.numSubpartitions == 3 && d.numBuffers == p.file.numBuffersTotal &&
+          d.fileLength == p.file.size)
+        val shipped = new Array[Byte](d.indexFile.remaining())
+        d.indexFile.get(shipped)
+        assert(shipped.sameElements(Files.readAllBytes(p.file.indexPath.toPath)))
+        assert(encoded.length == Envelope + shipped.length)
+        intercept[IOException](PartitionFileIndex.encode(p, p.file.path.length() + 1))
         p.release(null)
+        intercept[IOException](PartitionFileIndex.encode(p, 0L))
       }
     }
   }
@@ -99,6 +127,8 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           val adopted = SortMergeResultPartition.adopt(id, PartitionFile.adopt(id, file, index),
             global.createBufferPool(0, 1, "adopted"))
           assert(adopted.isFinished && adopted.file.isFinished && adopted.numSubpartitions == 5)
+          assert(adopted.file.indexPath.exists() && adopted.file.indexPath.getParentFile == receiver, "the index beside it")
+          assert(adopted.file.size == p.file.size && adopted.file.numBuffersTotal == p.file.numBuffersTotal)
           assert(adopted.subpartitionSizes.sameElements(p.subpartitionSizes), "the same map output sizes")
           assert(adopted.subpartitionSizes(3) == 0)
           for ((s, e) <- Seq((0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (0, 5), (1, 4))) {
@@ -110,7 +140,7 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           p.release(null)
           assert(readRange(adopted, 0, 5, codec).size == 4 * 1000, "the copy does not depend on the original")
           adopted.release(null)
-          assert(!file.exists(), "releasing the adopted partition deletes its file")
+          assert(!file.exists() && !adopted.file.indexPath.exists(), "releasing the adopted partition deletes its files")
         }
       }
     }
@@ -149,40 +179,94 @@ class PartitionFileIndexSuite extends AnyFunSuite {
             intercept[IOException](PartitionFile.adopt(as, target, i)).getMessage
 
           assert(refused(index, as = ResultPartitionID(3, 31)).contains("index of shuffle 3 producer 30"))
-          assert(refused(index.take(index.length - 3)).contains("buffers announced"))
+          assert(refused(index.take(index.length - 3)).contains("buffers of 2 subpartitions announced"))
           assert(refused(index.take(10)).contains("ends early"))
-          assert(refused(Array.fill(40)(1.toByte)).contains("magic"))
+          assert(refused(Array.fill(80)(1.toByte)).contains("magic"))
           val short = new File(receiver, "short.part")
           Files.write(short.toPath, Files.readAllBytes(file.toPath).take(100))
           assert(refused(index, short).contains(s"the file has 100 bytes, the index describes $length"))
+          val entriesAt = Envelope + Header + 4 * 3
           // An entry pointing outside the file.
           val bad = index.clone()
-          ByteBuffer.wrap(bad).putLong(Header + 4, length) // the first buffer's offset
-          assert(refused(bad).contains("does not follow the one before"))
+          ByteBuffer.wrap(bad).putLong(entriesAt, length) // the first buffer's offset
+          assert(refused(bad).contains("buffer 0 of subpartition 0") && refused(bad).contains("does not follow the one before"))
+          // A subpartition's entries out of the order written.
+          val swapped = index.clone()
+          ByteBuffer.wrap(swapped).putLong(entriesAt + 20, 0L)
+          assert(refused(swapped).contains("buffer 1 of subpartition 0"))
+          // A directory that does not add up.
+          val directory = index.clone()
+          ByteBuffer.wrap(directory).putInt(Envelope + Header + 4, numBuffers(p) + 1)
+          assert(refused(directory).contains(s"subpartition 0's entries [0, ${numBuffers(p) + 1})"))
           val otherVersion = index.clone()
           otherVersion(4) = 9
           assert(refused(otherVersion).contains("version 9"))
+          val otherFileVersion = index.clone()
+          otherFileVersion(Envelope + 4) = 7
+          assert(refused(otherFileVersion).contains("index file version 7"))
           assert(file.exists(), "a refused index leaves the file to its caller")
+          assert(!PartitionFile.indexPathOf(file).exists(), "and writes no index beside it")
           p.release(null)
         }
       }
     }
   }
 
-  test("the encoded index lists every stored buffer once: 24 bytes each behind a fixed header") {
+  private def numBuffers(p: SortMergeResultPartition): Int = p.file.numBuffersTotal
+
+  test("the index file: a header, numSubpartitions + 1 directory entries, 20 bytes per stored buffer by subpartition") {
     withNetworkBufferPool(16, Segment) { global =>
       withTempDir { dir =>
         val p = blocking(global, dir, 4, poolMax = 2)
-        writeAll(p, 800, maxRecord = 4000)
+        writeAll(p, 800, maxRecord = 4000, skip = Set(2))
         p.finish()
-        val index = PartitionFileIndex.encode(p, p.file.path.length())
-        val expected = Header + 24 * p.file.numBuffersTotal
-        assert(index.length == expected, s"${index.length} bytes, expected $expected")
-        val offsets = ArrayBuffer.empty[Long]
-        val in = ByteBuffer.wrap(index, Header, index.length - Header)
-        while (in.hasRemaining) { in.getInt(); offsets += in.getLong(); in.getInt(); in.getInt(); in.getInt() }
-        assert(offsets == offsets.sorted && offsets.distinct.size == offsets.size, "in file order")
+        assert(p.numSpills > 2)
+        val bytes = Files.readAllBytes(p.file.indexPath.toPath)
+        val n = p.file.numBuffersTotal
+        assert(bytes.length == Header + 4 * 5 + 20 * n, s"${bytes.length} bytes for $n buffers")
+        val in = ByteBuffer.wrap(bytes)
+        val directory = (0 until 5).map(i => in.getInt(Header + 4 * i))
+        assert(directory.head == 0 && directory.last == n && directory(3) == directory(2), "subpartition 2 is empty")
+        assert((0 until 4).map(s => directory(s + 1) - directory(s)) == (0 until 4).map(p.file.numBuffers))
+        val offsets = (0 until n).map(e => in.getLong(Header + 4 * 5 + 20 * e))
+        for (s <- 0 until 4) {
+          val own = offsets.slice(directory(s), directory(s + 1))
+          assert(own == own.sorted, s"subpartition $s in the order written")
+        }
+        assert(offsets.distinct.size == n && offsets.min == 0L)
+        assert(PartitionFileIndex.encode(p, p.file.path.length()).length == Envelope + bytes.length)
         p.release(null)
+        assert(!p.file.indexPath.exists())
+      }
+    }
+  }
+
+  test("a finished map output keeps nothing per subpartition or per buffer in the heap") {
+    withNetworkBufferPool(64, Segment) { global =>
+      withTempDir { dir =>
+        def held(numSubpartitions: Int, hashBased: Boolean): (Long, Long, Int) = {
+          val p = blocking(global, dir, numSubpartitions, poolMax = 8, producerId = numSubpartitions,
+            hashBased = (_, _) => hashBased)
+          writeAll(p, 20, maxRecord = 2000)
+          p.finish()
+          val stop: AnyRef => Boolean = _.isInstanceOf[io.sluice.memory.NetworkBufferPool]
+          val sizes = (TestingHeap.reachableBytes(p.file, stop), TestingHeap.reachableBytes(p, stop),
+            p.file.numBuffersTotal)
+          assert(readRange(p, 0, numSubpartitions).size == 20 * numSubpartitions)
+          p.release(null)
+          sizes
+        }
+        for (hashBased <- Seq(true, false)) {
+          val (fileFew, partitionFew, buffersFew) = held(10, hashBased)
+          val (fileMany, partitionMany, buffersMany) = held(1000, hashBased)
+          assert(buffersMany > 10 * buffersFew, s"$buffersFew and $buffersMany stored buffers")
+          info(s"hash-based $hashBased: the file holds $fileFew / $fileMany bytes, the partition $partitionFew / " +
+            s"$partitionMany bytes, for 10 / 1000 subpartitions ($buffersFew / $buffersMany stored buffers)")
+          // The same path length (producer ids 10 and 1000 differ by 2 characters): up to 8 bytes apart.
+          assert(math.abs(fileMany - fileFew) <= 8 && math.abs(partitionMany - partitionFew) <= 8,
+            "the same heap whatever the number of subpartitions and buffers")
+          assert(fileMany <= 64 + 4 * 1000, s"$fileMany bytes held by a file of 1000 non-empty subpartitions")
+        }
       }
     }
   }

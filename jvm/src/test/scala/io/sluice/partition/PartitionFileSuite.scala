@@ -42,14 +42,17 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
         assert(read(f.buffer(0, i)).sameElements(data(2 * i)))
         assert(read(f.buffer(1, i)).sameElements(data(2 * i + 1)))
       }
-      assert(f.storedBytes(0) == data.indices.filter(_ % 2 == 0).map(data(_).length).sum)
+      assert(f.subpartitionSizes.toSeq == Seq(0, 1).map(s =>
+        data.indices.filter(_ % 2 == s).map(data(_).length).sum.toLong) :+ 0L)
       assert(f.size == data.map(_.length).sum)
       assert(f.path.length() == f.size)
       val late = buf(Array[Byte](1))
       intercept[IllegalArgumentException](f.write(0, late))
       late.release()
+      assert(f.indexPath.exists() && f.indexPath.getParentFile == f.path.getParentFile, "the index lies beside the data")
       f.delete()
-      assert(!f.path.exists())
+      assert(!f.path.exists() && !f.indexPath.exists(), "deleted with its index")
+      intercept[java.io.IOException](f.numBuffers(0))
     }
   }
 
@@ -137,6 +140,10 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
       r1.release()
       assert(openUnder(dir) == 1 && !r1.tryRetain() && r1.refCnt == 0)
       intercept[IllegalStateException](r1.release())
+      intercept[java.io.IOException](r1.readIndexRange(0, 1, keepIndexOpen = false))
+      assert(r2.readIndexRange(0, 1, keepIndexOpen = false).size == 1 && openUnder(dir) == 1, "read, closed at once")
+      assert(r2.readIndexRange(0, 1, keepIndexOpen = true).size == 1 && openUnder(dir) == 2, "the index beside the data")
+      assert(r2.readIndexRange(0, 1, keepIndexOpen = true).size == 1 && openUnder(dir) == 2, "kept, opened once")
       f.delete()
       assert(!f.path.exists())
       val target = Unpooled.directBuffer(5000)
@@ -156,7 +163,7 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
       val b = buf(Array.fill[Byte](100)(1))
       f.write(0, b)
       f.delete()
-      assert(!f.path.exists())
+      assert(!f.path.exists() && !f.indexPath.exists())
       intercept[java.io.IOException](f.write(0, b))
       b.release()
       f.abortWriting()

@@ -21,7 +21,7 @@ class PartitionFileWriterSuite extends AnyFunSuite with NettyLeakDetection {
     withTempDir { dir =>
       val path = new File(dir, "w.data")
       val index = new PartitionFileIndex(2)
-      val w = new PartitionFileWriter(path, index, None, None, None)
+      val w = new PartitionFileWriter(path, new File(dir, "w.data.index"), index, None, None, None)
       val data = (0 until 20).map(i => Array.tabulate(1000 + i)(j => (i * j).toByte))
       data.zipWithIndex.foreach { case (d, i) => write(w, i % 2, d) }
       assert(path.length() == 0, "20 small buffers stay in the staging buffer")
@@ -34,20 +34,26 @@ class PartitionFileWriterSuite extends AnyFunSuite with NettyLeakDetection {
       val last = index.offset(20).toInt
       assert(bytes.slice(last, last + big.length).sameElements(big))
       assert(bytes.slice(index.offset(3).toInt, index.offset(4).toInt).sameElements(data(3)))
+      val indexFile = new File(dir, "w.data.index")
+      assert(indexFile.length() == PartitionFileIndex.indexFileLength(2, 21), "the index file, written by finish")
     }
   }
 
   test("a closed channel fails the next write-out; abort gives the staging back and closes the handle") {
     withTempDir { dir =>
       val path = new File(dir, "c.data")
-      val w = new PartitionFileWriter(path, new PartitionFileIndex(1), None, None, None)
+      val w = new PartitionFileWriter(path, new File(dir, "c.data.index"), new PartitionFileIndex(1), None, None, None)
       write(w, 0, Array.fill[Byte](100)(1))
       w.closeChannel() // the partition was released under the producer
       intercept[java.io.IOException](w.finish())
-      val second = new PartitionFileWriter(new File(dir, "a.data"), new PartitionFileIndex(1), None, None, None)
+      val second =
+        new PartitionFileWriter(new File(dir, "a.data"), new File(dir, "a.data.index"), new PartitionFileIndex(1), None,
+          None, None)
       write(second, 0, Array.fill[Byte](100)(1))
       second.abort()
       second.closeChannel() // idempotent
+      assert(!new File(dir, "c.data.index").exists() && !new File(dir, "a.data.index").exists(),
+        "no index file for a file that was not finished")
     }
   }
 }

@@ -226,9 +226,9 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
         val view = p.createSubpartitionView(0, 2, NoOpBufferAvailabilityListener)
         val first = view.getNextBuffer()
         assert(first.spilled != null)
-        assert(p.file.path.exists())
+        assert(p.file.path.exists() && p.file.indexPath.exists())
         p.release(new RuntimeException("shuffle unregistered"))
-        assert(!p.file.path.exists())
+        assert(!p.file.path.exists() && !p.file.indexPath.exists(), "deleted with its index")
         assert(view.isReleased && view.isAvailable(1) && view.getNextBuffer() == null)
         assert(view.failureCause.getMessage == "shuffle unregistered")
         val target = Unpooled.directBuffer(first.spilled.storedLength)
@@ -250,6 +250,34 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
         p.closeBufferBuilders()
         assert(!p.file.path.exists())
         intercept[ProducerFailedException](emit(p, 0, bytes(0, 0, 1)))
+      }
+    }
+  }
+
+  test("the index file goes with its data file on every path: shuffle removal, executor stop, failed finish") {
+    withNetworkBufferPool(64, Segment) { global =>
+      withTempDir { dir =>
+        val manager = new ResultPartitionManager()
+        val ps = (0 until 4).map(i =>
+          TestingResultPartitions.blocking(global, dir, 3, poolMax = 4, producerId = i,
+            shuffleId = i % 2, hashBased = (_, _) => hashBasedLayout))
+        ps.foreach { p => write(p, 50 * 1024, maxRecord = 3000); p.finish(); manager.registerResultPartition(p) }
+        assert(ps.forall(p => p.file.path.exists() && p.file.indexPath.exists()))
+        assert(dir.listFiles().length == 8, "each data file with its index beside it")
+        manager.releasePartitionsOfShuffle(1)
+        assert(dir.listFiles().map(_.getName).sorted.toSeq ==
+          Seq(0, 2).flatMap(i => Seq(ps(i).file.path.getName, ps(i).file.indexPath.getName)).sorted)
+        manager.shutdown()
+        assert(dir.listFiles().isEmpty, "the executor's stop deleted every data and index file")
+
+        // The index cannot be written (a file is in its way): finish fails, the release deletes the data.
+        val failing = partition(global, dir, 2, poolMax = 4, producerId = 9)
+        write(failing, 50 * 1024, maxRecord = 3000)
+        assert(failing.file.indexPath.createNewFile())
+        intercept[java.io.IOException](failing.finish())
+        failing.release(new RuntimeException("task failed"))
+        failing.closeBufferBuilders()
+        assert(dir.listFiles().isEmpty, "the failed partition's data and index are gone")
       }
     }
   }
@@ -463,16 +491,17 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
         assert(cache.acquire(ps(0).file) eq first, "a kept reader is handed out again")
         first.release(); first.release()
         for (_ <- 0 until 3) assert(sameRecords(readThroughCache(ps(0), 0, 3), expected(0)))
-        assert(cache.size == 1 && openUnder(dir) == 1, "one handle kept for the readers to come")
+        // A kept reader holds two handles once a view read through it: the data's and the index's.
+        assert(cache.size == 1 && openUnder(dir) == 2, "one reader kept for the readers to come")
         assert(cache.acquire(ps(0).file) eq first, "still the handle the first reader opened")
         first.release()
 
         // Full: a further file is opened for its reader alone, and nothing kept is dropped for it
         // (reducers read the files in the same order; dropping the oldest would miss every time).
         assert(sameRecords(readThroughCache(ps(1), 0, 3), expected(1)))
-        assert(cache.size == 2 && openUnder(dir) == 2)
+        assert(cache.size == 2 && openUnder(dir) == 4)
         assert(sameRecords(readThroughCache(ps(2), 0, 3), expected(2)))
-        assert(cache.size == 2 && openUnder(dir) == 2, "the file beyond the capacity was closed after its reader")
+        assert(cache.size == 2 && openUnder(dir) == 4, "the file beyond the capacity was closed after its reader")
         assert(cache.acquire(ps(0).file) eq first, "the kept files stay")
         first.release()
 
@@ -482,15 +511,15 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
         val held = lingering.getNextBuffer()
         assert(held.spilled != null)
         cache.closeIdle(System.nanoTime() - 60L * 1000000000L)
-        assert(cache.size == 2 && openUnder(dir) == 2, "read within the last minute: kept")
+        assert(cache.size == 2 && openUnder(dir) == 4, "read within the last minute: kept")
         cache.closeIdle(System.nanoTime())
-        assert(cache.size == 0 && openUnder(dir) == 1, "no reader since: dropped, but the lingering view holds one")
+        assert(cache.size == 0 && openUnder(dir) == 2, "no reader since: dropped, but the lingering view holds one")
         val rest = new TestingElementReader
         rest.feed(readSpilled(held.spilled, None))
         drain(lingering, rest)
         assert(openUnder(dir) == 0, "closed once its last reader was done")
         assert(sameRecords(readThroughCache(ps(2), 0, 3), expected(2)), "a closed file is opened again when read")
-        assert(cache.size == 1 && openUnder(dir) == 1, "and kept again, there being room")
+        assert(cache.size == 1 && openUnder(dir) == 2, "and kept again, there being room")
 
         // Deleting a file closes its kept handle at once: no handle holds a deleted file's space.
         ps(2).release(null)

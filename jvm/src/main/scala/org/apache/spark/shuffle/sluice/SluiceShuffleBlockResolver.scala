@@ -233,6 +233,6 @@ private[sluice] object SluiceShuffleBlockResolver {
   /** The reduce id in the names of migration blocks (Spark's NOOP_REDUCE_ID: one block per map output). */
   val ReduceId = 0
 
-  /** A sanity bound on a received index: 24 bytes per stored buffer, so ~350 GB of 32 KiB buffers. */
+  /** A sanity bound on a received index: about 20 bytes per stored buffer, so ~400 GB of 32 KiB buffers. */
   private val MaxIndexBytes = 256L << 20
 }

@@ -140,6 +140,7 @@ class SluiceShuffleBlockResolverSuite extends AnyFunSuite {
       assert(sender.getMigrationBlocks(ShuffleBlockInfo(4, 1001L)).isEmpty, "a released output is not offered")
       assert(read(b, b, id, 0, 4).size == 9000)
       assert(b.files.exists(_.startsWith("sluice-shuffle-4-1001.migrated-")))
+      assert(b.files.exists(_.endsWith(".part.index")), s"the index written beside the file: ${b.files}")
       b.env.releaseShuffle(4)
       assert(b.files.isEmpty, "the migrated file goes with its shuffle")
       pipelined.release(null)
@@ -181,7 +182,8 @@ class SluiceShuffleBlockResolverSuite extends AnyFunSuite {
       migrate(ShuffleBlockInfo(8, 104L), sender, receiver)
       migrate(ShuffleBlockInfo(8, 104L), sender, receiver)
       assert(b.relocated.count(_._1 == ids(4)) == 2)
-      assert(b.files.size == 2, s"the outputs of map 101 and 104 only: ${b.files}")
+      assert(b.files.size == 4 && b.files.count(_.endsWith(".part.index")) == 2,
+        s"the outputs of map 101 and 104 only, each with its index beside it: ${b.files}")
       assert(read(b, b, ids(4), 0, 3) == read(a, a, ids(4), 0, 3))
 
       // An index whose file never comes is forgotten with its shuffle.

@@ -1,0 +1,101 @@
+package io.sluice.partition
+
+import java.io.{File, IOException}
+import java.nio.ByteBuffer
+import java.nio.channels.FileChannel
+
+/**
+ * The index entries of subpartitions [start, end) of a finished [[PartitionFile]], read from its
+ * index file (see [[PartitionFileIndex$]]) with two positional reads: the directory's entries
+ * start .. end, then the range's entries, in the order a reader sends them (Flink's
+ * PartitionedFileReader reads its region's index entries the same way). A
+ * [[BlockingSubpartitionView]] holds one for as long as it reads. Immutable once read; one
+ * thread at a time.
+ */
+private[partition] final class PartitionFileIndexRange private (
+    val start: Int,
+    directory: Array[Int],
+    entries: ByteBuffer) {
+  import PartitionFileIndex.EntrySize
+
+  /** Stored buffers of the range. */
+  val size: Int = directory(directory.length - 1) - directory(0)
+
+  /** The subpartition of entry `i`, searching forward from subpartition `from` (<= the answer). */
+  def subpartitionOf(i: Int, from: Int): Int = {
+    var sp = from
+    while (directory(sp - start + 1) - directory(0) <= i) sp += 1
+    sp
+  }
+
+  /** Stored buffers of subpartition `sp` of the range. */
+  def count(sp: Int): Int = directory(sp - start + 1) - directory(sp - start)
+
+  def offset(i: Int): Long = entries.getLong(i * EntrySize)
+
+  def storedLength(i: Int): Int = entries.getInt(i * EntrySize + 8)
+
+  /** Length before compression, -1 when stored raw. */
+  def rawLength(i: Int): Int = entries.getInt(i * EntrySize + 12)
+
+  def crc(i: Int): Int = entries.getInt(i * EntrySize + 16)
+}
+
+private[partition] object PartitionFileIndexRange {
+
+  /**
+   * Reads the range [start, end) of the index file `path` (through `channel`) of a finished file
+   * of `numSubpartitions` subpartitions and `numBuffers` stored buffers. An IOException names the
+   * index file when it is shorter than that or its directory does not fit.
+   */
+  def read(channel: FileChannel, path: File, numSubpartitions: Int, numBuffers: Int, start: Int,
+      end: Int): PartitionFileIndexRange = {
+    val directory = readDirectory(channel, path, numBuffers, start, end)
+    val n = directory(end - start) - directory(0)
+    val entries = ByteBuffer.allocate(n * PartitionFileIndex.EntrySize)
+    readFully(channel, path, entries, PartitionFileIndex.entryAt(numSubpartitions, directory(0)))
+    new PartitionFileIndexRange(start, directory, entries)
+  }
+
+  /** Stored buffers of subpartitions [start, end), read from the index file's directory alone. */
+  def count(channel: FileChannel, path: File, numBuffers: Int, start: Int, end: Int): Int = {
+    val two = ByteBuffer.allocate(4)
+    readFully(channel, path, two, PartitionFileIndex.directoryAt(start))
+    val first = two.getInt(0)
+    two.clear()
+    readFully(channel, path, two, PartitionFileIndex.directoryAt(end))
+    val last = two.getInt(0)
+    if (first < 0 || last < first || last > numBuffers) corruptDirectory(path, start, end, first, last, numBuffers)
+    last - first
+  }
+
+  private def readDirectory(channel: FileChannel, path: File, numBuffers: Int, start: Int, end: Int): Array[Int] = {
+    val bytes = ByteBuffer.allocate(4 * (end - start + 1))
+    readFully(channel, path, bytes, PartitionFileIndex.directoryAt(start))
+    val directory = new Array[Int](end - start + 1)
+    bytes.flip()
+    bytes.asIntBuffer().get(directory)
+    var i = 0
+    while (i < directory.length) {
+      val prev = if (i == 0) 0 else directory(i - 1)
+      if (directory(i) < prev || directory(i) > numBuffers) {
+        corruptDirectory(path, start, end, directory(0), directory(i), numBuffers)
+      }
+      i += 1
+    }
+    directory
+  }
+
+  private def corruptDirectory(path: File, start: Int, end: Int, first: Int, last: Int, numBuffers: Int): Nothing =
+    throw new IOException(s"The index $path is corrupt: subpartitions [$start, $end) own entries [$first, $last) " +
+      s"of $numBuffers")
+
+  private def readFully(channel: FileChannel, path: File, into: ByteBuffer, at: Long): Unit = {
+    var pos = at
+    while (into.hasRemaining) {
+      val n = channel.read(into, pos)
+      if (n < 0) throw new IOException(s"The index $path ends at $pos, before the ${into.limit()} bytes read at $at")
+      pos += n
+    }
+  }
+}
