@@ -208,6 +208,14 @@ object SluiceOptions {
       |every reader."""
   }
 
+  val ReadThreads: ConfigOption[Int] = opt("spark.sluice.network.readThreads", "read_threads", IntType, 0,
+    "(none: Flink reads sort-merge files on the TaskManager's I/O executor, FLINK-19582)", Effect.ExecutorStart,
+    between(0, 256)) {
+    """Threads per executor that read finished map-output files for remote reduce tasks: they open
+      |the files and read the stored buffers of each frame, so that Netty's event loops only write
+      |finished frames and never wait on a disk. 0 means the executor's cores, at most 4."""
+  }
+
   // ---- observability ------------------------------------------------------------------------
 
   val MetricsInterval: ConfigOption[Long] = opt("spark.sluice.metrics.reportInterval", "metrics_report_interval",
@@ -258,6 +266,7 @@ object SluiceOptions {
     MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
     RequestTimeout, HeartbeatTimeout, MaxFrameLength, MaxConnectionsPerPeer, MaxReadersPerPeer, MaxOpenPartitionFiles,
+    ReadThreads,
     MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval)
 

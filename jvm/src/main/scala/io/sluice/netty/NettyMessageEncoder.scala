@@ -10,24 +10,24 @@ import io.sluice.partition.SpilledBuffer
 
 /**
  * Turns [[NettyMessage]]s into frames (the encoding half of Flink's NettyMessageEncoder). A
- * BufferResponse's payload is never copied into the frame: an in-memory payload goes out as a
- * composite of a small header buffer and the payload slice, a spilled one as the header followed
- * by a FileRegion of the partition file (sendfile), except behind TLS, which cannot encrypt a
- * FileRegion, where the region is read into a buffer first. A spilled payload whose file cannot be
- * opened or read before its frame starts fails only its own write, with an
- * [[UnreadablePayloadException]], and nothing of its frame is sent. Once the header is out the
- * payload must follow byte for byte, so a file that fails mid-payload (a disk error, a file cut
- * short) fails the write and the connection, as Flink does: every reader on it then fails and
- * Spark recomputes. A PackedBufferResponse of one stored buffer goes out the same way; one that
- * packs several is read, header and payload, into one buffer and written at once, so nothing of it
- * is sent unless all of it could be read. Stateless and shared by every connection.
+ * payload is never copied into the frame when it is in memory: a BufferResponse's network buffer
+ * and a PackedBufferResponse's payload (read from the partition files by the server's read
+ * threads) go out as a composite of a small header buffer and the payload. A BufferResponse's
+ * spilled payload (a single partition's reader) goes out as the header followed by a FileRegion of
+ * the partition file (sendfile), except behind TLS, which cannot encrypt a FileRegion, where the
+ * region is read into the frame first. A spilled payload whose file cannot be opened or read
+ * before its frame starts fails only its own write, with an [[UnreadablePayloadException]], and
+ * nothing of its frame is sent. Once the header is out the payload must follow byte for byte, so a
+ * file that fails mid-payload (a disk error, a file cut short) fails the write and the connection,
+ * as Flink does: every reader on it then fails and Spark recomputes. Stateless and shared by every
+ * connection.
  */
 @Sharable
 private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAdapter {
 
   override def write(ctx: ChannelHandlerContext, msg: AnyRef, promise: ChannelPromise): Unit = msg match {
     case r: BufferResponse => writeBufferResponse(ctx, r, promise)
-    case r: PackedBufferResponse => writePackedBufferResponse(ctx, r, promise)
+    case r: PackedBufferResponse => writeInMemory(ctx, r, promise)
     case m: NettyMessage =>
       val buf = ctx.alloc().buffer(NettyMessage.FrameHeaderLength + m.encodedLength)
       ctx.write(NettyMessage.frameOf(m, buf), promise)
@@ -36,13 +36,8 @@ private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAda
 
   private def writeBufferResponse(ctx: ChannelHandlerContext, r: BufferResponse, promise: ChannelPromise): Unit =
     if (r.data != null) writeInMemory(ctx, r, promise)
-    else if (behindTls(ctx)) writeCopied(ctx, r, Seq(r.spilled), promise)
+    else if (behindTls(ctx)) writeCopied(ctx, r, r.spilled, promise)
     else writeHeaderThenRegion(ctx, r, r.spilled, promise)
-
-  /** A PackedBufferResponse packing several stored buffers is copied into one frame; one alone keeps sendfile. */
-  private def writePackedBufferResponse(ctx: ChannelHandlerContext, r: PackedBufferResponse, promise: ChannelPromise): Unit =
-    if (r.spilled.size > 1 || (r.spilled.nonEmpty && behindTls(ctx))) writeCopied(ctx, r, r.spilled, promise)
-    else writeHeaderThenRegion(ctx, r, r.spilled.headOption.orNull, promise)
 
   /** TLS cannot encrypt a FileRegion. */
   private def behindTls(ctx: ChannelHandlerContext): Boolean = ctx.pipeline().get(classOf[SslHandler]) != null
@@ -55,11 +50,12 @@ private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAda
     buf
   }
 
-  /** An in-memory payload: a composite of the header and the payload slice, nothing copied. */
-  private def writeInMemory(ctx: ChannelHandlerContext, r: BufferResponse, promise: ChannelPromise): Unit = {
+  /** An in-memory payload (null: none): a composite of the header and the payload, nothing copied. */
+  private def writeInMemory(ctx: ChannelHandlerContext, r: PayloadResponse, promise: ChannelPromise): Unit = {
     var payload: ByteBuf = r.data
     try {
       val h = header(ctx, r, 0)
+      if (payload == null) { ctx.write(h, promise); return }
       val frame = ctx.alloc().compositeDirectBuffer(2)
       frame.addComponents(true, h, payload)
       payload = null
@@ -100,17 +96,15 @@ private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAda
   }
 
   /**
-   * Header and payload in one buffer, each stored buffer read into it with one positional read,
-   * then one write: behind TLS, and for a frame packing several stored buffers (hundred-byte map
-   * outputs would otherwise cost a sendfile(2) and a TCP segment each; the frame is at most one
-   * receiver buffer long, so the copy is small). Nothing is sent unless every stored buffer was read.
+   * Header and payload in one buffer, the stored buffer read into it with one positional read, then
+   * one write (behind TLS). Nothing is sent unless the stored buffer was read.
    */
-  private def writeCopied(ctx: ChannelHandlerContext, m: PayloadResponse, stored: Seq[SpilledBuffer],
+  private def writeCopied(ctx: ChannelHandlerContext, m: PayloadResponse, stored: SpilledBuffer,
       promise: ChannelPromise): Unit = {
     var frame: ByteBuf = null
     try {
       frame = header(ctx, m, m.payloadSize)
-      try stored.foreach(_.readInto(frame))
+      try stored.readInto(frame)
       catch { case NonFatal(e) => throw new UnreadablePayloadException(m.receiverId, e, m.payloadSize.toLong) }
       val f = frame
       frame = null

@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import io.netty.channel.{Channel, ChannelFuture, ChannelFutureListener}
 import io.netty.util.AttributeKey
 import io.sluice.config.{SluiceConf, SluiceOptions}
-import io.sluice.partition.ResultPartitionManager
+import io.sluice.partition.{PartitionReadScheduler, ResultPartitionManager}
 import org.apache.spark.network.TransportContext
 import org.apache.spark.network.crypto.AuthServerBootstrap
 import org.apache.spark.network.sasl.SecretKeyHolder
@@ -22,8 +22,9 @@ import org.apache.spark.network.util.TransportConf
  * one remote host may hold at most spark.sluice.network.maxConnectionsPerPeer connections and
  * maxReadersPerPeer readers ([[PeerLimits]]).
  *
- * Thread-safe: [[start]] and [[shutdown]] are synchronized; the connection callbacks run on the
- * connections' event loops.
+ * Remote readers' partition files are opened and read on the server's [[PartitionReadScheduler]]
+ * (spark.sluice.network.readThreads), never on an event loop. Thread-safe: [[start]] and
+ * [[shutdown]] are synchronized; the connection callbacks run on the connections' event loops.
  *
  * @param transportConf Spark's settings for module "sluice", Sluice's thread counts laid over
  *                      (laid over by the Spark boundary)
@@ -54,6 +55,7 @@ final class NettyServer(
 
   @volatile private var context: TransportContext = _
   @volatile private var server: TransportServer = _
+  @volatile private var scheduler: PartitionReadScheduler = _
   @volatile private var shutDown = false
 
   /**
@@ -72,7 +74,16 @@ final class NettyServer(
     server = PortRange(conf.get(SluiceOptions.Port), portMaxRetries).bind(bindHost) { port =>
       context.createServer(bindHost, port, bootstraps)
     }
+    scheduler = new PartitionReadScheduler(PartitionReadScheduler.threads(conf.get(SluiceOptions.ReadThreads)),
+      server.getPort.toString)
     server.getPort
+  }
+
+  /** The threads reading partition files for this server's remote readers (after [[start]]). */
+  def readScheduler: PartitionReadScheduler = {
+    val s = scheduler
+    if (s == null) throw new IllegalStateException("The Sluice server is not started")
+    s
   }
 
   /** The server's port (after [[start]]). */
@@ -121,7 +132,8 @@ final class NettyServer(
   private def upgradeChannel(ch: Channel): Unit = {
     val peer = Option(ch.attr(NettyServer.PeerAttribute).get).getOrElse(PeerLimits.Unlimited)
     val queue = new PartitionRequestQueue(partitionManager, counters, peer)
-    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters, segmentSize)
+    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters, segmentSize,
+      maxFrameLength, readScheduler)
     NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters, sparkPipeline)
   }
 
@@ -147,6 +159,9 @@ final class NettyServer(
     upgradedChannels.asScala.toList.foreach(_.close())
     if (server != null) server.close()
     if (context != null) context.close()
+    if (scheduler != null && !scheduler.shutdown(NettyServer.ReadShutdownTimeoutMs)) {
+      NettyServer.log.warn(s"Sluice's partition read threads did not end within ${NettyServer.ReadShutdownTimeoutMs}ms")
+    }
   }
 
   private def onClose(action: => Unit): ChannelFutureListener = new ChannelFutureListener {
@@ -157,6 +172,10 @@ final class NettyServer(
 }
 
 object NettyServer {
+  private val log = org.slf4j.LoggerFactory.getLogger(classOf[NettyServer])
+
+  /** How long shutting down waits for the reads in flight (they end with their connections). */
+  val ReadShutdownTimeoutMs = 10000L
 
   /** The [[PeerLimits.Peer]] an accepted connection counts against. */
   private val PeerAttribute: AttributeKey[PeerLimits.Peer] = AttributeKey.valueOf("sluice.peer")

@@ -76,16 +76,16 @@ object PackedEntry {
  * Flink's sort-merge reader packs small regions into one full buffer; the receiver splits the
  * payload again by the entries' lengths. The fields are the receiver id, the sequence number, the
  * backlog (frames still to come, estimated from the bytes left), the length of the entry table, the
- * payload size, then the entries, then the payload: the data entries' bytes, back to back. On the
- * server `spilled` holds the entries' stored buffers (sent as FileRegions); on the client `data` is
- * the receiver's buffer (null when discarded).
+ * payload size, then the entries, then the payload: the data entries' bytes, back to back. `data`
+ * is the payload: on the server read from the partition files off the event loop (null when the
+ * frame carries ends only), on the client the receiver's buffer (null when discarded).
  */
 final case class PackedBufferResponse(
     receiverId: InputChannelID,
     sequenceNumber: Int,
     backlog: Int,
     entries: IndexedSeq[PackedEntry],
-    payloadSize: Int)(val data: ByteBuf, val spilled: IndexedSeq[SpilledBuffer]) extends PayloadResponse {
+    payloadSize: Int)(val data: ByteBuf) extends PayloadResponse {
 
   override def id: Byte = PackedBufferResponse.Id
 
@@ -102,7 +102,7 @@ final case class PackedBufferResponse(
     entries.foreach(PackedEntry.write(_, buf))
   }
 
-  override def withData(buffer: ByteBuf): PackedBufferResponse = copy()(buffer, null)
+  override def withData(buffer: ByteBuf): PackedBufferResponse = copy()(buffer)
 }
 
 object PackedBufferResponse extends NettyMessage.Type {
@@ -148,6 +148,6 @@ object PackedBufferResponse extends NettyMessage.Type {
     check(size >= 0 && bytes == size && size == bodyLength - FixedLength - entriesLength,
       s"PackedBufferResponse announcing a $size-byte payload, entries of $bytes bytes, in a frame with " +
         s"${bodyLength - FixedLength - entriesLength} payload bytes")
-    PackedBufferResponse(receiver, seq, backlog, entries.result(), size)(null, null)
+    PackedBufferResponse(receiver, seq, backlog, entries.result(), size)(null)
   }
 }

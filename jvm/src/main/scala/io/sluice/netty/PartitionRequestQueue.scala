@@ -3,6 +3,7 @@ package io.sluice.netty
 import java.io.IOException
 import java.util.concurrent.RejectedExecutionException
 
+import io.netty.buffer.ByteBufAllocator
 import io.netty.channel.{ChannelFuture, ChannelFutureListener, ChannelHandlerContext, ChannelInboundHandlerAdapter}
 import io.sluice.partition.{PartitionNotFoundException, ProducerFailedException, ResultPartitionManager}
 import org.slf4j.LoggerFactory
@@ -136,9 +137,18 @@ private[netty] final class PartitionRequestQueue(
   def notifyReaderFailed(reader: NetworkSequenceViewReader, cause: Throwable): Unit =
     later(failReader(reader, kindOf(cause), cause))
 
-  private def later(task: => Unit): Unit =
-    try ctx.executor().execute(() => task)
-    catch { case _: RejectedExecutionException => () } // shutting down
+  private def later(task: => Unit): Unit = runOnLoop(() => task)
+
+  /** Runs `task` on the connection's event loop, later; false when the loop is shutting down. */
+  def runOnLoop(task: Runnable): Boolean =
+    try { ctx.executor().execute(task); true }
+    catch { case _: RejectedExecutionException => false }
+
+  /** The connection's buffer allocator (pooled), for frames read off the event loop. */
+  def alloc: ByteBufAllocator = ctx.alloc()
+
+  /** A reader has something to send now (on the event loop only). */
+  def notifyReaderAvailable(reader: NetworkSequenceViewReader): Unit = enqueue(reader)
 
   // ---- writing -----------------------------------------------------------------------------------
 
@@ -189,7 +199,6 @@ private[netty] final class PartitionRequestQueue(
           last = ctx.write(next)
           next match {
             case b: BufferResponse if b.spilled != null => last.addListener(new SpilledWriteListener(reader))
-            case p: PackedBufferResponse if p.spilled.nonEmpty => last.addListener(new SpilledWriteListener(reader))
             case _ =>
           }
           // Its files stay open for the frames written: each region holds its own reference.

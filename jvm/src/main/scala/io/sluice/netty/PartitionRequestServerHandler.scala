@@ -3,14 +3,15 @@ package io.sluice.netty
 import java.util.concurrent.TimeUnit
 
 import io.netty.channel.{ChannelHandlerContext, ChannelInboundHandlerAdapter}
-import io.sluice.partition.{PartitionNotFoundException, ResultPartitionManager}
+import io.sluice.partition.{PartitionNotFoundException, PartitionReadScheduler, ResultPartitionManager}
 
 /**
  * Serves the requests of one connection (Flink's PartitionRequestServerHandler): a
  * PartitionRequest opens a reader on the requested subpartitions (or leaves it waiting for a
  * pipelined producer that has not registered yet, at most `requestTimeoutMs`), a
  * MultiPartitionRequest opens one reader over several finished partitions (packing their buffers
- * into frames of at most `maxPayload` bytes, the receivers' segment size), AddCredit and
+ * into frames of at most `maxPayload` payload bytes, the receivers' segment size, and
+ * `maxFrameLength` bytes in all, read on the `readScheduler`'s threads), AddCredit and
  * CancelPartitionRequest reach the reader (a request beyond the peer's reader limit is refused with
  * an ErrorResponse, see [[PeerLimits]]), CloseRequest releases them all, and a client's heartbeat
  * [[Ping]] is answered with a [[Pong]] at once (dropped while the connection is not writable: the
@@ -22,7 +23,9 @@ private[netty] final class PartitionRequestServerHandler(
     queue: PartitionRequestQueue,
     requestTimeoutMs: Long,
     counters: TransportCounters,
-    maxPayload: Int) extends ChannelInboundHandlerAdapter {
+    maxPayload: Int,
+    maxFrameLength: Int,
+    readScheduler: PartitionReadScheduler) extends ChannelInboundHandlerAdapter {
 
   override def channelRead(ctx: ChannelHandlerContext, msg: AnyRef): Unit = msg match {
     case r: PartitionRequest => onPartitionRequest(ctx, r)
@@ -64,10 +67,10 @@ private[netty] final class PartitionRequestServerHandler(
 
   private def onMultiPartitionRequest(ctx: ChannelHandlerContext, r: MultiPartitionRequest): Unit = {
     if (isDuplicate(ctx, r.receiverId)) return
-    val reader = new CreditBasedUnionViewReader(r, maxPayload, queue)
+    val reader = new CreditBasedUnionViewReader(r, maxPayload, maxFrameLength, queue, readScheduler)
     if (!queue.register(reader)) return
     try {
-      reader.open(partitionManager)
+      reader.open(partitionManager, r.inputs)
       queue.notifyReaderCreated(reader)
     } catch {
       case e: Throwable => queue.failReader(reader, PartitionRequestQueue.kindOf(e), e)

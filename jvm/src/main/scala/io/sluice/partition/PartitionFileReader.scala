@@ -44,6 +44,7 @@ final class PartitionFileReader private[partition] (val file: PartitionFile, cha
 
   /** Copies `length` bytes at `offset` into `target` at its writer index, which it advances. */
   def read(offset: Long, length: Int, target: ByteBuf): Unit = {
+    PartitionFileReader.probe(file, "read")
     val bb = target.nioBuffer(target.writerIndex(), length)
     var pos = offset
     while (bb.hasRemaining) {
@@ -92,8 +93,20 @@ object PartitionFileReader {
    */
   def open(file: PartitionFile): PartitionFileReader = {
     file.checkReadable()
+    probe(file, "open")
     val reader = new PartitionFileReader(file, FileChannel.open(file.path.toPath, StandardOpenOption.READ))
     if (file.isDeleted) { reader.release(); file.checkReadable() } // released while opening: no handle stays
     reader
+  }
+
+  /**
+   * Tests only: called on the calling thread before each open ("open") and read ("read") of a
+   * partition file, to observe how often and on which threads files are opened and read.
+   */
+  @volatile private[sluice] var ioListener: (PartitionFile, String) => Unit = _
+
+  private def probe(file: PartitionFile, what: String): Unit = {
+    val l = ioListener
+    if (l != null) l(file, what)
   }
 }

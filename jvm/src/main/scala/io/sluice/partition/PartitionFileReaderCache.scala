@@ -89,7 +89,7 @@ final class PartitionFileReaderCache(val capacity: Int) {
       }
       out
     }
-    idle.forEach(_.release())
+    PartitionFileReaderCache.releaseAll(idle)
   }
 
   /** Files kept open now. */
@@ -103,7 +103,7 @@ final class PartitionFileReaderCache(val capacity: Int) {
       open.clear()
       rs
     }
-    all.forEach(_.release())
+    PartitionFileReaderCache.releaseAll(all)
   }
 }
 
@@ -117,6 +117,21 @@ object PartitionFileReaderCache {
     case unix: com.sun.management.UnixOperatingSystemMXBean =>
       math.max(0L, math.min(configured.toLong, unix.getMaxFileDescriptorCount / 4)).toInt
     case _ => configured
+  }
+
+  /**
+   * Releases every one of `readers`, each independently of the others: a release that throws (its
+   * channel failed to close) leaks nothing else; the first failure is rethrown afterwards.
+   */
+  private def releaseAll(readers: java.util.List[PartitionFileReader]): Unit = {
+    var failure: Throwable = null
+    readers.forEach { r =>
+      try r.release()
+      catch {
+        case e: Throwable => if (failure == null) failure = e else failure.addSuppressed(e)
+      }
+    }
+    if (failure != null) throw failure
   }
 
   /** How long a kept file stays open after its last reader came (the executor sweeps twice as often). */

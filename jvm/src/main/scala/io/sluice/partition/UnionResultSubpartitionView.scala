@@ -7,40 +7,67 @@ package io.sluice.partition
  * every producer of the executor). Inputs are read one after another, each in its file's order,
  * and each ends with its own end of partition, tagged with its input index ([[lastInput]]).
  *
- * Every input's view is opened at once (a view only opens its file with its first buffer), so a
- * missing partition fails the whole request before anything is sent. Used by one thread at a
- * time (the event loop of a remote reader, the task thread of a local one); [[releaseAllResources]]
- * may come from another.
+ * [[UnionResultSubpartitionView.open]] checks every input up front, so a missing one fails the
+ * whole request before anything is sent, but the view holds one input's view at a time: opened
+ * when the cursor reaches it, released when it hands out its end. The inputs are kept in primitive
+ * arrays (20 bytes each). Used by one thread at a time (a read thread of the server for a remote
+ * reader, the task thread of a local one); [[releaseAllResources]] may come from another.
  */
 final class UnionResultSubpartitionView private (
-    views: IndexedSeq[ResultSubpartitionView],
-    partitionIds: IndexedSeq[ResultPartitionID]) {
+    manager: ResultPartitionManager,
+    shuffleIds: Array[Int],
+    producerIds: Array[Long],
+    starts: Array[Int],
+    ends: Array[Int],
+    listener: BufferAvailabilityListener,
+    readers: Option[PartitionFileReaderCache]) {
 
+  private val numInputs = shuffleIds.length
   private var current = 0
-  private var remaining: Long = {
-    var n = 0L
-    var i = 0
-    while (i < views.size) { n += views(i).backlog; i += 1 }
-    n
-  }
   private var last = -1
+
+  /** The view of input `current`, once the cursor reached it; null between inputs. */
+  @volatile private var view: ResultSubpartitionView = _
   @volatile private var released = false
+
+  private def partitionId(i: Int): ResultPartitionID = ResultPartitionID(shuffleIds(i), producerIds(i))
 
   /**
    * The next buffer (spilled) or end of the current input, or null when nothing is left (or the
    * views were released). Throws ProducerFailedException when a partition was released under it.
    */
   def getNextBuffer(): BufferAndBacklog = {
-    if (released || current >= views.size) return null
-    val v = views(current)
+    if (released || current >= numInputs) return null
+    val v = openCurrent()
+    if (v == null) return null
     val next = v.getNextBuffer()
     if (next == null) {
-      if (v.isReleased) throw new ProducerFailedException(partitionIds(current), v.failureCause)
+      if (v.isReleased) throw new ProducerFailedException(partitionId(current), v.failureCause)
       return null
     }
     last = current
-    if (next.isEndOfPartition) current += 1 else remaining -= 1
+    if (next.isEndOfPartition) {
+      view = null
+      v.releaseAllResources()
+      current += 1
+    }
     next
+  }
+
+  /** The current input's view, opened now if the cursor just reached it; null once released. */
+  private def openCurrent(): ResultSubpartitionView = {
+    val open = view
+    if (open != null) return open
+    val id = partitionId(current)
+    val v = manager.getPartition(id) match {
+      case Some(s: SortMergeResultPartition) => s.createSubpartitionView(starts(current), ends(current), listener, readers)
+      case Some(other) => other.createSubpartitionView(starts(current), ends(current), listener)
+      case None => throw new ProducerFailedException(id, null) // checked at open: released since
+    }
+    view = v
+    // Released meanwhile: one of the two threads sees the other's write and releases the view.
+    if (released) { view = null; v.releaseAllResources(); null }
+    else v
   }
 
   /** The input (index into the requested inputs) of the buffer or end [[getNextBuffer]] returned last. */
@@ -50,51 +77,81 @@ final class UnionResultSubpartitionView private (
   def currentInput: Int = current
 
   /** Every input's end was handed out. */
-  def isFinished: Boolean = current >= views.size
+  def isFinished: Boolean = current >= numInputs
 
-  /** Stored buffers not handed out yet, over every input. */
-  def backlog: Int = math.min(remaining, Int.MaxValue.toLong).toInt
+  /**
+   * A lower bound of the stored buffers still to come: the current input's, known once its view
+   * is open, and one per [[UnionResultSubpartitionView.EndsPerFrame]] inputs not reached yet (their
+   * sizes are not looked up before their turn; every frame sent re-announces the backlog).
+   */
+  def backlog: Int = {
+    val v = view
+    val notOpened = numInputs - current - (if (v != null) 1 else 0)
+    val known = if (v != null) v.backlog.toLong else 0L
+    math.min(known + (notOpened + UnionResultSubpartitionView.EndsPerFrame - 1) / UnionResultSubpartitionView.EndsPerFrame,
+      Int.MaxValue.toLong).toInt
+  }
 
   def isReleased: Boolean = released
 
   def releaseAllResources(): Unit = if (!released) {
     released = true
-    views.foreach(v => if (!v.isReleased) v.releaseAllResources())
+    val v = view
+    if (v != null) { view = null; v.releaseAllResources() }
   }
+
+  /** The input whose view is open now, or -1 (tests: no view of an input not reached or served). */
+  private[sluice] def openInput: Int = if (view != null) current else -1
+
+  def numberOfInputs: Int = numInputs
 }
 
 object UnionResultSubpartitionView {
 
+  /** Ends of inputs one frame can carry at most: what the backlog assumes of inputs not reached. */
+  val EndsPerFrame = 256
+
   /**
-   * Opens a view on each of `inputs` ((partition, subpartition start, end), each a finished
-   * blocking partition registered in `manager`). Throws PartitionNotFoundException for the first
-   * missing one, IllegalArgumentException for a pipelined one, after releasing what it opened.
+   * A cursor over `inputs` ((partition, subpartition start, end), each a finished blocking
+   * partition registered in `manager`). Throws PartitionNotFoundException for the first missing
+   * one, IllegalArgumentException for a pipelined one, ProducerFailedException for one released,
+   * IndexOutOfBoundsException for a range the partition does not have; nothing is opened here.
    * `sharedFiles`: the views read through the manager's kept file handles (only for the server's
-   * event loops, never a task thread, which an interrupt could make close a shared handle).
+   * read threads, never a task thread, which an interrupt could make close a shared handle).
    */
   def open(manager: ResultPartitionManager, inputs: IndexedSeq[(ResultPartitionID, Int, Int)],
       listener: BufferAvailabilityListener, sharedFiles: Boolean): UnionResultSubpartitionView = {
-    val readers = if (sharedFiles) Some(manager.fileReaders) else None
-    val opened = new scala.collection.mutable.ArrayBuffer[ResultSubpartitionView](inputs.size)
-    try {
-      inputs.foreach { case (id, start, end) =>
-        val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id))
-        if (p.partitionType != ResultPartitionType.Blocking) {
-          throw new IllegalArgumentException(s"Result partition ($id) is pipelined: its subpartitions are requested one " +
-            "channel each, not together with others")
-        }
-        opened += (p match {
-          case s: SortMergeResultPartition => s.createSubpartitionView(start, end, listener, readers)
-          case other => other.createSubpartitionView(start, end, listener)
-        })
-      }
-    } catch {
-      case e: Throwable =>
-        opened.foreach(v =>
-          try v.releaseAllResources()
-          catch { case s: Throwable => e.addSuppressed(s) })
-        throw e
+    val n = inputs.size
+    val shuffleIds = new Array[Int](n)
+    val producerIds = new Array[Long](n)
+    val starts = new Array[Int](n)
+    val ends = new Array[Int](n)
+    var i = 0
+    inputs.foreach { case (id, start, end) =>
+      check(manager, id, start, end)
+      shuffleIds(i) = id.shuffleId
+      producerIds(i) = id.producerId
+      starts(i) = start
+      ends(i) = end
+      i += 1
     }
-    new UnionResultSubpartitionView(opened.toIndexedSeq, inputs.map(_._1))
+    val view = new UnionResultSubpartitionView(manager, shuffleIds, producerIds, starts, ends, listener,
+      if (sharedFiles) Some(manager.fileReaders) else None)
+    if (n > 0) listener.notifyDataAvailable()
+    view
+  }
+
+  /** What opening the input's view would check, without opening it. */
+  private def check(manager: ResultPartitionManager, id: ResultPartitionID, start: Int, end: Int): Unit = {
+    val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id))
+    if (p.partitionType != ResultPartitionType.Blocking) {
+      throw new IllegalArgumentException(s"Result partition ($id) is pipelined: its subpartitions are requested one " +
+        "channel each, not together with others")
+    }
+    if (p.isReleased) throw new ProducerFailedException(id, p.failureCause)
+    if (!p.isFinished) throw new IllegalStateException(s"$p is not complete yet; blocking partitions are read once finished")
+    if (start < 0 || end > p.numSubpartitions || start >= end) {
+      throw new IndexOutOfBoundsException(s"$p has no subpartitions [$start, $end)")
+    }
   }
 }

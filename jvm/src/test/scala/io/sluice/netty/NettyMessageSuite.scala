@@ -159,7 +159,7 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
       Ping(5L),
       Pong(5L),
       MultiPartitionRequest(id, 2, creditBased = true, Vector(RequestedSubpartitions(ResultPartitionID(3, 7L), 0, 4))),
-      PackedBufferResponse(receiver, 3, 0, Vector(PackedEntry.end(0, 0), PackedEntry.end(1, 2)), 0)(null, Vector.empty))
+      PackedBufferResponse(receiver, 3, 0, Vector(PackedEntry.end(0, 0), PackedEntry.end(1, 2)), 0)(null))
     val ids = (0 to 10).map(_.toByte)
     assert(one.map(_.id) == ids, "one message of each id, in id order")
     assert(ids.forall(i => NettyMessage.typeOf(i).Id == i) && NettyMessage.typeOf(11.toByte) == null &&

@@ -1,0 +1,162 @@
+package io.sluice.netty
+
+import java.util.concurrent.ConcurrentLinkedQueue
+
+import scala.jdk.CollectionConverters._
+
+import io.netty.util.concurrent.FastThreadLocalThread
+import io.sluice.{NettyLeakDetection, TestingThreads}
+import io.sluice.config.SluiceOptions
+import io.sluice.netty.TestingExecutor.withExecutors
+import io.sluice.partition.{
+  PartitionFile, PartitionFileReader, PartitionNotFoundException, PartitionReadScheduler, ResultPartitionID,
+  SortMergeResultPartition
+}
+import io.sluice.partition.consumer.{GateInput, InputChannelException, RemoteInputChannel, SingleInputGate}
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * The server's reader of a packed remote channel: partition files opened and read on the read
+ * threads, once per input and reader, never on a Netty event loop; frames within the frame length;
+ * a missing input failing the request before a byte is sent; the read threads ending with the
+ * server. Producers on A, the reader on B, 4 KiB segments; every test ends with every buffer back.
+ */
+class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetection {
+
+  /** One open or read of a partition file: which file, what, on which thread. */
+  private final case class Io(file: PartitionFile, what: String, thread: Thread)
+
+  /** Records every open and read of a partition file in this JVM while `body` runs. */
+  private def recordingIo[T](body: ConcurrentLinkedQueue[Io] => T): T = {
+    val seen = new ConcurrentLinkedQueue[Io]()
+    PartitionFileReader.ioListener = (f, what) => seen.add(Io(f, what, Thread.currentThread()))
+    try body(seen)
+    finally PartitionFileReader.ioListener = null
+  }
+
+  private def withReaderAndProducer(settings: Map[String, String] = Map.empty)(
+      body: (TestingExecutor, TestingExecutor) => Unit): Unit = {
+    val a = new TestingExecutor("A", settings)
+    val b = new TestingExecutor("B", settings)
+    withExecutors(a, b) {
+      body(a, b)
+      TestingThreads.eventually(what = "A's server released every reader")(a.counters.activeReaders.get == 0)
+      for (e <- Seq(a, b); id <- e.partitionManager.partitionIds) e.partitionManager.releasePartition(id, null)
+      a.assertNoCreditViolations(); b.assertNoCreditViolations()
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
+
+  /** A finished partition on `e` with `records` records of `size` bytes in subpartition 0 of 2. */
+  private def output(e: TestingExecutor, id: ResultPartitionID, records: Int, size: Int): SortMergeResultPartition = {
+    val p = e.blockingPartition(id, 2, None)
+    TestingRecords.writeMany(p, 0, records, size)
+    TestingRecords.writeMany(p, 1, 1, 64)
+    p.finish()
+    p
+  }
+
+  private def remoteChannel(gate: SingleInputGate): RemoteInputChannel =
+    (0 until gate.numberOfChannels).map(gate.channel).collect { case r: RemoteInputChannel => r }.head
+
+  test("with the file cache off each input's file is opened once per reader, and read on read threads only") {
+    withReaderAndProducer(Map(SluiceOptions.MaxOpenPartitionFiles.key -> "0")) { (a, b) =>
+      // Tiny outputs (many per frame) and outputs of several segments (a file open across frames).
+      def records(i: Int): Int = if (i % 7 == 0) 30 else 1 + i % 3
+      val outputs = (0 until 40).map(i => output(a, ResultPartitionID(40, i), records(i), 400))
+      val files = outputs.map(_.file).toSet
+      recordingIo { io =>
+        for (round <- 0 until 2) { // a second reader opens every file again, once
+          val gate = b.gate(s"reducer $round", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
+          val reader = new TestingGateReader(gate)
+          assert(reader.readAll() == outputs.indices.map(i => (i.toLong, 0) -> records(i)).toMap)
+          assert(remoteChannel(gate).numBuffersReceived < outputs.map(_.file.numBuffers(0)).sum, "small outputs packed")
+          reader.close()
+        }
+        val ours = io.asScala.filter(e => files.contains(e.file)).toSeq
+        val opens = ours.filter(_.what == "open").groupBy(_.file).map { case (f, es) => f -> es.size }
+        assert(opens.keySet == files && opens.values.forall(_ == 2), s"opens per file for two readers: $opens")
+        assert(ours.count(_.what == "read") == 2 * outputs.map(_.file.numBuffers(0)).sum, "each stored buffer read once")
+        val threads = ours.map(_.thread).distinct
+        assert(
+          threads.forall(t =>
+            t.getName.startsWith(PartitionReadScheduler.ThreadPrefix) &&
+              !t.isInstanceOf[FastThreadLocalThread]), s"files opened or read on ${threads.map(_.getName).distinct}")
+      }
+    }
+  }
+
+  test("the read threads end when the server shuts down") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B")
+    val threads = withExecutors(b) {
+      try {
+        val p = output(a, ResultPartitionID(41, 0), 20, 500)
+        recordingIo { io =>
+          val gate = b.gate("reducer",
+            IndexedSeq(GateInput(p.partitionId, 0, 1, a.location),
+              GateInput(output(a, ResultPartitionID(41, 1), 3, 100).partitionId, 0, 1, a.location)))
+          val reader = new TestingGateReader(gate)
+          assert(reader.readAll().values.sum == 23)
+          reader.close()
+          io.asScala.map(_.thread).toSeq.distinct
+        }
+      } catch { case e: Throwable => a.shutdown(); throw e }
+    }
+    assert(threads.nonEmpty && threads.forall(_.getName.startsWith(s"${PartitionReadScheduler.ThreadPrefix}${a.port}-")))
+    a.shutdown()
+    threads.foreach(_.join(TestingThreads.Generous))
+    assert(threads.forall(!_.isAlive), "every read thread ended with the server")
+    assert(
+      !Thread.getAllStackTraces.keySet.asScala.exists(_.getName.startsWith(s"${PartitionReadScheduler.ThreadPrefix}${a.port}-")))
+  }
+
+  test("frames stop filling at the frame length: 200 tiny outputs under the smallest accepted maxFrameLength") {
+    // 5 KiB frames over 4 KiB receiver buffers: 256 entries of 21 bytes would overrun the frame by
+    // far more than the payload leaves, so the entry table, not the payload, closes each frame.
+    withReaderAndProducer(Map(SluiceOptions.MaxFrameLength.key -> "5k")) { (a, b) =>
+      val outputs = (0 until 200).map(i => output(a, ResultPartitionID(42, i), 1, 16))
+      val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
+      val reader = new TestingGateReader(gate)
+      assert(reader.readAll() == outputs.indices.map(i => (i.toLong, 0) -> 1).toMap)
+      val frames = remoteChannel(gate).numBuffersReceived
+      // Each output is a stored buffer and an end: 2 × 21 header bytes and ~20 payload bytes, 62 in
+      // all; 5 KiB frames carry about 80 outputs (256 entries, 128 outputs, would be ~8 KB). The
+      // request itself (20 bytes per input) stays within the frame length.
+      assert(frames >= 3 && frames <= 8, s"$frames frames for 400 entries, ~62 bytes per output")
+      assert(a.counters.protocolErrors.sum == 0 && b.counters.protocolErrors.sum == 0)
+      reader.close()
+    }
+  }
+
+  test("a missing input fails the whole request before any byte is sent or any file opened") {
+    withReaderAndProducer() { (a, b) =>
+      val present = (0 until 30).map(i => output(a, ResultPartitionID(43, i), 2, 100))
+      val missing = ResultPartitionID(43, 999)
+      val inputs = present.map(p => GateInput(p.partitionId, 0, 1, a.location)).patch(15,
+        Seq(GateInput(missing, 0, 1,
+            a.location)), 0)
+      recordingIo { io =>
+        val gate = b.gate("reducer", inputs)
+        val reader = new TestingGateReader(gate)
+        val e = intercept[InputChannelException](reader.readAll())
+        assert(e.getCause.isInstanceOf[PartitionNotFoundException], e.toString)
+        assert(remoteChannel(gate).numBuffersReceived == 0 && reader.recordsRead.get == 0, "nothing was sent")
+        assert(!io.asScala.exists(e => present.exists(_.file eq e.file)), "no file was opened or read")
+        reader.close()
+      }
+    }
+  }
+
+  test("a reader cancelled while its frames are read gives every pooled frame back") {
+    withReaderAndProducer(Map(SluiceOptions.ReadThreads.key -> "1")) { (a, b) =>
+      val outputs = (0 until 20).map(i => output(a, ResultPartitionID(44, i), 60, 300))
+      for (round <- 0 until 5) {
+        val gate = b.gate(s"reducer $round", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
+        val reader = new TestingGateReader(gate)
+        for (_ <- 0 until 10 * round + 1) assert(reader.readOne())
+        reader.close()
+      }
+    }
+  }
+}
