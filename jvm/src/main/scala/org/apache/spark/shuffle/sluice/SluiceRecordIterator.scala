@@ -38,7 +38,7 @@ private[sluice] final class SluiceRecordIterator(
   private var numLive = 0
 
   /** Deserialisers of ended inputs, cleared, for the next ones (never more than were live at once). */
-  private val idle = new java.util.ArrayDeque[SpanningRecordDeserializer]()
+  private val idleDeserializers = new java.util.ArrayDeque[SpanningRecordDeserializer]()
   private val lastSubpartition = Array.fill(outputs.size)(-1)
   private val view = new RecordView
   private var current: InputBuffer = _
@@ -53,7 +53,7 @@ private[sluice] final class SluiceRecordIterator(
   def numLiveDeserializers: Int = numLive
 
   /** Deserialisers this iterator made: the most inputs it ever read at once (tests). */
-  def numDeserializers: Int = numLive + idle.size
+  def numDeserializers: Int = numLive + idleDeserializers.size
 
   override def hasNext: Boolean = nextRecord != null || (!done && advance())
 
@@ -124,7 +124,7 @@ private[sluice] final class SluiceRecordIterator(
   }
 
   private def begin(in: Int): Unit = {
-    val d = idle.poll()
+    val d = idleDeserializers.poll()
     deserializers(in) = if (d != null) d else new SpanningRecordDeserializer
     numLive += 1
   }
@@ -140,7 +140,7 @@ private[sluice] final class SluiceRecordIterator(
       d.clear()
       deserializers(in) = null
       numLive -= 1
-      idle.push(d)
+      idleDeserializers.push(d)
     }
     decoder.endInput(in)
   }
@@ -170,8 +170,8 @@ private[sluice] final class SluiceRecordIterator(
     deserializers.foreach(d => if (d != null) d.release())
     java.util.Arrays.fill(deserializers.asInstanceOf[Array[AnyRef]], null)
     numLive = 0
-    idle.forEach(_.release())
-    idle.clear()
+    idleDeserializers.forEach(_.release())
+    idleDeserializers.clear()
     try gate.close()
     finally SparkInternals.mergeShuffleReadMetrics(context)
   }
