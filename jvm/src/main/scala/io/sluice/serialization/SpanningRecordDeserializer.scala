@@ -7,9 +7,11 @@ import org.apache.spark.unsafe.Platform
  * Reads length-framed elements ([[RecordFraming]]) back out of a sequence of buffers of one
  * channel (Flink's SpillingAdaptiveSpanningRecordDeserializer): a record that lies entirely in the
  * current buffer is returned in place, without copying; one that starts in this buffer and ends
- * in a later one is gathered into an array that grows to the largest record seen. It never blocks:
- * when the current buffer ends inside a record it answers [[SpanningRecordDeserializer.NeedMoreData]]
- * and continues with the next buffer. One per input channel; single-threaded.
+ * in a later one is gathered into an array, taken with the first such record, that grows to the
+ * largest record seen ([[clear]] keeps it for the next input, [[release]] drops it). It never
+ * blocks: when the current buffer ends inside a record it answers
+ * [[SpanningRecordDeserializer.NeedMoreData]] and continues with the next buffer. One per input
+ * being read; single-threaded.
  */
 final class SpanningRecordDeserializer {
   import SpanningRecordDeserializer._
@@ -22,7 +24,7 @@ final class SpanningRecordDeserializer {
   // A frame that spans buffers: its header so far, then its payload so far.
   private val header = new Array[Byte](RecordFraming.HeaderSize)
   private var headerFilled = 0
-  private var spanning = new Array[Byte](256)
+  private var spanning = EmptySpan
   private var spanningLength = -1 // payload length of the spanning frame, once its header is complete
   private var spanningFilled = 0
 
@@ -128,10 +130,16 @@ final class SpanningRecordDeserializer {
   /** Whether the current buffer has unread bytes. */
   def hasUnreadData: Boolean = position < limit
 
-  /** Forgets everything (the channel failed or ended). Does not release the buffer. */
+  /** Forgets everything read (the input failed or ended); keeps the spanning array. Does not release the buffer. */
   def clear(): Unit = {
     buffer = null; position = 0; limit = 0; headerFilled = 0; spanningLength = -1; spanningFilled = 0
   }
+
+  /** [[clear]], and drops the spanning array. */
+  def release(): Unit = { clear(); spanning = EmptySpan }
+
+  /** Bytes of the array spanning records are gathered in (0 until the first such record). */
+  def spanningCapacity: Int = spanning.length
 
   private def readIntBE(at: Long): Int = readIntBE(null, at)
 
@@ -150,6 +158,8 @@ object SpanningRecordDeserializer {
   final val Record = 1
   final val LatencyMarker = 2
   final val NeedMoreData = 3
+
+  private val EmptySpan = new Array[Byte](0)
 
   private val LittleEndian = java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN
 }

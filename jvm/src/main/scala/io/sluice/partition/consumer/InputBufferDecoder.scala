@@ -2,6 +2,8 @@ package io.sluice.partition.consumer
 
 import java.util.zip.CRC32C
 
+import scala.util.control.NonFatal
+
 import io.netty.buffer.ByteBuf
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.NetworkBuffer
@@ -37,6 +39,10 @@ private[consumer] final class InputBufferDecoder(codec: Option[BlockCodec], file
   def decode(channel: InputChannel, next: BufferAndAvailability, previousNotReleased: => Exception): ByteBuf = {
     var data = next.buffer
     val size = data.readableBytes()
+    if (next.compressed && decompressScratch != null && decompressScratch.refCnt() != 1) {
+      data.release()
+      throw previousNotReleased
+    }
     try {
       if (next.iv != null) decrypt(channel, next, data, size)
       if (next.hasChecksum) verify(channel, next, data, size)
@@ -47,7 +53,6 @@ private[consumer] final class InputBufferDecoder(codec: Option[BlockCodec], file
           throw new CorruptBufferException(s"${channel.description} sent a compressed buffer of raw length " +
             s"${next.rawLength}, more than a segment")
         }
-        if (decompressScratch.refCnt() != 1) throw previousNotReleased
         val src = data.nioBuffer(data.readerIndex(), size)
         c.decompress(src, src.position(), size, decompressScratch.nioBuffer(0, decompressScratch.capacity()), 0, next.rawLength)
         val out = decompressScratch.retainedSlice(0, next.rawLength)
@@ -57,11 +62,12 @@ private[consumer] final class InputBufferDecoder(codec: Option[BlockCodec], file
       data
     } catch {
       case e: CorruptBufferException => data.release(); throw new InputChannelException(channel, e, next.input)
-      case e: Throwable =>
-        data.release();
+      case NonFatal(e) => // a codec's error on bytes it cannot decode; an OutOfMemoryError is not about them
+        data.release()
         throw new InputChannelException(channel,
           new CorruptBufferException(
             s"Could not decompress a buffer of ${channel.description}: $e"), next.input)
+      case e: Throwable => data.release(); throw e
     }
   }
 

@@ -66,9 +66,10 @@ abstract class InputChannel(
     gate.notifyChannelNonEmpty(this)
   }
 
+  /** Throws the channel's error: a fetch failure as an [[InputChannelException]], anything else as itself. */
   protected final def checkError(): Unit = {
     val e = error
-    if (e != null) throw new InputChannelException(this, e)
+    if (e != null) throw (if (ChannelFailure.isFetchFailure(e)) new InputChannelException(this, e) else e)
   }
 
   protected final def notifyChannelNonEmpty(): Unit = gate.notifyChannelNonEmpty(this)

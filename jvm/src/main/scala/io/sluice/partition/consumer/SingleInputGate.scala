@@ -13,8 +13,9 @@ import io.sluice.partition.PartitionFileCipher
  * finished map outputs, one per input for pipelined ones), the gate's pool of floating buffers
  * shared by its remote channels, and a queue of channels that have data. [[getNext]] hands the
  * task thread a buffer from whichever channel has one, never waiting on any single channel, has
- * the [[InputBufferDecoder]] decrypt, verify and decompress it, counts every input's end, and
- * answers null once every channel has ended.
+ * the [[InputBufferDecoder]] decrypt, verify and decompress it, counts every input's end (telling
+ * the reader, which then drops that input's decode state), and answers null once every channel
+ * has ended. What a channel throws is sorted by [[ChannelFailure]].
  *
  * Channels are requested lazily, on the first [[getNext]]: a gate that is never read (the second
  * input of a sort-merge join, until the first is read) costs no request and no exclusive buffer.
@@ -54,6 +55,7 @@ final class SingleInputGate(
   /** Per input: its end was read. Per channel: how many of its inputs ended. Task thread. */
   private var inputEnded: Array[Boolean] = Array.empty
   private var inputsEndedOf: Array[Int] = Array.empty
+  private var inputEndListener: java.util.function.IntConsumer = _
   private var needsReadBuffer = false
   private var started = false
   @volatile private var closed = false
@@ -88,6 +90,13 @@ final class SingleInputGate(
     inputsEndedOf = new Array[Int](cs.length)
     this.needsReadBuffer = needsReadBuffer
   }
+
+  /**
+   * Told each input's end, once, on the task thread inside [[getNext]], after every buffer of the
+   * input was handed out; what it throws leaves [[getNext]] (the reader's error for an input cut
+   * inside a record).
+   */
+  def setInputEndListener(listener: java.util.function.IntConsumer): Unit = inputEndListener = listener
 
   def numberOfChannels: Int = channels.length
 
@@ -170,16 +179,14 @@ final class SingleInputGate(
       if (channel == null) return null
       val next =
         try channel.getNextBuffer()
-        catch {
-          case e: InputChannelException => throw interruptedOr(e)
-          case e: Throwable => throw interruptedOr(new InputChannelException(channel, e))
-        }
+        catch { case e: Throwable => throw ChannelFailure.of(owner, channel, e) }
       if (next != null) {
         if (next.moreAvailable) notifyChannelNonEmpty(channel)
         if (next.isEndOfPartition) {
           if (next.input >= 0 && next.input < inputEnded.length && !inputEnded(next.input)) {
             inputEnded(next.input) = true
             inputsEndedOf(channel.channelIndex) += 1
+            if (inputEndListener != null) inputEndListener.accept(next.input)
           }
           if (inputsEndedOf(channel.channelIndex) == channel.inputs.size) {
             endChannel(channel)
@@ -191,20 +198,6 @@ final class SingleInputGate(
       }
     }
     null
-  }
-
-  /**
-   * An interrupt of the task thread (the task is killed) surfaces as an InterruptedException, not
-   * as a channel failure: Spark must not report a FetchFailed, and so recompute a map output,
-   * because it killed the reader.
-   */
-  private def interruptedOr(e: InputChannelException): Throwable = e.getCause match {
-    case i: InterruptedException => i
-    case c: java.nio.channels.ClosedByInterruptException =>
-      val i = new InterruptedException(s"$owner was interrupted while reading ${e.channel.description}")
-      i.initCause(c)
-      i
-    case _ => e
   }
 
   /** The next queued channel that has not ended, or null once every channel ended. */

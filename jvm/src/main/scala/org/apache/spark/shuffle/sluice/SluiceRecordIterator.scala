@@ -11,11 +11,14 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
  * The records of an input gate, on the reduce task's thread: takes buffers from whichever channel
  * has one, deserialises them with their input's (map output's) [[SpanningRecordDeserializer]] and the
  * dependency's serializer, and feeds Spark's read metrics and Sluice's (numRecordsIn, and the
- * age of latency markers when latency tracking is on). Any failure of a channel (lost
- * producer, missing partition, checksum mismatch, corrupt frame) is thrown here, on the task
- * thread, as a FetchFailedException for the map output it concerns (for a channel that reads many,
- * one of them not fully read yet: Spark then recomputes that executor's outputs), so Spark
- * recomputes it.
+ * age of latency markers when latency tracking is on). An input's deserialiser is taken from a
+ * small pool at its first buffer and goes back at its end (the gate tells it), when the decoder
+ * also drops the input's stream: decode state is held for the inputs in flight, not for every
+ * map output read. Any failure of a channel (lost producer, missing partition, checksum
+ * mismatch, corrupt frame, an input ending inside a record) is thrown here, on the task thread,
+ * as a FetchFailedException for the map output it concerns (for a channel that reads many, one of
+ * them not fully read yet: Spark then recomputes that executor's outputs), so Spark recomputes
+ * it; any other error (an OutOfMemoryError, a bug) fails the task as itself.
  */
 private[sluice] final class SluiceRecordIterator(
     gate: SingleInputGate,
@@ -30,7 +33,12 @@ private[sluice] final class SluiceRecordIterator(
   private val recordsIn = numRecordsIn.orNull
   private val latencyStats = latency.orNull
 
-  private val deserializers = Array.fill(outputs.size)(new SpanningRecordDeserializer)
+  /** Per input: its deserialiser while it is being read, else null. */
+  private val deserializers = new Array[SpanningRecordDeserializer](outputs.size)
+  private var numLive = 0
+
+  /** Deserialisers of ended inputs, cleared, for the next ones (never more than were live at once). */
+  private val idleDeserializers = new java.util.ArrayDeque[SpanningRecordDeserializer]()
   private val lastSubpartition = Array.fill(outputs.size)(-1)
   private val view = new RecordView
   private var current: InputBuffer = _
@@ -38,6 +46,14 @@ private[sluice] final class SluiceRecordIterator(
   private var done = false
   private var closed = false
   private var lastIdleNanos = 0L
+
+  gate.setInputEndListener(in => endInput(in))
+
+  /** Inputs whose deserialiser is held: those begun and not ended (tests). */
+  def numLiveDeserializers: Int = numLive
+
+  /** Deserialisers this iterator made: the most inputs it ever read at once (tests). */
+  def numDeserializers: Int = numLive + idleDeserializers.size
 
   override def hasNext: Boolean = nextRecord != null || (!done && advance())
 
@@ -78,14 +94,16 @@ private[sluice] final class SluiceRecordIterator(
             case e: InputChannelException => throw fetchFailed(gate.inputToBlame(e), e.getMessage, e)
           } finally reportFetchWait()
         if (next == null) {
-          deserializers.indices.find(deserializers(_).hasPartialRecord).foreach { in =>
-            throw fetchFailed(in, s"the data of ${describe(in)} ended inside a record", null)
+          // Every input's end was seen (and checked) by now; a gate that ended without one is a bug.
+          deserializers.indices.find(deserializers(_) != null).foreach { in =>
+            throw new IllegalStateException(s"$gate ended before the end of ${describe(in)}")
           }
           done = true
           close()
           return false
         }
         val in = next.input
+        if (deserializers(in) == null) begin(in)
         if (next.subpartition != lastSubpartition(in)) {
           if (deserializers(in).hasPartialRecord) {
             next.buffer.release()
@@ -103,6 +121,28 @@ private[sluice] final class SluiceRecordIterator(
       }
     }
     false
+  }
+
+  private def begin(in: Int): Unit = {
+    val d = idleDeserializers.poll()
+    deserializers(in) = if (d != null) d else new SpanningRecordDeserializer
+    numLive += 1
+  }
+
+  /**
+   * The gate read input `in`'s end (inside [[SingleInputGate.getNext]]): it must end on a record
+   * boundary; its deserialiser goes back to the pool, its stream is dropped.
+   */
+  private def endInput(in: Int): Unit = {
+    val d = deserializers(in)
+    if (d != null) {
+      if (d.hasPartialRecord) throw fetchFailed(in, s"the data of ${describe(in)} ended inside a record", null)
+      d.clear()
+      deserializers(in) = null
+      numLive -= 1
+      idleDeserializers.push(d)
+    }
+    decoder.endInput(in)
   }
 
   private def reportFetchWait(): Unit = {
@@ -127,7 +167,11 @@ private[sluice] final class SluiceRecordIterator(
   def close(): Unit = if (!closed) {
     closed = true
     if (current != null) { current.buffer.release(); current = null }
-    deserializers.foreach(_.clear())
+    deserializers.foreach(d => if (d != null) d.release())
+    java.util.Arrays.fill(deserializers.asInstanceOf[Array[AnyRef]], null)
+    numLive = 0
+    idleDeserializers.forEach(_.release())
+    idleDeserializers.clear()
     try gate.close()
     finally SparkInternals.mergeShuffleReadMetrics(context)
   }

@@ -18,6 +18,12 @@ private[sluice] abstract class SparkRecordDecoder {
 
   /** The input moved on to another subpartition: a new serialisation stream starts there. */
   def startStream(input: Int): Unit = ()
+
+  /** The input ended: whatever the decoder keeps for it goes. */
+  def endInput(input: Int): Unit = ()
+
+  /** Inputs the decoder keeps a stream open for (tests). */
+  def numLiveStreams: Int = 0
 }
 
 private[sluice] object SparkRecordDecoder {
@@ -58,11 +64,25 @@ private[sluice] object SparkRecordDecoder {
     }
   }
 
+  /**
+   * One deserialisation stream per input being read, opened at the input's first record and
+   * closed when the input moves to another subpartition or ends (a serializer that cannot read
+   * its records apart, e.g. Java serialization, keeps state across the records of one stream).
+   * Input streams of closed ones are reused.
+   */
   private final class StreamPerChannel(instance: SerializerInstance, n: Int) extends SparkRecordDecoder {
-    private val inputs = Array.fill(n)(new RecordInputStream)
+    private val inputs = new Array[RecordInputStream](n)
     private val streams = new Array[DeserializationStream](n)
+    private val idle = new java.util.ArrayDeque[RecordInputStream]()
+    private var live = 0
     override def decode(input: Int, record: RecordView): Product2[Any, Any] = {
-      val in = inputs(input)
+      var in = inputs(input)
+      if (in == null) {
+        in = idle.poll()
+        if (in == null) in = new RecordInputStream
+        inputs(input) = in
+        live += 1
+      }
       in.set(record)
       var s = streams(input)
       if (s == null) { s = instance.deserializeStream(in); streams(input) = s }
@@ -72,9 +92,22 @@ private[sluice] object SparkRecordDecoder {
       (k, v)
     }
     override def startStream(input: Int): Unit = {
+      val s = streams(input)
       streams(input) = null
-      inputs(input).clear()
+      val in = inputs(input)
+      if (in != null) in.clear()
+      if (s != null) s.close()
     }
+    override def endInput(input: Int): Unit = {
+      startStream(input)
+      val in = inputs(input)
+      if (in != null) {
+        inputs(input) = null
+        live -= 1
+        idle.push(in)
+      }
+    }
+    override def numLiveStreams: Int = live
   }
 
   /**
@@ -96,7 +129,7 @@ private[sluice] object SparkRecordDecoder {
       if (left > 0) { carry.write(base, offset, left); offset = end }
     }
 
-    def clear(): Unit = { carry.clear(); carryPos = 0; offset = end }
+    def clear(): Unit = { carry.clear(); carryPos = 0; offset = end; base = null }
 
     override def read(): Int =
       if (carryPos < carry.length) { val b = carry.array(carryPos) & 0xff; carryPos += 1; b }

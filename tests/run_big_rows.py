@@ -1,0 +1,115 @@
+"""Runs the big-row shape (many map outputs of large rows into two reducers) in one Spark
+application, alternating the contenders if asked, and writes answers, errors and durations as JSON:
+
+    python tests/run_big_rows.py --shuffle sort|sluice[,sort|sluice...] --out out.json
+        [--maps 3000] [--row-kb 600] [--rounds 1]
+
+Each map task writes two rows of ``--row-kb`` KB (one for each reducer), so each reducer reads
+one map output per map task, every one holding a record larger than a network buffer. A reader
+that keeps decode state per map output until its task ends needs ``maps x row`` bytes of heap
+per reducer (the issue's 3,000 maps x ~600 KB rows killed every 1 GiB executor); one that drops
+an input's state at its end needs a row or two. Both shuffle managers run in their own
+application (Spark picks the shuffle manager per application), on ``SLUICE_REAL_MASTER``
+(default ``local-cluster[2,1,1024]``), AQE off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zlib
+from typing import Any, Dict, List
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import realapps  # noqa: E402
+import sessions  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+MASTER = "local-cluster[2,1,1024]"
+DEADLINE_S = 600.0
+SHA_CHARS = 64
+
+
+def big_rows(spark: SparkSession, maps: int, row_kb: int) -> Any:
+    """Two rows of ``row_kb`` KB per map task, hash-repartitioned into two reducers (every byte
+    crosses the shuffle; nothing is aggregated map-side), then reduced to checksums: per reducer
+    [k, rows, sum of ids, bytes, sum of the rows' CRC32s]."""
+    df = spark.range(0, 2 * maps, 1, maps).select(
+        (F.col("id") % 2).alias("k"),
+        F.col("id"),
+        F.expr(f"repeat(sha2(cast(id as string), 256), {repeats_of(row_kb)})").alias("blob"),
+    )
+    read = df.repartition(2, "k").select(
+        "k", "id", F.length("blob").alias("n"), F.crc32(F.col("blob").cast("binary")).alias("c")
+    )
+    out = read.groupBy("k").agg(F.count("*"), F.sum("id"), F.sum("n"), F.sum("c"))
+    return sorted([list(r) for r in out.collect()])
+
+
+def repeats_of(row_kb: int) -> int:
+    """How many SHA-256 hex digests make a row of about ``row_kb`` KB."""
+    return max(1, row_kb * 1024 // SHA_CHARS)
+
+
+def expected(maps: int, row_kb: int) -> List[List[int]]:
+    """:func:`big_rows`'s answer, from the rows' definition (what the sort shuffle answers)."""
+    out = []
+    for k in (0, 1):
+        ids = range(k, 2 * maps, 2)
+        blobs = (hashlib.sha256(str(i).encode()).hexdigest().encode() * repeats_of(row_kb) for i in ids)
+        crcs = sum(zlib.crc32(b) for b in blobs)
+        out.append([k, len(ids), sum(ids), len(ids) * SHA_CHARS * repeats_of(row_kb), crcs])
+    return out
+
+
+def run_one(shuffle: str, maps: int, row_kb: int) -> Dict[str, Any]:
+    """One application of ``shuffle`` running the job once."""
+    options = {"request_timeout": "120s"} if shuffle == "sluice" else {}
+    master = os.environ.get("SLUICE_REAL_MASTER", MASTER)
+    conf = {"spark.task.maxFailures": "2", "spark.executor.memory": master.rstrip("]").split(",")[-1] + "m"}
+    with realapps.build_session(shuffle, "big-rows", options, conf) as spark:
+        run = realapps.run_with_deadline(spark, "big_rows", DEADLINE_S, lambda: big_rows(spark, maps, row_kb))
+        if "error" in run:
+            run["stages"] = realapps.stage_attempts(spark)
+    return run
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shuffle", required=True, help="sort, sluice, or a comma-separated order to alternate")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--maps", type=int, default=3000)
+    parser.add_argument("--row-kb", type=int, default=600)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SLUICE_REAL_MASTER", MASTER)
+    if args.single:
+        sessions.write_json(args.out, run_one(args.shuffle, args.maps, args.row_kb))
+        return 0
+    # One application per run, each in its own Python process (one driver JVM per process).
+    runs: List[Dict[str, Any]] = []
+    for r in range(args.rounds):
+        for shuffle in args.shuffle.split(","):
+            out = f"{args.out}.{r}.{shuffle}"
+            cmd = [sys.executable, __file__, "--single", "--shuffle", shuffle, "--out", out]
+            cmd += ["--maps", str(args.maps), "--row-kb", str(args.row_kb)]
+            subprocess.run(cmd, check=True)
+            with open(out) as f:
+                run = json.load(f)
+            os.remove(out)
+            run.update({"round": r, "shuffle": shuffle})
+            print(f"round {r} {shuffle}: {run['seconds']}s {run.get('key_errors', '')}", file=sys.stderr, flush=True)
+            runs.append(run)
+    sessions.write_json(args.out, {"maps": args.maps, "row_kb": args.row_kb, "runs": runs})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
