@@ -51,13 +51,29 @@ object SluiceConf {
 
   val defaults: SluiceConf = apply(Nil)
 
+  /**
+   * The most bytes a frame carries beside one segment's payload: the frame header (9) and the
+   * largest PackedBufferResponse header (32 fixed bytes, then 256 entries of 21 bytes and a 16-byte
+   * IV each when Spark's I/O encryption is on). Every other message's header is smaller. The netty
+   * package's tests check this against the messages' own lengths.
+   */
+  val MaxFrameOverhead: Int = 9 + 32 + 256 * (21 + 16)
+
+  /**
+   * The smallest spark.sluice.network.maxFrameLength accepted with `segmentSize`: the largest frame
+   * a server builds (a full segment of payload under the largest header, [[MaxFrameOverhead]]).
+   */
+  def minMaxFrameLength(segmentSize: Long): Long = segmentSize + MaxFrameOverhead
+
   private def checkCombinations(conf: SluiceConf): Unit = {
     conf.numberOfSegments
     val frame = conf.get(SluiceOptions.MaxFrameLength)
-    if (frame < conf.segmentSize + 1024) {
+    val min = minMaxFrameLength(conf.segmentSize)
+    if (frame < min) {
       throw new IllegalArgumentException(s"Invalid value '${conf.raw.getOrElse(SluiceOptions.MaxFrameLength.key,
-          SluiceOptions.MaxFrameLength.defaultString)}' for ${SluiceOptions.MaxFrameLength.key}: must exceed " +
-        s"${SluiceOptions.SegmentSize.key} (${conf.segmentSize}) by at least 1k of headers")
+          SluiceOptions.MaxFrameLength.defaultString)}' for ${SluiceOptions.MaxFrameLength.key}: must be at least " +
+        s"$min bytes, ${SluiceOptions.SegmentSize.key} (${conf.segmentSize}) plus $MaxFrameOverhead bytes of " +
+        "frame and packed-entry headers")
     }
   }
 

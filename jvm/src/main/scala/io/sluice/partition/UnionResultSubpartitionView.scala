@@ -68,7 +68,7 @@ object UnionResultSubpartitionView {
   /**
    * Opens a view on each of `inputs` ((partition, subpartition start, end), each a finished
    * blocking partition registered in `manager`). Throws PartitionNotFoundException for the first
-   * missing one, IllegalArgumentException for a pipelined one, after releasing what it opened.
+   * missing one (naming its position in `inputs`), IllegalArgumentException for a pipelined one, after releasing what it opened.
    * `sharedFiles`: the views read through the manager's kept file handles (only for the server's
    * event loops, never a task thread, which an interrupt could make close a shared handle).
    */
@@ -77,8 +77,8 @@ object UnionResultSubpartitionView {
     val readers = if (sharedFiles) Some(manager.fileReaders) else None
     val opened = new scala.collection.mutable.ArrayBuffer[ResultSubpartitionView](inputs.size)
     try {
-      inputs.foreach { case (id, start, end) =>
-        val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id))
+      inputs.iterator.zipWithIndex.foreach { case ((id, start, end), i) =>
+        val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id, i))
         if (p.partitionType != ResultPartitionType.Blocking) {
           throw new IllegalArgumentException(s"Result partition ($id) is pipelined: its subpartitions are requested one " +
             "channel each, not together with others")
