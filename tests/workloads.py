@@ -238,6 +238,24 @@ def spill_heavy_expected() -> Answer:
     return [[SPILL_KEYS, SPILL_ROWS, SPILL_ROWS * (SPILL_ROWS - 1) // 2, SPILL_KEYS * 64]]
 
 
+WIDE_MAPS = 4000
+WIDE_REDUCERS = 200
+
+
+def wide_fan_in(spark: SparkSession) -> Answer:
+    """4000 map tasks by 200 reduce partitions, every map output holding data for every reducer:
+    each reduce task reads about 2000 map outputs of each executor. The answer is known without Spark."""
+    spark.conf.set("spark.sql.shuffle.partitions", str(WIDE_REDUCERS))
+    df = spark.range(0, WIDE_MAPS * WIDE_REDUCERS, 1, WIDE_MAPS)
+    return _sorted_rows(df.groupBy((F.col("id") % WIDE_REDUCERS).alias("k")).agg(F.count("*"), F.sum("id")))
+
+
+def wide_fan_in_expected() -> Answer:
+    return [
+        [k, WIDE_MAPS, WIDE_MAPS * k + WIDE_REDUCERS * WIDE_MAPS * (WIDE_MAPS - 1) // 2] for k in range(WIDE_REDUCERS)
+    ]
+
+
 # A subset of TPC-H: shuffle-heavy queries written from the TPC-H specification with its
 # validation parameters, over tables tpchgen-cli generated (see test_cluster.py). Q3 keeps every
 # group (no LIMIT, whose cut could fall between equal values), so the whole answer is compared.
@@ -300,7 +318,7 @@ def tpch_workloads(data_dir: str) -> Dict[str, Workload]:
     return {name: query(name) for name in TPCH_QUERIES}
 
 
-# The workloads every configuration runs (spill_heavy and marked_records run on their own, see their tests).
+# The workloads every configuration runs (spill_heavy, marked_records, wide_fan_in run alone: see their tests).
 WORKLOADS: Dict[str, Workload] = {
     "df_group_by": df_group_by,
     "df_join": df_join,
@@ -320,7 +338,11 @@ WORKLOADS: Dict[str, Workload] = {
     "aqe_local_shuffle_reader": aqe_local_shuffle_reader,
 }
 
-EXTRA_WORKLOADS: Dict[str, Workload] = {"spill_heavy": spill_heavy, "marked_records": marked_records}
+EXTRA_WORKLOADS: Dict[str, Workload] = {
+    "spill_heavy": spill_heavy,
+    "marked_records": marked_records,
+    "wide_fan_in": wide_fan_in,
+}
 
 # Settings every workload starts from (each may change its own on top).
 BASE_SQL_CONF = {

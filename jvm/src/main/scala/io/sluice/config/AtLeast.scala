@@ -42,6 +42,6 @@ object AtLeast {
   val all: Seq[AtLeast] = Seq(
     AtLeast(SluiceOptions.NetworkMemory, SluiceOptions.SegmentSize, 2, 0,
       "the network buffer pool needs at least two segments"),
-    AtLeast(SluiceOptions.MaxFrameLength, SluiceOptions.SegmentSize, 1, 1024,
-      "a frame carries one segment's buffer and its headers"))
+    AtLeast(SluiceOptions.MaxFrameLength, SluiceOptions.SegmentSize, 1, SluiceConf.MaxFrameOverhead,
+      "a frame carries one segment's buffer under the largest frame and packed-entry headers"))
 }

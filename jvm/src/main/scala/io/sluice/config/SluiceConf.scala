@@ -51,6 +51,21 @@ object SluiceConf {
 
   val defaults: SluiceConf = apply(Nil)
 
+  /**
+   * The most bytes a frame carries beside one segment's payload: the frame header (9) and the
+   * largest PackedBufferResponse header (32 fixed bytes, then 256 entries of 21 bytes and a 16-byte
+   * IV each when Spark's I/O encryption is on). Every other message's header is smaller. The netty
+   * package's tests check this against the messages' own lengths.
+   */
+  final val MaxFrameOverhead = 9 + 32 + 256 * (21 + 16)
+
+  /**
+   * The smallest spark.sluice.network.maxFrameLength accepted with `segmentSize`: the largest frame
+   * a server builds (a full segment of payload under the largest header, [[MaxFrameOverhead]]),
+   * the bound of the frame-length rule in [[AtLeast.all]].
+   */
+  def minMaxFrameLength(segmentSize: Long): Long = segmentSize + MaxFrameOverhead
+
   private def checkCombinations(conf: SluiceConf): Unit = {
     AtLeast.all.flatMap(_.violation(conf)).headOption.foreach(why => throw new IllegalArgumentException(why))
     conf.numberOfSegments

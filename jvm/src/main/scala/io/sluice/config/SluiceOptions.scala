@@ -173,8 +173,10 @@ object SluiceOptions {
   val MaxFrameLength: ConfigOption[Long] = opt("spark.sluice.network.maxFrameLength", "max_frame_length",
     BytesType, 1L << 20, "(none: Flink bounds frames by the segment size)", Effect.ExecutorStart,
     between(1024L, 1L << 30)) {
-    """Largest wire frame accepted; a longer (or negative) length closes the connection with an
-      |error. Must exceed the segment size plus the frame and message headers."""
+    """Largest wire frame accepted. Must be at least the segment size plus 9513 bytes (the frame
+      |header and the largest packed frame's entry table, encrypted). A reducer splits the map
+      |outputs it reads from one executor over as many requests as this allows (20 bytes each); a
+      |longer request or data frame fails its channel, any other oversized frame the connection."""
   }
 
   val MaxConnectionsPerPeer: ConfigOption[Int] = opt("spark.sluice.network.maxConnectionsPerPeer",

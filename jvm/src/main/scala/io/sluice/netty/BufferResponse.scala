@@ -55,6 +55,7 @@ object BufferResponse extends NettyMessage.Type {
 
   override def minBodyLength: Int = HeaderLength + 1
   override def maxBodyLength: Int = Int.MaxValue
+  override def receiverIdFirst: Boolean = true
   override def prefixLength(bodyLength: Int): Int = HeaderLength
   override def fieldsLength(prefix: ByteBuf, bodyLength: Int): Int = {
     val full = headerLength(prefix)

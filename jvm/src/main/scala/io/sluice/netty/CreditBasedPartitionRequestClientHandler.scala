@@ -127,6 +127,7 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
       val channel = receiver(e.receiverId, "EndOfPartition")
       if (channel != null) channel.onEndOfPartition(e.sequenceNumber, e.subpartition)
     case e: ErrorResponse => onError(e)
+    case o: OversizedFrame => onOversized(o)
     case _: Pong => counters.pongsReceived.increment() // its bytes already told the heartbeat the peer lives
     case other => ctx.fireChannelRead(other)
   }
@@ -178,12 +179,25 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
       if (channel != null) {
         val remote =
           new RemoteTransportException(s"${e.causeClass}: ${e.message} (reported by the Sluice server at $remoteAddress)")
-        channel.onError(e.kind match {
-          case ErrorKind.PartitionNotFound => new PartitionNotFoundException(channel.partitionId)
-          case ErrorKind.ProducerFailed => new ProducerFailedException(channel.partitionId, remote)
-          case _ => remote
-        })
+        if (e.input >= channel.inputs.size) {
+          channel.onError(new TransportProtocolException(s"$remoteAddress reported a failure of input ${e.input} to " +
+              s"${channel.description}, which requested ${channel.inputs.size}: ${remote.getMessage}"))
+        } else {
+          val input = if (e.input >= 0) channel.inputs(e.input) else channel.inputs.head
+          channel.onError(
+            e.kind match {
+              case ErrorKind.PartitionNotFound => new PartitionNotFoundException(input.partitionId, cause = remote)
+              case ErrorKind.ProducerFailed => new ProducerFailedException(input.partitionId, remote)
+              case _ => remote
+            }, if (e.input >= 0) input.index else -1)
+        }
       }
+  }
+
+  /** A data frame longer than spark.sluice.network.maxFrameLength was skipped: its channel fails, nothing else. */
+  private def onOversized(o: OversizedFrame): Unit = {
+    val channel = receiver(o.receiverId, o.messageName)
+    if (channel != null) channel.onError(new TransportProtocolException(o.describe))
   }
 
   // ---- failures ----------------------------------------------------------------------------------

@@ -24,11 +24,13 @@ object ErrorKind {
 
 /**
  * Server to client: a request failed (`receiverId` set: that channel only) or the whole
- * connection did (`receiverId` empty: the server closes it after this message). The texts are
- * cut to [[ErrorResponse.MaxClassNameBytes]] and [[ErrorResponse.MaxMessageBytes]] of UTF-8.
+ * connection did (`receiverId` empty: the server closes it after this message). `input` is the
+ * position, among a MultiPartitionRequest's inputs, of the one the failure concerns (-1: the
+ * request as a whole). The texts are cut to [[ErrorResponse.MaxClassNameBytes]] and
+ * [[ErrorResponse.MaxMessageBytes]] of UTF-8.
  */
-final case class ErrorResponse(receiverId: Option[InputChannelID], kind: ErrorKind, causeClass: String, message: String)
-  extends NettyMessage {
+final case class ErrorResponse(receiverId: Option[InputChannelID], kind: ErrorKind, causeClass: String, message: String,
+    input: Int = -1) extends NettyMessage {
 
   private lazy val classBytes = ErrorResponse.utf8(causeClass, ErrorResponse.MaxClassNameBytes)
   private lazy val messageBytes = ErrorResponse.utf8(message, ErrorResponse.MaxMessageBytes)
@@ -40,6 +42,7 @@ final case class ErrorResponse(receiverId: Option[InputChannelID], kind: ErrorKi
     buf.writeByte(if (receiverId.isDefined) 1 else 0)
     receiverId.getOrElse(InputChannelID(0L, 0L)).writeTo(buf)
     buf.writeByte(kind.code)
+    buf.writeInt(input)
     buf.writeShort(classBytes.length)
     buf.writeBytes(classBytes)
     buf.writeShort(messageBytes.length)
@@ -54,15 +57,19 @@ object ErrorResponse extends NettyMessage.Type {
   val MaxClassNameBytes = 256
   val MaxMessageBytes = 4096
 
-  /** Flags, receiver id, kind and the two string lengths. */
-  val FixedLength: Int = 1 + InputChannelID.Length + 1 + 2 + 2
+  /** Flags, receiver id, kind, input and the two string lengths. */
+  val FixedLength: Int = 1 + InputChannelID.Length + 1 + 4 + 2 + 2
   val MaxLength: Int = FixedLength + MaxClassNameBytes + MaxMessageBytes
   override def minBodyLength: Int = FixedLength
   override def maxBodyLength: Int = MaxLength
 
-  /** The error of one channel, from the exception that ended it. */
+  /** The error of one channel, from the exception that ended it (naming the input a missing partition was). */
   def apply(receiverId: InputChannelID, kind: ErrorKind, cause: Throwable): ErrorResponse =
-    ErrorResponse(Some(receiverId), kind, classNameOf(cause), messageOf(cause))
+    ErrorResponse(Some(receiverId), kind, classNameOf(cause), messageOf(cause),
+      cause match {
+        case p: io.sluice.partition.PartitionNotFoundException => p.input
+        case _ => -1
+      })
 
   def connectionWide(kind: ErrorKind, cause: Throwable): ErrorResponse =
     ErrorResponse(None, kind, classNameOf(cause), messageOf(cause))
@@ -85,6 +92,8 @@ object ErrorResponse extends NettyMessage.Type {
     val flags = buf.readByte()
     val receiver = InputChannelID.readFrom(buf)
     val kind = ErrorKind.ofCode(buf.readByte())
+    val input = buf.readInt()
+    check(input >= -1, s"ErrorResponse for input $input")
     val classLen = buf.readUnsignedShort()
     check(classLen <= MaxClassNameBytes && FixedLength + classLen <= bodyLength,
       s"ErrorResponse with a $classLen-byte class name in a $bodyLength-byte body")
@@ -94,6 +103,6 @@ object ErrorResponse extends NettyMessage.Type {
       s"ErrorResponse with a $msgLen-byte message and a $classLen-byte class name in a $bodyLength-byte body")
     check((flags & ~1) == 0, s"ErrorResponse with unknown flags 0x${Integer.toHexString(flags & 0xff)}")
     val msg = buf.readCharSequence(msgLen, StandardCharsets.UTF_8).toString
-    ErrorResponse(if ((flags & 1) != 0) Some(receiver) else None, kind, cls, msg)
+    ErrorResponse(if ((flags & 1) != 0) Some(receiver) else None, kind, cls, msg, input)
   }
 }

@@ -49,6 +49,15 @@ object MultiPartitionRequest extends NettyMessage.Type {
 
   override def minBodyLength: Int = FixedLength + InputLength
   override def maxBodyLength: Int = Int.MaxValue
+  override def receiverIdFirst: Boolean = true
+
+  /**
+   * The most inputs one request names in frames of at most `maxFrameLength` bytes
+   * (spark.sluice.network.maxFrameLength): a reducer splits the inputs of one executor into
+   * requests of this many at most, one packed channel each.
+   */
+  def maxInputs(maxFrameLength: Long): Int =
+    math.max(1L, (maxFrameLength - NettyMessage.FrameHeaderLength - FixedLength) / InputLength).min(Int.MaxValue).toInt
 
   override def decode(buf: ByteBuf, bodyLength: Int): MultiPartitionRequest = {
     val receiver = InputChannelID.readFrom(buf)

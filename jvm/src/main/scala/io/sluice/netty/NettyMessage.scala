@@ -70,6 +70,13 @@ object NettyMessage {
     def minBodyLength: Int
     def maxBodyLength: Int = minBodyLength
 
+    /**
+     * Whether the body starts with the receiver id and a peer may build one longer than the frame
+     * limit (a long request, a peer with other settings): such a frame then fails that receiver
+     * only, with an error naming spark.sluice.network.maxFrameLength, and the connection goes on.
+     */
+    def receiverIdFirst: Boolean = false
+
     /** Bytes of the body to gather first. */
     def prefixLength(bodyLength: Int): Int = bodyLength
 

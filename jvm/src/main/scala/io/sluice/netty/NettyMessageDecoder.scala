@@ -9,27 +9,20 @@ import io.sluice.partition.consumer.RemoteInputChannel
 
 /**
  * Reads frames off one connection with a state machine (Flink's NettyMessageClientDecoderDelegate
- * and its BufferResponseDecoder), never gathering a payload: the frame header and a message's
- * fields are collected in a small reused array (at most [[NettyMessageDecoder.MaxBodyLength]]
- * bytes), and a BufferResponse's payload is copied from Netty's buffers straight into a buffer
- * of the receiving [[RemoteInputChannel]] (exclusive or floating), or skipped when that channel
- * was released.
+ * and its BufferResponseDecoder), never gathering a payload: headers and fields are collected in a
+ * small reused array ([[NettyMessageDecoder.MaxBodyLength]]), a payload is copied straight into a
+ * buffer of the receiving [[RemoteInputChannel]], or skipped when that channel was released.
  *
- * Anything malformed (bad magic, unknown or wrong-direction id, negative or oversized length,
- * lengths that contradict the fields, data for a receiver the connection never had, data beyond
- * the credit) fails the connection: an exception naming the problem and the remote address goes
- * down the pipeline, whose handler closes this connection only; every later byte is dropped. Any
- * other exception while a frame is decoded fails the connection the same way, naming the frame.
- * Whichever way the decoder is left (a failure, the connection closing mid-frame, the handler
- * being removed), it releases everything it holds: the input, a half-filled payload buffer, input
- * kept during a stall and its wait on a pool.
+ * A request or data frame longer than `maxFrameLength` ([[NettyMessage.Type.receiverIdFirst]]) is
+ * skipped after its receiver id and passed on as an [[OversizedFrame]]: it fails that receiver only.
+ * Anything else malformed (bad magic or id, lengths out of range or contradicting the fields, data
+ * for an unknown receiver or beyond its credit), and any other exception while decoding, fails the
+ * connection with an error naming the problem, the frame and the peer. However the decoder is left,
+ * it releases everything it holds. Credit-less mode: when the receiving gate has no buffer free,
+ * auto-read goes off for the whole connection until one comes back ("How Flink passes data
+ * internally"), which is what credit-based flow control removes.
  *
- * Credit-less mode: when the receiving channel's gate has no buffer free, the decoder turns
- * auto-read off for the whole connection and waits as a [[BufferListener]] of that gate's pool;
- * the buffer that comes back resumes decoding on the event loop ("How Flink passes data internally"). Every other channel of
- * the connection waits too: that is the behaviour credit-based flow control removes.
- *
- * Confined to the connection's event loop, except the listener, which only hands over.
+ * Confined to the connection's event loop, except the pool's listener, which only hands over.
  *
  * @param acceptedIds the message ids this side may receive
  * @param receivers   the client's channels (null on the server, which receives no payloads)
@@ -62,6 +55,10 @@ private[netty] final class NettyMessageDecoder(
   private var target: NetworkBuffer = _
   private var discarding = false
   private var payloadLeft = 0
+
+  // A frame beyond maxFrameLength whose receiver id comes first: skipped, then passed on as `skipped`.
+  private var oversized = false
+  private var skipped: OversizedFrame = _
 
   // Credit-less stall: the channel whose pool is awaited, and input that arrived meanwhile.
   private var stalledOn: RemoteInputChannel = _
@@ -116,10 +113,17 @@ private[netty] final class NettyMessageDecoder(
     messageId = header.readByte()
     header.clear()
     check(magic == NettyMessage.Magic, s"bad magic 0x${Integer.toHexString(magic)} (not a Sluice peer?)")
+    messageType = NettyMessage.typeOf(messageId)
+    oversized = frameLength > maxFrameLength && acceptedIds.contains(messageId) && messageType.receiverIdFirst
+    if (oversized) { // too long, but its receiver can be told: read the id, skip the rest
+      bodyLength = frameLength - NettyMessage.FrameHeaderLength
+      fieldsLength = InputChannelID.Length
+      state = ReadingBody
+      return
+    }
     check(frameLength >= NettyMessage.FrameHeaderLength && frameLength <= maxFrameLength,
       s"frame length $frameLength outside [${NettyMessage.FrameHeaderLength}, $maxFrameLength] " +
         "(spark.sluice.network.maxFrameLength)")
-    messageType = NettyMessage.typeOf(messageId)
     check(acceptedIds.contains(messageId),
       if (messageType == null) NettyMessage.nameOf(messageId) else s"${messageType.name} sent in the wrong direction")
     bodyLength = frameLength - NettyMessage.FrameHeaderLength
@@ -133,13 +137,25 @@ private[netty] final class NettyMessageDecoder(
   }
 
   /** The fields gathered so far are all there is, or (an encrypted BufferResponse) its IV is still to come. */
-  private def fieldsRead(): Unit = {
+  private def fieldsRead(): Unit = if (oversized) skipOversized()
+  else {
     val full = messageType.fieldsLength(fields, bodyLength)
     if (full == fieldsLength) finishBody()
     else {
       check(bodyLength >= full, s"${messageType.name} with a $bodyLength-byte body, shorter than its $full-byte header")
       fieldsLength = full
     }
+  }
+
+  /** The receiver id of an oversized frame was read: the rest is skipped, then [[OversizedFrame]] goes on. */
+  private def skipOversized(): Unit = {
+    val receiver = InputChannelID.readFrom(fields)
+    releaseFields()
+    skipped = OversizedFrame(receiver, messageType.name, frameLength, maxFrameLength,
+      String.valueOf(ctx.channel().remoteAddress()))
+    payloadLeft = bodyLength - InputChannelID.Length
+    state = ReadingPayload
+    discard()
   }
 
   private def finishBody(): Unit = {
@@ -205,7 +221,8 @@ private[netty] final class NettyMessageDecoder(
     if (payloadLeft == 0) finishPayload()
   }
 
-  private def finishPayload(): Unit = {
+  private def finishPayload(): Unit = if (oversized) { oversized = false; emit(skipped) }
+  else {
     val data = target
     target = null
     val r = response
@@ -215,7 +232,7 @@ private[netty] final class NettyMessageDecoder(
     emit(r.withData(if (discarding) null else data))
   }
 
-  private def emit(m: NettyMessage): Unit = {
+  private def emit(m: AnyRef): Unit = {
     state = ReadingFrameHeader
     ctx.fireChannelRead(m)
   }
@@ -328,14 +345,4 @@ private[netty] object NettyMessageDecoder {
 
   /** The largest body of a message without payload (and of a BufferResponse header). */
   val MaxBodyLength: Int = Seq(ErrorResponse.MaxLength, PartitionRequest.Length, PackedBufferResponse.MaxHeaderLength).max
-}
-
-/** How the client's decoder finds the channel a BufferResponse is for. Thread-safe. */
-private[netty] trait ReceiverLookup {
-
-  /** The registered channel with this id, or null. */
-  def channelFor(id: InputChannelID): RemoteInputChannel
-
-  /** Whether this connection had a channel with this id that was released since. */
-  def wasReleased(id: InputChannelID): Boolean
 }

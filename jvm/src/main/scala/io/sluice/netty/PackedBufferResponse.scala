@@ -118,6 +118,7 @@ object PackedBufferResponse extends NettyMessage.Type {
 
   override def minBodyLength: Int = FixedLength + PackedEntry.Length
   override def maxBodyLength: Int = Int.MaxValue
+  override def receiverIdFirst: Boolean = true
   override def prefixLength(bodyLength: Int): Int = FixedLength
   override def fieldsLength(prefix: ByteBuf, bodyLength: Int): Int = headerLength(prefix)
 

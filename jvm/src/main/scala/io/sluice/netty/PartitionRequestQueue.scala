@@ -108,6 +108,9 @@ private[netty] final class PartitionRequestQueue(
     }
   }
 
+  /** Refuses a request that got no reader (its frame was too long): an ErrorResponse for its receiver. */
+  def refuse(receiverId: InputChannelID, cause: Throwable): Unit = sendError(ErrorResponse(receiverId, ErrorKind.Other, cause))
+
   private def sendError(e: ErrorResponse): Unit = {
     if (closed) return
     if (errors.size >= MaxPendingErrors) {

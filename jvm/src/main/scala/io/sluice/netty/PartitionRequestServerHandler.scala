@@ -13,7 +13,8 @@ import io.sluice.partition.{PartitionNotFoundException, PartitionReadScheduler, 
  * into frames of at most `maxPayload` payload bytes, the receivers' segment size, and
  * `maxFrameLength` bytes in all, read on the `readScheduler`'s threads), AddCredit and
  * CancelPartitionRequest reach the reader (a request beyond the peer's reader limit is refused with
- * an ErrorResponse, see [[PeerLimits]]), CloseRequest releases them all, and a client's heartbeat
+ * an ErrorResponse, see [[PeerLimits]], as is a request frame beyond the frame limit, an
+ * [[OversizedFrame]]), CloseRequest releases them all, and a client's heartbeat
  * [[Ping]] is answered with a [[Pong]] at once (dropped while the connection is not writable: the
  * client then has data coming, which tells it as much). The writing of data is the
  * [[PartitionRequestQueue]]'s. Confined to the connection's event loop.
@@ -32,6 +33,7 @@ private[netty] final class PartitionRequestServerHandler(
     case r: MultiPartitionRequest => onMultiPartitionRequest(ctx, r)
     case AddCredit(id, credit) => queue.addCredit(id, credit)
     case CancelPartitionRequest(id) => queue.cancel(id)
+    case o: OversizedFrame => queue.refuse(o.receiverId, new TransportProtocolException(s"${o.describe}; refused"))
     case Ping(seq) =>
       if (ctx.channel().isWritable) {
         counters.pongsSent.increment()

@@ -114,7 +114,7 @@ object UnionResultSubpartitionView {
   /**
    * A cursor over `inputs` ((partition, subpartition start, end), each a finished blocking
    * partition registered in `manager`). Throws PartitionNotFoundException for the first missing
-   * one, IllegalArgumentException for a pipelined one, ProducerFailedException for one released,
+   * one (naming its position in `inputs`), IllegalArgumentException for a pipelined one, ProducerFailedException for one released,
    * IndexOutOfBoundsException for a range the partition does not have; nothing is opened here.
    * `sharedFiles`: the views read through the manager's kept file handles (only for the server's
    * read threads, never a task thread, which an interrupt could make close a shared handle).
@@ -128,7 +128,7 @@ object UnionResultSubpartitionView {
     val ends = new Array[Int](n)
     var i = 0
     inputs.foreach { case (id, start, end) =>
-      check(manager, id, start, end)
+      check(manager, id, i, start, end)
       shuffleIds(i) = id.shuffleId
       producerIds(i) = id.producerId
       starts(i) = start
@@ -142,8 +142,8 @@ object UnionResultSubpartitionView {
   }
 
   /** What opening the input's view would check, without opening it. */
-  private def check(manager: ResultPartitionManager, id: ResultPartitionID, start: Int, end: Int): Unit = {
-    val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id))
+  private def check(manager: ResultPartitionManager, id: ResultPartitionID, input: Int, start: Int, end: Int): Unit = {
+    val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id, input))
     if (p.partitionType != ResultPartitionType.Blocking) {
       throw new IllegalArgumentException(s"Result partition ($id) is pipelined: its subpartitions are requested one " +
         "channel each, not together with others")

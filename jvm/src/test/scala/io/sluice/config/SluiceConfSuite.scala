@@ -81,6 +81,18 @@ class SluiceConfSuite extends AnyFunSuite with NettyLeakDetection {
     assert(ok.get(SluiceOptions.MaxFrameLength) == 2L << 20)
   }
 
+  test("the smallest maxFrameLength accepted holds a full segment under the largest packed header (encrypted)") {
+    assert(SluiceConf.minMaxFrameLength(32L << 10) == 32768 + 9 + 32 + 256 * 37)
+    val min = SluiceConf.minMaxFrameLength(32L << 10).toString
+    val ok = SluiceConf(Seq("spark.sluice.network.maxFrameLength" -> min))
+    assert(ok.get(SluiceOptions.MaxFrameLength) == 42281L)
+    // The old rule (segment + 1k) is not enough: 256 encrypted entries need 9.3 KB of header.
+    val msg = rejected("spark.sluice.network.maxFrameLength" -> (min.toLong - 1).toString)
+    assert(msg.contains("spark.sluice.network.maxFrameLength") && msg.contains("spark.sluice.memory.segmentSize") &&
+        msg.contains(s"(${ConfigType.BytesType.render(42281L)})"), msg)
+    assert(rejected("spark.sluice.network.maxFrameLength" -> "33k").contains("'33k'"))
+  }
+
   test("network memory must hold at least two segments") {
     val msg = rejected("spark.sluice.memory.segmentSize" -> "64k", "spark.sluice.network.memory" -> "64k",
       "spark.sluice.network.maxFrameLength" -> "1m")

@@ -79,7 +79,7 @@ class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
     val tooBig = encode(BufferResponse(id, 0, 0, 0, bytes(new Array[Byte](5000))))
     assert(rejected(r.clientChannel(), tooBig).getMessage.contains("5000-byte payload for a 4096-byte buffer"))
     val err = encode(ErrorResponse(Some(id), ErrorKind.Other, "c", "m"))
-    java.nio.ByteBuffer.wrap(err).putShort(9 + 1 + 16 + 1, 900.toShort) // class-name length beyond the body
+    java.nio.ByteBuffer.wrap(err).putShort(9 + 1 + 16 + 1 + 4, 900.toShort) // class-name length beyond the body
     assert(rejected(r.clientChannel(), err).getMessage.contains("900-byte class name"))
     val kind = encode(ErrorResponse(Some(id), ErrorKind.Other, "c", "m"))
     kind(9 + 1 + 16) = 77
@@ -88,8 +88,11 @@ class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
     assert(rejected(r.clientChannel(), shortPong).getMessage.contains("Pong with a 7-byte body (expected 8)"))
     val ping = frame(9 + 8, NettyMessage.Magic, Ping.Id, new Array[Byte](8))
     assert(rejected(r.clientChannel(), ping).getMessage.contains("Ping sent in the wrong direction"))
-    val big = frame(9 + BufferResponse.HeaderLength + 70000, NettyMessage.Magic, BufferResponse.Id, Array.empty)
+    val big = frame(9 + ErrorResponse.FixedLength + 70000, NettyMessage.Magic, ErrorResponse.Id, Array.empty)
     assert(rejected(r.clientChannel(), big).getMessage.contains("maxFrameLength"))
+    val negativeInput = encode(ErrorResponse(Some(id), ErrorKind.Other, "c", "m"))
+    java.nio.ByteBuffer.wrap(negativeInput).putInt(9 + 1 + 16 + 1, -2)
+    assert(rejected(r.clientChannel(), negativeInput).getMessage.contains("ErrorResponse for input -2"))
     def encrypted(checksum: Boolean) = encode(BufferResponse(id, 0, 0, 0, bytes(new Array[Byte](100)))
         .copy(hasChecksum = checksum, iv = BufferIv(1, 2))(bytes(new Array[Byte](100)), null))
     val flagsAt = 9 + 16 + 12
@@ -103,6 +106,36 @@ class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
         .contains("no payload after an encrypted buffer's header"))
     r.close()
     assert(r.networkBufferPool.numberOfAvailableSegments == 64, "no buffer leaked")
+  }
+
+  test("a request or data frame beyond the frame limit is skipped, passed on for its receiver alone; the next frame decodes") {
+    val limit = 16 << 10
+    // Server side: a request for 2000 inputs (40 KB) against a 16 KiB limit, then an AddCredit, in small pieces.
+    val request = MultiPartitionRequest(someId, 2, creditBased = true,
+      (0 until 2000).map(i => RequestedSubpartitions(ResultPartitionID(1, i), 0, 1)))
+    val server = TestingReceivers.serverChannel(maxFrameLength = limit)
+    val data = encode(request, AddCredit(InputChannelID(5, 6), 3))
+    data.grouped(1000).foreach(piece => server.writeInbound(bytes(piece)))
+    val o = server.readInbound[OversizedFrame]()
+    assert(o.receiverId == someId && o.messageName == "MultiPartitionRequest" && o.frameLength == data.length - (9 + 20))
+    assert(o.describe.contains("spark.sluice.network.maxFrameLength") && o.describe.contains(s"$limit bytes"), o.describe)
+    assert(server.readInbound[AnyRef]() == AddCredit(InputChannelID(5, 6), 3))
+    assert(!server.finish())
+    // Client side: a packed frame beyond the limit takes no buffer; the frame after it still reaches its channel.
+    val r = new TestingReceivers()
+    val id = r.channels.head.id
+    val client = r.clientChannel(maxFrameLength = limit)
+    val huge = encode(BufferResponse(id, 0, 0, 0, bytes(new Array[Byte](limit))))
+    client.writeInbound(bytes(huge ++ encode(EndOfPartition(id, 1, 0))))
+    val skipped = client.readInbound[OversizedFrame]()
+    assert(skipped.receiverId == id && skipped.messageName == "BufferResponse" && skipped.frameLength == huge.length)
+    assert(r.gate.floatingBuffers.numUsedBuffers == 0, "no buffer taken for the skipped payload")
+    assert(client.readInbound[AnyRef]() == EndOfPartition(id, 1, 0))
+    // A fixed-length message beyond the limit still fails the connection: it has no receiver to tell.
+    val bad = frame(limit + 100, NettyMessage.Magic, AddCredit.Id, new Array[Byte](20))
+    assert(rejected(TestingReceivers.serverChannel(maxFrameLength = limit), bad).getMessage.contains("maxFrameLength"))
+    client.finishAndReleaseAll()
+    r.close()
   }
 
   test("a truncated frame followed by the connection closing leaks nothing") {

@@ -38,7 +38,7 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val errors: Seq[ErrorResponse] = ErrorKind.all.flatMap { k =>
     Seq(ErrorResponse(Some(id), k, "java.lang.IllegalStateException", s"boom: ${k.name} \u00e9\u4e2d"),
-      ErrorResponse(None, k, "", ""))
+      ErrorResponse(Some(id), k, "java.io.IOException", "input 1234", input = 1234), ErrorResponse(None, k, "", ""))
   }
 
   private def decodeAll(ch: EmbeddedChannel, data: Array[Byte], chunked: Boolean): Seq[NettyMessage] = {
@@ -196,6 +196,27 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     val pong = java.nio.ByteBuffer.wrap(encode(Pong(42L)))
     assert(pong.getInt(0) == 17 && pong.get(8) == Pong.Id && pong.getLong(9) == 42L)
     assert(Ping.Id != Pong.Id && (0 to 6).forall(i => i != Ping.Id && i != Pong.Id), "new ids, never reused")
+  }
+
+  test("an ErrorResponse names the input of a missing partition; the frame limit covers the largest frame a server builds") {
+    val missing = ErrorResponse(id, ErrorKind.PartitionNotFound,
+      new io.sluice.partition.PartitionNotFoundException(ResultPartitionID(3, 4), input = 7))
+    assert(missing.input == 7 && missing.message.contains("input 7"))
+    assert(ErrorResponse(id, ErrorKind.Other, new RuntimeException("x")).input == -1)
+    // The config check's overhead is exactly the largest header: a full table of encrypted entries.
+    val largestHeader = NettyMessage.FrameHeaderLength + PackedBufferResponse.MaxHeaderLength
+    assert(io.sluice.config.SluiceConf.MaxFrameOverhead == largestHeader)
+    assert(largestHeader >= NettyMessage.FrameHeaderLength + BufferResponse.HeaderLength + BufferIv.Length)
+    assert(largestHeader >= NettyMessage.FrameHeaderLength + ErrorResponse.MaxLength)
+    // The request budget: the largest request still fits one frame, one more input would not.
+    for (limit <- Seq(13609L, 42281L, 64L << 10, 1L << 20)) {
+      val n = MultiPartitionRequest.maxInputs(limit)
+      def frameOf(inputs: Int) =
+        NettyMessage.FrameHeaderLength + MultiPartitionRequest(id, 2, true,
+          Vector.fill(inputs)(RequestedSubpartitions(
+              ResultPartitionID(1, 1), 0, 1))).encodedLength
+      assert(frameOf(n) <= limit && frameOf(n + 1) > limit, s"$n inputs at $limit")
+    }
   }
 
   test("long error texts are cut to their bounds without splitting a character") {

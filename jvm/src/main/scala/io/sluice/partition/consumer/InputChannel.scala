@@ -32,6 +32,7 @@ abstract class InputChannel(
   def subpartitionEnd: Int = inputs.head.subpartitionEnd
 
   @volatile private var error: Throwable = _
+  @volatile private var errorInput = -1
 
   /** Starts the channel: opens the view (local) or sends the partition request (remote). */
   def requestSubpartitions(): Unit
@@ -60,16 +61,19 @@ abstract class InputChannel(
   /** Floating buffers this channel took from the gate's pool but has not filled yet. */
   def numFloatingBuffersAvailable: Int = 0
 
-  /** Fails the channel from any thread; the task thread sees it at its next read. */
-  def setError(cause: Throwable): Unit = {
-    if (error == null) error = cause
+  /**
+   * Fails the channel from any thread; the task thread sees it at its next read. `input`: the
+   * gate's input the failure is known to concern, or -1.
+   */
+  def setError(cause: Throwable, input: Int = -1): Unit = {
+    if (error == null) { errorInput = input; error = cause }
     gate.notifyChannelNonEmpty(this)
   }
 
   /** Throws the channel's error: a fetch failure as an [[InputChannelException]], anything else as itself. */
   protected final def checkError(): Unit = {
     val e = error
-    if (e != null) throw (if (ChannelFailure.isFetchFailure(e)) new InputChannelException(this, e) else e)
+    if (e != null) throw (if (ChannelFailure.isFetchFailure(e)) new InputChannelException(this, e, errorInput) else e)
   }
 
   protected final def notifyChannelNonEmpty(): Unit = gate.notifyChannelNonEmpty(this)

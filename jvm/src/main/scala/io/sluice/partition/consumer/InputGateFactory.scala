@@ -5,7 +5,7 @@ import scala.collection.mutable
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
-import io.sluice.netty.{NettyConnectionManager, PartitionRequestClient}
+import io.sluice.netty.{MultiPartitionRequest, NettyConnectionManager, PartitionRequestClient}
 import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, ResultPartitionManager, ResultPartitionType}
 
 /** One input of a gate: subpartitions [start, end) of a producer's partition, and where it runs. */
@@ -17,8 +17,8 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  * Spark layer's reader calls. A regular (blocking) gate reads with one channel per producing
  * executor: one [[LocalInputChannel]] over every input produced in this executor, one packed
  * [[RemoteInputChannel]] over every input of each other executor (one request, one credit stream,
- * many map outputs per frame), so its channels and requests grow with the executors it reads from,
- * not with the map outputs. A pipelined gate has one channel per input. Each gate has a floating
+ * many map outputs per frame; more when one request would exceed spark.sluice.network.maxFrameLength),
+ * so its channels and requests grow with the executors it reads from, not with the map outputs. A pipelined gate has one channel per input. Each gate has a floating
  * buffer pool:
  *  - credit-based: at least 1 and at most max(floatingBuffersPerGate, maxCreditWindow -
  *    buffersPerChannel) buffers, on top of the buffersPerChannel exclusive ones of each remote
@@ -48,6 +48,7 @@ final class InputGateFactory(
   private val requestTimeoutMs = conf.get(SluiceOptions.RequestTimeout)
   private val bufferRequestTimeoutMs = conf.get(SluiceOptions.RequestBufferTimeout)
   private val maxChannelsInFlight = conf.get(SluiceOptions.MaxChannelsInFlightPerGate)
+  private val maxInputsPerRequest = MultiPartitionRequest.maxInputs(conf.get(SluiceOptions.MaxFrameLength))
   private val maxFloatingPerGate = math.max(floatingPerGate, conf.get(SluiceOptions.MaxCreditWindow) - buffersPerChannel)
 
   /**
@@ -114,7 +115,9 @@ final class InputGateFactory(
   /**
    * The gate's channels, each a producer and the inputs it reads (with their indexes in `inputs`):
    * for a regular gate one per producing executor, remote ones first (their requests go out while
-   * local data is read); for a pipelined gate one per input, in order.
+   * local data is read), a remote executor's inputs split over as many channels as the frame limit
+   * requires (each channel's request must fit one frame, [[MultiPartitionRequest.maxInputs]]); for
+   * a pipelined gate one per input, in order.
    */
   private def channelGroups(
       inputs: IndexedSeq[GateInput], pipelined: Boolean): IndexedSeq[(ProducerLocation, IndexedSeq[ChannelInput])] = {
@@ -142,8 +145,8 @@ final class InputGateFactory(
       val groups = byExecutor.values().iterator()
       while (groups.hasNext) {
         val (p, group) = groups.next()
-        val entry = (p, group.toIndexedSeq)
-        if (p.executorId == localExecutorId) local = entry else out += entry
+        if (p.executorId == localExecutorId) local = (p, group.toIndexedSeq)
+        else group.grouped(maxInputsPerRequest).foreach(part => out += ((p, part.toIndexedSeq)))
       }
       if (local != null) out += local
       out.toIndexedSeq

@@ -57,16 +57,16 @@ final class RemoteInputChannel(
     this(gate, channelIndex, IndexedSeq(ChannelInput(channelIndex, partitionId, subpartitionStart, subpartitionEnd)),
       producer, connect, creditBased, exclusiveBuffersPerChannel, waitForProducer, bufferRequestTimeoutMs, packed = false)
 
-  import RemoteInputChannel._
+  import ReceivedBuffers.Received
 
   /** This channel's name on the wire. */
   val id: InputChannelID = InputChannelID.random()
 
-  private val received = new java.util.ArrayDeque[Received]()
+  private val received = new ReceivedBuffers
   private var expectedSequenceNumber = 0
 
-  /** Inputs whose end arrived; the channel has ended when every input has. */
-  private var inputsEnded = 0
+  /** Inputs (positions in `inputs`) whose end arrived; the channel has ended when every input has. */
+  private val inputsEnded = new java.util.BitSet(inputs.size)
   private var ended = false
   @volatile private var released = false
   @volatile private var client: PartitionRequestClient = _
@@ -112,9 +112,13 @@ final class RemoteInputChannel(
           setError(new RemoteTransportException(s"Could not connect to $producer: ${e.getMessage}", e))
           return
       }
-    client = c
-    if (released) return
-    c.requestSubpartitions(this, initialCredit, creditBased, waitForProducer)
+    // Under the monitor: a release from another thread (the gate closing) either comes first, and
+    // nothing is requested, or finds the client and sends its Cancel after the request.
+    synchronized {
+      if (released) return
+      client = c
+      c.requestSubpartitions(this, initialCredit, creditBased, waitForProducer)
+    }
   }
 
   // ---- from the connection (event loop) -----------------------------------------------------
@@ -155,10 +159,10 @@ final class RemoteInputChannel(
         error = outOfSequence("buffer", r.sequenceNumber)
       } else {
         expectedSequenceNumber += 1
-        val unread = received.size
-        wasEmpty = unread == 0
+        val unread = received.numFrames
+        wasEmpty = received.isEmpty
         received.add(new Received(inputs.head.index, r.data, r.subpartition, r.compressed, r.rawLength, r.hasChecksum,
-            r.crc, r.iv))
+            r.crc, r.iv, endsFrame = true))
         gate.numBuffersInRemote.increment()
         announce = buffers.onBufferReceived(r.backlog, unread)
       }
@@ -183,27 +187,13 @@ final class RemoteInputChannel(
       else if (r.sequenceNumber != expectedSequenceNumber) {
         error = outOfSequence("frame", r.sequenceNumber)
       } else {
-        val bad = r.entries.find(e => e.input >= inputs.size)
-        if (bad.isDefined) {
-          error = new TransportProtocolException(s"$producer sent data of input ${bad.get.input} to $description, " +
-            s"which requested ${inputs.size}")
-        } else {
+        error = checkEntries(r)
+        if (error == null) {
           expectedSequenceNumber += 1
-          val unread = received.size
-          wasEmpty = unread == 0
-          var offset = r.data.readerIndex()
-          r.entries.foreach { e =>
-            val input = inputs(e.input).index
-            if (e.isEnd) {
-              inputsEnded += 1
-              received.add(Received.end(input, e.subpartition))
-            } else {
-              received.add(new Received(input, r.data.retainedSlice(offset, e.length), e.subpartition, e.compressed,
-                  e.rawLength, e.hasChecksum, e.crc, e.iv))
-              offset += e.length
-            }
-          }
-          if (inputsEnded == inputs.size) ended = true
+          val unread = received.numFrames
+          wasEmpty = received.isEmpty
+          received.addPacked(r, inputs)
+          if (inputsEnded.cardinality() == inputs.size) ended = true
           gate.numBuffersInRemote.increment()
           announce = buffers.onBufferReceived(r.backlog, unread)
         }
@@ -214,6 +204,27 @@ final class RemoteInputChannel(
     if (error != null) setError(error)
     if (announce) announceCredit()
     error == null && wasEmpty && !released
+  }
+
+  /**
+   * Null when every entry of `r` names an input of the request that has not ended yet (and marks
+   * the ends as arrived), else the protocol error: a bad peer's stray, repeated or late entry must
+   * not count an input's end twice. Lock held.
+   */
+  private def checkEntries(r: PackedBufferResponse): TransportProtocolException = {
+    r.entries.foreach { e =>
+      val what = if (e.isEnd) "the end" else "data"
+      if (e.input >= inputs.size) {
+        return new TransportProtocolException(s"$producer sent $what of input ${e.input} to $description, " +
+          s"which requested ${inputs.size}")
+      }
+      if (inputsEnded.get(e.input)) {
+        return new TransportProtocolException(s"$producer sent $what of input ${e.input} " +
+          s"(${inputs(e.input).partitionId}) to $description after that input's end")
+      }
+      if (e.isEnd) inputsEnded.set(e.input)
+    }
+    null
   }
 
   /** A message numbered `number` arrived where `expectedSequenceNumber` was due. Lock held. */
@@ -233,16 +244,16 @@ final class RemoteInputChannel(
         expectedSequenceNumber += 1
         endOfPartitionMessages.incrementAndGet()
         ended = true
-        inputsEnded = inputs.size
-        received.add(Received.end(inputs.head.index, subpartition))
+        inputsEnded.set(0, inputs.size)
+        received.add(Received.end(inputs.head.index, subpartition, endsFrame = false))
         null
       }
     }
     if (error != null) setError(error) else notifyChannelNonEmpty()
   }
 
-  /** The server reported that this channel's request failed. */
-  private[sluice] def onError(cause: Throwable): Unit = setError(cause)
+  /** The server reported that this channel's request failed (`input`: the gate's input it concerns, or -1). */
+  private[sluice] def onError(cause: Throwable, input: Int = -1): Unit = setError(cause, input)
 
   /** The connection failed or closed under this channel. */
   private[sluice] def onConnectionError(cause: Throwable): Unit = if (!released) {
@@ -291,9 +302,7 @@ final class RemoteInputChannel(
     val (queued, sendCancel) = synchronized {
       if (released) return
       released = true
-      val q = new java.util.ArrayList[Received](received)
-      received.clear()
-      (q, !ended)
+      (received.drain(), !ended)
     }
     buffers.release()
     queued.forEach(r => if (r.data != null && r.data.refCnt() > 0) r.data.release())
@@ -311,11 +320,15 @@ final class RemoteInputChannel(
   /** Buffers received so far; never more than [[numCreditsAnnounced]] when credit-based. */
   def numBuffersReceived: Long = buffers.numBuffersReceived
 
-  /** Free buffers the channel holds for the sender: its credit, announced or not. */
   /** Buffers that arrived while the sender had no credit left; must stay 0. */
   def numCreditOverruns: Long = buffers.numCreditOverruns
 
+  /** Free buffers the channel holds for the sender: its credit, announced or not. */
   def numAvailableBuffers: Int = buffers.numAvailableBuffers
+
+  /** The credit window ([[CreditWindow]]) in receiving buffers, and how often it grew. */
+  def creditWindow: Int = buffers.creditWindow
+  def numCreditWindowGrowths: Long = buffers.numCreditWindowGrowths
 
   /**
    * Control messages of this channel so far: its partition request (once requested), the
@@ -328,15 +341,4 @@ final class RemoteInputChannel(
   def numUnannouncedCredit: Int = buffers.numUnannouncedCredit
 
   override def toString: String = s"RemoteInputChannel($description, id $id)"
-}
-
-private object RemoteInputChannel {
-
-  /** A buffer of input `input` as it arrived (stored form), or (data == null) the end of that input. */
-  final class Received(val input: Int, val data: io.netty.buffer.ByteBuf, val subpartition: Int, val compressed: Boolean,
-      val rawLength: Int, val hasChecksum: Boolean, val crc: Int, val iv: io.sluice.partition.BufferIv)
-
-  object Received {
-    def end(input: Int, subpartition: Int): Received = new Received(input, null, subpartition, false, -1, false, 0, null)
-  }
 }

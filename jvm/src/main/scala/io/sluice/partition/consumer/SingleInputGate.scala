@@ -30,10 +30,8 @@ import io.sluice.partition.PartitionFileCipher
  * @param codec               decompresses buffers stored compressed (spark.shuffle.compress)
  * @param maxChannelsInFlight spark.sluice.network.maxChannelsInFlightPerGate, or AllAtOnce
  * @param fileCipher          decrypts spilled buffers of encrypted partition files (spark.io.encryption.enabled)
- * @param initialFloatingCredit floating buffers in a remote channel's first credit window
- *                            (spark.sluice.network.floatingBuffersPerGate); the window may grow to
- *                            the whole floating pool ([[CreditWindow]]). By default the window is
- *                            the whole pool from the start.
+ * @param initialFloatingCredit floating buffers in a remote channel's first credit window (spark.sluice.network.
+ *                            floatingBuffersPerGate; default: the whole pool), which may grow ([[CreditWindow]])
  */
 final class SingleInputGate(
     val owner: String,
@@ -61,9 +59,7 @@ final class SingleInputGate(
   @volatile private var closed = false
 
   val metrics = new InputGateMetrics(() => channels)
-  private val window = new ChannelRequestWindow(owner, networkBufferPool, bufferRequestTimeoutMs, maxChannelsInFlight,
-    metrics)
-
+  private val window = new ChannelRequestWindow(owner, networkBufferPool, bufferRequestTimeoutMs, maxChannelsInFlight, metrics)
   private val decoder = new InputBufferDecoder(codec, fileCipher)
   private val scratch = new GateScratchBuffers(owner, networkBufferPool, bufferRequestTimeoutMs, decoder)
 

@@ -1,8 +1,10 @@
 package io.sluice.partition.consumer
 
 import io.sluice.{NettyLeakDetection, TestingThreads}
-import io.sluice.netty.{TestingExecutor, TestingGateReader, TestingRecords}
-import io.sluice.netty.TestingExecutor.withExecutors
+import io.sluice.netty.{
+  PackedBufferResponse, PackedEntry, TestingExecutor, TestingGateReader, TestingRecords, TestingSilentServer
+}
+import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
 import io.sluice.partition.{PartitionNotFoundException, ProducerFailedException, ResultPartitionID, SortMergeResultPartition}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -51,6 +53,60 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     val reader = new TestingGateReader(gate)
     while (!gate.hasInputEnded(1)) assert(reader.readOne())
     (outputs, gate, reader)
+  }
+
+  /** A data entry of 10 bytes of input `input`. */
+  private def data(input: Int): PackedEntry = PackedEntry(input, 0, isEnd = false, compressed = false,
+    hasChecksum = false, rawLength = -1, crc = 0, length = 10, iv = null)
+
+  /** Runs `body` with reader B and a server that upgrades B's connection and then never answers. */
+  private def withSilentServer(body: (TestingExecutor, TestingSilentServer) => Unit): Unit = {
+    val b = new TestingExecutor("B")
+    val server = new TestingSilentServer
+    try withExecutors(b) {
+        body(b, server)
+        b.awaitAllBuffersBack()
+      }
+    finally server.close()
+  }
+
+  /**
+   * A packed, credit-based channel of `inputs` inputs on its own gate (2 exclusive buffers, a first
+   * window of 4 floating ones, a pool of 30), requested from a silent server: the test hands it
+   * frames as the event loop would ([[deliver]]) and reads them as its task ([[drain]]).
+   */
+  private final class HandFedChannel(b: TestingExecutor, server: TestingSilentServer, inputs: Int) {
+    val gate = new SingleInputGate("hand-fed gate", b.networkBufferPool,
+      b.networkBufferPool.createBufferPool(1, 30, "hand-fed gate"), None, 10000, 10000, initialFloatingCredit = 4)
+    val channel = new RemoteInputChannel(gate, 0, (0 until inputs).map(i => ChannelInput(i, ResultPartitionID(40, i), 0, 1)),
+      ProducerLocation("S", "127.0.0.1", server.port), p => b.connectionManager.createPartitionRequestClient(p.host, p.port),
+      creditBased = true, 2, waitForProducer = false, 10000, packed = true)
+    gate.setChannels(Array(channel))
+    channel.requestSubpartitions()
+    private var sequenceNumber = 0
+
+    /** A frame of `entries` (their bytes zeros) with `backlog` stored buffers behind it, in a buffer of the channel's credit. */
+    def deliver(entries: Seq[PackedEntry], backlog: Int): Unit = {
+      val buffer = channel.requestBufferForData(null)
+      entries.foreach(e => buffer.writeZero(e.length))
+      channel.receivePacked(PackedBufferResponse(channel.id, sequenceNumber, backlog, entries.toIndexedSeq,
+          entries.map(_.length).sum)(buffer, null))
+      sequenceNumber += 1
+    }
+
+    /** Takes up to `max` entries as the task does, releasing each buffer; returns how many. */
+    def drain(max: Int): Int = {
+      var n = 0
+      var next = if (max > 0) channel.getNextBuffer() else null
+      while (next != null) {
+        if (next.buffer != null) next.buffer.release()
+        n += 1
+        next = if (n < max) channel.getNextBuffer() else null
+      }
+      n
+    }
+
+    def close(): Unit = gate.close()
   }
 
   private def remoteChannel(gate: SingleInputGate): RemoteInputChannel =
@@ -130,18 +186,86 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
-  test("a missing map output fails the whole request, naming an output of that executor") {
+  test("a missing map output fails the whole request, naming exactly that output and keeping the server's message") {
     withReaderAndProducer { (a, b) =>
       val present = (0 until 3).map(i => output(a, ResultPartitionID(23, i), _ => 2, _ => 100))
-      val inputs = present.map(p => GateInput(p.partitionId, 0, 1, a.location)) :+
-        GateInput(ResultPartitionID(23, 99), 0, 1, a.location)
+      // A local input first (gate input 0), then the remote ones: the missing one is the gate's
+      // input 2, the second of the remote channel's request.
+      val local = output(b, ResultPartitionID(23, 50), _ => 2, _ => 100)
+      val missing = ResultPartitionID(23, 99)
+      val inputs = Vector(GateInput(local.partitionId, 0, 1, b.location), GateInput(present(0).partitionId, 0, 1, a.location),
+        GateInput(missing, 0, 1, a.location)) ++ present.drop(1).map(p => GateInput(p.partitionId, 0, 1, a.location))
       val gate = b.gate("reducer", inputs)
       val reader = new TestingGateReader(gate)
       val e = intercept[InputChannelException](reader.readAll())
-      assert(e.getCause.isInstanceOf[PartitionNotFoundException], e.toString)
-      assert(inputs.indices.contains(gate.inputToBlame(e)))
+      val cause = e.getCause.asInstanceOf[PartitionNotFoundException]
+      assert(cause.partitionId == missing && e.input == 2 && gate.inputToBlame(e) == 2, e.toString)
+      assert(cause.getMessage.contains("input 1 of the request") && cause.getMessage.contains(s"127.0.0.1:${a.port}"),
+        s"the server's message, naming the input of the request, reported by A: ${cause.getMessage}")
       reader.close()
       assert(a.counters.activeReaders.get == 0)
+    }
+  }
+
+  test("a gate closed from another thread during its first read leaves no request behind") {
+    withReaderAndProducer { (a, b) =>
+      val outputs = (0 until 4).map(i => output(a, ResultPartitionID(26, i), _ => 50, _ => 300))
+      for (round <- 0 until 100) {
+        val gate = b.gate(s"reducer $round", outputs.map(p => GateInput(p.partitionId, 0, 3, a.location)))
+        val start = new java.util.concurrent.CountDownLatch(1)
+        val reading = async {
+          start.await()
+          try { val next = gate.getNext(); if (next != null) next.buffer.release() }
+          catch { case _: IllegalStateException | _: InputChannelException => () } // closed under it
+        }
+        val closing = async { start.await(); if (round % 3 == 0) Thread.`yield`(); gate.close() }
+        start.countDown()
+        await(reading); await(closing)
+      }
+      // A request sent after its Cancel would leave a reader on A forever, and its channel registered on B.
+      TestingThreads.eventually(what = s"A's server released every reader (${a.counters.activeReaders.get} left)") {
+        a.counters.activeReaders.get == 0
+      }
+      assert(b.connectionManager.clientFactory.connection("127.0.0.1", a.port).forall(_.numChannels == 0))
+    }
+  }
+
+  test("a second end of an input, or data after its end, fails the channel instead of being counted") {
+    withSilentServer { (b, server) =>
+      for (late <- Seq(PackedEntry.end(0, 0), data(0))) {
+        val h = new HandFedChannel(b, server, inputs = 2)
+        h.deliver(Seq(data(0), PackedEntry.end(0, 0)), backlog = 1)
+        h.deliver(Seq(data(1), late), backlog = 1)
+        val e = intercept[InputChannelException](h.channel.getNextBuffer())
+        val what = if (late.isEnd) "the end" else "data"
+        assert(e.getCause.getMessage.contains(s"sent $what of input 0") && e.getMessage.contains("after that input's end"),
+          e.getMessage)
+        h.close()
+      }
+    }
+  }
+
+  test("a packed channel's credit window counts frames, not entries: it grows, and a frame of 100 unread entries is one buffer") {
+    withSilentServer { (b, server) =>
+      val h = new HandFedChannel(b, server, inputs = 50)
+      val ch = h.channel
+      assert(ch.creditWindow == 6, "2 exclusive + 4 floating to start")
+      def frame(k: Int) = (0 until 100).map(j => data((k + j) % 50))
+      // The task reads each frame before the next arrives: the channel runs dry with a backlog behind.
+      for (k <- 0 until 12) { h.deliver(frame(k), backlog = 1000); assert(h.drain(100) == 100) }
+      val grown = ch.creditWindow
+      assert(grown == 13 && ch.numCreditWindowGrowths == 2, s"6 -> 9 -> 13, not $grown")
+      // Each frame now arrives while the one before waits unread: one receiving buffer, not 100 entries,
+      // so the window holds, and the channel keeps credit for the backlog.
+      h.deliver(frame(0), backlog = 1000)
+      for (k <- 1 to 12) {
+        h.deliver(frame(k), backlog = 1000)
+        assert(ch.numAvailableBuffers >= ch.creditWindow - 2, s"${ch.numAvailableBuffers} free in a ${ch.creditWindow} window")
+        assert(h.drain(100) == 100)
+      }
+      assert(ch.creditWindow == grown, s"the window shrank to ${ch.creditWindow}")
+      h.drain(100)
+      h.close()
     }
   }
 
