@@ -88,7 +88,8 @@ class SluiceConfSuite extends AnyFunSuite with NettyLeakDetection {
     assert(ok.get(SluiceOptions.MaxFrameLength) == 42281L)
     // The old rule (segment + 1k) is not enough: 256 encrypted entries need 9.3 KB of header.
     val msg = rejected("spark.sluice.network.maxFrameLength" -> (min.toLong - 1).toString)
-    assert(msg.contains("spark.sluice.network.maxFrameLength") && msg.contains("spark.sluice.memory.segmentSize") &&
+    assert(
+      msg.contains("spark.sluice.network.maxFrameLength") && msg.contains("spark.sluice.memory.segmentSize") &&
         msg.contains(s"(${ConfigType.BytesType.render(42281L)})"), msg)
     assert(rejected("spark.sluice.network.maxFrameLength" -> "33k").contains("'33k'"))
   }
