@@ -90,7 +90,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
       val buffer = channel.requestBufferForData(null)
       entries.foreach(e => buffer.writeZero(e.length))
       channel.receivePacked(PackedBufferResponse(channel.id, sequenceNumber, backlog, entries.toIndexedSeq,
-          entries.map(_.length).sum)(buffer, null))
+          entries.map(_.length).sum)(buffer))
       sequenceNumber += 1
     }
 

@@ -111,7 +111,8 @@ class RequestFrameLimitSuite extends AnyFunSuite with NettyLeakDetection {
         val p = a.blockingPartition(ResultPartitionID(34, 1), 511, None, poolSize = 4)
         for (s <- 0 until 511) TestingRecords.write(p, s, TestingRecords.record(1, s, 0, 124))
         p.finish()
-        assert((0 until 511).forall(p.file.storedBytes(_) == 128), "128 stored bytes per subpartition")
+        assert((0 until 511).forall(s => p.file.numBuffers(s) == 1 && p.file.buffer(s, 0).storedLength == 128),
+          "one stored buffer of 128 bytes per subpartition")
         val gate = b.gate("reducer", Vector(GateInput(p.partitionId, 0, 511, a.location)))
         val reader = new TestingGateReader(gate)
         assert(reader.readAll() == (0 until 511).map(s => (1L, s) -> 1).toMap)
