@@ -12,8 +12,14 @@ object BatchDiagnosis {
   /** Waits for network buffers above this share of the run time are the cause. */
   val BufferWaitShare = 0.1
 
-  /** Fetch wait above this share of the run time makes a stage network-bound. */
-  val FetchWaitShare = 0.2
+  /** Fetch wait above this share of the run time makes a stage network-bound ... */
+  val FetchWaitShare = 0.3
+
+  /**
+   * ... when it is at least this much per task on average: short tasks wait tens of ms for their
+   * first buffers (connection, partition request, the producer's first disk read) even on loopback.
+   */
+  val MinFetchWaitPerTaskMs = 500L
 
   /** A producing executor is slow when it got at least this share of the input wait ... */
   val ProducerWaitShare = 0.5
@@ -91,21 +97,22 @@ object BatchDiagnosis {
     val readers = tasks.filter(_.bytesRead > 0)
     val largest = if (readers.isEmpty) None else Some(readers.maxBy(_.bytesRead))
     val medianBytes = median(readers.map(_.bytesRead.toDouble)).toLong
-    val (producer, producerWait) = slowProducer(tasks, fetch, run)
+    val networkBound = fetch >= MinFetchWaitPerTaskMs * tasks.size && share(fetch, run) >= FetchWaitShare
+    val (producer, producerWait) = if (networkBound) slowProducer(tasks) else ("", 0L)
     val (slowExec, slowRatio) = slowExecutor(tasks)
     val base = Result("", tasks.size, run, fetch, bufferWait, spill, largest.fold(-1)(_.partitionId),
       largest.fold(0L)(_.bytesRead), medianBytes, producer, producerWait, slowExec, slowRatio)
-    base.copy(cause = cause(base, read, readers.size))
+    base.copy(cause = cause(base, read, readers.size, networkBound))
   }
 
   /**
    * The producing executor the readers waited on for most of their input wait, when the stage is
    * network-bound and that executor took well over its fair share of the wait.
    */
-  private def slowProducer(tasks: Seq[Task], fetchMs: Long, runMs: Long): (String, Long) = {
+  private def slowProducer(tasks: Seq[Task]): (String, Long) = {
     val waits = tasks.flatMap(_.inputWaitByProducerMs).groupMapReduce(_._1)(_._2)(_ + _)
     val total = waits.values.sum
-    if (waits.size < 2 || total < MinMs || share(fetchMs, runMs) < FetchWaitShare) ("", 0L)
+    if (waits.size < 2 || total < MinMs) ("", 0L)
     else {
       val (exec, ms) = waits.maxBy(_._2)
       val s = share(ms, total)
@@ -135,7 +142,7 @@ object BatchDiagnosis {
     else ("", 0.0)
   }
 
-  private def cause(r: Result, bytesRead: Long, numReaders: Int): String = {
+  private def cause(r: Result, bytesRead: Long, numReaders: Int, networkBound: Boolean): String = {
     val fetchShare = r.fetchWaitShare
     val bufferShare = share(r.bufferWaitMs, r.runTimeMs)
     val skewed = numReaders >= 3 && r.maxPartitionBytes >= SkewMinBytes && r.skewRatio >= SkewOverMedian
@@ -154,7 +161,7 @@ object BatchDiagnosis {
       f"A slow executor: tasks on executor ${r.slowExecutor} were ${r.slowExecutorRatio}%.1f× slower than on the " +
       "others (run time per record read); " +
       "look at its load (CPU, GC, other processes) and its machine."
-    } else if (r.fetchWaitMs >= MinMs && fetchShare >= FetchWaitShare) {
+    } else if (networkBound) {
       s"Network-bound: tasks waited ${pct(fetchShare)} of their run time for input, spread over every " +
       "producing executor; look at the network links and at the map stage's output size."
     } else if (bytesRead > 0 && r.spillBytes >= SpillShare * bytesRead && r.spillBytes >= SkewMinBytes) {

@@ -89,20 +89,24 @@ class BatchDiagnosisSuite extends AnyFunSuite {
   }
 
   test("a slow peer: most of a network-bound stage's input wait on one producer") {
-    val waits = balanced.map(_.copy(fetchWaitMs = 300, inputWaitByProducerMs = Map("1" -> 50L, "2" -> 250L)))
-    val r = diagnose(waits) // fetch 2400 of 8000 ms: 30 %; executor 2 has 2000 of 2400 ms of waits
-    assert(r.slowProducer == "2" && r.slowProducerWaitMs == 2000, r)
+    val waits = balanced.map(_.copy(runTimeMs = 2000, fetchWaitMs = 600,
+        inputWaitByProducerMs = Map("1" -> 100L, "2" -> 500L)))
+    val r = diagnose(waits) // fetch 4800 of 16000 ms: 30 %; executor 2 has 4000 of 4800 ms of waits
+    assert(r.slowProducer == "2" && r.slowProducerWaitMs == 4000, r)
     assert(
       r.cause.startsWith("A slow or overloaded peer: reduce tasks waited 30 % of their run time for input, " +
-        "2000 ms of it for executor 2's map outputs"), r.cause)
+        "4000 ms of it for executor 2's map outputs"), r.cause)
   }
 
-  test("a slow peer needs the stage to be network-bound and one producer well over its share") {
-    val notBound = balanced.map(_.copy(fetchWaitMs = 199, inputWaitByProducerMs = Map("1" -> 50L, "2" -> 250L)))
-    assert(diagnose(notBound).slowProducer.isEmpty) // 1592 of 8000 ms: under 20 %
-    val even = balanced.map(_.copy(fetchWaitMs = 300, inputWaitByProducerMs = Map("1" -> 140L, "2" -> 160L)))
-    val r = diagnose(even)
-    assert(r.slowProducer.isEmpty && r.cause.startsWith("Network-bound"), r.cause) // 53 % < 1.5 / 2
+  test("network-bound needs 30 % of the run time and 500 ms per task; a slow peer also well over its share") {
+    def stage(run: Long, fetch: Long, one: Long, two: Long) =
+      diagnose(balanced.map(_.copy(runTimeMs = run, fetchWaitMs = fetch, inputWaitByProducerMs = Map("1" -> one, "2" -> two))))
+    val under = stage(2000, 599, 99, 500) // 29.95 %
+    assert(under.slowProducer.isEmpty && healthy(under), under.cause)
+    val short = stage(1000, 499, 99, 400) // 49.9 %, but under 500 ms per task: loopback's first-buffer latency
+    assert(short.slowProducer.isEmpty && healthy(short), short.cause)
+    val even = stage(2000, 600, 280, 320) // executor 2: 53 % of the waits, under 1.5 / 2
+    assert(even.slowProducer.isEmpty && even.cause.startsWith("Network-bound: tasks waited 30 %"), even.cause)
   }
 
   test("spill: named from a quarter of the bytes read") {
