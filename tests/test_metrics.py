@@ -11,7 +11,7 @@ import pytest
 import sluice
 from sessions import SESSION_MASTER, http_json, ui_url
 from sluice.demo import network_metrics_by_stage, print_network_metrics
-from sluice.monitoring import FLINK_METRICS, ID_COLUMNS, OUTPUT_COLUMNS
+from sluice.monitoring import FLINK_METRICS, ID_COLUMNS, OUTPUT_COLUMNS, STAGE_COLUMNS
 from sparkjobs import run_in_group, shuffle_rows
 
 ROWS = 100_000
@@ -34,7 +34,7 @@ def total(table: Any, column: str) -> int:
 
 def test_columns_are_the_ids_and_flinks_metric_names(known_job: Tuple[List[int], Any]) -> None:
     stages, table = known_job
-    expected = [name for name, _ in ID_COLUMNS + OUTPUT_COLUMNS + FLINK_METRICS]
+    expected = [name for name, _ in ID_COLUMNS + STAGE_COLUMNS + OUTPUT_COLUMNS + FLINK_METRICS]
     assert table.schema.names[: len(expected)] == expected
     # Latency columns follow only if some job of the session tracked latency; this one did not.
     extra = table.schema.names[len(expected) :]
@@ -48,7 +48,7 @@ def test_columns_are_the_ids_and_flinks_metric_names(known_job: Tuple[List[int],
     # A regular shuffle: blocking outputs, no buffer timeout (that is for pipelined producers).
     ours = rows_of(table, stages).to_pylist()
     assert {r["output_type"] for r in ours} <= {"blocking", ""} and "blocking" in {r["output_type"] for r in ours}
-    assert all(r["bufferTimeoutMs"] is None for r in ours)
+    assert all(r["buffer_timeout_ms"] is None for r in ours)
 
 
 def test_records_out_and_in_are_exact(known_job: Tuple[List[int], Any]) -> None:

@@ -69,7 +69,7 @@ def test_slow_consumer_backpressures_its_producer_and_a_stopped_query_leaves_not
         assert consumer_row["level"] != "HIGH", consumer_row
         assert all(r["backPressuredTimeMsPerSecond"] > 0 for r in tasks)
         # Pipelined producers report the buffer timeout in effect (the session's 5 ms).
-        assert all(r["output_type"] == "pipelined" and r["bufferTimeoutMs"] == 5 for r in tasks), tasks
+        assert all(r["output_type"] == "pipelined" and r["buffer_timeout_ms"] == 5 for r in tasks), tasks
         # Bounded: a producer holds at most its pool (2 subpartitions x 2 + 8 floating = 12
         # buffers), and no executor uses more than its network memory.
         assert all(r["outputQueueLength"] <= 12 for r in tasks), [r["outputQueueLength"] for r in tasks]

@@ -11,13 +11,13 @@ Use :func:`configure` on a ``SparkSession.builder`` before the session starts::
 
     spark = sluice.configure(SparkSession.builder, buffer_timeout="10ms").getOrCreate()
 
-and read Flink's network metrics back as pyarrow tables with :func:`metrics` and
-:func:`backpressure`.
+and read Flink's network metrics back as pyarrow tables with :func:`metrics` (per task),
+:func:`stages` (per stage, with the batch diagnosis), :func:`executors` and :func:`backpressure`.
 """
 
 from sluice._jars import jar_path
 from sluice._version import __version__
 from sluice.config import configure
-from sluice.monitoring import backpressure, metrics
+from sluice.monitoring import backpressure, executors, metrics, stages
 
-__all__ = ["configure", "metrics", "backpressure", "jar_path", "__version__"]
+__all__ = ["configure", "metrics", "stages", "executors", "backpressure", "jar_path", "__version__"]

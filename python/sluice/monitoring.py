@@ -1,9 +1,11 @@
-"""Sluice's network metrics and backpressure monitor from PySpark, as pyarrow tables.
+"""Sluice's network metrics, batch diagnosis and backpressure monitor from PySpark, as pyarrow tables.
 
-Both functions read the driver's copy of the executors' metrics (the same data as the "Sluice"
-tab of Spark's UI and its ``/sluice/json``); metric columns carry Flink's metric names. A classic
-session reads it over py4j, a Spark Connect session through the plugin's ``sluice-metrics`` data
-source on the Connect server; both give the same tables.
+Every function reads the driver's copy of the executors' metrics (the same data as the "Sluice"
+tab of Spark's UI and its ``/sluice/json``). A classic session reads it over py4j, a Spark Connect
+session through the plugin's ``sluice-metrics`` data source on the Connect server; both give the
+same tables. Columns are snake_case, except the metrics themselves, which keep Flink's names
+(``numBytesInRemote``, ``outPoolUsage``, ...). pandas is not a dependency: with it installed,
+``table.to_pandas()`` gives a DataFrame.
 """
 
 from __future__ import annotations
@@ -61,14 +63,30 @@ ID_COLUMNS: Tuple[Tuple[str, Any], ...] = (
     ("executor_id", pa.string()),
     ("stage_id", pa.int32()),
     ("stage_attempt_id", pa.int32()),
+    ("partition_id", pa.int32()),
     ("task_attempt_id", pa.int64()),
+    ("running", pa.bool_()),
+    ("started_at_ms", pa.int64()),
+    ("timestamp_ms", pa.int64()),
 )
 
 # What the task wrote: "blocking", "pipelined" or "" (read only), and for a pipelined partition the
-# buffer timeout in effect (ms; 0 flushes every record, -1 only full buffers; null otherwise).
+# buffer timeout in effect (ms; 0 flushes every record, -1 only full buffers; null otherwise); its
+# waits for network buffers and, by producing executor, for input (ms).
 OUTPUT_COLUMNS: Tuple[Tuple[str, Any], ...] = (
     ("output_type", pa.string()),
-    ("bufferTimeoutMs", pa.int64()),
+    ("buffer_timeout_ms", pa.int64()),
+    ("buffer_wait_ms", pa.int64()),
+    ("input_wait_by_producer_ms", pa.map_(pa.string(), pa.int64())),
+)
+
+# The stage a row belongs to, as Spark names it, and the jobs, job group and SQL execution it ran for
+# (``sc.setJobGroup`` / ``spark.sql.execution.id``; null when none).
+STAGE_COLUMNS: Tuple[Tuple[str, Any], ...] = (
+    ("stage_name", pa.string()),
+    ("job_ids", pa.list_(pa.int32())),
+    ("job_group", pa.string()),
+    ("sql_execution_id", pa.int64()),
 )
 
 # Latency statistics over all of a task's latency markers, in milliseconds (only when tracked).
@@ -99,53 +117,95 @@ def _latency_column(stat: str) -> str:
 
 def metrics_schema(with_latency: bool) -> Any:
     """The schema of :func:`metrics`' table, with or without the latency columns."""
-    fields: List[Tuple[str, Any]] = list(ID_COLUMNS) + list(OUTPUT_COLUMNS) + list(FLINK_METRICS)
+    fields: List[Tuple[str, Any]] = list(ID_COLUMNS) + list(STAGE_COLUMNS) + list(OUTPUT_COLUMNS) + list(FLINK_METRICS)
     if with_latency:
         fields += [(_latency_column(stat), pa.int64() if stat == "count" else pa.float64()) for stat in LATENCY_STATS]
         fields.append(("latency_histograms", pa.list_(LATENCY_HISTOGRAM)))
     return pa.schema(fields)
 
 
-def metrics(spark: Session, *, wait: bool = True) -> Any:
+def _check_job_id(job_id: Optional[int]) -> None:
+    if job_id is not None and (isinstance(job_id, bool) or not isinstance(job_id, int)):
+        raise TypeError(f"job_id must be an int or None, got {job_id!r}")
+    if job_id is not None and job_id < 0:
+        raise ValueError(f"job_id must be >= 0, got {job_id}")
+
+
+def _payload(spark: Session, wait: bool) -> Dict[str, Any]:
+    """Everything the driver holds (``/sluice/json``), over Spark Connect or py4j."""
+    if _connect.is_connect_session(spark):
+        return _connect.read_json(spark, view="metrics", wait=bool(wait))
+    payload: Dict[str, Any] = call_accessor(spark, "metricsJson", bool(wait))
+    return payload
+
+
+def _stage_columns(stage: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The STAGE_COLUMNS of a stage object of the JSON (all null for a stage the driver forgot)."""
+    if stage is None:
+        return {name: None for name, _ in STAGE_COLUMNS}
+    return {
+        "stage_name": stage.get("name"),
+        "job_ids": list(stage.get("job_ids") or []),
+        "job_group": stage.get("job_group"),
+        "sql_execution_id": stage.get("sql_execution_id"),
+    }
+
+
+def metrics(spark: Session, *, wait: bool = True, job_id: Optional[int] = None) -> pa.Table:
     """Sluice's network metrics of every task attempt the driver heard of, one row each.
 
-    Columns: ``executor_id``, ``stage_id``, ``stage_attempt_id``, ``task_attempt_id``,
-    ``output_type`` (``"blocking"``, ``"pipelined"`` or ``""``), ``bufferTimeoutMs`` (the buffer
-    timeout in effect for a pipelined producer, else null), then Flink's metric names (``outPoolUsage``,
-    ``inPoolUsage``, ``floatingBuffersUsage``,
-    ``exclusiveBuffersUsage``, ``numRecordsOut``, ``numRecordsIn``, ``numBytesOut``,
-    ``numBytesIn``, ``numBytesInLocal``, ``numBytesInRemote``, ``numBuffersOut``, ``numBuffersInLocal``,
-    ``numBuffersInRemote``, their ``...PerSecond`` rates, ``outputQueueLength``,
-    ``inputQueueLength``, ``backPressuredTimeMsPerSecond``, ``busyTimeMsPerSecond``,
-    ``idleTimeMsPerSecond``; see ``docs/metrics.md``). Once any task has tracked latency
-    (``spark.sluice.latencyTracking.interval`` > 0), also ``latency_count``, ``latency_min_ms``,
-    ``latency_max_ms``, ``latency_mean_ms``, ``latency_p50_ms``, ``latency_p95_ms``,
-    ``latency_p99_ms``, ``latency_p999_ms`` over all of a task's markers (null for tasks without
-    any) and ``latency_histograms``, one entry per histogram of the configured granularity.
+    Columns: ``executor_id``, ``stage_id``, ``stage_attempt_id``, ``partition_id``,
+    ``task_attempt_id``, ``running`` (false once the attempt ended), ``started_at_ms`` and
+    ``timestamp_ms`` (when it started and when these figures were taken, ms since the epoch);
+    ``stage_name``, ``job_ids``, ``job_group`` and ``sql_execution_id`` (to keep the rows of the
+    query just run); ``output_type`` (``"blocking"``, ``"pipelined"`` or ``""``),
+    ``buffer_timeout_ms`` (the buffer timeout in effect for a pipelined producer, else null),
+    ``buffer_wait_ms`` (time the task waited for network buffers), ``input_wait_by_producer_ms``
+    (time its readers waited for input, by producing executor); then Flink's metric names
+    (``outPoolUsage``, ``inPoolUsage``, ``floatingBuffersUsage``, ``exclusiveBuffersUsage``,
+    ``numRecordsOut``, ``numRecordsIn``, ``numBytesOut``, ``numBytesIn``, ``numBytesInLocal``,
+    ``numBytesInRemote``, ``numBuffersOut``, ``numBuffersInLocal``, ``numBuffersInRemote``, the
+    fan-in counters, their ``...PerSecond`` rates, ``outputQueueLength``, ``inputQueueLength``,
+    ``backPressuredTimeMsPerSecond``, ``busyTimeMsPerSecond``, ``idleTimeMsPerSecond``; see
+    ``docs/metrics.md``). Once any task has tracked latency (``spark.sluice.latencyTracking.interval``
+    > 0), also ``latency_count``, ``latency_min_ms``, ``latency_max_ms``, ``latency_mean_ms``,
+    ``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms``, ``latency_p999_ms`` over all of a
+    task's markers (null for tasks without any) and ``latency_histograms``, one entry per histogram
+    of the configured granularity.
 
     Args:
         spark: a session started with :func:`sluice.configure`, or a Spark Connect session
             (``SparkSession.builder.remote(...)``) of a Connect server that runs Sluice.
         wait: first wait (about two report intervals) until the executors have reported
             everything that happened before this call; False returns what the driver has now.
+        job_id: only the tasks of that job's stages; None for every task.
 
     Returns:
         A ``pyarrow.Table``, sorted by stage, partition and task attempt.
 
     Raises:
+        TypeError: when ``job_id`` is not an int or None.
+        ValueError: when ``job_id`` is negative.
         RuntimeError: when the session does not run Sluice's plugin.
     """
-    if _connect.is_connect_session(spark):
-        payload = _connect.read_json(spark, view="metrics", wait=bool(wait))
-    else:
-        payload = call_accessor(spark, "metricsJson", bool(wait))
+    _check_job_id(job_id)
+    payload = _payload(spark, wait)
+    stages = {int(stage["stage_id"]): stage for stage in payload.get("stages", [])}
     tasks: Sequence[Dict[str, Any]] = payload.get("tasks", [])
+    if job_id is not None:
+        tasks = [t for t in tasks if job_id in (stages.get(int(t["stage_id"]), {}).get("job_ids") or [])]
     with_latency = any(task.get("latency_total") for task in tasks)
     schema = metrics_schema(with_latency)
     columns: Dict[str, List[Any]] = {name: [] for name in schema.names}
     for task in tasks:
-        for name, _ in ID_COLUMNS + OUTPUT_COLUMNS + FLINK_METRICS:
+        for name, _ in ID_COLUMNS + FLINK_METRICS:
             columns[name].append(task.get(name))
+        for name, value in _stage_columns(stages.get(int(task["stage_id"]))).items():
+            columns[name].append(value)
+        columns["output_type"].append(task.get("output_type"))
+        columns["buffer_timeout_ms"].append(task.get("buffer_timeout_ms"))
+        columns["buffer_wait_ms"].append(task.get("buffer_wait_ms", 0))
+        columns["input_wait_by_producer_ms"].append(list((task.get("input_wait_by_producer_ms") or {}).items()))
         if with_latency:
             total: Optional[Dict[str, Any]] = task.get("latency_total")
             for stat in LATENCY_STATS:
@@ -163,7 +223,169 @@ def metrics(spark: Session, *, wait: bool = True) -> Any:
     return pa.Table.from_pydict(columns, schema=schema)
 
 
-def backpressure(spark: Session, stage_id: Optional[int] = None) -> Any:
+# A stage's sums over its tasks (Flink's counters) and highest usages, under Flink's names.
+STAGE_METRICS: Tuple[Tuple[str, Any], ...] = tuple(
+    (name, pa.int64())
+    for name in (
+        "numRecordsOut",
+        "numRecordsIn",
+        "numBytesOut",
+        "numBytesIn",
+        "numBytesInLocal",
+        "numBytesInRemote",
+        "numBuffersOut",
+        "numBuffersInLocal",
+        "numBuffersInRemote",
+    )
+) + tuple(
+    (name, pa.float64())
+    for name in (
+        "outPoolUsage",
+        "inPoolUsage",
+        "floatingBuffersUsage",
+        "exclusiveBuffersUsage",
+        "backPressuredTimeMsPerSecond",
+    )
+)
+
+# The batch diagnosis of a batch (blocking-shuffle) stage: the cause and the figures it read (see
+# docs/metrics.md); null for pipelined stages.
+BATCH_COLUMNS: Tuple[Tuple[str, Any], ...] = (
+    ("batch_cause", pa.string()),
+    ("executor_run_time_ms", pa.int64()),
+    ("fetch_wait_ms", pa.int64()),
+    ("buffer_wait_ms", pa.int64()),
+    ("spill_bytes", pa.int64()),
+    ("max_partition_id", pa.int32()),
+    ("max_partition_bytes", pa.int64()),
+    ("median_partition_bytes", pa.int64()),
+    ("slow_producer", pa.string()),
+    ("slow_producer_wait_ms", pa.int64()),
+    ("slow_executor", pa.string()),
+    ("slow_executor_ratio", pa.float64()),
+)
+
+STAGES_SCHEMA = pa.schema(
+    [
+        ("stage_id", pa.int32()),
+        ("stage_attempt_id", pa.int32()),
+        *STAGE_COLUMNS,
+        ("status", pa.string()),
+        ("num_tasks", pa.int32()),
+        ("reported_tasks", pa.int32()),
+        ("running_tasks", pa.int32()),
+        ("batch", pa.bool_()),
+        *BATCH_COLUMNS,
+        ("fetch_wait_share", pa.float64()),
+        ("skew_ratio", pa.float64()),
+        ("root_cause", pa.string()),
+        ("level", pa.string()),
+        ("ratio", pa.float64()),
+        ("buffer_fill_rate", pa.float64()),
+        ("suggested_buffer_timeout_ms", pa.float64()),
+        *STAGE_METRICS,
+    ]
+)
+
+
+def _stage_row(stage: Dict[str, Any]) -> Dict[str, Any]:
+    batch: Optional[Dict[str, Any]] = stage.get("batch")
+    row: Dict[str, Any] = {
+        "stage_id": stage["stage_id"],
+        "stage_attempt_id": stage["stage_attempt_id"],
+        **_stage_columns(stage),
+        "status": stage.get("status"),
+        "num_tasks": stage.get("num_tasks"),
+        "reported_tasks": stage.get("reported_tasks"),
+        "running_tasks": stage.get("running_tasks"),
+        "batch": batch is not None,
+        "root_cause": stage.get("root_cause"),
+        "level": stage.get("level"),
+        "ratio": stage.get("ratio"),
+        "buffer_fill_rate": stage.get("buffer_fill_rate"),
+        "suggested_buffer_timeout_ms": stage.get("suggested_buffer_timeout_ms"),
+        **{name: stage.get(name) for name, _ in STAGE_METRICS},
+    }
+    for name, _ in BATCH_COLUMNS:
+        row[name] = None if batch is None else batch.get("cause" if name == "batch_cause" else name)
+    run = None if batch is None else batch.get("executor_run_time_ms")
+    row["fetch_wait_share"] = None if batch is None or not run else batch["fetch_wait_ms"] / run
+    median = None if batch is None else batch.get("median_partition_bytes")
+    row["skew_ratio"] = None if batch is None or not median else batch["max_partition_bytes"] / median
+    return row
+
+
+def stages(spark: Session, *, job_id: Optional[int] = None, wait: bool = True) -> pa.Table:
+    """Every stage Sluice has metrics of, one row each, newest first, with its diagnosis.
+
+    Columns: ``stage_id``, ``stage_attempt_id``, ``stage_name``, ``job_ids``, ``job_group``,
+    ``sql_execution_id``, ``status``, ``num_tasks``, ``reported_tasks``, ``running_tasks``;
+    ``batch`` (a blocking-shuffle stage) and, for those, the batch diagnosis: ``batch_cause`` (one
+    sentence naming the likely cause), ``executor_run_time_ms`` and ``fetch_wait_ms`` (Spark's task
+    metrics, summed), ``fetch_wait_share``, ``buffer_wait_ms`` (waits for network buffers),
+    ``spill_bytes``, ``max_partition_id`` / ``max_partition_bytes`` / ``median_partition_bytes`` /
+    ``skew_ratio`` (the reduce partition that read most), ``slow_producer`` /
+    ``slow_producer_wait_ms`` (the producing executor readers waited on, when one stands out),
+    ``slow_executor`` / ``slow_executor_ratio`` (a straggling executor); for pipelined stages
+    ``root_cause`` (the backpressure sentence), ``level``, ``ratio``, ``buffer_fill_rate`` and
+    ``suggested_buffer_timeout_ms``; then the stage's sums and highest usages under Flink's names.
+
+    Args:
+        spark: a session started with :func:`sluice.configure`, or a Spark Connect session of a
+            Connect server that runs Sluice.
+        job_id: only that job's stages (``job_ids`` holds it); None for every stage.
+        wait: as for :func:`metrics`.
+
+    Returns:
+        A ``pyarrow.Table``.
+
+    Raises:
+        TypeError: when ``job_id`` is not an int or None.
+        ValueError: when ``job_id`` is negative.
+        RuntimeError: when the session does not run Sluice's plugin.
+    """
+    _check_job_id(job_id)
+    rows = [_stage_row(stage) for stage in _payload(spark, wait).get("stages", [])]
+    if job_id is not None:
+        rows = [r for r in rows if job_id in r["job_ids"]]
+    return pa.Table.from_pylist(rows, schema=STAGES_SCHEMA)
+
+
+EXECUTORS_SCHEMA = pa.schema(
+    [
+        ("executor_id", pa.string()),
+        ("last_report_ms", pa.int64()),
+        ("segment_size", pa.int32()),
+        *[(name, pa.int32()) for name in ("TotalMemorySegments", "AvailableMemorySegments", "UsedMemorySegments")],
+        ("server_port", pa.int32()),
+        ("server_connections", pa.int32()),
+        ("client_connections", pa.int32()),
+    ]
+)
+
+
+def executors(spark: Session, *, wait: bool = True) -> pa.Table:
+    """Every executor that reported, one row each: its network memory under Flink's names
+    (``TotalMemorySegments``, ``AvailableMemorySegments``, ``UsedMemorySegments``, of
+    ``segment_size`` bytes), ``last_report_ms``, and its transport (``server_port``, the
+    ``server_connections`` other executors opened to it, the ``client_connections`` it opened).
+
+    Args:
+        spark: a session started with :func:`sluice.configure`, or a Spark Connect session of a
+            Connect server that runs Sluice.
+        wait: as for :func:`metrics`.
+
+    Returns:
+        A ``pyarrow.Table`` sorted by executor id.
+
+    Raises:
+        RuntimeError: when the session does not run Sluice's plugin.
+    """
+    rows = [{name: e.get(name) for name in EXECUTORS_SCHEMA.names} for e in _payload(spark, wait).get("executors", [])]
+    return pa.Table.from_pylist(sorted(rows, key=lambda r: str(r["executor_id"])), schema=EXECUTORS_SCHEMA)
+
+
+def backpressure(spark: Session, stage_id: Optional[int] = None) -> pa.Table:
     """The backpressure monitor: samples the running tasks of a stage (or of every stage) and
     classifies them as Flink does.
 
@@ -174,7 +396,8 @@ def backpressure(spark: Session, stage_id: Optional[int] = None) -> Any:
     sample, or ratio 0 and ``OK`` with ``sampled_tasks`` 0 when none was taken. ``root_cause``
     reads the stage's and its upstream stage's pool usages as the tables of "Flink Network Stack Vol. 2" do, and
     ``suggested_buffer_timeout_ms`` follows from the fill rate of remote buffers (null without
-    remote pipelined input).
+    remote pipelined input). Backpressure is a matter of pipelined stages: a batch stage's
+    ``root_cause`` says so, and :func:`stages` gives its batch diagnosis.
 
     Args:
         spark: a session started with :func:`sluice.configure`, or a Spark Connect session of a

@@ -97,7 +97,11 @@ final class LocalBufferPool private[memory] (
         }
         new NetworkBuffer(s, this)
       }
-    } finally backPressuredTimeNanos.add(System.nanoTime() - start)
+    } finally {
+      val waited = System.nanoTime() - start
+      backPressuredTimeNanos.add(waited)
+      BufferRequestWaits.add(waited)
+    }
   }
 
   /**

@@ -84,7 +84,7 @@ final class NetworkBufferPool(val totalSegments: Int, val segmentSize: Int, defa
               s"but the executor's other pools and gates still require ${numRequiredBuffers} of its $totalSegments " +
               "network buffers")
           }
-          lock.wait(math.max(1L, left / 1000000L))
+          BufferRequestWaits.time(lock.wait(math.max(1L, left / 1000000L)))
           if (destroyed) throw new IllegalStateException("The network buffer pool is destroyed")
         }
       } finally numWaitingForRoom -= 1
@@ -124,7 +124,7 @@ final class NetworkBufferPool(val totalSegments: Int, val segmentSize: Int, defa
                 "network buffers (spark.sluice.network.bufferRequestTimeout); the executor's other pools did not " +
                 "give them back")
             }
-            lock.wait(math.max(1L, left / 1000000L))
+            BufferRequestWaits.time(lock.wait(math.max(1L, left / 1000000L)))
           }
         }
       }

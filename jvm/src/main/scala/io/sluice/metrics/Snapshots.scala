@@ -38,6 +38,9 @@ final case class LatencySnapshot(
  * @param outputType the type of the task's result partition ("blocking", "pipelined"), "" if it wrote none
  * @param bufferTimeoutMs the buffer timeout in effect for a pipelined result partition (0: flush
  *                        after every record, -1: only full buffers); None for other tasks
+ * @param bufferWaitMs time the task waited for network buffers (see [[io.sluice.memory.BufferRequestWaits]])
+ * @param inputWaitByProducerMs time the task's readers waited for input, by the producing executor
+ *                              whose channel ended each wait
  */
 final case class TaskIOSnapshot(
     key: TaskKey,
@@ -82,7 +85,9 @@ final case class TaskIOSnapshot(
     numInputGatesPerSecond: Double = 0,
     numInputChannelsPerSecond: Double = 0,
     numPartitionRequestsPerSecond: Double = 0,
-    numControlMessagesPerSecond: Double = 0) {
+    numControlMessagesPerSecond: Double = 0,
+    bufferWaitMs: Long = 0,
+    inputWaitByProducerMs: Map[String, Long] = Map.empty) {
 
   /** Every metric by its Flink name, in [[MetricNames.TaskMetrics]] order. */
   def metrics: Seq[(String, AnyVal)] = Seq(

@@ -1,8 +1,9 @@
 package io.sluice.metrics
 
 import java.util.concurrent.CopyOnWriteArrayList
+import java.util.concurrent.atomic.LongAdder
 
-import io.sluice.memory.LocalBufferPool
+import io.sluice.memory.{BufferRequestWaits, LocalBufferPool}
 import io.sluice.partition.{PipelinedResultPartition, ResultPartition}
 import io.sluice.partition.consumer.SingleInputGate
 
@@ -34,6 +35,15 @@ final class TaskIOMetricGroup(
   val numRecordsIn = new SimpleCounter
 
   @volatile private var latencyStats: LatencyStats = _
+
+  /** Nanoseconds the task's thread waited for network buffers, once [[bindBufferWaits]] ran on it. */
+  private val bufferWaitNanos = new LongAdder
+
+  /** Counts the calling thread's waits for network buffers as this task's (call on the task thread). */
+  def bindBufferWaits(): Unit = BufferRequestWaits.bind(bufferWaitNanos)
+
+  /** Stops counting the calling thread's waits as this task's (call on the task thread as it ends). */
+  def unbindBufferWaits(): Unit = BufferRequestWaits.unbind(bufferWaitNanos)
 
   // Meters, advanced by sample() under this group's lock.
   private val meters = Array.fill(MetricNames.Counters.size)(new RateMeter(rateWindow, startNanos))
@@ -144,6 +154,10 @@ final class TaskIOMetricGroup(
     val backPressured = clampMs(backPressuredMeter.update(nowNanos, sumPartitions(_.backPressuredTimeNanosNow) / 1000000L))
     val idle = clampMs(idleMeter.update(nowNanos, sumGates(_.idleTimeNanosNow) / 1000000L))
     val busy = clampMs(1000.0 - idle - backPressured)
+    val inputWaits = scala.collection.mutable.Map.empty[String, Long]
+    gates.forEach(_.metrics.inputWaitNanosByProducer.foreach { case (e, n) =>
+      inputWaits(e) = inputWaits.getOrElse(e, 0L) + n / 1000000L
+    })
 
     var outUsed, outTotal, floatUsed, floatTotal, exclUsed, exclTotal, outQueue, inQueue = 0L
     partitions.forEach { p =>
@@ -183,7 +197,9 @@ final class TaskIOMetricGroup(
       bufferTimeoutMs = bufferTimeout,
       numInputGates = c(9), numInputChannels = c(10), numPartitionRequests = c(11), numControlMessages = c(12),
       numInputGatesPerSecond = rates(9), numInputChannelsPerSecond = rates(10), numPartitionRequestsPerSecond = rates(11),
-      numControlMessagesPerSecond = rates(12))
+      numControlMessagesPerSecond = rates(12),
+      bufferWaitMs = bufferWaitNanos.sum() / 1000000L,
+      inputWaitByProducerMs = inputWaits.toMap)
   }
 
   private def clampMs(v: Double): Double = math.min(1000.0, math.max(0.0, v))

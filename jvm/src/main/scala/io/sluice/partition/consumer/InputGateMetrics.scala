@@ -1,5 +1,6 @@
 package io.sluice.partition.consumer
 
+import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.LongAdder
 
 import io.sluice.metrics.WaitTime
@@ -12,7 +13,8 @@ import io.sluice.metrics.WaitTime
  * as Flink's gate and channel counters do. numBuffersInLocal counts the buffers local channels
  * handed over; numBuffersInRemote the frames remote channels received (one network buffer each,
  * which a packed frame fills with many map outputs' stored buffers). idleTimeNanos is the time the
- * task waited for input or for network memory (idleTime).
+ * task waited for input or for network memory (idleTime); the waits for input are also counted per
+ * producing executor, by the channel that ended the wait (which peer the reader waited on).
  *
  * Written by the task thread (and by connections, for numBuffersInRemote); read from any thread.
  *
@@ -32,6 +34,29 @@ final class InputGateMetrics(channels: () => Array[InputChannel]) {
 
   /** Runs `body`, a wait of the task for input or network memory, counting it as idle time. */
   def whileIdle[T](body: => T): T = idle.time(body)
+
+  private val inputWaits = new ConcurrentHashMap[String, LongAdder]()
+
+  /**
+   * Runs `body`, the task's wait for a channel with data, counting it as idle time and as a wait
+   * for the producing executor of the channel it returns (none when it returns null: every channel
+   * ended).
+   */
+  def whileWaitingForInput(body: => InputChannel): InputChannel = {
+    val start = System.nanoTime()
+    val channel = idle.time(body)
+    if (channel != null) {
+      inputWaits.computeIfAbsent(channel.producer.executorId, _ => new LongAdder).add(System.nanoTime() - start)
+    }
+    channel
+  }
+
+  /** Nanoseconds the task waited for input, by the producing executor whose channel ended the wait. */
+  def inputWaitNanosByProducer: Map[String, Long] = {
+    val b = Map.newBuilder[String, Long]
+    inputWaits.forEach((e, n) => b += e -> n.sum())
+    b.result()
+  }
 
   /** Idle nanoseconds so far, including a wait for input that has not ended yet. */
   def idleTimeNanosNow: Long = idle.nanosNow

@@ -209,7 +209,7 @@ final class SingleInputGate(
   private def awaitChannelWithData(): InputChannel = {
     val ready = pollNotEnded()
     if (ready != null) ready
-    else metrics.whileIdle {
+    else metrics.whileWaitingForInput {
       val deadline = System.nanoTime() + requestTimeoutMs * 1000000L
       var c: InputChannel = null
       var allEnded = false

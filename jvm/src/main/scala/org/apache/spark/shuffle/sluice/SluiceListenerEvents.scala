@@ -1,6 +1,6 @@
 package org.apache.spark.shuffle.sluice
 
-import io.sluice.metrics.ExecutorEntry
+import io.sluice.metrics.{BatchDiagnosis, ExecutorEntry}
 import org.apache.spark.scheduler.SparkListenerEvent
 import org.apache.spark.shuffle.sluice.metrics.StageView
 
@@ -21,7 +21,11 @@ final case class SparkListenerSluiceSettings(
     backpressureDelayMs: Long)
   extends SparkListenerEvent
 
-/** One stage's figures as the Sluice tab's stage table shows them, at `timestampMs`. */
+/**
+ * One stage's figures as the Sluice tab's stage table shows them, at `timestampMs`: for a batch
+ * stage (`batch`) also its batch diagnosis ([[io.sluice.metrics.BatchDiagnosis]]: `batchCause`
+ * and the figures it read), for a pipelined one the backpressure sentence (`rootCause`).
+ */
 final case class SparkListenerSluiceStageMetrics(
     stageId: Int,
     stageAttemptId: Int,
@@ -51,8 +55,28 @@ final case class SparkListenerSluiceStageMetrics(
     rootCause: String,
     bufferFillRate: Double,
     suggestedBufferTimeoutMs: Double,
-    timestampMs: Long)
+    timestampMs: Long,
+    jobIds: Seq[Int] = Nil,
+    jobGroup: String = "",
+    sqlExecutionId: Long = -1L,
+    batch: Boolean = false,
+    batchCause: String = "",
+    batchTasks: Int = 0,
+    executorRunTimeMs: Long = 0L,
+    fetchWaitMs: Long = 0L,
+    bufferWaitMs: Long = 0L,
+    spillBytes: Long = 0L,
+    maxPartitionId: Int = -1,
+    maxPartitionBytes: Long = 0L,
+    medianPartitionBytes: Long = 0L,
+    slowProducer: String = "",
+    slowProducerWaitMs: Long = 0L,
+    slowExecutor: String = "",
+    slowExecutorRatio: Double = 0.0)
   extends SparkListenerEvent {
+
+  /** The job ids, empty (not null) for an event of an older log that did not have them. */
+  def jobIdList: Seq[Int] = Option(jobIds).getOrElse(Nil)
 
   def bufferFillRateOption: Option[Double] = Some(bufferFillRate).filter(_ >= 0)
   def suggestedBufferTimeoutMsOption: Option[Double] = Some(suggestedBufferTimeoutMs).filter(_ >= 0)
@@ -64,21 +88,32 @@ final case class SparkListenerSluiceStageMetrics(
 object SparkListenerSluiceStageMetrics {
   private def finite(v: Double): Double = if (v.isNaN || v.isInfinite) 0.0 else v
 
-  def of(v: StageView, timestampMs: Long): SparkListenerSluiceStageMetrics = SparkListenerSluiceStageMetrics(
-    stageId = v.stageId, stageAttemptId = v.attemptId, name = v.name, status = v.status,
-    numTasks = v.meta.fold(v.tasks.size)(_.numTasks), reportedTasks = v.tasks.size, runningTasks = v.runningTasks,
-    numRecordsOut = v.numRecordsOut, numRecordsIn = v.numRecordsIn, numBytesOut = v.numBytesOut,
-    numBytesIn = v.numBytesIn, numBytesInLocal = v.numBytesInLocal, numBytesInRemote = v.numBytesInRemote,
-    numBuffersOut = v.numBuffersOut, numBuffersInLocal = v.numBuffersInLocal,
-    numBuffersInRemote = v.numBuffersInRemote, outPoolUsage = finite(v.outPoolUsage),
-    inPoolUsage = finite(v.inPoolUsage), floatingBuffersUsage = finite(v.floatingBuffersUsage),
-    exclusiveBuffersUsage = finite(v.exclusiveBuffersUsage),
-    backPressuredTimeMsPerSecond = finite(v.backPressuredTimeMsPerSecond),
-    backPressureSampled = v.backPressure.isDefined, ratio = finite(v.ratio), level = v.level.name,
-    sampledTasks = v.backPressure.fold(0)(_.tasks.size), rootCause = v.diagnosis.rootCause,
-    bufferFillRate = v.diagnosis.bufferFillRate.map(finite).getOrElse(-1.0),
-    suggestedBufferTimeoutMs = v.diagnosis.suggestedBufferTimeoutMs.map(finite).getOrElse(-1.0),
-    timestampMs = timestampMs)
+  def of(v: StageView, timestampMs: Long): SparkListenerSluiceStageMetrics = withBatch(
+    SparkListenerSluiceStageMetrics(
+      stageId = v.stageId, stageAttemptId = v.attemptId, name = v.name, status = v.status,
+      numTasks = v.meta.fold(v.tasks.size)(_.numTasks), reportedTasks = v.tasks.size, runningTasks = v.runningTasks,
+      numRecordsOut = v.numRecordsOut, numRecordsIn = v.numRecordsIn, numBytesOut = v.numBytesOut,
+      numBytesIn = v.numBytesIn, numBytesInLocal = v.numBytesInLocal, numBytesInRemote = v.numBytesInRemote,
+      numBuffersOut = v.numBuffersOut, numBuffersInLocal = v.numBuffersInLocal,
+      numBuffersInRemote = v.numBuffersInRemote, outPoolUsage = finite(v.outPoolUsage),
+      inPoolUsage = finite(v.inPoolUsage), floatingBuffersUsage = finite(v.floatingBuffersUsage),
+      exclusiveBuffersUsage = finite(v.exclusiveBuffersUsage),
+      backPressuredTimeMsPerSecond = finite(v.backPressuredTimeMsPerSecond),
+      backPressureSampled = v.backPressure.isDefined, ratio = finite(v.ratio), level = v.level.name,
+      sampledTasks = v.backPressure.fold(0)(_.tasks.size), rootCause = v.rootCause,
+      bufferFillRate = v.diagnosis.bufferFillRate.map(finite).getOrElse(-1.0),
+      suggestedBufferTimeoutMs = v.diagnosis.suggestedBufferTimeoutMs.map(finite).getOrElse(-1.0),
+      timestampMs = timestampMs, jobIds = v.meta.fold(Seq.empty[Int])(_.jobIds),
+      jobGroup = v.meta.fold("")(_.jobGroup), sqlExecutionId = v.meta.fold(-1L)(_.sqlExecutionId)), v.batch)
+
+  private def withBatch(m: SparkListenerSluiceStageMetrics, b: Option[BatchDiagnosis.Result]) = b.fold(m)(r =>
+    m.copy(
+      batch = true, batchCause = r.cause, batchTasks = r.tasks, executorRunTimeMs = r.runTimeMs,
+      fetchWaitMs = r.fetchWaitMs, bufferWaitMs = r.bufferWaitMs, spillBytes = r.spillBytes,
+      maxPartitionId = r.maxPartitionId, maxPartitionBytes = r.maxPartitionBytes,
+      medianPartitionBytes = r.medianPartitionBytes, slowProducer = r.slowProducer,
+      slowProducerWaitMs = r.slowProducerWaitMs, slowExecutor = r.slowExecutor,
+      slowExecutorRatio = finite(r.slowExecutorRatio)))
 }
 
 /** One executor's network memory (Flink's `*MemorySegments` gauges) at its last report. */

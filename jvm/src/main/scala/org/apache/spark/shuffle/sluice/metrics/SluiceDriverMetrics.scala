@@ -6,13 +6,16 @@ import scala.util.control.NonFatal
 
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.metrics._
+import io.sluice.partition.ResultPartitionType
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.sluice.SluiceExecutorPlugin
 import org.apache.spark.shuffle.sluice.rpc.SluiceMessages
 
 /**
  * One stage as the Sluice tab, its JSON and Python show it: Spark's view of the stage, its tasks'
- * latest network metrics, the last backpressure sample and the root-cause diagnosis. Immutable.
+ * latest network metrics, the last backpressure sample and the root-cause diagnosis of a pipelined
+ * stage, or the batch diagnosis of a batch one (`batch`; None for pipelined stages and for stages
+ * without Sluice metrics yet). Immutable.
  */
 private[sluice] final case class StageView(
     stageId: Int,
@@ -20,7 +23,8 @@ private[sluice] final case class StageView(
     tasks: Seq[TaskEntry],
     backPressure: Option[StageBackPressure],
     sampling: Boolean,
-    diagnosis: NetworkDiagnosis.Diagnosis) {
+    diagnosis: NetworkDiagnosis.Diagnosis,
+    batch: Option[BatchDiagnosis.Result] = None) {
 
   private def sum(f: TaskIOSnapshot => Long): Long = tasks.iterator.map(e => f(e.snapshot)).sum
   private def max(f: TaskIOSnapshot => Double): Double = tasks.iterator.map(e => f(e.snapshot)).maxOption.getOrElse(0.0)
@@ -43,8 +47,15 @@ private[sluice] final case class StageView(
   def floatingBuffersUsage: Double = max(_.floatingBuffersUsage)
   def exclusiveBuffersUsage: Double = max(_.exclusiveBuffersUsage)
   def backPressuredTimeMsPerSecond: Double = max(_.backPressuredTimeMsPerSecond)
+
+  /** The backpressure sentence of a pipelined stage; for a batch stage, that it does not apply. */
+  def rootCause: String = batch.fold(diagnosis.rootCause)(_ => StageView.NotPipelined)
   def ratio: Double = backPressure.map(_.ratio).getOrElse(0.0)
   def level: BackPressureLevel = BackPressureLevel.of(ratio)
+}
+
+private[sluice] object StageView {
+  val NotPipelined: String = "Backpressure does not apply: this stage's shuffles are blocking (see the batch diagnosis)."
 }
 
 /**
@@ -113,7 +124,19 @@ private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf) extends Lo
     val upstream = meta.map(_.parentIds).getOrElse(Nil).flatMap(store.tasksOf).map(_.snapshot)
     val timeout = conf.get(SluiceOptions.BufferTimeout)
     val diagnosis = NetworkDiagnosis.diagnose(tasks.map(_.snapshot), upstream, timeout, conf.segmentSize)
-    StageView(stageId, meta, tasks, tracker.latest(stageId), tracker.isInFlight(stageId), diagnosis)
+    val pipelined = (tasks.map(_.snapshot) ++ upstream).exists(_.outputType == ResultPartitionType.Pipelined.name)
+    val batch = if (pipelined || tasks.isEmpty) None else Some(batchDiagnosis(stageId, tasks))
+    StageView(stageId, meta, tasks, tracker.latest(stageId), tracker.isInFlight(stageId), diagnosis, batch)
+  }
+
+  /** Spark's metrics of the stage's successful tasks joined with their waits Sluice measured. */
+  private def batchDiagnosis(stageId: Int, tasks: Seq[TaskEntry]): BatchDiagnosis.Result = {
+    val sluice = tasks.iterator.map(e => e.key.taskAttemptId -> e.snapshot).toMap
+    BatchDiagnosis.diagnose(stages.tasksOf(stageId).map { t =>
+      val s = sluice.get(t.taskAttemptId)
+      BatchDiagnosis.Task(t.partitionId, t.executorId, t.executorRunTimeMs, t.fetchWaitMs, t.shuffleBytesRead,
+        t.shuffleRecordsRead, t.spillBytes, s.fold(0L)(_.bufferWaitMs), s.fold(Map.empty[String, Long])(_.inputWaitByProducerMs))
+    })
   }
 
   def stageViews: Seq[StageView] = stageIds.map(stageView)

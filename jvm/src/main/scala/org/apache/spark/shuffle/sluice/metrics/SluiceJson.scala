@@ -8,7 +8,7 @@ import org.json4s.jackson.JsonMethods
 /**
  * The JSON form of the driver's Sluice metrics, shared by the UI tab's `/sluice/json` and the
  * Python accessor: `executors` (memory segments), `stages` (sums, highest usages, backpressure,
- * root cause) and `tasks` (one object per task attempt, every metric under its Flink name, and
+ * root cause of a pipelined stage, the batch diagnosis of a batch one, jobs) and `tasks` (one object per task attempt, every metric under its Flink name, and
  * latency statistics when tracked). Plain values only; no NaN. Stateless.
  */
 private[sluice] object SluiceJson {
@@ -33,9 +33,11 @@ private[sluice] object SluiceJson {
       "executor_id" -> JString(e.executorId), "stage_id" -> JInt(s.key.stageId),
       "stage_attempt_id" -> JInt(s.key.stageAttemptId), "partition_id" -> JInt(s.key.partitionId),
       "task_attempt_id" -> JLong(s.key.taskAttemptId), "running" -> JBool(s.running),
-      "output_type" -> JString(s.outputType), "bufferTimeoutMs" -> s.bufferTimeoutMs.map(JLong(_)).getOrElse(JNull),
+      "output_type" -> JString(s.outputType), "buffer_timeout_ms" -> s.bufferTimeoutMs.map(JLong(_)).getOrElse(JNull),
       "started_at_ms" -> JLong(s.startedAtMillis),
-      "timestamp_ms" -> JLong(s.timestampMillis)) ++ metrics ++ List(
+      "timestamp_ms" -> JLong(s.timestampMillis), "buffer_wait_ms" -> JLong(s.bufferWaitMs),
+      "input_wait_by_producer_ms" -> JObject(
+        s.inputWaitByProducerMs.toList.sorted.map { case (k, v) => k -> JLong(v) })) ++ metrics ++ List(
       "latency_total" -> s.latencyTotal.map(latency).getOrElse(JNull),
       "latency" -> JArray(s.latency.map(latency).toList)))
   }
@@ -73,7 +75,23 @@ private[sluice] object SluiceJson {
     MetricNames.BackPressuredTimeMsPerSecond -> num(m.backPressuredTimeMsPerSecond),
     "ratio" -> num(m.ratio), "level" -> JString(m.level), "sampled_tasks" -> JInt(m.sampledTasks),
     "root_cause" -> JString(m.rootCause), "buffer_fill_rate" -> opt(m.bufferFillRateOption),
-    "suggested_buffer_timeout_ms" -> opt(m.suggestedBufferTimeoutMsOption), "timestamp_ms" -> JLong(m.timestampMs))
+    "suggested_buffer_timeout_ms" -> opt(m.suggestedBufferTimeoutMsOption), "timestamp_ms" -> JLong(m.timestampMs),
+    "job_ids" -> JArray(m.jobIdList.map(JInt(_)).toList), "job_group" -> str(m.jobGroup),
+    "sql_execution_id" -> (if (m.sqlExecutionId >= 0) JLong(m.sqlExecutionId) else JNull),
+    "batch" -> (if (m.batch) batch(m) else JNull))
+
+  /** A batch stage's diagnosis: the cause and the figures it read (null names: none stands out). */
+  def batch(m: SparkListenerSluiceStageMetrics): JObject = JObject(
+    "cause" -> JString(m.batchCause), "tasks" -> JInt(m.batchTasks), "executor_run_time_ms" -> JLong(m.executorRunTimeMs),
+    "fetch_wait_ms" -> JLong(m.fetchWaitMs), "buffer_wait_ms" -> JLong(m.bufferWaitMs),
+    "spill_bytes" -> JLong(m.spillBytes),
+    "max_partition_id" -> (if (m.maxPartitionId >= 0) JInt(m.maxPartitionId) else JNull),
+    "max_partition_bytes" -> JLong(m.maxPartitionBytes), "median_partition_bytes" -> JLong(m.medianPartitionBytes),
+    "slow_producer" -> str(m.slowProducer), "slow_producer_wait_ms" -> JLong(m.slowProducerWaitMs),
+    "slow_executor" -> str(m.slowExecutor), "slow_executor_ratio" -> num(m.slowExecutorRatio))
+
+  /** A string, null when empty (or absent from an older event log). */
+  private def str(v: String): JValue = if (v == null || v.isEmpty) JNull else JString(v)
 
   /** [[stageMetrics]] and what only the running application knows: parents, the sample, sampling. */
   def stage(v: StageView): JValue = {

@@ -11,7 +11,8 @@ import org.apache.spark.internal.Logging
 /**
  * How the Spark boundary ties Sluice's metric groups to Spark tasks: one group per task attempt,
  * keyed by its TaskContext, created by the first writer or reader of the task and finished by a
- * task-completion listener (success, failure or kill alike). Latency-tracking settings may be
+ * task-completion listener (success, failure or kill alike), which run on the task's thread: the
+ * group counts that thread's waits for network buffers meanwhile. Latency-tracking settings may be
  * overridden per job with local properties of the same keys
  * (`sc.setLocalProperty("spark.sluice.latencyTracking.interval", "100ms")`).
  *
@@ -28,7 +29,9 @@ private[sluice] object SluiceTaskMetrics extends Logging {
       val k = key(context)
       env.metrics.liveGroup(k).orElse {
         val g = env.metrics.group(k)
+        g.bindBufferWaits()
         context.addTaskCompletionListener[Unit] { _ =>
+          g.unbindBufferWaits()
           try env.metrics.finish(k)
           catch { case NonFatal(e) => logWarning(s"Could not finish the metrics of $k", e) }
         }

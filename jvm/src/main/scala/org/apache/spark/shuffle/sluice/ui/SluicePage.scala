@@ -14,7 +14,8 @@ import org.json4s.JValue
  * The Sluice tab's page: per executor its network memory segments; per stage the backpressure
  * level (coloured as in Flink's UI: OK green, LOW orange, HIGH red; grey when never sampled),
  * pool usages, bytes and buffers in and out, the buffer fill rate with a suggested buffer
- * timeout, and the root-cause sentence; with `?stage=<id>`, that stage's tasks. In a running
+ * timeout, and the root-cause sentence (pipelined stages) or the batch diagnosis (batch stages,
+ * with a table of where their time went); with `?stage=<id>`, that stage's tasks. In a running
  * application, showing the page starts a backpressure sample of every running stage (cached for
  * spark.sluice.backpressure.refreshInterval), as Flink's backpressure tab does; the next refresh
  * shows the result. In the History Server the same page shows the figures replayed from the event
@@ -54,6 +55,7 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
       </p>
       <h4>Executors</h4>
       {executorsTable}
+      {batchTable(stages.filter(_.batch))}
       <h4>Stages</h4>
       {stagesTable(request, stages)}
       {(for (id <- selected; m <- data.live) yield tasksSection(m.stageView(id))).getOrElse(Seq.empty[Node])}
@@ -87,7 +89,7 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
         <th title="numBytesInLocal / numBytesInRemote (as sent: compressed when stored compressed)">
           Bytes in local / remote</th>
         <th>Buffers out / in local / remote</th><th>Buffer fill rate</th><th>Suggested buffer timeout</th>
-        <th>Root cause</th>
+        <th title="The backpressure sentence of a pipelined stage; the batch diagnosis of a batch one">Diagnosis</th>
       </tr></thead>
       <tbody>{stages.map(v => stageRow(request, v))}</tbody>
     </table>
@@ -112,9 +114,53 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
       <td>{v.numBuffersOut} / {v.numBuffersInLocal} / {v.numBuffersInRemote}</td>
       <td>{v.bufferFillRateOption.map(pct).getOrElse("n/a (no remote input)")}</td>
       <td>{v.suggestedBufferTimeoutMsOption.map(t => f"$t%.0f ms").getOrElse("n/a")}</td>
-      <td class="sluice-root-cause">{v.rootCause}</td>
+      <td class="sluice-root-cause">{if (v.batch) v.batchCause else v.rootCause}</td>
     </tr>
   }
+
+  private def ms(v: Long): String = if (v < 10000) s"$v ms" else f"${v / 1000.0}%.1f s"
+
+  /** Where each batch stage's time went ([[io.sluice.metrics.BatchDiagnosis]]), and its likely cause. */
+  private def batchTable(stages: Seq[SparkListenerSluiceStageMetrics]): Seq[Node] =
+    if (stages.isEmpty) Seq.empty
+    else <h4>Batch stages: where the time went</h4>
+    <table id="sluice-batch" class="table table-bordered table-condensed table-striped">
+      <thead><tr>
+        <th>Stage</th><th title="Successful tasks Spark reported">Tasks</th>
+        <th title="Spark's executor run time, summed over the tasks">Run time</th>
+        <th title="Spark's fetch wait time: the reduce tasks waited for input">Fetch wait</th>
+        <th title="Time tasks waited for the executor's network memory">Waits for network buffers</th>
+        <th title="The reduce partition that read the most shuffle bytes, against the median">Largest partition</th>
+        <th title="The producing executor the readers waited on most, when one stands out">Slow peer</th>
+        <th title="The executor whose tasks were slowest per record read, when one stands out">Slow executor</th>
+        <th>Spill</th><th>Likely cause</th>
+      </tr></thead>
+      <tbody>{
+      stages.map { v =>
+        val share = if (v.executorRunTimeMs <= 0) 0.0 else v.fetchWaitMs.toDouble / v.executorRunTimeMs
+        val bufferShare = if (v.executorRunTimeMs <= 0) 0.0 else v.bufferWaitMs.toDouble / v.executorRunTimeMs
+        <tr class="sluice-batch-stage" data-stage-id={v.stageId.toString}>
+          <td>{v.stageId}<br/><small>{v.name}</small></td>
+          <td>{v.batchTasks}</td>
+          <td>{ms(v.executorRunTimeMs)}</td>
+          <td>{ms(v.fetchWaitMs)} ({pct(share)})</td>
+          <td>{ms(v.bufferWaitMs)} ({pct(bufferShare)})</td>
+          <td>{
+          if (v.maxPartitionId < 0) Text("-")
+          else {
+            val ratio =
+              if (v.medianPartitionBytes <= 0) "" else f" (${v.maxPartitionBytes.toDouble / v.medianPartitionBytes}%.1f× median)"
+            Text(s"${v.maxPartitionId}: ${bytesToString(v.maxPartitionBytes)}$ratio")
+          }
+        }</td>
+          <td>{if (v.slowProducer.isEmpty) "-" else s"executor ${v.slowProducer} (${ms(v.slowProducerWaitMs)})"}</td>
+          <td>{if (v.slowExecutor.isEmpty) "-" else f"executor ${v.slowExecutor} (${v.slowExecutorRatio}%.1f×)"}</td>
+          <td>{bytesToString(v.spillBytes)}</td>
+          <td class="sluice-batch-cause">{v.batchCause}</td>
+        </tr>
+      }
+    }</tbody>
+    </table>
 
   private def executorsTable: Seq[Node] =
     <table id="sluice-executors" class="table table-bordered table-condensed table-striped">

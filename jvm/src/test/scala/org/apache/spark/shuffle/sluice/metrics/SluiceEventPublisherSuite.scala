@@ -5,12 +5,15 @@ import scala.collection.mutable
 import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceConf
 import io.sluice.metrics._
-import org.apache.spark.SparkConf
+import java.util.Properties
+
+import org.apache.spark.executor.{ExecutorMetrics, TaskMetrics}
 import org.apache.spark.scheduler.{
-  SparkListenerApplicationEnd, SparkListenerEvent, SparkListenerStageCompleted, SparkListenerStageSubmitted, StageInfo
+  SparkListenerApplicationEnd, SparkListenerEvent, SparkListenerJobStart, SparkListenerStageCompleted,
+  SparkListenerStageSubmitted, SparkListenerTaskEnd, StageInfo, TaskInfo, TaskLocality
 }
+import org.apache.spark.{SparkConf, Success}
 import org.apache.spark.shuffle.sluice.rpc.SluiceMessages
-import org.apache.spark.shuffle.sluice.ui.{ReplayedTabData, SluiceHistoryServerPlugin}
 import org.apache.spark.shuffle.sluice.ui.{ReplayedTabData, SluiceHistoryServerPlugin}
 import org.apache.spark.shuffle.sluice.{
   SluiceExecutorMemory, SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
@@ -133,5 +136,52 @@ class SluiceEventPublisherSuite extends AnyFunSuite with NettyLeakDetection {
       assert(stages.map(_ \ "stage_id") == List(JInt(2), JInt(1)))
       assert(data.json \ "replayed" == JBool(true))
     } finally store.close()
+  }
+
+  /** A successful reduce task's end: `records` records of 1 KiB each in `runMs`. */
+  private def taskEnd(stageId: Int, partition: Int, executor: String, runMs: Long, records: Long): SparkListenerTaskEnd = {
+    val metrics = TaskMetrics.empty
+    metrics.setExecutorRunTime(runMs)
+    metrics.shuffleReadMetrics.setRemoteBytesRead(records * 1024)
+    metrics.shuffleReadMetrics.setRecordsRead(records)
+    metrics.shuffleReadMetrics.setFetchWaitTime(1)
+    val info = new TaskInfo(100L + partition, partition, 0, partition, 0L, executor, "localhost", TaskLocality.ANY, false)
+    SparkListenerTaskEnd(stageId, 0, "ResultTask", Success, info, new ExecutorMetrics, metrics)
+  }
+
+  test("a batch stage's diagnosis, jobs and SQL execution survive the event log; an older event reads without them") {
+    val m = new SluiceDriverMetrics(conf)
+    val props = new Properties
+    props.setProperty("spark.jobGroup.id", "nightly")
+    props.setProperty("spark.sql.execution.id", "12")
+    m.stages.onJobStart(SparkListenerJobStart(7, 0L, Seq(stageInfo(4)), props))
+    m.stages.onStageSubmitted(SparkListenerStageSubmitted(stageInfo(4), props))
+    // Eight reduce tasks over two executors; partition 5 reads 10 times the others.
+    (0 until 8).foreach(p => m.stages.onTaskEnd(taskEnd(4, p, (p % 2).toString, 1000, if (p == 5) 20000 else 2000)))
+    report(m,
+      (0 until 8).map(p =>
+        TestingSnapshots.consumer(stageId = 4, partitionId = p)
+          .copy(key = TaskKey(4, 0, p, 100L + p), running = false, bufferWaitMs = 3)): _*)
+    val stage = SparkListenerSluiceStageMetrics.of(m.stageView(4), 42L)
+    assert(stage.batch && stage.batchCause.startsWith("Skew: reduce partition 5 read 19.5 MiB, 10.0× the median"),
+      stage.batchCause)
+    assert(stage.rootCause == StageView.NotPipelined)
+    assert(stage.jobIds == Seq(7) && stage.jobGroup == "nightly" && stage.sqlExecutionId == 12L)
+    assert(stage.batchTasks == 8 && stage.executorRunTimeMs == 8000 && stage.fetchWaitMs == 8 && stage.bufferWaitMs == 24)
+    val json = JsonProtocol.sparkEventToJsonString(stage)
+    val back = JsonProtocol.sparkEventFromJson(json).asInstanceOf[SparkListenerSluiceStageMetrics]
+    assert(back == stage && back.jobIdList == Seq(7), json)
+    val batch = SluiceJson.stageMetrics(back) \ "batch"
+    assert(batch \ "max_partition_id" == JInt(5) && batch \ "buffer_wait_ms" == JLong(24), batch)
+    // A log written before these fields: no batch diagnosis, no jobs, no error.
+    val newFields = Seq("jobIds", "jobGroup", "sqlExecutionId", "batch", "batchCause", "batchTasks", "executorRunTimeMs",
+      "fetchWaitMs", "bufferWaitMs", "spillBytes", "maxPartitionId", "maxPartitionBytes", "medianPartitionBytes",
+      "slowProducer", "slowProducerWaitMs", "slowExecutor", "slowExecutorRatio")
+    val older = org.json4s.jackson.JsonMethods.parse(json).removeField { case (k, _) => newFields.contains(k) }
+    val old = JsonProtocol.sparkEventFromJson(org.json4s.jackson.JsonMethods.compact(older))
+      .asInstanceOf[SparkListenerSluiceStageMetrics]
+    assert(!old.batch && old.jobIdList.isEmpty && old.numRecordsIn == stage.numRecordsIn)
+    val oldJson = SluiceJson.stageMetrics(old)
+    assert(oldJson \ "batch" == JNull && oldJson \ "job_ids" == JArray(Nil) && oldJson \ "job_group" == JNull)
   }
 }
