@@ -6,8 +6,7 @@ reasons), so a test can tell a FetchFailed from a timeout and a retried stage fr
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
+import importlib
 import json
 import os
 import re
@@ -17,6 +16,7 @@ import threading
 import time
 import traceback
 import urllib.request
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional
 
@@ -44,17 +44,11 @@ def build_session(shuffle: str, app: str, options: Dict[str, str], conf: Dict[st
 
 
 def dev_cluster() -> ModuleType:
-    """dev/cluster (the multi-host test cluster), imported as a module."""
-    name = "sluice_dev_cluster"
-    if name not in sys.modules:
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dev", "cluster")
-        loader = importlib.machinery.SourceFileLoader(name, path)
-        spec = importlib.util.spec_from_loader(name, loader)
-        assert spec is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # before running it: its dataclasses look themselves up there
-        loader.exec_module(module)
-    return sys.modules[name]
+    """dev/cluster's tool (the multi-host test cluster), the module ``sluice_cluster.netcluster`` of dev/."""
+    dev = str(Path(__file__).resolve().parent.parent / "dev")
+    if dev not in sys.path:
+        sys.path.insert(0, dev)
+    return importlib.import_module("sluice_cluster.netcluster")
 
 
 def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:

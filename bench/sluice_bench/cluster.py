@@ -16,17 +16,16 @@ host received in the sampling intervals of that window in which its link carried
 of the configured rate, over the length of those intervals; the stage's mean rate (all bytes
 over the whole window) and the best one-second rate are reported beside it.
 
-Needs root (network namespaces) and dev/cluster from a Sluice checkout (run from the checkout's
-root, or ``--cluster-tool PATH``). Goals, at each rate: Sluice at most 0.90 of the sort
-shuffle's time (all jobs), and Sluice's shuffle traffic at least 0.90 of the link rate while the
+Needs root (network namespaces) and a Sluice checkout: the cluster is its dev/cluster (``--checkout``).
+Goals, at each rate: Sluice at most 0.90 of the sort shuffle's time (all jobs), and Sluice's
+shuffle traffic at least 0.90 of the link rate while the
 heavy job's reduce stage reads.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
+import importlib
 import os
 import signal
 import sys
@@ -90,34 +89,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--memory", default="3g", help="memory per worker, all of it its executor's (default %(default)s)"
     )
     parser.add_argument(
-        "--cluster-tool",
-        help="dev/cluster of a Sluice checkout (default $SLUICE_ROOT/dev/cluster, else ./dev/cluster)",
+        "--checkout", help="the Sluice checkout whose dev/cluster to use (default: $SLUICE_ROOT, else .)"
     )
 
 
 # --- the cluster ----------------------------------------------------------------------------
 
 
-def dev_cluster(path: Optional[str] = None) -> ModuleType:
-    """dev/cluster, the test cluster of a Sluice checkout, imported as a module."""
-    if path:
-        candidates = [Path(path)]
-    else:
-        root = os.environ.get("SLUICE_ROOT")
-        candidates = ([Path(root, "dev", "cluster")] if root else []) + [Path("dev", "cluster")]
-    found = next((c for c in candidates if c.is_file()), None)
+def dev_cluster(checkout: Optional[str] = None) -> ModuleType:
+    """dev/cluster's tool, the module ``sluice_cluster.netcluster`` of a Sluice checkout's ``dev/``."""
+    roots = [Path(checkout)] if checkout else [Path(r) for r in (os.environ.get("SLUICE_ROOT"), ".") if r]
+    found = next((r for r in roots if (r / "dev" / "sluice_cluster" / "netcluster.py").is_file()), None)
     if found is None:
         raise BenchError(
-            "needs dev/cluster from a Sluice checkout: run it from the checkout's root or pass --cluster-tool "
-            f"PATH (looked at {', '.join(str(c) for c in candidates)})"
+            "needs dev/cluster from a Sluice checkout: run it from the checkout's root or pass --checkout PATH "
+            f"(looked in {', '.join(str(r) for r in roots)})"
         )
-    name = "sluice_bench_dev_cluster"
-    if name not in sys.modules:
-        loader = importlib.machinery.SourceFileLoader(name, str(found))
-        module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))  # type: ignore[arg-type]
-        sys.modules[name] = module  # its dataclasses look their module up there while it runs
-        loader.exec_module(module)
-    return sys.modules[name]
+    dev = str(found.resolve() / "dev")
+    if dev not in sys.path:
+        sys.path.insert(0, dev)
+    return importlib.import_module("sluice_cluster.netcluster")
 
 
 def host_pid(dev: ModuleType, host: Any) -> int:
@@ -369,7 +360,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     if not jobs or [j for j in jobs if j not in JOBS]:
         raise BenchError(f"--jobs takes some of {', '.join(JOBS)}, not {args.jobs!r}")
     rates = [r.strip() for r in str(args.rates).split(",") if r.strip()]
-    dev = dev_cluster(args.cluster_tool)
+    dev = dev_cluster(args.checkout)
     try:
         bits = {rate: float(dev.rate_bits(rate)) for rate in rates}
     except dev.ClusterError as e:
