@@ -36,22 +36,11 @@ from types import FrameType, ModuleType
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sluice_bench import batch, charts, scale, tpch
-from sluice_bench._common import (
-    LOG_DIR,
-    BenchError,
-    Recorder,
-    alternation,
-    command_line,
-    goal,
-    median,
-    ratio,
-    run_app,
-    run_plan,
-    save_result,
-    spread,
-    subtitle_of,
-)
+from sluice_bench.apps import LOG_DIR, run_app, run_plan
 from sluice_bench.compare import difference
+from sluice_bench.errors import BenchError
+from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
+from sluice_bench.stats import alternation, goal, median, ratio, spread
 
 CONTENDERS = ("sluice", "sort")
 JOBS = ("heavy", "tpch", "wide")
