@@ -6,14 +6,17 @@ reasons), so a test can tell a FetchFailed from a timeout and a retried stage fr
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 import traceback
 import urllib.request
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional
 
@@ -41,10 +44,11 @@ def build_session(shuffle: str, app: str, options: Dict[str, str], conf: Dict[st
 
 
 def dev_cluster() -> ModuleType:
-    """dev/cluster's tool (the multi-host test cluster), ``sluice_bench.netcluster``."""
-    from sluice_bench import netcluster
-
-    return netcluster
+    """dev/cluster's tool (the multi-host test cluster), the module ``sluice_cluster.netcluster`` of dev/."""
+    dev = str(Path(__file__).resolve().parent.parent / "dev")
+    if dev not in sys.path:
+        sys.path.insert(0, dev)
+    return importlib.import_module("sluice_cluster.netcluster")
 
 
 def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:
@@ -242,33 +246,3 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-# Spark's default spark.port.maxRetries: how far above its base a server's port may be.
-SPARK_PORT_MAX_RETRIES = 16
-
-
-def free_port_base() -> int:
-    """A port whose next three are free too, now (another process may still take one later: a
-    server's retry upward then goes past it). For ``spark.sluice.network.port`` bases."""
-    import socket
-
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        if base + 4 > 65535:
-            continue
-        probes = []
-        try:
-            for p in range(base, base + 4):
-                probe = socket.socket()
-                probes.append(probe)
-                probe.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for probe in probes:
-                probe.close()
-    raise AssertionError("found no four consecutive free ports")
