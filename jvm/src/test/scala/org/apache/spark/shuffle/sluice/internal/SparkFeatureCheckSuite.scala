@@ -35,7 +35,7 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
     assert(m.contains("On YARN"), m)
     assert(m.contains("NodeManagers' spark_shuffle auxiliary service"), m)
     assert(m.contains("--conf spark.shuffle.service.enabled=false --conf " +
-      "spark.dynamicAllocation.shuffleTracking.enabled=true"), m)
+        "spark.dynamicAllocation.shuffleTracking.enabled=true"), m)
     assert(m.contains("remove spark.shuffle.manager"), m)
   }
 
