@@ -246,3 +246,33 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# Spark's default spark.port.maxRetries: how far above its base a server's port may be.
+SPARK_PORT_MAX_RETRIES = 16
+
+
+def free_port_base() -> int:
+    """A port whose next three are free too, now (another process may still take one later: a
+    server's retry upward then goes past it). For ``spark.sluice.network.port`` bases."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = int(s.getsockname()[1])
+        if base + 4 > 65535:
+            continue
+        probes = []
+        try:
+            for p in range(base, base + 4):
+                probe = socket.socket()
+                probes.append(probe)
+                probe.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise AssertionError("found no four consecutive free ports")
