@@ -6,14 +6,17 @@ reasons), so a test can tell a FetchFailed from a timeout and a retried stage fr
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 import traceback
 import urllib.request
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional
 
@@ -41,10 +44,11 @@ def build_session(shuffle: str, app: str, options: Dict[str, str], conf: Dict[st
 
 
 def dev_cluster() -> ModuleType:
-    """dev/cluster's tool (the multi-host test cluster), ``sluice_bench.netcluster``."""
-    from sluice_bench import netcluster
-
-    return netcluster
+    """dev/cluster's tool (the multi-host test cluster), the module ``sluice_cluster.netcluster`` of dev/."""
+    dev = str(Path(__file__).resolve().parent.parent / "dev")
+    if dev not in sys.path:
+        sys.path.insert(0, dev)
+    return importlib.import_module("sluice_cluster.netcluster")
 
 
 def stage_attempts(spark: SparkSession) -> List[Dict[str, Any]]:

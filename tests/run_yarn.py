@@ -1,6 +1,6 @@
 """One Sluice application on YARN (the MiniYARNCluster of test_yarn.py), submitted as a user would:
 
-    spark-submit $(sluice conf --port BASE) --master yarn --deploy-mode client \\
+    spark-submit $(sluice conf --sluice-port BASE) --master yarn --deploy-mode client \\
         --conf spark.dynamicAllocation.enabled=true ... tests/run_yarn.py --out r.json --work DIR
 
 so Sluice comes from ``sluice conf``'s arguments and this script never imports it. In order, it

@@ -26,10 +26,12 @@ import pytest
 import sluice
 import sluice_bench
 from sluice_bench import batch, cluster, connections, jobs, latency, scale, session, tpch, transport
-from sluice_bench._common import Recorder, alternation, clean_floats, goal, median, parse_size, percentile, ratio
 from sluice_bench._jars import bench_jar_path
+from sluice_bench.args import parse_size
 from sluice_bench.compare import difference, plain, plain_rows
 from sluice_bench.histogram import Histogram, from_buckets, merge_files
+from sluice_bench.results import Recorder, clean_floats
+from sluice_bench.stats import alternation, goal, median, percentile, ratio
 
 
 def test_median_ratio_and_percentile() -> None:

@@ -86,7 +86,7 @@ def yarn_app(yarn_cluster: Dict[str, Path]) -> Dict[str, Any]:
     base = free_port_base()
     bin_dir = Path(sys.executable).parent  # the console scripts of this venv: sluice, spark-submit
     sluice_conf = subprocess.run(
-        [str(bin_dir / "sluice"), "conf", "--port", str(base)], capture_output=True, text=True, check=True
+        [str(bin_dir / "sluice"), "conf", "--sluice-port", str(base)], capture_output=True, text=True, check=True
     ).stdout.split()
     out = yarn_cluster["work"].parent / "result.json"
     spark_jars = _spark_jars()

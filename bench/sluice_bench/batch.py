@@ -25,23 +25,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from sluice_bench import charts, tpch
-from sluice_bench._common import (
-    LOG_DIR,
-    BenchError,
-    Recorder,
-    command_line,
-    goal,
-    median,
-    ratio,
-    run_app,
-    run_plan,
-    save_result,
-    sluice_options,
-    sort_conf,
-    spread,
-    subtitle_of,
-)
+from sluice_bench.apps import LOG_DIR, run_app, run_plan
+from sluice_bench.args import sluice_options, sort_conf
 from sluice_bench.compare import difference, plain_rows
+from sluice_bench.errors import BenchError
+from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
+from sluice_bench.stats import goal, median, ratio, spread
 
 CONTENDERS = ("sluice", "sort")
 HEAVY_ROWS = 8_000_000  # about 1 GB of shuffle writes with the sort shuffle (lz4): 125 bytes a row

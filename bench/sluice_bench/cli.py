@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from sluice_bench import BENCHMARKS
-from sluice_bench._common import BenchError
 from sluice_bench._jars import bench_jar_path
+from sluice_bench.errors import BenchError
 
 HELP = {
     "batch": "a ~1 GB shuffle-heavy job and TPC-H SF1 (22 queries), Sluice vs the sort shuffle",

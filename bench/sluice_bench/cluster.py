@@ -16,7 +16,7 @@ host received in the sampling intervals of that window in which its link carried
 of the configured rate, over the length of those intervals; the stage's mean rate (all bytes
 over the whole window) and the best one-second rate are reported beside it.
 
-Needs root (network namespaces); the cluster is dev/cluster's tool, :mod:`sluice_bench.netcluster`.
+Needs root (network namespaces) and a Sluice checkout: the cluster is its dev/cluster (``--checkout``).
 Goals, at each rate: Sluice at most 0.90 of the sort shuffle's time (all jobs), and Sluice's
 shuffle traffic at least 0.90 of the link rate while the
 heavy job's reduce stage reads.
@@ -25,6 +25,7 @@ heavy job's reduce stage reads.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -35,22 +36,11 @@ from types import FrameType, ModuleType
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sluice_bench import batch, charts, scale, tpch
-from sluice_bench._common import (
-    LOG_DIR,
-    BenchError,
-    Recorder,
-    alternation,
-    command_line,
-    goal,
-    median,
-    ratio,
-    run_app,
-    run_plan,
-    save_result,
-    spread,
-    subtitle_of,
-)
+from sluice_bench.apps import LOG_DIR, run_app, run_plan
 from sluice_bench.compare import difference
+from sluice_bench.errors import BenchError
+from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
+from sluice_bench.stats import alternation, goal, median, ratio, spread
 
 CONTENDERS = ("sluice", "sort")
 JOBS = ("heavy", "tpch", "wide")
@@ -87,16 +77,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory", default="3g", help="memory per worker, all of it its executor's (default %(default)s)"
     )
+    parser.add_argument(
+        "--checkout", help="the Sluice checkout whose dev/cluster to use (default: $SLUICE_ROOT, else .)"
+    )
 
 
 # --- the cluster ----------------------------------------------------------------------------
 
 
-def dev_cluster() -> ModuleType:
-    """dev/cluster's tool, the module :mod:`sluice_bench.netcluster`."""
-    from sluice_bench import netcluster
-
-    return netcluster
+def dev_cluster(checkout: Optional[str] = None) -> ModuleType:
+    """dev/cluster's tool, the module ``sluice_cluster.netcluster`` of a Sluice checkout's ``dev/``."""
+    roots = [Path(checkout)] if checkout else [Path(r) for r in (os.environ.get("SLUICE_ROOT"), ".") if r]
+    found = next((r for r in roots if (r / "dev" / "sluice_cluster" / "netcluster.py").is_file()), None)
+    if found is None:
+        raise BenchError(
+            "needs dev/cluster from a Sluice checkout: run it from the checkout's root or pass --checkout PATH "
+            f"(looked in {', '.join(str(r) for r in roots)})"
+        )
+    dev = str(found.resolve() / "dev")
+    if dev not in sys.path:
+        sys.path.insert(0, dev)
+    return importlib.import_module("sluice_cluster.netcluster")
 
 
 def host_pid(dev: ModuleType, host: Any) -> int:
@@ -348,7 +349,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     if not jobs or [j for j in jobs if j not in JOBS]:
         raise BenchError(f"--jobs takes some of {', '.join(JOBS)}, not {args.jobs!r}")
     rates = [r.strip() for r in str(args.rates).split(",") if r.strip()]
-    dev = dev_cluster()
+    dev = dev_cluster(args.checkout)
     try:
         bits = {rate: float(dev.rate_bits(rate)) for rate in rates}
     except dev.ClusterError as e:

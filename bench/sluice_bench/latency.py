@@ -28,20 +28,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from sluice_bench import charts
-from sluice_bench._common import (
-    LOG_DIR,
-    Recorder,
-    alternation,
-    command_line,
-    goal,
-    median,
-    ratio,
-    run_app,
-    run_plan,
-    save_result,
-    sluice_options,
-    subtitle_of,
-)
+from sluice_bench.apps import LOG_DIR, run_app, run_plan
+from sluice_bench.args import sluice_options
+from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
+from sluice_bench.stats import alternation, goal, median, ratio
 
 RATES = (1000, 10000, 50000)
 QUICK_RATES = (1000, 5000)

@@ -15,18 +15,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from sluice_bench import charts
-from sluice_bench._common import (
-    Recorder,
-    command_line,
-    goal,
-    median,
-    parse_size,
-    ratio,
-    run_alternating_apps,
-    save_result,
-    sluice_options,
-    subtitle_of,
-)
+from sluice_bench.apps import run_alternating_apps
+from sluice_bench.args import parse_size, sluice_options
+from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
+from sluice_bench.stats import goal, median, ratio
 
 MIB = 1 << 20
 ROW_BYTES = 100  # about what one wide row takes in the shuffle (UnsafeRow with its frame)

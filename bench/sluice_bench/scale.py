@@ -25,19 +25,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from sluice_bench import charts
-from sluice_bench._common import (
-    Recorder,
-    command_line,
-    goal,
-    median,
-    ratio,
-    run_alternating_apps,
-    save_result,
-    sluice_options,
-    subtitle_of,
-)
+from sluice_bench.apps import run_alternating_apps
+from sluice_bench.args import sluice_options
 from sluice_bench.batch import CPU_GOAL, GB, cpu_report
 from sluice_bench.compare import difference
+from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
+from sluice_bench.stats import goal, median, ratio
 
 MIB = 1 << 20
 BASE_ROWS = 500_000

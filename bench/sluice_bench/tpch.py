@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional
 
-from sluice_bench._common import BenchError
+from sluice_bench.errors import BenchError
 
 TABLES = ("nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem")
 

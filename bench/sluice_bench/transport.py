@@ -27,20 +27,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sluice_bench import charts
-from sluice_bench._common import (
-    BenchError,
-    Recorder,
-    alternation,
-    command_line,
-    goal,
-    median,
-    ratio,
-    run_plan,
-    save_result,
-    sluice_options,
-    subtitle_of,
-)
 from sluice_bench._jars import bench_jar_path
+from sluice_bench.apps import run_plan
+from sluice_bench.args import sluice_options
+from sluice_bench.errors import BenchError
+from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
+from sluice_bench.stats import alternation, goal, median, ratio
 
 TIMEOUTS = (0, 1, 2, 5, 10, 100)
 # The article's figure: Flink 1.5+ throughput at each buffer timeout, as a fraction of 100 ms.

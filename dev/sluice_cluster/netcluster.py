@@ -28,7 +28,7 @@ Namespaces are named sluice-<pid>-<random>-<host>; the process that made them ho
 namespaces whose lock is free (their maker has ended, however it ended) and every process inside
 them; `--all` removes every sluice-* namespace. Needs
 root (CAP_NET_ADMIN and CAP_SYS_ADMIN), iproute2 and tc. ``dev/cluster`` runs :func:`main`;
-tests/realapps.py and ``sluice bench cluster`` import this module.
+tests/realapps.py and ``sluice bench cluster`` import this module (``dev/`` on ``sys.path``).
 """
 
 from __future__ import annotations
