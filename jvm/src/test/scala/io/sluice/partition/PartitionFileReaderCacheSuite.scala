@@ -42,8 +42,8 @@ class PartitionFileReaderCacheSuite extends AnyFunSuite with NettyLeakDetection 
               var i = t
               while (!stop.get) {
                 val p = ps(i % ps.size)
-                val b = p.file.buffer(0, 0)
                 try {
+                  val b = p.file.buffer(0, 0) // reads the file's index: fails once the file is deleted
                   val r = cache.acquire(p.file)
                   try {
                     target.clear()
