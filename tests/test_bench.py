@@ -253,6 +253,13 @@ def test_short_summary_ratios_phases_goals_and_chart(tmp_path: Path) -> None:
     recorder.summary["settings"] = {"off64": dict(s, label="AQE off")}
     result = clean_floats(recorder.result())
     assert batch.draw(tmp_path / "short.png", result).is_file()
+    # Saved after each setting: the settings run so far, their mismatches and goals.
+    saved = Recorder(short.NAME, "sluice bench batch --short", {"rounds": 3, "scale": 0.1})
+    labels = {"off64": {"label": "AQE off"}, "defaults": {"label": "defaults"}}
+    path, _ = short.save(saved, {"off64": results}, labels, jobs_, str(tmp_path))
+    written = json.loads(path.read_text())
+    assert list(written["summary"]["settings"]) == ["off64"] and len(written["goals"]) == 2
+    assert written["mismatches"] == ["off64: round 2, q6: " + difference([[1]], [[7]])]
     args = argparse.Namespace(short=True, no_tpch=False, queries=None, quick=True)
     assert batch.result_name(args) == "batch-short"
     assert short.jobs_of(args) == ([1, 6], ["repartition_1k", "group_by_100k", "q1", "q6"])

@@ -128,16 +128,15 @@ def run(args: argparse.Namespace, settings: Dict[str, Dict[str, Any]], argv: Opt
                 for r in apps[c]["runs"]
             ]
 
-    run_plan(list(settings), "bench batch --short", lambda s: f"{s}: both contenders, taking turns", one)
-    for setting in settings:
-        recorder.mismatches += [f"{setting}: {m}" for m in mismatches(results[setting])]
-    recorder.summary["settings"] = {}
-    for setting in settings:
-        label = settings[setting]["label"]
-        s = summarize(results[setting], jobs)
-        recorder.summary["settings"][setting] = dict(s, label=label)
-        recorder.goals += goals_of(s, label)
-    path, chart = save_result(recorder, args.out, NAME, draw)
+    saved: List[Tuple[Path, Path]] = []
+
+    def one_and_save(setting: str) -> None:
+        one(setting)
+        # Saved after every setting, so a run stopped later keeps the settings it finished.
+        saved[:] = [save(recorder, results, settings, jobs, args.out)]
+
+    run_plan(list(settings), "bench batch --short", lambda s: f"{s}: both contenders, taking turns", one_and_save)
+    path, chart = saved[0]
     print_summary(recorder, path, chart)
     if recorder.mismatches:
         print("\nANSWER MISMATCHES: Sluice's answers differ from the sort shuffle's; the timings are void:")
@@ -145,6 +144,25 @@ def run(args: argparse.Namespace, settings: Dict[str, Dict[str, Any]], argv: Opt
             print("  " + m)
         return 1
     return 0
+
+
+def save(
+    recorder: Recorder,
+    results: Dict[str, Dict[str, List[Dict[str, Any]]]],
+    settings: Dict[str, Dict[str, Any]],
+    jobs: List[str],
+    out: str,
+) -> Tuple[Path, Path]:
+    """Summarizes the settings run so far (``results``) into ``recorder`` and saves it."""
+    recorder.mismatches[:] = [f"{name}: {m}" for name in results for m in mismatches(results[name])]
+    recorder.summary["settings"] = {}
+    recorder.goals[:] = []
+    for name in results:
+        label = settings[name]["label"]
+        s = summarize(results[name], jobs)
+        recorder.summary["settings"][name] = dict(s, label=label)
+        recorder.goals += goals_of(s, label)
+    return save_result(recorder, out, NAME, draw)
 
 
 def mismatches(results: Dict[str, List[Dict[str, Any]]]) -> List[str]:
