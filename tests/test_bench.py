@@ -16,6 +16,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import types
 import weakref
 import zipfile
@@ -25,10 +26,11 @@ from typing import Any, Dict, List, Set
 import pytest
 import sluice
 import sluice_bench
-from sluice_bench import batch, cluster, connections, jobs, latency, scale, session, tpch, transport
+from sluice_bench import batch, cluster, connections, jobs, latency, scale, session, short, tpch, transport
 from sluice_bench._jars import bench_jar_path
 from sluice_bench.args import parse_size
 from sluice_bench.compare import difference, plain, plain_rows
+from sluice_bench.errors import BenchError
 from sluice_bench.histogram import Histogram, from_buckets, merge_files
 from sluice_bench.results import Recorder, clean_floats
 from sluice_bench.stats import alternation, goal, median, percentile, ratio
@@ -165,6 +167,102 @@ def test_batch_summary_cpu_per_gb_and_result_json_shape(tmp_path: Path) -> None:
     assert batch.parse_settings("defaults, off64") == ["defaults", "off64"]
     with pytest.raises(batch.BenchError, match="--settings"):
         batch.parse_settings("aqe")
+
+
+def test_short_queries_take_turns_job_by_job(tmp_path: Path) -> None:
+    """Two applications running at once run the turn order's items one at a time, in order, each
+    waiting for the item before it, whoever ran it; who goes first alternates by round."""
+    from sluice_bench.jobs_short import Turns
+
+    order = short.turn_order(["a", "b"], 2)
+    assert order == [
+        ["sluice", "a#1"], ["sort", "a#1"], ["sluice", "b#1"], ["sort", "b#1"],
+        ["sort", "a#2"], ["sluice", "a#2"], ["sort", "b#2"], ["sluice", "b#2"],
+    ]  # fmt: skip
+    ran: List[str] = []
+    lock = threading.Lock()
+    running = [0]
+    overlap = []
+
+    def app(me: str) -> None:
+        turns = Turns(str(tmp_path), order, me, timeout_s=30)
+        turns.ready()
+
+        def job(index: int, name: str) -> None:
+            with lock:
+                running[0] += 1
+                overlap.append(running[0])
+            # The sort app is slower per job: without turns it would fall behind.
+            threading.Event().wait(0.05 if me == "sort" else 0.0)
+            with lock:
+                ran.append(f"{index}:{me}:{name}")
+                running[0] -= 1
+
+        turns.run(job)
+
+    threads = [threading.Thread(target=app, args=(c,)) for c in ("sort", "sluice")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert ran == [f"{i}:{c}:{n}" for i, (c, n) in enumerate(order)]
+    assert max(overlap) == 1
+    lonely = Turns(str(tmp_path / "empty"), order, "sluice", timeout_s=0.05)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TimeoutError, match="ready-sort"):
+        lonely.ready()
+
+
+def test_short_summary_ratios_phases_goals_and_chart(tmp_path: Path) -> None:
+    def runs(c: str, scale_s: float, answer: int) -> List[Dict[str, Any]]:
+        return [
+            {
+                "job": job,
+                "round": r,
+                "seconds": base * scale_s + r,
+                "outside_stages_s": 0.1 * r,
+                "shuffle_fetch_wait_ms": 5 if c == "sluice" else 9,
+                "answer": [[answer if job == "q6" and r == 2 else 1]],
+            }
+            for r in (1, 2, 3)
+            for job, base in (("repartition_1k", 1.0), ("group_by_100k", 2.0), ("q1", 4.0), ("q6", 2.0))
+        ]
+
+    jobs_ = ["repartition_1k", "group_by_100k", "q1", "q6"]
+    results = {"sluice": runs("sluice", 1.0, 7), "sort": runs("sort", 2.0, 1)}
+    s = short.summarize(results, jobs_)
+    assert s["jobs"]["q1"]["sluice_s"] == pytest.approx(6.0) and s["jobs"]["q1"]["sort_s"] == pytest.approx(10.0)
+    assert s["jobs"]["q1"]["ratio"] == pytest.approx(0.6)
+    assert s["jobs"]["q6"]["ratio"] == pytest.approx(4.0 / 6.0)
+    assert s["jobs"]["q1"]["sluice_phases"]["outside_stages_s"] == pytest.approx(0.2)
+    assert s["jobs"]["q1"]["sort_phases"]["shuffle_fetch_wait_ms"] == 9
+    assert s["tpch_total"] == {"sluice": pytest.approx(10.0), "sort": pytest.approx(16.0)}
+    assert s["shuffles_ratio"] == pytest.approx(7.0 / 10.0)
+    assert s["slowest_query"] == {"job": "q6", "ratio": pytest.approx(4.0 / 6.0)}
+    goals = short.goals_of(s, "AQE off")
+    assert [g["met"] for g in goals] == [True, True] and "q6" in goals[0]["goal"]
+    assert short.mismatches(results) == ["round 2, q6: " + difference([[1]], [[7]])]
+    recorder = Recorder(short.NAME, "sluice bench batch --short", {"rounds": 3, "scale": 0.1})
+    recorder.summary["settings"] = {"off64": dict(s, label="AQE off")}
+    result = clean_floats(recorder.result())
+    assert batch.draw(tmp_path / "short.png", result).is_file()
+    # Saved after each setting: the settings run so far, their mismatches and goals.
+    saved = Recorder(short.NAME, "sluice bench batch --short", {"rounds": 3, "scale": 0.1})
+    labels = {"off64": {"label": "AQE off"}, "defaults": {"label": "defaults"}}
+    path, _ = short.save(saved, {"off64": results}, labels, jobs_, str(tmp_path))
+    written = json.loads(path.read_text())
+    assert list(written["summary"]["settings"]) == ["off64"] and len(written["goals"]) == 2
+    assert written["mismatches"] == ["off64: round 2, q6: " + difference([[1]], [[7]])]
+    args = argparse.Namespace(short=True, no_tpch=False, queries=None, quick=True)
+    assert batch.result_name(args) == "batch-short"
+    assert short.jobs_of(args) == ([1, 6], ["repartition_1k", "group_by_100k", "q1", "q6"])
+
+
+def test_apps_run_together_and_a_failing_one_is_named(tmp_path: Path) -> None:
+    from sluice_bench.apps import run_apps_together
+
+    with pytest.raises(BenchError, match=r"nonsense/(a|b) failed \(exit 2\)"):
+        run_apps_together("nonsense", {"a": {}, "b": {}}, timeout=120, log_dir=tmp_path)
 
 
 PROC_STAT = "{pid} (java thread (x)) S 1 2 3 0 -1 4194560 100 0 0 0 {utime} {stime} 0 0 20 0 9 0 5 6 7"
@@ -508,6 +606,7 @@ def test_cli_lists_the_benchmarks() -> None:
         [sys.executable, "-m", "sluice.cli", "bench", "batch", "--help"], capture_output=True, text=True
     )
     assert "--rounds" in done.stdout and "--quick" in done.stdout and "--out" in done.stdout
+    assert "--short" in done.stdout and "--short-scale" in done.stdout
     spec = batch.spec_for(
         argparse.Namespace(
             quick=True, heavy_rows=None, scale=None, queries="1,6", no_heavy=False, no_tpch=False, memory="1024"

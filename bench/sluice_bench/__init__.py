@@ -4,7 +4,8 @@ own jar of JVM classes (``sluice_bench/jars/sluice-bench.jar``). Sluice does not
 ``sluice bench`` hands over to :func:`sluice_bench.cli.main` when it is installed.
 
 One module per question: ``batch`` (a shuffle-heavy job and TPC-H SF1 against the sort
-shuffle), ``transport`` (throughput per buffer timeout, and against iperf3), ``latency``
+shuffle; with ``--short``, short queries: ``short``), ``transport`` (throughput per buffer
+timeout, and against iperf3), ``latency``
 (Real-Time Mode against Spark's streaming shuffle), ``memory`` (peak network memory against
 the budget), ``scale`` (data size, partitions, connections) and ``cluster`` (the batch jobs
 on dev/cluster's multi-host test cluster per link rate, and the links' use). Each alternates

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import IO, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from sluice_bench.errors import BenchError
 from sluice_bench.results import Recorder
@@ -111,39 +111,67 @@ def run_app(
         BenchError: when the application fails or takes longer than ``timeout`` seconds; the
             message ends with the tail of its log.
     """
+    return run_apps_together(kind, {contender: spec}, timeout=timeout, log_dir=log_dir, launcher=launcher, env=env)[
+        contender
+    ]
+
+
+def run_apps_together(
+    kind: str,
+    specs: Mapping[str, Dict[str, Any]],
+    *,
+    timeout: float,
+    log_dir: Path,
+    launcher: Sequence[str] = (),
+    env: Optional[Mapping[str, str]] = None,
+) -> Dict[str, Dict[str, Any]]:
+    """:func:`run_app` for several contenders at once (``specs``: contender -> spec), each in its
+    own process, all running at the same time; their results by contender. If one fails or they
+    take longer than ``timeout`` seconds in all, every one still running is stopped and the
+    first failure raised."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%H%M%S")
-    log = log_dir / f"{kind}-{contender}-{stamp}-{os.getpid()}.log"
+    app_env = dict(os.environ if env is None else env)
+    app_env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    app_env.pop("SPARK_HOME", None)
+    app_env.setdefault("PYSPARK_PYTHON", sys.executable)
     with tempfile.TemporaryDirectory(prefix=f"sluice-bench-{kind}-") as tmp:
-        spec_file = Path(tmp, "spec.json")
-        out_file = Path(tmp, "out.json")
-        spec_file.write_text(json.dumps(spec))
-        app_env = dict(os.environ if env is None else env)
-        app_env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        app_env.pop("SPARK_HOME", None)
-        app_env.setdefault("PYSPARK_PYTHON", sys.executable)
-        command = [
-            *launcher,
-            sys.executable,
-            "-m",
-            "sluice_bench.worker",
-            kind,
-            contender,
-            str(spec_file),
-            str(out_file),
-        ]
-        with open(log, "w") as log_file:
-            try:
-                done = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT, env=app_env, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                raise BenchError(
-                    f"{kind}/{contender} took longer than {timeout:.0f}s; log: {log}\n{tail(log)}"
-                ) from None
-        if done.returncode != 0 or not out_file.is_file():
-            raise BenchError(f"{kind}/{contender} failed (exit {done.returncode}); log: {log}\n{tail(log)}")
-        result: Dict[str, Any] = json.loads(out_file.read_text())
-        result["log"] = str(log)
-        return result
+        apps: Dict[str, Tuple[subprocess.Popen[bytes], Path, Path, IO[str]]] = {}
+        try:
+            for contender, spec in specs.items():
+                log = log_dir / f"{kind}-{contender}-{stamp}-{os.getpid()}.log"
+                spec_file, out_file = Path(tmp, f"{contender}-spec.json"), Path(tmp, f"{contender}-out.json")
+                spec_file.write_text(json.dumps(spec))
+                command = [*launcher, sys.executable, "-m", "sluice_bench.worker", kind, contender]
+                log_file = open(log, "w")
+                process = subprocess.Popen(
+                    [*command, str(spec_file), str(out_file)], stdout=log_file, stderr=subprocess.STDOUT, env=app_env
+                )
+                apps[contender] = (process, log, out_file, log_file)
+            deadline = time.monotonic() + timeout
+            results: Dict[str, Dict[str, Any]] = {}
+            while len(results) < len(apps):
+                for contender, (process, log, out_file, _) in apps.items():
+                    if contender in results or process.poll() is None:
+                        continue
+                    if process.returncode != 0 or not out_file.is_file():
+                        raise BenchError(
+                            f"{kind}/{contender} failed (exit {process.returncode}); log: {log}\n{tail(log)}"
+                        )
+                    results[contender] = dict(json.loads(out_file.read_text()), log=str(log))
+                if len(results) < len(apps):
+                    if time.monotonic() > deadline:
+                        late = next(c for c in apps if c not in results)
+                        log = apps[late][1]
+                        raise BenchError(f"{kind}/{late} took longer than {timeout:.0f}s; log: {log}\n{tail(log)}")
+                    time.sleep(0.2)
+            return results
+        finally:
+            for process, _, _, app_log in apps.values():
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                app_log.close()
 
 
 def tail(path: Path, lines: int = 30) -> str:

@@ -14,6 +14,8 @@ denominator for both, so the Sluice / sort ratio of CPU per GB is the ratio of t
 Spark's own task CPU time (``executorCpuTime``, which leaves out the network threads) is reported
 beside it.
 
+``--short`` runs short queries instead (see :mod:`sluice_bench.short`).
+
 Goals, in each setting: heavy job and TPC-H total at most 0.80 of the sort shuffle's time;
 executor CPU per GB shuffled at most 0.80 of the sort shuffle's.
 """
@@ -24,7 +26,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from sluice_bench import charts, tpch
+from sluice_bench import charts, short, tpch
 from sluice_bench.apps import LOG_DIR, run_app, run_plan
 from sluice_bench.args import sluice_options, sort_conf
 from sluice_bench.compare import difference, plain_rows
@@ -79,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the settings to run, each in its own applications: off64 (AQE off, 64 shuffle partitions), "
         "defaults (Spark's: AQE on, 200 partitions); default %(default)s",
     )
+    short.add_arguments(parser)
 
 
 def parse_settings(text: str) -> List[str]:
@@ -112,9 +115,15 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
     return spec
 
 
+def result_name(args: argparse.Namespace) -> str:
+    return short.NAME if getattr(args, "short", False) else "batch"
+
+
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     rounds = args.rounds or (1 if args.quick else 3)
     settings = parse_settings(getattr(args, "settings", ",".join(SETTINGS)))
+    if getattr(args, "short", False):
+        return short.run(args, {name: SETTINGS[name] for name in settings}, argv)
     specs = {name: spec_for(args, name) for name in settings}
     first = specs[settings[0]]
     if first["tpch"] is not None:
@@ -332,6 +341,8 @@ def setting_summaries(result: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
 
 def draw(path: Path, result: Dict[str, Any]) -> Path:
     """The chart of a result (also from a saved JSON: ``sluice bench batch --replot``)."""
+    if result.get("benchmark") == short.NAME:
+        return short.draw(path, result)
     panels = []
     for s in setting_summaries(result).values():
         heavy = None

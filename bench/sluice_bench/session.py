@@ -76,6 +76,7 @@ def stages_of_group(spark: SparkSession, group: str) -> List[int]:
 STAGE_METRICS = {
     "executor_run_ms": "executorRunTime",
     "executor_cpu_ns": "executorCpuTime",
+    "executor_deserialize_ms": "executorDeserializeTime",
     "jvm_gc_ms": "jvmGcTime",
     "shuffle_fetch_wait_ms": "shuffleFetchWaitTime",
     "shuffle_write_time_ns": "shuffleWriteTime",
@@ -155,12 +156,12 @@ def release_finished_jobs(spark: SparkSession, pause_s: float = CLEANUP_PAUSE_S)
     time.sleep(pause_s)
 
 
-def timed(spark: SparkSession, group: str, job: Callable[[], Any]) -> Dict[str, Any]:
-    """Runs ``job`` in job group ``group``, after :func:`release_finished_jobs`; its seconds,
+def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: float = CLEANUP_PAUSE_S) -> Dict[str, Any]:
+    """Runs ``job`` in job group ``group``, after :func:`release_finished_jobs` (``pause_s``); its seconds,
     answer, Spark's shuffle metrics and the CPU seconds its executor processes used meanwhile
     (``executor_process_cpu_s``, see :func:`executor_cpu_seconds`; absent when no executor process
     was found on this machine)."""
-    release_finished_jobs(spark)
+    release_finished_jobs(spark, pause_s)
     spark.sparkContext.setJobGroup(group, group)
     app = spark.sparkContext.applicationId
     cpu_before = executor_cpu_seconds(app)

@@ -2,8 +2,8 @@
 
     python -m sluice_bench.worker KIND CONTENDER SPEC.json OUT.json
 
-KIND is ``batch``, ``latency``, ``memory``, ``scale`` or ``cluster``; CONTENDER is ``sluice``, ``sort`` (Spark's
-sort shuffle) or ``builtin`` (the sort shuffle for batch, Spark's streaming shuffle for Real-Time
+KIND is ``batch``, ``short``, ``latency``, ``memory``, ``scale`` or ``cluster``; CONTENDER is ``sluice``,
+``sort`` (Spark's sort shuffle) or ``builtin`` (the sort shuffle for batch, Spark's streaming shuffle for Real-Time
 Mode). SPEC says what to run; OUT receives the timings, answers and probes as JSON. Every
 application first runs one unmeasured warm-up job, the same for every contender.
 """
@@ -17,12 +17,13 @@ from typing import Any, Callable, Dict, List
 
 from pyspark.sql import SparkSession
 
-from sluice_bench import jobs, jobs_streaming
+from sluice_bench import jobs, jobs_short, jobs_streaming
 from sluice_bench.session import build_session
 
 # What each KIND runs in the contender's session: (session, contender, spec) -> the result.
 RUNS: Dict[str, Callable[[SparkSession, str, Dict[str, Any]], Dict[str, Any]]] = {
     "batch": jobs.run_batch,
+    "short": jobs_short.run_short,
     "latency": jobs_streaming.run_latency,
     "memory": jobs.run_memory,
     "scale": jobs.run_scale,
