@@ -38,19 +38,8 @@ KEYS = 1_000
 
 def container_pids(app_id: str) -> List[int]:
     """The pids of this application's executor JVMs: YARN containers running
-    YarnCoarseGrainedExecutorBackend with ``--app-id`` ``app_id`` (from /proc, whole command lines)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().decode("utf-8", "replace").split("\0")
-        except OSError:  # ended meanwhile
-            continue
-        if "org.apache.spark.executor.YarnCoarseGrainedExecutorBackend" in args and app_id in args:
-            pids.append(int(entry))
-    return sorted(pids)
+    YarnCoarseGrainedExecutorBackend with ``--app-id`` ``app_id``."""
+    return sessions.executor_pids(app_id, backend="org.apache.spark.executor.YarnCoarseGrainedExecutorBackend")
 
 
 def executors(spark: SparkSession) -> List[str]:

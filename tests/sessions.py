@@ -103,9 +103,10 @@ def stages_of_group(spark: SparkSession, group: str) -> List[int]:
     return sorted(stages)
 
 
-def executor_pids(app_id: str) -> List[int]:
+def executor_pids(app_id: str, backend: str = "org.apache.spark.executor.CoarseGrainedExecutorBackend") -> List[int]:
     """The pids of this application's executor JVMs: processes whose command line (read whole from
-    /proc, never cut to a terminal's width) runs CoarseGrainedExecutorBackend with ``--app-id`` ``app_id``."""
+    /proc, never cut to a terminal's width) runs ``backend`` (standalone's CoarseGrainedExecutorBackend;
+    YARN's containers run YarnCoarseGrainedExecutorBackend) with ``--app-id`` ``app_id``."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -115,7 +116,7 @@ def executor_pids(app_id: str) -> List[int]:
                 args = f.read().decode("utf-8", "replace").split("\0")
         except OSError:  # the process ended meanwhile
             continue
-        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in args and app_id in args:
+        if backend in args and app_id in args:
             pids.append(int(entry))
     return sorted(pids)
 

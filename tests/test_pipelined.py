@@ -110,11 +110,14 @@ def _sluice_threads(spark: SparkSession) -> List[str]:
 
 def _assert_bounded_threads(names: List[str], executors: int = 2, cores: int = 2) -> None:
     """Per executor: one of each service thread (boss, output flusher, metrics reporter,
-    backpressure sampler; the sampler starts with the first sample) and at most ``cores`` Netty
-    event loops for the server and for the client (they start with the first connection they get)."""
+    backpressure sampler; the sampler starts with the first sample), at most ``cores`` Netty
+    event loops for the server and for the client (they start with the first connection they get)
+    and at most ``cores`` partition read threads (spark.sluice.network.readThreads at its default)."""
     loops = [n for n in names if n.startswith(("sluice-server", "sluice-client"))]
     assert len(loops) <= executors * 2 * cores, f"{len(loops)} Netty event-loop threads: {names}"
-    services = [n for n in names if n not in loops]
+    reads = [n for n in names if n.startswith("sluice-partitio")]  # sluice-partition-read-<port>-N, cut to 15
+    assert len(reads) <= executors * cores, f"{len(reads)} partition read threads: {names}"
+    services = [n for n in names if n not in loops and n not in reads]
     for kind in set(n[:12] for n in services):
         assert sum(1 for n in services if n.startswith(kind)) <= executors, (
             f"more than one {kind}* per executor: {names}"

@@ -114,8 +114,8 @@ def run_chromium(args: List[str]) -> str:
 
 
 def stage_row(dom: str, stage: int) -> str:
-    """The opening <tr> tag of ``stage``'s row in the stage table."""
-    match = re.search(rf'<tr[^>]*data-stage-id="{stage}"[^>]*>', dom)
+    """The opening <tr> tag of ``stage``'s row in the stage table (not the batch-diagnosis table's)."""
+    match = re.search(rf'<tr class="sluice-stage"[^>]*data-stage-id="{stage}"[^>]*>', dom)
     assert match, f"stage {stage} is not in the stage table"
     return match.group(0)
 
