@@ -39,11 +39,9 @@ final class NettyConnectionManager(
   /** What crosses this executor's connections; tests check the flow-control invariants here. */
   val counters = new TransportCounters
 
-  private val tconf = transportConf
-
-  val server = new NettyServer(conf, tconf, partitionManager, auth.map(_._1), bindHost, sparkPipeline, counters,
+  val server = new NettyServer(conf, transportConf, partitionManager, auth.map(_._1), bindHost, sparkPipeline, counters,
     portMaxRetries)
-  val clientFactory = new PartitionRequestClientFactory(conf, tconf, auth, bindHost, sparkPipeline, counters)
+  val clientFactory = new PartitionRequestClientFactory(conf, transportConf, auth, bindHost, sparkPipeline, counters)
 
   @volatile private var started = false
   @volatile private var shutDown = false
@@ -80,7 +78,7 @@ final class NettyConnectionManager(
   def closeServerConnections(): Unit = server.closeConnections()
 
   /** Whether the connections of this manager are TLS (spark.ssl.rpc.enabled). */
-  def isTls: Boolean = tconf.sslRpcEnabled()
+  def isTls: Boolean = transportConf.sslRpcEnabled()
 
   /** Closes every client connection, the client threads, then the server. Idempotent. */
   def shutdown(): Unit = synchronized {
