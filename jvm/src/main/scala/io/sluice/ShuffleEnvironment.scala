@@ -42,7 +42,8 @@ final class ShuffleEnvironment(
 
   val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize,
     conf.get(SluiceOptions.RequestBufferTimeout))
-  val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles))
+  private val layout = new PartitionFileLayout(localDirs.toIndexedSeq)
+  val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles), Some(layout))
   val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
   // Closes the partition files the server kept open once no reader came for them for a while.
   outputFlusher.every(PartitionFileReaderCache.IdleMs / 2) { () =>
@@ -73,19 +74,17 @@ final class ShuffleEnvironment(
   private def bufferRequestTimeout = conf.get(SluiceOptions.RequestBufferTimeout)
 
   /**
-   * A blocking partition for one map output, written sort-merge into a file in one of the local
-   * dirs. Its sort buffer needs a single buffer to make progress (it spills) and takes its fair
-   * share of the executor's pool up to spark.sluice.memory.sortBufferSize, whatever the number of
-   * reduce partitions (Flink's sort-shuffle, FLIP-148).
+   * A blocking partition for one map output, written sort-merge into its file in the local dirs
+   * ([[PartitionFileLayout]]). Its sort buffer needs a single buffer to make progress (it spills)
+   * and takes its fair share of the executor's pool up to spark.sluice.memory.sortBufferSize,
+   * whatever the number of reduce partitions (Flink's sort-shuffle, FLIP-148).
    */
   def createBlockingPartition(id: ResultPartitionID, numSubpartitions: Int): SortMergeResultPartition = {
     checkRunning()
     val max = math.max(1L, conf.get(SluiceOptions.SortBufferSize) / conf.segmentSize).min(Int.MaxValue).toInt
     val pool = networkBufferPool.createBufferPool(1, max, s"blocking result partition ($id)")
     try {
-      val dir = localDirs(math.abs((id.hashCode + fileCounter.getAndIncrement()) % localDirs.size))
-      val file = PartitionFile.create(new File(dir, s"sluice-shuffle-${id.shuffleId}-${id.producerId}.part"),
-        numSubpartitions, codec.map(_.apply()), fileCipher)
+      val file = PartitionFile.create(layout.writtenFile(id), numSubpartitions, codec.map(_.apply()), fileCipher)
       new SortMergeResultPartition(id, numSubpartitions, pool, file, bufferRequestTimeout)
     } catch {
       case e: Throwable => pool.lazyDestroy(); throw e
@@ -121,14 +120,11 @@ final class ShuffleEnvironment(
 
   // ---- moving finished blocking partitions between executors (Spark's decommissioning) --------
 
-  private def finishedBlocking: Seq[SortMergeResultPartition] =
-    partitionManager.registeredPartitions.collect { case p: SortMergeResultPartition if p.isFinished && !p.isReleased => p }
-
   /** The finished, unreleased blocking partitions of this executor: what can move elsewhere. */
-  def finishedBlockingPartitions: Seq[ResultPartitionID] = finishedBlocking.map(_.partitionId)
+  def finishedBlockingPartitions: Seq[ResultPartitionID] = partitionManager.finishedBlockingPartitions
 
   /** Bytes of the files of [[finishedBlockingPartitions]]. */
-  def finishedBlockingPartitionBytes: Long = finishedBlocking.map(_.file.size).sum
+  def finishedBlockingPartitionBytes: Long = partitionManager.finishedBlockingBytes
 
   /**
    * A finished blocking partition's file and index, to move it to another executor
@@ -150,9 +146,7 @@ final class ShuffleEnvironment(
   /** A new file in one of the local dirs to receive the file of partition `id` from another executor. */
   def newMigratedPartitionFile(id: ResultPartitionID): File = {
     checkRunning()
-    val n = fileCounter.getAndIncrement()
-    new File(localDirs(math.abs((id.hashCode + n) % localDirs.size)),
-      s"sluice-shuffle-${id.shuffleId}-${id.producerId}.migrated-$n.part")
+    layout.migratedFile(id, fileCounter.getAndIncrement() & PartitionFileLayout.MaxMigrated)
   }
 
   /**
@@ -168,7 +162,7 @@ final class ShuffleEnvironment(
     var partitionFile: PartitionFile = null
     try {
       checkRunning()
-      if (partitionManager.getPartition(id).isDefined) false
+      if (partitionManager.isBlocking(id)) false
       else {
         partitionFile = PartitionFile.adopt(id, file, index)
         val pool = networkBufferPool.createBufferPool(0, 1, s"migrated blocking result partition ($id)")

@@ -18,8 +18,9 @@ import io.sluice.buffer.BlockCodec
  * Buffers are read back as stored: readers decrypt, verify and decompress them (a remote reader's
  * gate does, after they crossed the network as they lie in the file).
  *
- * Made by [[PartitionFile.create]] to be written, or by [[PartitionFile.adopt]] over a finished
- * file another executor wrote. Only the writer holds a file handle, and only until
+ * Made by [[PartitionFile.create]] to be written, by [[PartitionFile.adopt]] over a finished
+ * file another executor wrote, or by [[PartitionFile.restore]] when the [[ResultPartitionManager]]
+ * rebuilds a finished partition from its table row. Only the writer holds a file handle, and only until
  * [[finishWriting]]. A task thread reading the file opens its own read-only
  * [[PartitionFileReader]], so an interrupted reader (Java NIO closes an interruptible channel when
  * its thread is interrupted) closes nothing but its own; the server's event loops share one
@@ -47,6 +48,12 @@ final class PartitionFile private (
 
   /** The server's cache that kept a reader of this file, told when the file is deleted. */
   @volatile private[partition] var readerCache: PartitionFileReaderCache = _
+
+  /**
+   * The partition the [[ResultPartitionManager]] rebuilt over this file: whoever keeps the file (a
+   * kept reader) keeps it, so the manager finds that one again and releases it with the file.
+   */
+  @volatile private[partition] var partition: AnyRef = _
   private val ivOrNull = fileIv.orNull
 
   // ---- writing (producer thread) -------------------------------------------------------------
@@ -189,10 +196,7 @@ final class PartitionFile private (
         if (w != null) w.closeChannel()
         val c = readerCache
         if (c != null) c.forget(this)
-      } finally {
-        path.delete()
-        indexPath.delete()
-      }
+      } finally PartitionFile.deleteFiles(path)
     }
   }
 
@@ -203,6 +207,18 @@ object PartitionFile {
 
   /** The index file of the data file at `path`: beside it, in the same local directory. */
   def indexPathOf(path: File): File = new File(path.getPath + ".index")
+
+  /** Deletes the data file at `path` and its index file (a released partition nobody reads). */
+  private[partition] def deleteFiles(path: File): Unit =
+    try path.delete()
+    finally indexPathOf(path).delete()
+
+  /**
+   * The finished file at `path` whose totals the [[ResultPartitionManager]] kept (the rest is in
+   * its index file): readable at once, never written.
+   */
+  private[partition] def restore(path: File, numSubpartitions: Int, iv: Option[BufferIv], numBuffers: Int,
+      length: Long): PartitionFile = new PartitionFile(path, numSubpartitions, iv, None, numBuffers, length)
 
   /**
    * A new file at `path` (created now: an IOException when it exists or cannot be created) for a

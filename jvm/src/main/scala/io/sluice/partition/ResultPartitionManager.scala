@@ -1,29 +1,38 @@
 package io.sluice.partition
 
+import java.lang.ref.{ReferenceQueue, WeakReference}
 import java.util.concurrent.ConcurrentHashMap
 
 import scala.jdk.CollectionConverters._
 
 import io.sluice.config.SluiceOptions
+import io.sluice.memory.NetworkBufferPool
 
 /**
  * The executor's registry of result partitions (Flink's ResultPartitionManager): producers
- * register their partitions here, readers (the Netty server for remote consumers, local input
- * channels for local ones) open views on them, and the Spark layer releases them by shuffle.
- *
- * A reader of a pipelined partition may arrive before its producer has started; it can leave a
- * [[PendingViewRequest]] that is served the moment the partition is registered. Finished
- * partition files stay open for the server's readers in [[fileReaders]] (at most `maxOpenFiles`,
- * spark.sluice.network.maxOpenPartitionFiles).
- * Thread-safe.
+ * register here, readers (the Netty server, local input channels) open views, the Spark layer
+ * releases by shuffle. A finished blocking partition is kept as a [[FinishedPartitionTable]] row,
+ * its path derived by `layout`, and rebuilt for readers, shared while anyone holds it. A reader of
+ * a pipelined partition may wait for it ([[PendingViewRequest]]). Thread-safe.
  */
-final class ResultPartitionManager(maxOpenFiles: Int = SluiceOptions.MaxOpenPartitionFiles.default) {
+final class ResultPartitionManager(
+    maxOpenFiles: Int = SluiceOptions.MaxOpenPartitionFiles.default,
+    layout: Option[PartitionFileLayout] = None) {
 
   /** The partition files the server's event loops keep open between readers. */
   val fileReaders = new PartitionFileReaderCache(PartitionFileReaderCache.effectiveCapacity(maxOpenFiles))
 
-  private val partitions = new ConcurrentHashMap[ResultPartitionID, ResultPartition]()
+  private val partitions = new ConcurrentHashMap[ResultPartitionID, ResultPartition]() // all but finished blocking
+  private val finished = new ConcurrentHashMap[Int, FinishedPartitionTable]()
   private val pending = new ConcurrentHashMap[ResultPartitionID, java.util.List[PendingViewRequest]]()
+  // Rebuilt finished partitions someone still holds; entries go once collected (`collected`).
+  private val rebuilt = new ConcurrentHashMap[ResultPartitionID, ResultPartitionManager.Rebuilt]()
+  private val collected = new ReferenceQueue[SortMergeResultPartition]()
+  private lazy val noMemory = { // the pool of rebuilt partitions: destroyed, never holds a segment
+    val pool = new NetworkBufferPool(1, 4096).createBufferPool(0, 1, "finished blocking partitions", 0L)
+    pool.lazyDestroy()
+    pool
+  }
   @volatile private var shutDown = false
 
   /** Registers `partition`; its id must not be registered already (IllegalStateException). */
@@ -36,21 +45,76 @@ final class ResultPartitionManager(maxOpenFiles: Int = SluiceOptions.MaxOpenPart
    * Registers `partition` unless a partition of its id is registered already, as
    * ConcurrentHashMap.putIfAbsent does: None when `partition` was registered (and the readers
    * waiting for it are served), else the partition registered before, `partition` left alone.
+   * A finished blocking partition is kept as a table row: readers get a partition over its file.
    */
   def registerIfAbsent(partition: ResultPartition): Option[ResultPartition] = {
     if (shutDown) throw new IllegalStateException("The result partition manager is shut down")
-    val previous = partitions.putIfAbsent(partition.partitionId, partition)
-    if (previous == null) {
-      val waiting = pending.remove(partition.partitionId)
-      if (waiting != null) waiting.asScala.toList.foreach(_.serve(partition))
+    val id = partition.partitionId
+    val previous = Option(lookup(id)).orElse {
+      partition match {
+        case s: SortMergeResultPartition if s.isFinished && !s.isReleased =>
+          val code = layout.fold(-1)(_.code(id, s.file.path))
+          var added = false
+          finished.compute(id.shuffleId,
+            (_, t) => {
+              val table = if (t == null) new FinishedPartitionTable(id.shuffleId) else t
+              table.synchronized {
+                if (table.entryOf(id.producerId) < 0 && !partitions.containsKey(id)) {
+                  table.add(id.producerId, s.file, code)
+                  added = true
+                }
+              }
+              table
+            })
+          if (added) None else Option(lookup(id))
+        case _ => Option(partitions.putIfAbsent(id, partition))
+      }
     }
-    Option(previous)
+    if (previous.isEmpty) {
+      val waiting = pending.remove(id)
+      if (waiting != null) waiting.asScala.toList.foreach(r => r.serve(Option(lookup(id)).getOrElse(partition)))
+    }
+    previous
+  }
+
+  /**
+   * The partition of `id`, or null: a finished blocking one rebuilt from its table row unless
+   * someone still holds the one built before.
+   */
+  private def lookup(id: ResultPartitionID): ResultPartition = {
+    val p = partitions.get(id)
+    if (p != null) return p
+    val t = finished.get(id.shuffleId)
+    if (t == null) return null
+    expungeCollected()
+    t.synchronized {
+      val e = if (t.released) -1 else t.entryOf(id.producerId)
+      if (e < 0) return null
+      val held = rebuilt.get(id)
+      val p = if (held == null) null else held.get()
+      if (p != null) return p
+      val file = PartitionFile.restore(t.path(e, layout), t.numSubpartitions(e), t.iv(e), t.numBuffers(e),
+        t.fileLength(e))
+      val rebuiltNow = SortMergeResultPartition.adopt(id, file, noMemory)
+      file.partition = rebuiltNow // a kept reader of the file keeps the partition, and so this entry
+      rebuilt.put(id, new ResultPartitionManager.Rebuilt(id, rebuiltNow, collected))
+      rebuiltNow
+    }
+  }
+
+  private def expungeCollected(): Unit = {
+    var r = collected.poll()
+    while (r != null) {
+      val gone = r.asInstanceOf[ResultPartitionManager.Rebuilt]
+      rebuilt.remove(gone.id, gone)
+      r = collected.poll()
+    }
   }
 
   /** A view on a registered partition, or PartitionNotFoundException. */
   def createSubpartitionView(id: ResultPartitionID, start: Int, end: Int,
       listener: BufferAvailabilityListener): ResultSubpartitionView = {
-    val p = partitions.get(id)
+    val p = lookup(id)
     if (p == null) throw new PartitionNotFoundException(id)
     p.createSubpartitionView(start, end, listener)
   }
@@ -60,7 +124,7 @@ final class ResultPartitionManager(maxOpenFiles: Int = SluiceOptions.MaxOpenPart
    * it was left waiting. The caller owns the request's timeout ([[cancelPending]]).
    */
   def createSubpartitionViewOrWait(id: ResultPartitionID, request: PendingViewRequest): Boolean = {
-    val p = partitions.get(id)
+    val p = lookup(id)
     if (p != null) { request.serve(p); true }
     else {
       // Lists are only changed inside the map's atomic compute calls, and an emptied list leaves
@@ -72,7 +136,7 @@ final class ResultPartitionManager(maxOpenFiles: Int = SluiceOptions.MaxOpenPart
           list
         })
       // The producer may have registered in between; serve it here if so.
-      val now = partitions.get(id)
+      val now = lookup(id)
       if (now != null && removePending(id, request)) request.serve(now)
       false
     }
@@ -93,11 +157,43 @@ final class ResultPartitionManager(maxOpenFiles: Int = SluiceOptions.MaxOpenPart
   /** Partitions some reader is waiting for (they hold no memory beyond their waiting requests). */
   def numPendingPartitions: Int = pending.size
 
-  def getPartition(id: ResultPartitionID): Option[ResultPartition] = Option(partitions.get(id))
+  /** The partition of `id` (a finished blocking one is rebuilt if nobody holds it). */
+  def getPartition(id: ResultPartitionID): Option[ResultPartition] = Option(lookup(id))
+
+  /** Whether `id` is a registered blocking partition (nothing is rebuilt to tell). */
+  def isBlocking(id: ResultPartitionID): Boolean = {
+    val p = partitions.get(id)
+    if (p != null) p.partitionType == ResultPartitionType.Blocking
+    else {
+      val t = finished.get(id.shuffleId)
+      t != null && t.synchronized(!t.released && t.entryOf(id.producerId) >= 0)
+    }
+  }
 
   def releasePartition(id: ResultPartitionID, cause: Throwable): Unit = {
     val p = partitions.remove(id)
     if (p != null) p.release(cause)
+    val t = finished.get(id.shuffleId)
+    if (t != null) {
+      val path = t.synchronized {
+        val e = if (t.released) -1 else t.entryOf(id.producerId)
+        if (e < 0) null
+        else {
+          val f = t.path(e, layout)
+          t.remove(id.producerId)
+          f
+        }
+      }
+      if (path != null) releaseFinished(id, path, cause)
+    }
+  }
+
+  /** Releases the finished partition `id`, no longer in its table: its rebuilt partition if held, else its files. */
+  private def releaseFinished(id: ResultPartitionID, path: java.io.File, cause: Throwable): Unit = {
+    val held = rebuilt.remove(id)
+    val p = if (held == null) null else held.get()
+    if (p != null) p.release(cause) // deletes the files and drops the server's kept reader
+    else PartitionFile.deleteFiles(path) // nobody holds the file: no reader of it is kept
   }
 
   /** Removes a partition that released itself (a fully consumed pipelined one). */
@@ -108,21 +204,55 @@ final class ResultPartitionManager(maxOpenFiles: Int = SluiceOptions.MaxOpenPart
     val ids = partitions.keySet().asScala.filter(_.shuffleId == shuffleId).toList
     ids.foreach(releasePartition(_, null))
     pending.keySet().asScala.filter(_.shuffleId == shuffleId).foreach(pending.remove)
-    ids.size
+    ids.size + releaseTable(shuffleId)
   }
 
-  def partitionIds: Set[ResultPartitionID] = partitions.keySet().asScala.toSet
+  private def releaseTable(shuffleId: Int): Int = {
+    val t = finished.remove(shuffleId)
+    if (t == null) return 0
+    val files = t.synchronized {
+      t.released = true
+      (0 until t.size).map(e => (ResultPartitionID(shuffleId, t.producerId(e)), t.path(e, layout)))
+    }
+    var failure: Throwable = null
+    files.foreach { case (id, path) =>
+      try releaseFinished(id, path, null)
+      catch { case e: Throwable => if (failure == null) failure = e else failure.addSuppressed(e) }
+    }
+    if (failure != null) throw failure
+    files.size
+  }
 
-  /** The registered partitions now. */
-  def registeredPartitions: Seq[ResultPartition] = partitions.values().asScala.toSeq
+  /** The finished, unreleased blocking partitions: what decommissioning can move elsewhere. */
+  def finishedBlockingPartitions: Seq[ResultPartitionID] = finished.values().asScala.toSeq.flatMap { t =>
+    t.synchronized(if (t.released) Nil else (0 until t.size).map(e => ResultPartitionID(t.shuffleId, t.producerId(e))))
+  }
 
-  def numPartitions: Int = partitions.size
+  /** Bytes of the files of [[finishedBlockingPartitions]]. */
+  def finishedBlockingBytes: Long = finished.values().asScala.map(t => t.synchronized(t.totalBytes)).sum
+
+  /** Every registered partition's id (tests and tools). */
+  def partitionIds: Set[ResultPartitionID] = partitions.keySet().asScala.toSet ++ finishedBlockingPartitions
+
+  def numPartitions: Int = partitions.size + finished.values().asScala.map(t => t.synchronized(t.size)).sum
+
+  /** Rebuilt finished partitions still held by someone, or not yet found collected (tests). */
+  private[partition] def numRebuilt: Int = { expungeCollected(); rebuilt.size }
 
   def shutdown(): Unit = {
     shutDown = true
-    partitions.keySet().asScala.toList.foreach(releasePartition(_, null))
-    fileReaders.clear()
+    try {
+      partitions.keySet().asScala.toList.foreach(releasePartition(_, null))
+      finished.keySet().asScala.toList.foreach(releaseTable(_))
+    } finally fileReaders.clear()
   }
+}
+
+object ResultPartitionManager {
+
+  /** A rebuilt finished partition, for as long as a view or a kept file reader holds it. */
+  private final class Rebuilt(val id: ResultPartitionID, p: SortMergeResultPartition,
+      q: ReferenceQueue[SortMergeResultPartition]) extends WeakReference[SortMergeResultPartition](p, q)
 }
 
 /** A reader waiting for a partition that is not registered yet. */

@@ -22,8 +22,10 @@ import org.apache.spark.unsafe.Platform
  * the spill ([[SortBasedDataBuffer]]). Readers cannot tell the two apart.
  *
  * [[finish]] spills the rest, closes the file, writes its index beside it and hands the pool back;
- * from then on the partition lives in its files, holds no file handle nor anything per subpartition, and can be read any number of times, by any number of
- * [[BlockingSubpartitionView]]s at once (each with a handle of its own), until released.
+ * from then on the partition lives in its files, holds no file handle nor anything per
+ * subpartition, and can be read any number of times, by any number of [[BlockingSubpartitionView]]s
+ * at once, until released. Once registered, the [[ResultPartitionManager]] keeps only its totals
+ * and rebuilds it (with [[SortMergeResultPartition.adopt]]) for readers.
  *
  * Writing belongs to the producer's task thread; views are created once the partition is finished.
  *
@@ -42,8 +44,9 @@ final class SortMergeResultPartition(
   extends ResultPartition(partitionId, ResultPartitionType.Blocking, numSubpartitions, bufferPool) {
 
   private val segmentSize = bufferPool.segmentSize
-  @volatile private var dataBuffer =
-    DataBuffer.create(bufferPool, numSubpartitions, hashBased(numSubpartitions, bufferPool.numBuffers))
+  @volatile private var dataBuffer = // none over a finished file (adopted or rebuilt): nothing is written
+    if (file.isFinished) null
+    else DataBuffer.create(bufferPool, numSubpartitions, hashBased(numSubpartitions, bufferPool.numBuffers))
   @volatile private var spills = 0
   @volatile private var spillTimeNanos = 0L // written by the producer thread only
 
@@ -126,7 +129,7 @@ final class SortMergeResultPartition(
   override protected def finishWriting(): Unit = {
     val start = System.nanoTime()
     try {
-      if (!dataBuffer.isEmpty) spill()
+      if (dataBuffer != null && !dataBuffer.isEmpty) spill()
       file.finishWriting()
     } finally {
       dropDataBuffer()
@@ -188,9 +191,10 @@ object SortMergeResultPartition {
   private val LittleEndian = java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN
 
   /**
-   * A finished partition over a file another executor wrote (decommissioning moved it here, see
-   * [[PartitionFileIndex]]): readable at once, as often as needed, until released; releasing it
-   * deletes the file. `pool` is only held until the partition is finished here, like a written one's.
+   * A finished partition over a finished file: one another executor wrote (decommissioning moved
+   * it here, see [[PartitionFileIndex]]), or one the [[ResultPartitionManager]] rebuilds from what
+   * it kept. Readable at once, as often as needed, until released; releasing it deletes the file.
+   * `pool` is never drawn from; it is destroyed here, like a written partition's once finished.
    */
   def adopt(id: ResultPartitionID, file: PartitionFile, pool: LocalBufferPool): SortMergeResultPartition = {
     val p = new SortMergeResultPartition(id, file.numSubpartitions, pool, file, 0L)

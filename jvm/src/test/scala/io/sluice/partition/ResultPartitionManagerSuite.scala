@@ -1,11 +1,16 @@
 package io.sluice.partition
 
+import java.io.File
+import java.nio.file.Files
 import java.util.concurrent.CyclicBarrier
 import java.util.concurrent.atomic.AtomicInteger
 
 import io.sluice.NettyLeakDetection
 import io.sluice.TestingThreads._
+import io.sluice.memory.NetworkBufferPool
 import io.sluice.memory.TestingBufferPools._
+import io.sluice.partition.TestingLocalDirs.withTempDir
+import io.sluice.partition.TestingRecords.{record, sameRecords}
 import io.sluice.partition.TestingResultPartitions._
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -110,6 +115,146 @@ class ResultPartitionManagerSuite extends AnyFunSuite with NettyLeakDetection {
       assert(ofTwo.isReleased && ofTwo.failureCause.getMessage == "lost")
       m.shutdown()
       assert(late.isReleased)
+    }
+  }
+
+  // ---- finished blocking partitions: a table row each --------------------------------------------
+
+  private val Subpartitions = 4
+
+  /** Partition (shuffle, producer), finished in its file of `layout`: records in subpartitions 0, 1 and 3. */
+  private def finished(global: NetworkBufferPool, layout: PartitionFileLayout, shuffleId: Int, producerId: Long,
+      cipher: Option[PartitionFileCipher] = None): SortMergeResultPartition = {
+    val id = ResultPartitionID(shuffleId, producerId)
+    val pool = global.createBufferPool(1, 2, s"blocking producer $id")
+    val p = new SortMergeResultPartition(id, Subpartitions, pool,
+      PartitionFile.create(layout.writtenFile(id), Subpartitions, None, cipher), 60000L)
+    Seq(0, 1, 3).foreach(sp => emit(p, sp, record(sp, producerId.toInt, 200)))
+    p.finish()
+    p
+  }
+
+  private def readAll(m: ResultPartitionManager, id: ResultPartitionID,
+      cipher: Option[PartitionFileCipher] = None): Seq[Array[Byte]] = {
+    val reader = new TestingElementReader
+    val view = m.createSubpartitionView(id, 0, Subpartitions, NoOpBufferAvailabilityListener)
+    try assert(drain(view, reader, cipher = cipher), s"no end of $id")
+    finally view.releaseAllResources()
+    reader.records
+  }
+
+  private def filesIn(dirs: Seq[File]): Seq[String] = dirs.flatMap(d => Option(d.list()).toSeq.flatten)
+
+  private def withLocalDirs[T](body: Seq[File] => T): T = withTempDir { a =>
+    val dirs = Seq(a, new File(a, "second"))
+    dirs(1).mkdir()
+    try body(dirs)
+    finally Option(dirs(1).listFiles()).foreach(_.foreach(_.delete()))
+  }
+
+  for (encrypted <- Seq(false, true)) {
+    test(s"a finished map output costs the manager at most 64 bytes of heap (encrypted: $encrypted)") {
+      val n = 10000
+      withNetworkBufferPool(8) { global =>
+        withLocalDirs { dirs =>
+          val layout = new PartitionFileLayout(dirs.toIndexedSeq)
+          val cipher = if (encrypted) Some(PartitionFileCipher(Array.fill[Byte](16)(7), "AES/CTR/NoPadding")) else None
+          val m = new ResultPartitionManager(0, Some(layout))
+          // The executor's pools are its own, not the manager's: the walk stops there.
+          val stop: AnyRef => Boolean = _.isInstanceOf[NetworkBufferPool]
+          val empty = TestingHeap.reachableBytes(m, stop)
+          var whole = 0L
+          for (i <- 0 until n) {
+            val p = finished(global, layout, shuffleId = 1 + i % 2, producerId = 1000L + 7L * i, cipher)
+            if (i == 0) whole = TestingHeap.reachableBytes(p, stop)
+            m.registerResultPartition(p)
+          }
+          val perOutput = (TestingHeap.reachableBytes(m, stop) - empty).toDouble / n
+          info(f"$n finished outputs of $Subpartitions subpartitions: $perOutput%.1f bytes each in the manager " +
+            s"(everything reachable from it, beyond what it holds empty); a partition object reaches $whole bytes")
+          assert(perOutput <= 64.0)
+          assert(m.numPartitions == n && m.finishedBlockingPartitions.size == n)
+          assert(m.finishedBlockingBytes == dirs.flatMap(_.listFiles()).filter(_.getName.endsWith(".part")).map(_.length).sum)
+          for (i <- 0 until n by 997) { // read back, from the files the ids name
+            val producerId = 1000L + 7L * i
+            val records = readAll(m, ResultPartitionID(1 + i % 2, producerId), cipher)
+            val expected = Seq(0, 1, 3).map(sp => record(sp, producerId.toInt, 200))
+            assert(sameRecords(records, expected), s"output $i")
+          }
+          assert(m.releasePartitionsOfShuffle(1) == n / 2)
+          assert(!filesIn(dirs).exists(_.startsWith("sluice-shuffle-1-")), "the released shuffle's files are gone")
+          assert(filesIn(dirs).count(_.startsWith("sluice-shuffle-2-")) == n, "the other's data and index files stay")
+          m.shutdown()
+          assert(filesIn(dirs).filterNot(_ == "second").isEmpty && m.numPartitions == 0)
+        }
+      }
+    }
+  }
+
+  test("a rebuilt partition is shared while held, released for every holder, and gone from the reader cache") {
+    withNetworkBufferPool(8) { global =>
+      withLocalDirs { dirs =>
+        val layout = new PartitionFileLayout(dirs.toIndexedSeq)
+        val m = new ResultPartitionManager(4, Some(layout))
+        val ids = (0 until 3).map { i =>
+          val p = finished(global, layout, 9, i.toLong)
+          m.registerResultPartition(p)
+          p.partitionId
+        }
+        assert(m.numRebuilt == 0, "registering rebuilds nothing")
+        val held = m.getPartition(ids(0)).get
+        assert(m.getPartition(ids(0)).get eq held, "one partition object while someone holds it")
+        assert(m.isBlocking(ids(0)) && !m.isBlocking(ResultPartitionID(9, 7)))
+        val kept = readThroughCache(m, ids(1))
+        assert(m.fileReaders.size == 1)
+        val blocked = m.createSubpartitionView(ids(0), 0, 1, NoOpBufferAvailabilityListener)
+        System.gc()
+        assert(System.identityHashCode(m.getPartition(ids(1)).get) == kept,
+          "the server's kept reader of the file keeps the partition the manager built over it")
+        m.releasePartition(ids(0), new RuntimeException("lost"))
+        assert(held.isReleased && blocked.isReleased && held.failureCause.getMessage == "lost")
+        assert(m.getPartition(ids(0)).isEmpty)
+        assert(m.releasePartitionsOfShuffle(9) == 2)
+        assert(m.fileReaders.size == 0, "the kept reader of a released file is dropped at once")
+        assert(filesIn(dirs).filterNot(_ == "second").isEmpty)
+        blocked.releaseAllResources()
+        m.shutdown()
+      }
+    }
+  }
+
+  /** Reads `id` as the server does, through the manager's kept readers; returns the partition's identity hash. */
+  private def readThroughCache(m: ResultPartitionManager, id: ResultPartitionID): Int = {
+    val s = m.getPartition(id).get.asInstanceOf[SortMergeResultPartition]
+    val view = s.createSubpartitionView(0, Subpartitions, NoOpBufferAvailabilityListener, Some(m.fileReaders))
+    assert(drain(view, new TestingElementReader))
+    view.releaseAllResources()
+    System.identityHashCode(s)
+  }
+
+  test("a finished partition moves to another executor's manager and is read and released there") {
+    withNetworkBufferPool(8) { global =>
+      withLocalDirs { dirs =>
+        val from = new PartitionFileLayout(IndexedSeq(dirs(0)))
+        val to = new PartitionFileLayout(IndexedSeq(dirs(1)))
+        val sender = new ResultPartitionManager(0, Some(from))
+        val receiver = new ResultPartitionManager(0, Some(to))
+        val id = ResultPartitionID(2, 5)
+        sender.registerResultPartition(finished(global, from, 2, 5))
+        val s = sender.getPartition(id).get.asInstanceOf[SortMergeResultPartition]
+        val index = PartitionFileIndex.encode(s, s.file.path.length())
+        val target = to.migratedFile(id, 3)
+        Files.copy(s.file.path.toPath, target.toPath)
+        val adopted = SortMergeResultPartition.adopt(id, PartitionFile.adopt(id, target, index),
+          global.createBufferPool(0, 1, s"migrated $id"))
+        assert(receiver.registerIfAbsent(adopted).isEmpty)
+        assert(sameRecords(readAll(receiver, id), readAll(sender, id)))
+        sender.releasePartition(id, null)
+        assert(receiver.finishedBlockingPartitions == Seq(id) && Option(dirs(0).list()).get.toSeq == Seq("second"))
+        receiver.shutdown()
+        assert(Option(dirs(1).list()).get.isEmpty, "the migrated file and its index are deleted")
+        sender.shutdown()
+      }
     }
   }
 }

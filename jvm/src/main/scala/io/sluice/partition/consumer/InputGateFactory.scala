@@ -6,7 +6,7 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.netty.{MultiPartitionRequest, NettyConnectionManager, PartitionRequestClient}
-import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, ResultPartitionManager, ResultPartitionType}
+import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, ResultPartitionManager}
 
 /** One input of a gate: subpartitions [start, end) of a producer's partition, and where it runs. */
 final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int,
@@ -101,7 +101,7 @@ final class InputGateFactory(
       }.toArray
       val readsSpilledLocally = inputs.exists(in =>
         in.producer.executorId == localExecutorId &&
-          partitionManager.getPartition(in.partitionId).exists(_.partitionType == ResultPartitionType.Blocking))
+          partitionManager.isBlocking(in.partitionId))
       gate.setChannels(channels, readsSpilledLocally)
       gate
     } catch {
