@@ -2,17 +2,17 @@ package io.sluice.netty
 
 import io.netty.buffer.ByteBuf
 import io.sluice.netty.NettyMessage.check
-import io.sluice.partition.{BufferIv, SpilledBuffer}
+import io.sluice.partition.BufferIv
 
 /**
  * Server to client: one buffer of a subpartition. The header carries the sender's backlog after
  * this buffer (the receiver asks for that many floating buffers), how the bytes are stored
  * (compressed with `rawLength` bytes when decompressed; a CRC32C when `hasChecksum`; encrypted from
  * `iv` when that is not null, and then the IV's 16 bytes end the header), and the payload size; the
- * payload follows the header unframed. On the server the payload is either
- * `data` (a retained slice of a network buffer) or `spilled` (a region of a partition file); on
- * the client it is `data`, the receiver's own buffer, or null when the payload was discarded
- * because its channel was released.
+ * payload follows the header unframed. On the server the payload `data` is a retained slice of
+ * a pipelined partition's network buffer (stored buffers travel in [[PackedBufferResponse]]s); on
+ * the client it is the receiver's own buffer, or null when the payload was discarded because its
+ * channel was released.
  */
 final case class BufferResponse(
     receiverId: InputChannelID,
@@ -24,7 +24,7 @@ final case class BufferResponse(
     rawLength: Int,
     crc: Int,
     payloadSize: Int,
-    iv: BufferIv = null)(val data: ByteBuf, val spilled: SpilledBuffer) extends PayloadResponse {
+    iv: BufferIv = null)(val data: ByteBuf) extends PayloadResponse {
 
   override def id: Byte = BufferResponse.Id
   override def encodedLength: Int = BufferResponse.HeaderLength + (if (iv != null) BufferIv.Length else 0)
@@ -42,7 +42,7 @@ final case class BufferResponse(
     if (iv != null) iv.writeTo(buf)
   }
 
-  override def withData(buffer: ByteBuf): BufferResponse = copy()(buffer, null)
+  override def withData(buffer: ByteBuf): BufferResponse = copy()(buffer)
 }
 
 object BufferResponse extends NettyMessage.Type {
@@ -65,13 +65,7 @@ object BufferResponse extends NettyMessage.Type {
 
   def apply(receiverId: InputChannelID, sequenceNumber: Int, backlog: Int, subpartition: Int, data: ByteBuf): BufferResponse =
     BufferResponse(receiverId, sequenceNumber, backlog, subpartition, compressed = false, hasChecksum = false,
-      rawLength = -1, crc = 0, payloadSize = data.readableBytes())(data, null)
-
-  def apply(
-      receiverId: InputChannelID, sequenceNumber: Int, backlog: Int, subpartition: Int, spilled: SpilledBuffer): BufferResponse =
-    BufferResponse(receiverId, sequenceNumber, backlog, subpartition, compressed = spilled.isCompressed,
-      hasChecksum = true, rawLength = spilled.rawLength, crc = spilled.crc, payloadSize = spilled.storedLength,
-      iv = spilled.iv)(null, spilled)
+      rawLength = -1, crc = 0, payloadSize = data.readableBytes())(data)
 
   /**
    * The whole header's length, given its first [[HeaderLength]] bytes at `buf`'s reader index:
@@ -101,6 +95,6 @@ object BufferResponse extends NettyMessage.Type {
       s"BufferResponse with raw length $raw for a ${if (compressed) "" else "not "}compressed buffer")
     check(size > 0 && size == bodyLength - header,
       s"BufferResponse announcing a $size-byte payload in a frame with ${bodyLength - header} payload bytes")
-    BufferResponse(receiver, seq, backlog, sub, compressed, (flags & 2) != 0, raw, crc, size, iv)(null, null)
+    BufferResponse(receiver, seq, backlog, sub, compressed, (flags & 2) != 0, raw, crc, size, iv)(null)
   }
 }

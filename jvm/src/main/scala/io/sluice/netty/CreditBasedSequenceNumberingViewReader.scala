@@ -3,10 +3,13 @@ package io.sluice.netty
 import io.sluice.partition._
 
 /**
- * The server's end of one remote input channel (Flink's CreditBasedSequenceNumberingViewReader):
- * the subpartition view it reads, the credit its receiver announced and the sequence number of
- * the next message. It turns what the view hands out into BufferResponses (one credit each, with
- * the backlog piggy-backed) and the final EndOfPartition (no credit needed).
+ * The server's end of one remote input channel of a pipelined partition (Flink's
+ * CreditBasedSequenceNumberingViewReader): the subpartition view it reads, the credit its receiver
+ * announced and the sequence number of the next message. It turns the in-memory buffers the view
+ * hands out into BufferResponses (one credit each, with the backlog piggy-backed) and the final
+ * EndOfPartition (no credit needed). A blocking partition's files are read by a
+ * [[CreditBasedUnionViewReader]], never on the event loop: a request that waited for a producer
+ * and finds a blocking partition fails.
  *
  * Credit and sequence number belong to the connection's event loop. The view is created on the
  * event loop or, when the request waited for its producer, on the producer's thread; availability
@@ -30,12 +33,20 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
 
   /** Opens the view now; throws PartitionNotFoundException and the view's own errors. */
   def requestSubpartitionView(manager: ResultPartitionManager): Unit =
-    view = manager.createSubpartitionView(partitionId, subpartitionStart, subpartitionEnd, this)
+    view = createView(manager.getPartition(partitionId).getOrElse(throw new PartitionNotFoundException(partitionId)))
+
+  private def createView(partition: ResultPartition): ResultSubpartitionView = {
+    if (partition.partitionType == ResultPartitionType.Blocking) {
+      throw new IllegalArgumentException(s"Result partition $partitionId is blocking: it is read by the server's " +
+        "read threads once finished, not by a reader waiting for its producer")
+    }
+    partition.createSubpartitionView(subpartitionStart, subpartitionEnd, this)
+  }
 
   /** The producer registered its partition (its thread); the loop learns about the view. */
   override def serve(partition: ResultPartition): Unit = {
     try {
-      val v = partition.createSubpartitionView(subpartitionStart, subpartitionEnd, this)
+      val v = createView(partition)
       view = v
       if (released) v.releaseAllResources()
       queue.notifyReaderCreated(this)
@@ -77,9 +88,8 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
         credit -= 1
         if (credit < 0) counters.negativeCredits.increment()
       }
-      val m =
-        if (next.buffer != null) BufferResponse(receiverId, sequenceNumber, next.backlog, next.subpartition, next.buffer)
-        else BufferResponse(receiverId, sequenceNumber, next.backlog, next.subpartition, next.spilled)
+      if (next.buffer == null) throw new IllegalStateException(s"$this was handed a stored buffer: ${next}")
+      val m = BufferResponse(receiverId, sequenceNumber, next.backlog, next.subpartition, next.buffer)
       sequenceNumber += 1
       m
     }

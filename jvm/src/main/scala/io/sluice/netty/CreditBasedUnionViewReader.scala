@@ -8,21 +8,18 @@ import io.netty.buffer.ByteBuf
 import io.sluice.partition._
 
 /**
- * The server's end of a remote input channel that reads several finished partitions of this
- * executor at once (a [[MultiPartitionRequest]]): one [[UnionResultSubpartitionView]], one credit
- * and one sequence of [[PackedBufferResponse]]s. Each frame packs as many stored buffers (and
- * ends of inputs) as fit the receiver's buffer of `maxPayload` bytes and a frame of
- * `maxFrameLength`, at most [[PackedBufferResponse.MaxEntries]] entries, so a reducer reading
- * hundred-byte map outputs spends one credit, one frame and one wake-up per segment, not per
- * output (Flink's sort-merge reader packs small regions into full buffers the same way). Each frame
- * costs one credit; the backlog sent with it is the view's ([[UnionResultSubpartitionView.backlog]]).
+ * The server's end of a remote input channel that reads one or several finished partitions of this
+ * executor (a [[MultiPartitionRequest]], or a [[PartitionRequest]] of a blocking partition): one
+ * [[UnionResultSubpartitionView]], one credit and one sequence of [[PackedBufferResponse]]s. Each
+ * frame packs as many stored buffers (and ends of inputs) as fit the receiver's buffer of
+ * `maxPayload` bytes and a frame of `maxFrameLength`, at most [[PackedBufferResponse.MaxEntries]]
+ * entries, and costs one credit; its backlog is the frames still to come.
  *
- * While it has credit, the reader has its next frame read on the `scheduler`'s read threads, one
- * read at a time: the thread opens the inputs' files, reads their stored buffers into a pooled
- * buffer as it takes them from the view (so each input's file is opened once, by its view) and
- * hands the finished frame to the event loop, which only writes it. Credit, the finished frame and
- * the state below belong to the connection's event loop; the view and the carried buffer to the
- * read in flight.
+ * Frames are read on the `scheduler`'s read threads, as many ahead as the credit allows (while the
+ * scheduler has read-ahead room), by one read at a time that starts where the last one ended, so
+ * each input's file is opened once per reader; the event loop only writes finished frames. Credit,
+ * the frames read and the state below belong to the event loop; the view and the carried entry to
+ * the read in flight.
  */
 private[netty] final class CreditBasedUnionViewReader(
     request: MultiPartitionRequest,
@@ -31,7 +28,7 @@ private[netty] final class CreditBasedUnionViewReader(
     queue: PartitionRequestQueue,
     scheduler: PartitionReadScheduler) extends NetworkSequenceViewReader with BufferAvailabilityListener {
 
-  import CreditBasedUnionViewReader.ReadFrame
+  import CreditBasedUnionViewReader.{MaxFramesPerRead, ReadFrame}
 
   override val receiverId: InputChannelID = request.receiverId
   private val creditBased = request.creditBased
@@ -44,8 +41,15 @@ private[netty] final class CreditBasedUnionViewReader(
   private var finished = false
   private var reading = false
   private var lastRead = false
-  private var ready: ReadFrame = _
+  private val ready = new java.util.ArrayDeque[ReadFrame]()
   private var failure: Throwable = _
+
+  /** Where the next read starts (told by the read before it): its partition and file offset. */
+  private var nextPartition: ResultPartitionID = firstInput
+  private var nextOffset = 0L
+
+  /** Frames the read in flight may read (set before it is submitted). */
+  @volatile private var framesToRead = 0
 
   /** A stored buffer or end taken from the view that did not fit the previous frame, and its input (read thread). */
   private var carried: BufferAndBacklog = _
@@ -53,7 +57,7 @@ private[netty] final class CreditBasedUnionViewReader(
 
   /**
    * Checks every input of the request (PartitionNotFoundException for a missing one) and reads the
-   * first frame. The request is not kept: the view holds its inputs compactly.
+   * first frames. The request is not kept: the view holds its inputs compactly.
    */
   def open(manager: ResultPartitionManager, inputs: IndexedSeq[RequestedSubpartitions]): Unit = {
     val v = UnionResultSubpartitionView.open(manager,
@@ -64,43 +68,75 @@ private[netty] final class CreditBasedUnionViewReader(
 
   override def notifyDataAvailable(): Unit = () // a finished partition always has data: credit drives the reads
 
-  override def isAvailable: Boolean = !released && (ready != null || failure != null)
+  override def isAvailable: Boolean = !released && (!ready.isEmpty || failure != null)
 
   override def addCredit(n: Int): Unit = {
     credit = if (credit > Int.MaxValue - n) Int.MaxValue else credit + n
     scheduleRead()
   }
 
-  /** Submits the next frame's read when there is credit for it and none is read or waiting (event loop). */
+  /**
+   * Submits the next read when the credit covers more frames than are read (credit-less: a few
+   * ahead) and none is in flight; beyond the first frame waiting, only while the scheduler has
+   * read-ahead room (event loop).
+   */
   private def scheduleRead(): Unit =
-    if (!released && !reading && !lastRead && ready == null && failure == null && view != null &&
-      (!creditBased || credit > 0)) {
-      reading = true
-      if (!scheduler.submit(readTask)) {
-        reading = false
-        failure = new IOException("The Sluice server is shutting down")
+    if (!released && !reading && !lastRead && failure == null && view != null && nextPartition != null) {
+      val wanted = math.min(MaxFramesPerRead, (if (creditBased) credit else MaxFramesPerRead) - ready.size)
+      if (wanted > 0 && (ready.isEmpty || scheduler.hasReadAheadRoom)) {
+        reading = true
+        framesToRead = wanted
+        if (!scheduler.submit(readTask, nextPartition.shuffleId, nextPartition.producerId, nextOffset)) {
+          reading = false
+          failure = new IOException("The Sluice server is shutting down")
+          queue.notifyReaderAvailable(this)
+        }
       }
     }
 
+  /** Reads up to `framesToRead` frames, handing each to the event loop as it is read (read thread). */
   private val readTask: Runnable = () => {
-    var frame: ReadFrame = null
     var error: Throwable = null
-    try if (!released) frame = readFrame()
-    catch { case e: Throwable => error = e }
-    val f = frame
+    var exhausted = false
+    var n = 0
+    val wanted = framesToRead
+    try {
+      while (!released && !exhausted && n < wanted && (n == 0 || scheduler.hasReadAheadRoom)) {
+        val f = readFrame()
+        if (f == null) exhausted = true
+        else {
+          n += 1
+          if (f.last) exhausted = true
+          scheduler.addReadAhead(f.reserved)
+          if (!queue.runOnLoop(() => onFrame(f))) { f.release(); scheduler.addReadAhead(-f.reserved) }
+        }
+      }
+    } catch { case e: Throwable => error = e }
+    val v = view
+    val partition = if (error == null && !exhausted) v.nextPartition else null
+    val offset = if (partition == null) 0L else v.nextOffset
     val e = error
-    if (!queue.runOnLoop(() => onRead(f, e)) && f != null) f.release()
+    val done = exhausted
+    queue.runOnLoop(() => onReadDone(e, done, partition, offset))
   }
 
-  /** A read ended (event loop): keep its frame or failure for the writer, or drop it when released. */
-  private def onRead(frame: ReadFrame, error: Throwable): Unit = {
-    reading = false
-    if (released) { if (frame != null) frame.release() }
+  /** A frame was read (event loop): it waits for the writer, or is dropped when released. */
+  private def onFrame(f: ReadFrame): Unit =
+    if (released) { f.release(); scheduler.addReadAhead(-f.reserved) }
     else {
-      if (error != null) failure = error
-      else if (frame != null) ready = frame
-      else lastRead = true // nothing was left to read
-      queue.notifyReaderAvailable(this)
+      ready.add(f)
+      if (ready.size == 1) queue.notifyReaderAvailable(this)
+    }
+
+  /** A read ended (event loop): keep its failure for the writer, note where the next read starts. */
+  private def onReadDone(error: Throwable, exhausted: Boolean, partition: ResultPartitionID, offset: Long): Unit = {
+    reading = false
+    if (!released) {
+      if (error != null) { failure = error; queue.notifyReaderAvailable(this) }
+      if (exhausted) lastRead = true
+      nextPartition = partition
+      nextOffset = offset
+      scheduleRead()
     }
   }
 
@@ -150,8 +186,8 @@ private[netty] final class CreditBasedUnionViewReader(
         if (v.isReleased) throw new ProducerFailedException(firstInput, null)
         null
       } else {
-        val f = new ReadFrame(entries.toIndexedSeq, payload, bytes, v.backlog + (if (carried != null) 1 else 0),
-          carried == null && v.isFinished)
+        val f = new ReadFrame(entries.toIndexedSeq, payload, bytes,
+          v.backlogFrames(maxPayload) + (if (carried != null) 1 else 0), carried == null && v.isFinished)
         payload = null
         f
       }
@@ -170,9 +206,9 @@ private[netty] final class CreditBasedUnionViewReader(
         case other => throw other
       }
     }
-    val f = ready
+    val f = ready.poll()
     if (f == null) return null
-    ready = null
+    scheduler.addReadAhead(-f.reserved)
     if (f.last) { finished = true; lastRead = true }
     if (creditBased) {
       credit -= 1
@@ -188,7 +224,8 @@ private[netty] final class CreditBasedUnionViewReader(
 
   override def release(manager: ResultPartitionManager): Unit = if (!released) {
     released = true
-    if (ready != null) { ready.release(); ready = null }
+    var f = ready.poll()
+    while (f != null) { f.release(); scheduler.addReadAhead(-f.reserved); f = ready.poll() }
     val v = view
     if (v != null) v.releaseAllResources()
   }
@@ -205,9 +242,16 @@ private[netty] final class CreditBasedUnionViewReader(
 
 private[netty] object CreditBasedUnionViewReader {
 
+  /** Frames one read reads at most before other readers' reads go first. */
+  val MaxFramesPerRead = 8
+
   /** A frame read, waiting for the event loop: its entries, its payload (null: ends only) and what follows it. */
   final class ReadFrame(val entries: IndexedSeq[PackedEntry], val payload: ByteBuf, val bytes: Int, val backlog: Int,
       val last: Boolean) {
+
+    /** What it holds of the scheduler's read-ahead room. */
+    def reserved: Long = if (payload == null) 0L else payload.capacity().toLong
+
     def release(): Unit = if (payload != null) payload.release()
   }
 }

@@ -18,10 +18,9 @@ import org.slf4j.LoggerFactory
  *
  * A failure while serving one reader fails that reader only (an ErrorResponse for its receiver,
  * the reader removed and its view released) and the others go on: its view throwing, its partition
- * released, its spilled payload unreadable before its frame started
- * ([[UnreadablePayloadException]]; nothing of the frame went out). Only a write that failed for the
- * connection itself (a broken socket, a file that failed mid-payload) or a protocol violation
- * closes the connection.
+ * released, its stored payload unreadable by its read thread ([[UnreadablePayloadException]];
+ * nothing of the frame went out). Only a write that failed for the connection itself (a broken
+ * socket) or a protocol violation closes the connection.
  *
  * Confined to the connection's event loop; other threads only hand readers over
  * ([[notifyReaderNonEmpty]], [[notifyReaderCreated]], [[notifyReaderFailed]]).
@@ -43,18 +42,8 @@ private[netty] final class PartitionRequestQueue(
   private val writeListener = new ChannelFutureListener {
     override def operationComplete(f: ChannelFuture): Unit = {
       writeInFlight = false
-      if (f.isSuccess || f.cause().isInstanceOf[UnreadablePayloadException]) writeNextMessageIfPossible()
+      if (f.isSuccess) writeNextMessageIfPossible()
       else fatal(new IOException(s"Writing to ${f.channel().remoteAddress()} failed", f.cause()))
-    }
-  }
-
-  /** Fails the reader of a spilled buffer the encoder could not read (its frame is whole or absent). */
-  private final class SpilledWriteListener(reader: NetworkSequenceViewReader) extends ChannelFutureListener {
-    override def operationComplete(f: ChannelFuture): Unit = f.cause() match {
-      case e: UnreadablePayloadException =>
-        counters.unreadablePayloads.increment()
-        failReader(reader, ErrorKind.Other, new IOException(s"Could not send ${reader.describe}: ${e.getMessage}", e))
-      case _ => // success, or the connection failed: the batch's listener deals with that
     }
   }
 
@@ -200,11 +189,6 @@ private[netty] final class PartitionRequestQueue(
             batchBytes += payload
           }
           last = ctx.write(next)
-          next match {
-            case b: BufferResponse if b.spilled != null => last.addListener(new SpilledWriteListener(reader))
-            case _ =>
-          }
-          // Its files stay open for the frames written: each region holds its own reference.
           if (reader.isFinished) remove(reader)
           else if (payload >= 0 && reader.isAvailable) { available.add(reader); reader.registeredAsAvailable = true }
           if (batchBytes >= MaxBytesPerFlush || !ctx.channel().isWritable) stop = true

@@ -3,15 +3,16 @@ package io.sluice.netty
 import java.util.concurrent.TimeUnit
 
 import io.netty.channel.{ChannelHandlerContext, ChannelInboundHandlerAdapter}
-import io.sluice.partition.{PartitionNotFoundException, PartitionReadScheduler, ResultPartitionManager}
+import io.sluice.partition.{PartitionNotFoundException, PartitionReadScheduler, ResultPartitionManager, ResultPartitionType}
 
 /**
  * Serves the requests of one connection (Flink's PartitionRequestServerHandler): a
- * PartitionRequest opens a reader on the requested subpartitions (or leaves it waiting for a
- * pipelined producer that has not registered yet, at most `requestTimeoutMs`), a
- * MultiPartitionRequest opens one reader over several finished partitions (packing their buffers
- * into frames of at most `maxPayload` payload bytes, the receivers' segment size, and
- * `maxFrameLength` bytes in all, read on the `readScheduler`'s threads), AddCredit and
+ * PartitionRequest opens a reader on the requested subpartitions of a pipelined partition (or
+ * leaves it waiting for a producer that has not registered yet, at most `requestTimeoutMs`); a
+ * MultiPartitionRequest, and a PartitionRequest of a finished blocking partition, open one reader
+ * over the finished partitions (packing their buffers into frames of at most `maxPayload` payload
+ * bytes, the receivers' segment size, and `maxFrameLength` bytes in all, read on the
+ * `readScheduler`'s threads, so no partition file is read on an event loop), AddCredit and
  * CancelPartitionRequest reach the reader (a request beyond the peer's reader limit is refused with
  * an ErrorResponse, see [[PeerLimits]], as is a request frame beyond the frame limit, an
  * [[OversizedFrame]]), CloseRequest releases them all, and a client's heartbeat
@@ -46,6 +47,12 @@ private[netty] final class PartitionRequestServerHandler(
   }
 
   private def onPartitionRequest(ctx: ChannelHandlerContext, r: PartitionRequest): Unit = {
+    if (partitionManager.getPartition(r.partitionId).exists(_.partitionType == ResultPartitionType.Blocking)) {
+      onMultiPartitionRequest(ctx,
+        MultiPartitionRequest(r.receiverId, r.credit, r.creditBased,
+          IndexedSeq(RequestedSubpartitions(r.partitionId, r.subpartitionStart, r.subpartitionEnd))))
+      return
+    }
     if (isDuplicate(ctx, r.receiverId)) return
     val reader = new CreditBasedSequenceNumberingViewReader(r.receiverId, r.partitionId, r.subpartitionStart,
       r.subpartitionEnd, r.credit, r.creditBased, queue)

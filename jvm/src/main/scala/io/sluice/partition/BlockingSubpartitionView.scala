@@ -28,6 +28,7 @@ final class BlockingSubpartitionView private[partition] (
   private var next = 0 // the next entry of `entries` to hand out
   private var current = start // the subpartition of the entry handed out last
   private var ended = false
+  private var bytesLeft = 0L // stored bytes of the entries not handed out yet, once `entries` are read
   @volatile private var released = false
   private val reader = new AtomicReference[PartitionFileReader]()
 
@@ -49,6 +50,7 @@ final class BlockingSubpartitionView private[partition] (
       val b = file.spilledBuffer(entries, next, r)
       current = entries.subpartitionOf(next, current)
       next += 1
+      bytesLeft -= b.storedLength
       BufferAndBacklog.spilled(b, current, entries.size - next)
     }
   }
@@ -67,6 +69,8 @@ final class BlockingSubpartitionView private[partition] (
       }
       try entries = opened.readIndexRange(start, end, keepIndexOpen = readers.isDefined)
       catch { case e: Throwable => opened.release(); throw e }
+      var i = 0
+      while (i < entries.size) { bytesLeft += entries.storedLength(i); i += 1 }
       reader.set(opened)
       if (released) closeReader() // released meanwhile: the buffer is still readable through a handle of its own
       opened
@@ -98,6 +102,15 @@ final class BlockingSubpartitionView private[partition] (
     else
       try file.numBuffers(start, end)
       catch { case _: java.io.IOException => 0 } // released or unreadable: getNextBuffer reports it
+
+  /**
+   * Where in the file the next read goes: the next buffer's offset, 0 before the range's entries
+   * were read (a read scheduler orders reads by it).
+   */
+  def nextOffset: Long = { val e = entries; if (e != null && next < e.size) e.offset(next) else 0L }
+
+  /** Stored bytes not handed out yet; -1 before the range's entries were read. */
+  def remainingBytes: Long = if (entries != null) bytesLeft else if (ended || released) 0L else -1L
 
   override def releaseAllResources(): Unit = {
     released = true

@@ -23,7 +23,7 @@ import io.sluice.buffer.BlockCodec
  * rebuilds a finished partition from its table row. Only the writer holds a file handle, and only until
  * [[finishWriting]]. A task thread reading the file opens its own read-only
  * [[PartitionFileReader]], so an interrupted reader (Java NIO closes an interruptible channel when
- * its thread is interrupted) closes nothing but its own; the server's event loops share one
+ * its thread is interrupted) closes nothing but its own; the server's read threads share one
  * reader per file, kept open between readers by the [[PartitionFileReaderCache]] and closed when
  * the file is deleted or the cache drops it.
  *

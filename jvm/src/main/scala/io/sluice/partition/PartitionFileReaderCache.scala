@@ -17,12 +17,12 @@ import java.lang.management.ManagementFactory
  * executor), which makes room for the next stage's files, so an idle executor holds no partition
  * file open; and at once when it is deleted, so no handle holds a deleted file's disk space.
  *
- * Only the server's event loops read through it. A task thread reading local data keeps a handle of
+ * Only the server's read threads read through it. A task thread reading local data keeps a handle of
  * its own ([[PartitionFileReader.open]]): an interrupted thread closes the NIO channel it reads
  * from (Spark interrupts cancelled tasks), which must not break the other readers of a shared one.
  *
  * Each kept reader holds one reference of its own (see [[PartitionFileReader]]): a reader that is
- * dropped (idle, or its file deleted) stays open until the views and FileRegions that took it have
+ * dropped (idle, or its file deleted) stays open until the views (and FileRegions) that took it have
  * released it, and then closes. Thread-safe; the lock covers map updates only, never a system call.
  */
 final class PartitionFileReaderCache(val capacity: Int) {

@@ -92,6 +92,33 @@ final class UnionResultSubpartitionView private (
       Int.MaxValue.toLong).toInt
   }
 
+  /**
+   * The same in frames of `maxPayload` bytes, what the network sends it in: the current input's
+   * stored bytes (once its view read them) or entries, whichever needs more frames, and one frame
+   * per [[UnionResultSubpartitionView.EndsPerFrame]] inputs not reached.
+   */
+  def backlogFrames(maxPayload: Int): Int = {
+    val v = view
+    val notOpened = numInputs - current - (if (v != null) 1 else 0)
+    val perFrame = UnionResultSubpartitionView.EndsPerFrame
+    val known = v match {
+      case null => 0L
+      case b: BlockingSubpartitionView if b.remainingBytes >= 0 =>
+        math.max((b.remainingBytes + maxPayload - 1) / maxPayload, (b.backlog + perFrame) / perFrame.toLong)
+      case other => other.backlog.toLong
+    }
+    math.min(known + (notOpened + perFrame - 1) / perFrame, Int.MaxValue.toLong).toInt
+  }
+
+  /** The partition whose file the next read goes to (the current input's), or null once finished. */
+  def nextPartition: ResultPartitionID = if (released || current >= numInputs) null else partitionId(current)
+
+  /** Where in that file the next read goes: 0 until the current input's view read its entries. */
+  def nextOffset: Long = view match {
+    case b: BlockingSubpartitionView => b.nextOffset
+    case _ => 0L
+  }
+
   def isReleased: Boolean = released
 
   def releaseAllResources(): Unit = if (!released) {

@@ -73,15 +73,61 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
           assert(remoteChannel(gate).numBuffersReceived < outputs.map(_.file.numBuffers(0)).sum, "small outputs packed")
           reader.close()
         }
-        val ours = io.asScala.filter(e => files.contains(e.file)).toSeq
-        val opens = ours.filter(_.what == "open").groupBy(_.file).map { case (f, es) => f -> es.size }
-        assert(opens.keySet == files && opens.values.forall(_ == 2), s"opens per file for two readers: $opens")
-        assert(ours.count(_.what == "read") == 2 * outputs.map(_.file.numBuffers(0)).sum, "each stored buffer read once")
-        val threads = ours.map(_.thread).distinct
-        assert(
-          threads.forall(t =>
-            t.getName.startsWith(PartitionReadScheduler.ThreadPrefix) &&
-              !t.isInstanceOf[FastThreadLocalThread]), s"files opened or read on ${threads.map(_.getName).distinct}")
+        assertOpenedOncePerReaderOffTheLoop(io.asScala.toSeq, outputs, readers = 2)
+      }
+    }
+  }
+
+  /** Every file of `outputs` opened once per reader, each stored buffer read once per reader, all on read threads. */
+  private def assertOpenedOncePerReaderOffTheLoop(io: Seq[Io], outputs: Seq[SortMergeResultPartition], readers: Int): Unit = {
+    val files = outputs.map(_.file).toSet
+    val ours = io.filter(e => files.contains(e.file))
+    val opens = ours.filter(_.what == "open").groupBy(_.file).map { case (f, es) => f -> es.size }
+    assert(opens.keySet == files && opens.values.forall(_ == readers), s"opens per file for $readers readers: $opens")
+    assert(ours.count(_.what == "read") == readers * outputs.map(_.file.numBuffers(0)).sum, "each stored buffer read once")
+    val threads = ours.map(_.thread).distinct
+    assert(
+      threads.forall(t =>
+        t.getName.startsWith(PartitionReadScheduler.ThreadPrefix) &&
+          !t.isInstanceOf[FastThreadLocalThread]), s"files opened or read on ${threads.map(_.getName).distinct}")
+  }
+
+  test("plain PartitionRequests of blocking partitions: files opened once per reader (cache off), read on read threads") {
+    withReaderAndProducer(Map(SluiceOptions.MaxOpenPartitionFiles.key -> "0")) { (a, b) =>
+      def records(i: Int): Int = if (i % 2 == 0) 30 else 2
+      val outputs = (0 until 6).map(i => output(a, ResultPartitionID(45, i), records(i), 400))
+      recordingIo { io =>
+        for (round <- 0 until 2) {
+          val gate = b.gateFactory.create(s"reducer $round", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)),
+            None, waitForProducers = false, pipelined = true)
+          val channels = (0 until gate.numberOfChannels).map(gate.channel).collect { case r: RemoteInputChannel => r }
+          assert(channels.size == outputs.size && channels.forall(!_.packed), "one PartitionRequest per output")
+          val reader = new TestingGateReader(gate)
+          assert(reader.readAll() == outputs.indices.map(i => (i.toLong, 0) -> records(i)).toMap)
+          reader.close()
+        }
+        assertOpenedOncePerReaderOffTheLoop(io.asScala.toSeq, outputs, readers = 2)
+      }
+    }
+  }
+
+  test("a reader reads ahead up to its credit: several frames per read, and never beyond what it may send") {
+    withReaderAndProducer(Map(SluiceOptions.ReadThreads.key -> "1")) { (a, b) =>
+      val outputs = (0 until 4).map(i => output(a, ResultPartitionID(46, i), 200, 400))
+      recordingIo { io =>
+        val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
+        val reader = new TestingGateReader(gate)
+        assert(reader.readOne()) // the request goes out; the task then reads nothing more
+        val ch = remoteChannel(gate)
+        def reads = io.asScala.count(_.what == "read")
+        TestingThreads.eventually(what = "the server read what the credit allows")(reads > 1 && ch.numQueuedBuffers > 1)
+        var last = -1
+        while (last != reads) { last = reads; Thread.sleep(300) } // settled: credit spent
+        // 4 KiB segments hold one stored buffer a frame: reads are bounded by the credit announced.
+        assert(reads <= ch.numCreditsAnnounced, s"$reads stored buffers read for ${ch.numCreditsAnnounced} credits")
+        assert(reads > 1, "more than one frame read ahead")
+        assert(reader.readAll().values.sum == outputs.size * 200)
+        reader.close()
       }
     }
   }

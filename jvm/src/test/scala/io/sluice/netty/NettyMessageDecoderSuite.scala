@@ -94,7 +94,7 @@ class NettyMessageDecoderSuite extends AnyFunSuite with NettyLeakDetection {
     java.nio.ByteBuffer.wrap(negativeInput).putInt(9 + 1 + 16 + 1, -2)
     assert(rejected(r.clientChannel(), negativeInput).getMessage.contains("ErrorResponse for input -2"))
     def encrypted(checksum: Boolean) = encode(BufferResponse(id, 0, 0, 0, bytes(new Array[Byte](100)))
-        .copy(hasChecksum = checksum, iv = BufferIv(1, 2))(bytes(new Array[Byte](100)), null))
+        .copy(hasChecksum = checksum, iv = BufferIv(1, 2))(bytes(new Array[Byte](100))))
     val flagsAt = 9 + 16 + 12
     val unknownFlag = encrypted(true); unknownFlag(flagsAt) = (unknownFlag(flagsAt) | 8).toByte
     assert(rejected(r.clientChannel(), unknownFlag).getMessage.contains("unknown flags 0xe"))

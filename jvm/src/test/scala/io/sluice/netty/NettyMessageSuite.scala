@@ -9,7 +9,7 @@ import io.netty.buffer.{ByteBuf, Unpooled}
 import io.netty.channel.embedded.EmbeddedChannel
 import io.sluice.NettyLeakDetection
 import io.sluice.buffer.BlockCodec
-import io.sluice.partition.{BufferIv, PartitionFile, PartitionFileCipher, ResultPartitionID}
+import io.sluice.partition.{BufferIv, PartitionFile, PartitionFileCipher, ResultPartitionID, SpilledBuffer}
 import io.sluice.netty.TestingReceivers.{bytes, encode}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -91,7 +91,14 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
-  test("BufferResponse with a spilled (FileRegion) payload, compressed or not, round-trips with CRC and raw length") {
+  /** A BufferResponse carrying stored buffer `s` as it lies in its file, compressed, checksummed or encrypted. */
+  private def storedResponse(id: InputChannelID, seq: Int, backlog: Int, s: SpilledBuffer): BufferResponse = {
+    val data = Unpooled.directBuffer(s.storedLength)
+    s.readInto(data)
+    BufferResponse(id, seq, backlog, 0, s.isCompressed, hasChecksum = true, s.rawLength, s.crc, s.storedLength, s.iv)(data)
+  }
+
+  test("BufferResponse with a stored payload, compressed or not, round-trips with CRC and raw length") {
     val dir = Files.createTempDirectory("sluice-msg").toFile
     val file = PartitionFile.create(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)))
     val compressible = Array.fill[Byte](3000)(7)
@@ -104,7 +111,7 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     val r = new TestingReceivers()
     val spilled = Seq(file.buffer(0, 0), file.buffer(0, 1))
     assert(spilled(0).isCompressed && !spilled(1).isCompressed)
-    val sent = spilled.zipWithIndex.map { case (s, i) => BufferResponse(r.channels.head.id, i, 1 - i, 0, s) }
+    val sent = spilled.zipWithIndex.map { case (s, i) => storedResponse(r.channels.head.id, i, 1 - i, s) }
     val got = decodeAll(r.clientChannel(), encode(sent: _*), chunked = true).map(_.asInstanceOf[BufferResponse])
     assert(got == sent)
     assert(got(0).compressed && got(0).rawLength == 3000 && got(0).hasChecksum && got(0).crc == spilled(0).crc)
@@ -130,7 +137,7 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     val r = new TestingReceivers()
     val spilled = Seq(encrypted.buffer(0, 0), plain.buffer(0, 0), encrypted.buffer(0, 1), plain.buffer(0, 1))
     assert(spilled.map(_.isEncrypted) == Seq(true, false, true, false))
-    val sent = spilled.zipWithIndex.map { case (s, i) => BufferResponse(r.channels.head.id, i, 3 - i, 0, s) }
+    val sent = spilled.zipWithIndex.map { case (s, i) => storedResponse(r.channels.head.id, i, 3 - i, s) }
     assert(sent.map(_.encodedLength) == Seq(1, 0, 1, 0).map(BufferResponse.HeaderLength + _ * BufferIv.Length))
     val encoded = encode(sent: _*)
     assert(encoded.length == sent.map(_.frameLength).sum)

@@ -2,6 +2,8 @@ package io.sluice.partition.consumer
 
 import java.util.concurrent.atomic.AtomicLong
 
+import scala.util.control.NonFatal
+
 import io.sluice.memory.{BufferListener, MemorySegment, NetworkBuffer}
 import io.sluice.netty._
 import io.sluice.partition.ResultPartitionID
@@ -92,7 +94,8 @@ final class RemoteInputChannel(
    * Takes `segments` as exclusive buffers (credit-based; the gate got them from its reserve),
    * opens or reuses the connection and sends the request. A connection that cannot be opened
    * fails the channel, not the call: the gate reports it with the channel's name. An interrupt
-   * of the task thread while connecting is thrown (the task is being killed).
+   * of the task thread while connecting is thrown (the task is being killed), and so is a fatal
+   * error (an OutOfMemoryError fails the task, never the producer).
    */
   private[consumer] def requestSubpartitions(segments: java.util.List[MemorySegment]): Unit = {
     require(segments.size == numExclusiveSegmentsNeeded,
@@ -104,11 +107,11 @@ final class RemoteInputChannel(
       try connect(producer)
       catch {
         case e: InterruptedException => throw e
-        case e: Throwable if Thread.currentThread().isInterrupted =>
+        case NonFatal(e) if Thread.currentThread().isInterrupted =>
           val i = new InterruptedException(s"Interrupted while connecting to $producer for $description")
           i.initCause(e)
           throw i
-        case e: Throwable =>
+        case NonFatal(e) =>
           setError(new RemoteTransportException(s"Could not connect to $producer: ${e.getMessage}", e))
           return
       }
@@ -290,7 +293,8 @@ final class RemoteInputChannel(
       next.hasChecksum, next.crc, more, next.iv)
   }
 
-  override def numQueuedBuffers: Int = synchronized(received.size)
+  /** Receiving buffers holding data the task has not taken (a packed frame is one, whatever it packs). */
+  override def numQueuedBuffers: Int = synchronized(received.numFrames)
 
   override def numExclusiveBuffers: Int = buffers.numExclusiveBuffers
 

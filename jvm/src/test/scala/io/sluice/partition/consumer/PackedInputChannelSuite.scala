@@ -245,7 +245,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
-  test("a packed channel's credit window counts frames, not entries: it grows, and a frame of 100 unread entries is one buffer") {
+  test("a packed channel's credit window and queue count frames, not entries: it grows; 100 unread entries are one buffer") {
     withSilentServer { (b, server) =>
       val h = new HandFedChannel(b, server, inputs = 50)
       val ch = h.channel
@@ -258,8 +258,10 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
       // Each frame now arrives while the one before waits unread: one receiving buffer, not 100 entries,
       // so the window holds, and the channel keeps credit for the backlog.
       h.deliver(frame(0), backlog = 1000)
+      assert(ch.numQueuedBuffers == 1, "100 unread entries of one frame are one queued buffer (inputQueueLength)")
       for (k <- 1 to 12) {
         h.deliver(frame(k), backlog = 1000)
+        assert(ch.numQueuedBuffers == 2, s"${ch.numQueuedBuffers} queued buffers for two unread frames")
         assert(ch.numAvailableBuffers >= ch.creditWindow - 2, s"${ch.numAvailableBuffers} free in a ${ch.creditWindow} window")
         assert(h.drain(100) == 100)
       }
