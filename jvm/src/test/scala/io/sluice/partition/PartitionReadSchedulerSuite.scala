@@ -15,12 +15,19 @@ class PartitionReadSchedulerSuite extends AnyFunSuite {
     finally assert(s.shutdown(10000), "every read thread ended")
   }
 
+  /** Occupies the scheduler's only thread until `gate` opens; returns once that read has started. */
+  private def holdTheThread(s: PartitionReadScheduler, gate: CountDownLatch): Unit = {
+    val started = new CountDownLatch(1)
+    assert(s.submit(() => { started.countDown(); gate.await() }, 0, 0L, 0L))
+    assert(started.await(30, TimeUnit.SECONDS), "the first read started")
+  }
+
   test("queued reads run in file and offset order, not in the order they were submitted") {
     withScheduler { s =>
       val gate = new CountDownLatch(1)
       val order = new ConcurrentLinkedQueue[String]()
       val done = new CountDownLatch(6)
-      assert(s.submit(() => gate.await(), 0, 0L, 0L)) // holds the only thread while the others queue
+      holdTheThread(s, gate) // while the others queue
       def read(name: String, shuffle: Int, producer: Long, offset: Long): Unit =
         assert(s.submit(() => { order.add(name); done.countDown() }, shuffle, producer, offset))
       read("p5@0", 1, 5L, 0L)
@@ -41,7 +48,7 @@ class PartitionReadSchedulerSuite extends AnyFunSuite {
       val gate = new CountDownLatch(1)
       val order = new ConcurrentLinkedQueue[String]()
       val done = new CountDownLatch(4)
-      assert(s.submit(() => gate.await(), 0, 0L, 0L))
+      holdTheThread(s, gate)
       def read(name: String, producer: Long)(andThen: => Unit): Unit =
         assert(s.submit(() => { order.add(name); andThen; done.countDown() }, 1, producer, 0L))
       // The first read of the round submits a read of an earlier file: it goes after the round.
