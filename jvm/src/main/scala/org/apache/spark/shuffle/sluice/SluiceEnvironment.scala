@@ -10,8 +10,9 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
 
 /**
- * The executor JVM's single [[ShuffleEnvironment]], started on first use (the first map or reduce
- * task that needs it) and stopped with the shuffle managers. A driver that runs no tasks never
+ * The executor JVM's single [[ShuffleEnvironment]], started on first use (by Sluice's executor
+ * plugin when the executor starts, else by the first map or reduce task that needs it) and
+ * stopped with the shuffle managers. A driver that runs no tasks never
  * starts it, so it holds no network buffers. Both Sluice managers share it.
  */
 private[sluice] object SluiceEnvironment extends Logging {
@@ -95,6 +96,7 @@ private[sluice] object SluiceEnvironment extends Logging {
     conf.get(PartitionFileCipher.TransformationKey, PartitionFileCipher.Transformation)
 
   private def create(conf: SparkConf): ShuffleEnvironment = {
+    val startNanos = System.nanoTime()
     val sluice = engineConf(conf)
     val host = SparkInternals.blockManagerId.host
     val cores = conf.getInt("spark.executor.cores", Runtime.getRuntime.availableProcessors())
@@ -113,7 +115,7 @@ private[sluice] object SluiceEnvironment extends Logging {
       s"${env.serverPort}$retried${if (security.nonEmpty) security.mkString(" (", ", ", ")") else ""}, " +
       s"${cipher.fold("")(c => s"blocking partition files encrypted ($c), ")}${sluice.numberOfSegments} network " +
       s"buffers of ${sluice.segmentSize} bytes, hung peers detected after " +
-      s"${sluice.get(SluiceOptions.HeartbeatTimeout)}ms of silence")
+      s"${sluice.get(SluiceOptions.HeartbeatTimeout)}ms of silence, in ${(System.nanoTime() - startNanos) / 1000000L}ms")
     openDataPlaneWarning(auth.isDefined, host, env.serverPort, sluice).foreach { w =>
       if (!warnedOpenDataPlane) { warnedOpenDataPlane = true; logWarning(w) }
     }

@@ -22,7 +22,11 @@ import org.apache.spark.api.plugin.{ExecutorPlugin, PluginContext}
 import org.apache.spark.internal.Logging
 
 /**
- * The executor half of [[SluicePlugin]]. It publishes the executor's Sluice metrics in Spark's
+ * The executor half of [[SluicePlugin]]. It starts the executor's Sluice network stack
+ * ([[SluiceEnvironment]]) with the executor, as Spark starts its own block transfer service, so
+ * that the first shuffle task does not pay for it; where Spark has not initialised the executor's
+ * BlockManager yet (local mode), or Sluice is not the shuffle manager, the stack starts with the
+ * first task that needs it, as without the plugin. It publishes the executor's Sluice metrics in Spark's
  * metrics system as the source `sluice` ([[SluiceMetricsSource]]), sends a metrics report to the
  * driver every spark.sluice.metrics.reportInterval from its own daemon thread, and runs the backpressure
  * monitor's stack sampling for the stages the driver names in its replies, on a second daemon
@@ -73,7 +77,23 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     val interval = conf.get(SluiceOptions.MetricsInterval)
     reporter.scheduleWithFixedDelay(() => report(), interval, interval, TimeUnit.MILLISECONDS)
     logInfo(s"Sluice's executor plugin reports network metrics every ${interval}ms")
+    startEnvironment(context)
   }
+
+  /**
+   * Starts the network stack now, on the executor's start-up thread (as Spark starts its block
+   * transfer service there), when Sluice is this application's shuffle manager and Spark has
+   * initialised the executor's BlockManager. A failure is only logged: the first task that needs
+   * the stack tries again and fails with the error.
+   */
+  private def startEnvironment(context: PluginContext): Unit =
+    if (SluiceExecutorPlugin.usesSluice(context.conf()) && SparkInternals.isBlockManagerInitialized) {
+      try SluiceEnvironment.get()
+      catch {
+        case NonFatal(e) => logWarning("Sluice's network stack did not start with the executor; its first " +
+            s"shuffle task starts it: ${e.getMessage}")
+      }
+    }
 
   override def onTaskStart(): Unit =
     try {
@@ -171,4 +191,9 @@ private[sluice] object SluiceExecutorPlugin {
 
   /** Time a sampling run may take beyond numSamples x delay. */
   val SamplingSlackMs = 2000L
+
+  /** Whether `conf` makes one of Sluice's managers the shuffle manager (regular or pipelined). */
+  def usesSluice(conf: org.apache.spark.SparkConf): Boolean =
+    Seq("spark.shuffle.manager", "spark.shuffle.manager.incremental").exists(k =>
+      conf.getOption(k).exists(_.startsWith(classOf[SluiceShuffleManager].getPackage.getName + ".")))
 }

@@ -16,7 +16,8 @@ import org.apache.spark.shuffle.sort.SortShuffleManager
  * manager is created, so a bad `spark.sluice.*` value, or a Spark setting Sluice cannot honour
  * (a codec, an I/O encryption cipher), stops the application at start with an error naming the
  * key. With Spark's I/O encryption on, partition files are encrypted with the application's key.
- * The executor's network stack starts lazily with the first task. Start-up and the shuffles
+ * The executor's network stack starts with the executor (Sluice's plugin starts it), or else with
+ * its first shuffle task. Start-up and the shuffles
  * themselves are shared with the pipelined manager ([[SluiceShuffleManagerBase]]).
  *
  * It extends Spark's SortShuffleManager, of which it uses nothing (every method is Sluice's),

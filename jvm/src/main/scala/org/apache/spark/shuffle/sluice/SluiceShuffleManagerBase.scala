@@ -20,7 +20,8 @@ private[sluice] trait SluiceShuffleManagerBase extends ShuffleManager with Loggi
    * ([[SparkInternals.verify]], which also checks the Spark version), and the `spark.sluice.*`
    * settings and Spark's compression settings are valid, no Spark cluster feature Sluice cannot
    * serve is on ([[SparkFeatureCheck]]), so a bad value stops the application at
-   * start with an error naming the key. The executor's network stack starts lazily with its first task.
+   * start with an error naming the key. The executor's network stack starts with the executor when
+   * Sluice's plugin runs ([[SluiceExecutorPlugin]]), else with its first shuffle task.
    */
   protected def start(conf: SparkConf, isDriver: Boolean): Unit = {
     SparkInternals.verify()

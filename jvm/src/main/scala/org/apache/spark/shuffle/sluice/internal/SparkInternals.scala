@@ -83,6 +83,12 @@ object SparkInternals {
   /** This executor's BlockManagerId: its real executor id and host, as Spark's recovery expects. */
   private[sluice] def blockManagerId: BlockManagerId = env.blockManager.blockManagerId
 
+  /** Whether this JVM's BlockManager has its id (local mode's executor starts before it does). */
+  private[sluice] def isBlockManagerInitialized: Boolean = {
+    val e = SparkEnv.get
+    e != null && e.blockManager != null && e.blockManager.blockManagerId != null
+  }
+
   private[sluice] def localDirs: Seq[File] = env.blockManager.diskBlockManager.localDirs.toSeq
 
   /**

@@ -82,8 +82,8 @@ private[sluice] object SluiceMetricsSource {
   }
 
   /**
-   * One executor's values. Its network stack starts with its first task; until then the gauges
-   * read the configured memory and zeros.
+   * One executor's values. Until its network stack starts (with the executor, or with its first
+   * shuffle task) the gauges read the configured memory and zeros.
    */
   final class ExecutorValues(metrics: () => Option[ShuffleMetricRegistry], conf: SluiceConf) extends Values {
     override def segments: (Int, Int) = metrics() match {
