@@ -8,18 +8,20 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+from pathlib import Path
 
 from sessions import app_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_network_stack_runs_before_the_first_shuffle_task() -> None:
-    out = os.path.join(tempfile.mkdtemp(prefix="sluice-start-"), "result.json")
+def test_network_stack_runs_before_the_first_shuffle_task(tmp_path: Path) -> None:
+    out = str(tmp_path / "result.json")
+    local_dirs = tmp_path / "local"
+    local_dirs.mkdir()
     proc = subprocess.run(
         [sys.executable, os.path.join(HERE, "run_executor_start.py"), "--out", out],
-        env=app_env(),
+        env=app_env(SPARK_LOCAL_DIRS=str(local_dirs)),
         capture_output=True,
         text=True,
         timeout=600,
