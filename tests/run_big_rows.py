@@ -81,7 +81,30 @@ def run_one(shuffle: str, maps: int, row_kb: int) -> Dict[str, Any]:
         run = realapps.run_with_deadline(spark, "big_rows", DEADLINE_S, lambda: big_rows(spark, maps, row_kb))
         if "error" in run:
             run["stages"] = realapps.stage_attempts(spark)
+        try:  # informative only: the run's answer and time stand without it
+            run["stage_metrics"] = stage_metrics(spark)
+            run["executors"] = [
+                {"id": e["id"], "gc_ms": e.get("totalGCTime"), "peak": e.get("peakMemoryMetrics")}
+                for e in sessions.rest(spark, "executors")
+            ]
+        except Exception as e:
+            run["stage_metrics_error"] = repr(e)
     return run
+
+
+# Where a run's time went, per stage attempt (Spark's REST names, summed over its tasks).
+STAGE_FIELDS = ("executorRunTime", "executorCpuTime", "jvmGcTime", "shuffleFetchWaitTime", "shuffleReadBytes")
+STAGE_FIELDS += ("shuffleWriteBytes", "shuffleWriteTime", "memoryBytesSpilled", "diskBytesSpilled")
+
+
+def stage_metrics(spark: SparkSession) -> List[Dict[str, Any]]:
+    """Each stage attempt's tasks, window (submitted, completed) and summed task metrics."""
+    out = []
+    for s in sessions.rest(spark, "stages"):
+        row = {"stage": s["stageId"], "attempt": s["attemptId"], "status": s["status"], "tasks": s["numTasks"]}
+        row.update({"submitted": s.get("submissionTime"), "completed": s.get("completionTime")})
+        out.append(dict(row, **{f: s.get(f) for f in STAGE_FIELDS}))
+    return sorted(out, key=lambda r: (r["stage"], r["attempt"]))
 
 
 def main(argv: List[str]) -> int:

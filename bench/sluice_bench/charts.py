@@ -225,6 +225,7 @@ def scale_chart(path: Path, groups: Dict[str, Dict[str, Optional[float]]], subti
             for x, h in zip(xs, heights):
                 if h != h:
                     ax.text(x, 0, "did not\ncomplete", ha="center", va="bottom", fontsize=7, color=COLORS[contender])
+        ax.set_xlim(-0.6, len(keys) - 0.4)  # a bar that did not complete still has its place
         ax.set_xticks(positions)
         ax.set_xticklabels(keys, fontsize=8)
         ax.set_ylabel("seconds (median)")
