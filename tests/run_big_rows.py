@@ -4,6 +4,10 @@ application, alternating the contenders if asked, and writes answers, errors and
     python tests/run_big_rows.py --shuffle sort|sluice[,sort|sluice...] --out out.json
         [--maps 3000] [--row-kb 600] [--rounds 1]
 
+The JSON holds every run (its answer checked against :func:`expected`, its error if it failed:
+a failed application is a result, and the next one still runs) and each shuffle's median time,
+with Sluice's over the sort shuffle's.
+
 Each map task writes two rows of ``--row-kb`` KB (one for each reducer), so each reducer reads
 one map output per map task, every one holding a record larger than a network buffer. A reader
 that keeps decode state per map output until its task ends needs ``maps x row`` bytes of heap
@@ -77,7 +81,30 @@ def run_one(shuffle: str, maps: int, row_kb: int) -> Dict[str, Any]:
         run = realapps.run_with_deadline(spark, "big_rows", DEADLINE_S, lambda: big_rows(spark, maps, row_kb))
         if "error" in run:
             run["stages"] = realapps.stage_attempts(spark)
+        try:  # informative only: the run's answer and time stand without it
+            run["stage_metrics"] = stage_metrics(spark)
+            run["executors"] = [
+                {"id": e["id"], "gc_ms": e.get("totalGCTime"), "peak": e.get("peakMemoryMetrics")}
+                for e in sessions.rest(spark, "executors")
+            ]
+        except Exception as e:
+            run["stage_metrics_error"] = repr(e)
     return run
+
+
+# Where a run's time went, per stage attempt (Spark's REST names, summed over its tasks).
+STAGE_FIELDS = ("executorRunTime", "executorCpuTime", "jvmGcTime", "shuffleFetchWaitTime", "shuffleReadBytes")
+STAGE_FIELDS += ("shuffleWriteBytes", "shuffleWriteTime", "memoryBytesSpilled", "diskBytesSpilled")
+
+
+def stage_metrics(spark: SparkSession) -> List[Dict[str, Any]]:
+    """Each stage attempt's tasks, window (submitted, completed) and summed task metrics."""
+    out = []
+    for s in sessions.rest(spark, "stages"):
+        row = {"stage": s["stageId"], "attempt": s["attemptId"], "status": s["status"], "tasks": s["numTasks"]}
+        row.update({"submitted": s.get("submissionTime"), "completed": s.get("completionTime")})
+        out.append(dict(row, **{f: s.get(f) for f in STAGE_FIELDS}))
+    return sorted(out, key=lambda r: (r["stage"], r["attempt"]))
 
 
 def main(argv: List[str]) -> int:
@@ -94,21 +121,44 @@ def main(argv: List[str]) -> int:
         sessions.write_json(args.out, run_one(args.shuffle, args.maps, args.row_kb))
         return 0
     # One application per run, each in its own Python process (one driver JVM per process).
+    want = expected(args.maps, args.row_kb)
     runs: List[Dict[str, Any]] = []
     for r in range(args.rounds):
-        for shuffle in args.shuffle.split(","):
-            out = f"{args.out}.{r}.{shuffle}"
+        for i, shuffle in enumerate(args.shuffle.split(",")):
+            out = f"{args.out}.{r}.{i}.{shuffle}"
             cmd = [sys.executable, __file__, "--single", "--shuffle", shuffle, "--out", out]
             cmd += ["--maps", str(args.maps), "--row-kb", str(args.row_kb)]
-            subprocess.run(cmd, check=True)
-            with open(out) as f:
-                run = json.load(f)
-            os.remove(out)
-            run.update({"round": r, "shuffle": shuffle})
-            print(f"round {r} {shuffle}: {run['seconds']}s {run.get('key_errors', '')}", file=sys.stderr, flush=True)
+            done = subprocess.run(cmd)
+            if os.path.isfile(out):
+                with open(out) as f:
+                    run = json.load(f)
+                os.remove(out)
+            else:
+                run = {"error": f"the application's process ended with exit code {done.returncode}", "seconds": None}
+            run.update({"round": r, "shuffle": shuffle, "correct": run.get("answer") == want})
+            print(
+                f"round {r} {shuffle}: {run['seconds']}s correct={run['correct']} {run.get('key_errors', '')}",
+                file=sys.stderr,
+                flush=True,
+            )
             runs.append(run)
-    sessions.write_json(args.out, {"maps": args.maps, "row_kb": args.row_kb, "runs": runs})
+    result = {"maps": args.maps, "row_kb": args.row_kb, "master": os.environ["SLUICE_REAL_MASTER"]}
+    sessions.write_json(args.out, dict(result, summary=summarize(runs), runs=runs))
     return 0
+
+
+def summarize(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Per shuffle: the median seconds of its correct runs and how many runs completed correctly;
+    and Sluice's median over the sort shuffle's (None unless both have one)."""
+    out: Dict[str, Any] = {}
+    for shuffle in sorted({r["shuffle"] for r in runs}):
+        mine = [r for r in runs if r["shuffle"] == shuffle]
+        good = sorted(r["seconds"] for r in mine if r["correct"])
+        median = (good[(len(good) - 1) // 2] + good[len(good) // 2]) / 2 if good else None
+        out[shuffle] = {"median_s": median, "completed": len(good), "runs": len(mine)}
+    sluice, sort = (out.get(k, {}).get("median_s") for k in ("sluice", "sort"))
+    out["sluice_over_sort"] = sluice / sort if sluice and sort else None
+    return out
 
 
 if __name__ == "__main__":

@@ -490,7 +490,7 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
             if c["name"] == failed:
                 runs[c["name"]] = {"seconds": None, "answer": None, "error": "InsufficientNetworkBuffersException"}
                 continue
-            runs[c["name"]] = {"seconds": seconds, "answer": [[1, 2]], "shuffle_write_bytes": 10}
+            runs[c["name"]] = {"seconds": seconds, "answer": [[1, c["rows"], 2]], "shuffle_write_bytes": 10}
             runs[c["name"]]["shuffle_fetch_wait_ms"] = 10 if contender == "sluice" else 40
             # Both contenders' connections are watched; only Sluice's count for the goal.
             runs[c["name"]]["connections"] = {"0->1": 1 if contender == "sluice" else 3, "1->0": 1}
@@ -548,6 +548,90 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
         }
     )
     assert scale.draw(tmp_path / "scale.png", result).is_file()
+
+
+def scale_args(**values: Any) -> argparse.Namespace:
+    defaults: Dict[str, Any] = dict(
+        quick=False, rounds=None, base_rows=None, memory="2048", groups="extreme", option=[]
+    )
+    return argparse.Namespace(**dict(defaults, **values))
+
+
+def test_scale_extreme_runs_each_shape_alone_once_with_a_deadline() -> None:
+    """The extreme group: 100,000 x 200 and 20,000 x 2,000, one row per map and reducer, each shape
+    in applications of its own (one round unless asked, the other groups keep 2) on
+    local-cluster[2,2,MEM] with MEM executors, a bigger driver and a deadline per job."""
+    name, apps = scale.plan(scale_args(memory="3072"))
+    assert name == "scale-extreme" and scale.result_name(scale_args()) == "scale-extreme"
+    shapes = [(c["name"], c["maps"], c["reduces"], c["rows"]) for a in apps for c in a.spec["configs"]]
+    assert shapes == [
+        ("extreme 100000x200", 100_000, 200, 20_000_000),
+        ("extreme 20000x2000", 20_000, 2_000, 40_000_000),
+    ]
+    for a in apps:
+        assert a.group == "extreme" and a.rounds == 1 and a.spec["master"] == "local-cluster[2,2,3072]"
+        assert a.spec["conf"]["spark.executor.memory"] == "3072m"
+        assert a.spec["conf"]["spark.driver.memory"] == scale.EXTREME_DRIVER_MEMORY
+        assert a.spec["conf"]["spark.sql.adaptive.enabled"] == "false"
+        assert a.spec["job_timeout_s"] == scale.EXTREME_JOB_TIMEOUT_S < a.timeout
+        assert a.spec["warmup"]["maps"] == 16
+    _, apps = scale.plan(scale_args(groups="wide,extreme", option=["buffers_per_channel=8"]))
+    assert [(a.group, a.rounds) for a in apps] == [("wide", 2), ("extreme", 1), ("extreme", 1)]
+    assert "job_timeout_s" not in apps[0].spec and "spark.driver.memory" not in apps[0].spec["conf"]
+    assert all(a.spec["sluice_options"] == {"buffers_per_channel": "8"} for a in apps)
+    _, apps = scale.plan(scale_args(rounds=3, quick=True))
+    assert [(a.rounds, a.spec["configs"][0]["maps"]) for a in apps] == [(3, 2000), (3, 400)]
+    with pytest.raises(SystemExit, match="classic, wide, growth, extreme"):
+        scale.plan(scale_args(groups="extreme,huge"))
+
+
+def test_scale_extreme_failures_are_results() -> None:
+    """A contender whose job was cancelled at the deadline, or whose application died, has not
+    completed and is listed as a failure; the other's answer is then checked against the rows the
+    job generated; the goal of the group is that Sluice completes."""
+    configs = scale.extreme_configs(quick=True)
+    recorder = Recorder("scale-extreme", "sluice bench scale --groups extreme", {"rounds": 1})
+    first, second = configs
+    ok = {"seconds": 50.0, "answer": [[7, first["rows"], 3]], "shuffle_write_bytes": 10, "shuffle_fetch_wait_ms": 5}
+    late = {"seconds": None, "answer": None, "error": "no answer within 1500 s (the benchmark cancelled the job)"}
+    recorder.runs += [
+        {"contender": "sluice", "round": 1, "runs": {first["name"]: ok}},
+        {"contender": "sort", "round": 1, "runs": {first["name"]: late}},
+        dict(scale.failed_app(dict(configs=[second]))("sluice", "scale/sluice failed (exit 52)"), round=1),
+        {"contender": "sort", "round": 1, "runs": {second["name"]: dict(ok, answer=[[7, second["rows"] - 1, 3]])}},
+    ]
+    scale.summarize(recorder, configs)
+    s = recorder.summary["configs"]
+    assert s[first["name"]]["completed"] == {"sluice": True, "sort": False}
+    assert s[second["name"]]["completed"] == {"sluice": False, "sort": True}
+    assert math.isnan(s[first["name"]]["ratio"]) and s[second["name"]]["sort_s"] == 50.0
+    assert [f.split(":")[0] for f in recorder.summary["failures"]] == [
+        f"round 1, sort, {first['name']}",
+        f"round 1, sluice, {second['name']}",
+    ]
+    assert "exit 52" in recorder.summary["failures"][1]
+    # Sluice's answer had no sort answer beside it and counted every row; the sort shuffle's lost one.
+    assert recorder.mismatches == [
+        f"round 1, sort, {second['name']}: counted {second['rows'] - 1} rows of {second['rows']} "
+        "(the other contender gave no answer)"
+    ]
+    goals = {g["goal"]: g["met"] for g in recorder.goals}
+    assert goals[f"Sluice completes {first['name']}"] and not goals[f"Sluice completes {second['name']}"]
+    scale.summarize(recorder, configs)  # again, after the next group: nothing counted twice
+    assert len(recorder.mismatches) == 1 and len(recorder.goals) == len(goals)
+
+
+def test_a_job_past_its_deadline_is_cancelled_and_says_so() -> None:
+    cancelled: List[str] = []
+    spark: Any = types.SimpleNamespace(sparkContext=types.SimpleNamespace(cancelJobGroup=cancelled.append))
+    with jobs.JobDeadline(spark, "extreme 2000x20", 0.05) as deadline:
+        assert deadline.expired.wait(5)
+    assert cancelled == ["extreme 2000x20"]
+    assert deadline.error(RuntimeError("Job 3 cancelled")).startswith("no answer within 0 s (the benchmark")
+    with jobs.JobDeadline(spark, "other", None) as never:
+        pass
+    assert not never.expired.is_set() and never.error(RuntimeError("x")) == "RuntimeError: x"
+    assert cancelled == ["extreme 2000x20"]
 
 
 def test_cluster_link_rates_come_from_the_sampled_byte_counters() -> None:

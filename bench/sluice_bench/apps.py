@@ -79,13 +79,21 @@ def run_alternating_apps(
     rounds: int,
     timeout: float,
     contenders: Sequence[str] = ("sluice", "sort"),
+    failed_run: Optional[Callable[[str, str], Dict[str, Any]]] = None,
 ) -> None:
     """One application per contender per round, alternated, each run (with its round number)
-    appended to ``recorder.runs``."""
+    appended to ``recorder.runs``. An application that fails or outlives ``timeout`` raises
+    :class:`BenchError`, unless ``failed_run`` is given: then ``failed_run(contender, message)``
+    is recorded as its run and the next one starts."""
 
     def one(item: Tuple[int, str]) -> None:
         round_number, contender = item
-        result = run_app(kind, contender, spec, timeout=timeout, log_dir=LOG_DIR)
+        try:
+            result = run_app(kind, contender, spec, timeout=timeout, log_dir=LOG_DIR)
+        except BenchError as e:
+            if failed_run is None:
+                raise
+            result = failed_run(contender, str(e))
         result["round"] = round_number
         recorder.runs.append(result)
 

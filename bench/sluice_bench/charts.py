@@ -204,26 +204,28 @@ def memory_chart(path: Path, samples: Dict[str, float], budget_mib: float, subti
 
 def scale_chart(path: Path, groups: Dict[str, Dict[str, Optional[float]]], subtitle: str) -> Path:
     """Median seconds per configuration, Sluice beside sort, one panel per group (size, partitions,
-    and the wide shapes when they ran). A contender whose job failed has no bar (NaN)."""
+    and the wide, growth and extreme shapes when they ran). A contender whose job failed has no
+    bar (NaN), and says so where its bar would be."""
     plt = _pyplot()
     panels = [
         ("data size (16 maps x 16 reduces)", [k for k in groups if k.startswith("size")]),
         ("partitions, maps x reduces (data x1)", [k for k in groups if k.startswith("parts")]),
         ("wide shapes, 2 slots per executor", [k for k in groups if k.startswith("wide")]),
+        ("map tasks into 1,000 reducers, 2 slots per executor", [k for k in groups if k.startswith("growth")]),
+        ("extreme shapes, 2 slots per executor", [k for k in groups if k.startswith("extreme")]),
     ]
     panels = [p for p in panels if p[1]] or panels[:1]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.6), squeeze=False)
     for ax, (title, keys) in zip(axes[0], panels):
         positions = list(range(len(keys)))
         for i, contender in enumerate(("sluice", "sort")):
-            heights = [groups[k].get(contender) for k in keys]
-            ax.bar(
-                [p + (i - 0.5) * 0.4 for p in positions],
-                [float("nan") if h is None else h for h in heights],
-                0.4,
-                label=contender,
-                color=COLORS[contender],
-            )
+            heights = [_number(groups[k].get(contender)) for k in keys]
+            xs = [p + (i - 0.5) * 0.4 for p in positions]
+            ax.bar(xs, heights, 0.4, label=contender, color=COLORS[contender])
+            for x, h in zip(xs, heights):
+                if h != h:
+                    ax.text(x, 0, "did not\ncomplete", ha="center", va="bottom", fontsize=7, color=COLORS[contender])
+        ax.set_xlim(-0.6, len(keys) - 0.4)  # a bar that did not complete still has its place
         ax.set_xticks(positions)
         ax.set_xticklabels(keys, fontsize=8)
         ax.set_ylabel("seconds (median)")

@@ -216,10 +216,43 @@ class ConnectionWatcher:
             self.peak[pair] = max(self.peak.get(pair, 0), n)
 
 
+class JobDeadline:
+    """Cancels job group ``group`` when ``seconds`` (None: never) pass before the block ends, so
+    that a job that runs too long becomes an error of that job, not of the whole application."""
+
+    def __init__(self, spark: SparkSession, group: str, seconds: Optional[float]) -> None:
+        self.seconds = seconds
+        self.expired = threading.Event()
+        self._timer = None if seconds is None else threading.Timer(seconds, self._cancel, (spark, group))
+
+    def _cancel(self, spark: SparkSession, group: str) -> None:
+        self.expired.set()
+        spark.sparkContext.cancelJobGroup(group)
+
+    def __enter__(self) -> "JobDeadline":
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def error(self, e: BaseException) -> str:
+        """What went wrong, saying first when the deadline cancelled the job."""
+        text = f"{type(e).__name__}: {e}"
+        if self.expired.is_set():
+            text = f"no answer within {self.seconds:.0f} s (the benchmark cancelled the job): {text}"
+        return text[:4000]
+
+
 def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
-    """``spec``: ``configs``, a list of {name, rows, maps, reduces}, and optionally ``warmup`` (one
-    such config; default the first); each config runs once, timed. A config whose job fails is
-    recorded with its error and the next one still runs. Before each config every executor is
+    """``spec``: ``configs``, a list of {name, rows, maps, reduces}, optionally ``warmup`` (one
+    such config; default the first) and ``job_timeout_s`` (after which a config's job is
+    cancelled and recorded as failed); each config runs once, timed. A config whose job fails is
+    recorded with its error (and ``elapsed_s``, the seconds until it failed) and the next one
+    still runs. Before each config every executor is
     probed (which starts and resets the probe's 1 ms sampler thread) and the connections between
     the executors are watched while it runs, for both contenders alike, so both pay for the
     sampling; after it, Sluice's executors are probed again for their peak of used network
@@ -237,12 +270,14 @@ def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
         rows, maps, reduces = int(config["rows"]), int(config["maps"]), int(config["reduces"])
         if executors:
             executor_probe(spark, reset=True)
-        with watcher:
+        started = time.monotonic()
+        with watcher, JobDeadline(spark, config["name"], spec.get("job_timeout_s")) as deadline:
             try:
                 run = timed(spark, config["name"], lambda: scale_job(spark, rows, maps, reduces))  # noqa: B023 (called at once, in the loop)
             except Exception as e:
                 spark.sparkContext.setJobGroup("", "")
-                run = {"seconds": None, "answer": None, "error": f"{type(e).__name__}: {e}"[:4000]}
+                run = {"seconds": None, "answer": None, "error": deadline.error(e)}
+                run["elapsed_s"] = round(time.monotonic() - started, 1)
         if contender == "sluice" and not run.get("error"):
             try:
                 run["fan_in"] = fan_in(spark, stages_of_group(spark, config["name"]))

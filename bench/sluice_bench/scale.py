@@ -6,7 +6,9 @@ partitions from 10 × 10 to 200 × 200 (data ×1). Then the wide shapes of real 
 output), with the reducers' summed fetch wait against the sort shuffle's and, for Sluice, each
 reducer's fan-in (channels, requests, control messages and remote frames, from its metrics); and
 (``--groups growth``) 1,000 and 10,000 maps into 1,000 reducers, to see how each shuffle's time
-grows with the map tasks.
+grows with the map tasks; and (``--groups extreme``) 100,000 maps into 200 reducers and 20,000
+into 2,000, one row per map and reducer, each shape in applications of its own with a deadline
+per job, where completing at all is the first result.
 While each job runs, the established TCP connections between the executors' Sluice ports are
 counted from /proc: Flink multiplexes every channel between two executors over one connection,
 so the goal is exactly one per executor pair (and direction), whatever the partitions. The sort
@@ -21,8 +23,9 @@ CPU seconds from ``/proc``, over the sort shuffle's shuffle write bytes of the s
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from sluice_bench import charts
 from sluice_bench.apps import run_alternating_apps
@@ -51,8 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="classic,wide",
         help="which groups to run: classic (size and partitions on local-cluster[2,1,MEM]), "
         "wide (the wide shapes on local-cluster[2,2,MEM]), growth (1,000 and 10,000 maps into 1,000 "
-        "reducers on local-cluster[2,2,MEM]); default classic,wide; a run of one group is saved as "
-        "scale-<group>.json",
+        "reducers on local-cluster[2,2,MEM]), extreme (100,000 maps x 200 reducers and 20,000 x 2,000 "
+        f"on local-cluster[2,2,MEM] with MEM MiB executors and a {EXTREME_DRIVER_MEMORY} driver, "
+        f"one application per shape and contender, each job cancelled after "
+        f"{EXTREME_JOB_TIMEOUT_S // 60} minutes; one round unless --rounds says otherwise, hours "
+        "in all); default classic,wide; a run of one group is saved as scale-<group>.json",
     )
 
 
@@ -78,6 +84,19 @@ GROWTH_TIME_GOAL = 0.50
 EXECUTORS = 2
 
 
+# The extreme group (--groups extreme): shapes whose cost is the number of map outputs, one row per
+# map and reducer (many blocks of one row or none), each job cancelled after the deadline.
+EXTREME_SHAPES = ((100_000, 200), (20_000, 2_000))
+QUICK_EXTREME_SHAPES = ((2_000, 20), (400, 200))
+EXTREME_JOB_TIMEOUT_S = 25 * 60
+# The driver tracks 100,000 tasks (the UI keeps up to spark.ui.retainedTasks = 100,000 of a stage)
+# and their map statuses: Spark's default 1 GiB driver is too small to be sure.
+EXTREME_DRIVER_MEMORY = "4g"
+# Start-up, warm-up and the probes around the job, on top of the job's deadline.
+APP_MARGIN_S = 900
+GROUPS = ("classic", "wide", "growth", "extreme")
+
+
 def wide_configs(base: int, quick: bool) -> List[Dict[str, Any]]:
     """The wide shapes, run with two task slots per executor (``local-cluster[2,2,MEM]``). Each
     map writes at least 5 rows per reducer (so nearly every map output has data for every
@@ -88,19 +107,43 @@ def wide_configs(base: int, quick: bool) -> List[Dict[str, Any]]:
     ]
 
 
+def shape_configs(group: str, shapes: Sequence[Tuple[int, int]], rows_per_block: int) -> List[Dict[str, Any]]:
+    """``group``'s shapes (maps, reducers), each with ``rows_per_block`` rows per map and reducer."""
+    return [{"name": f"{group} {m}x{r}", "rows": rows_per_block * m * r, "maps": m, "reduces": r} for m, r in shapes]
+
+
 def growth_configs(quick: bool) -> List[Dict[str, Any]]:
     """From 1,000 to 10,000 maps into 1,000 reducers, 2 rows per map and reducer (10,000 x 1,000 is
     20 M rows: ten million map outputs' blocks, most of a hundred bytes)."""
-    return [
-        {"name": f"growth {m}x{r}", "rows": 2 * m * r, "maps": m, "reduces": r}
-        for m, r in (QUICK_GROWTH_SHAPES if quick else GROWTH_SHAPES)
-    ]
+    return shape_configs("growth", QUICK_GROWTH_SHAPES if quick else GROWTH_SHAPES, 2)
 
 
-def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
+def extreme_configs(quick: bool) -> List[Dict[str, Any]]:
+    """100,000 maps into 200 reducers and 20,000 into 2,000, one row per map and reducer on average
+    (20 M and 40 M rows: a few hundred rows per map task, so the map outputs' count, not the data,
+    is the work; after the map-side partial aggregation about a third of the blocks are empty)."""
+    return shape_configs("extreme", QUICK_EXTREME_SHAPES if quick else EXTREME_SHAPES, 1)
+
+
+@dataclass
+class Apps:
+    """Applications to run: one per contender and round, alternated, all with ``spec``."""
+
+    group: str
+    spec: Dict[str, Any]
+    rounds: int
+    timeout: float
+
+
+def plan(args: argparse.Namespace) -> Tuple[str, List[Apps]]:
+    """The result's name and the applications ``args`` asks for, in the order they run."""
     quick = bool(args.quick)
     rounds = args.rounds or (1 if quick else 2)
     base = args.base_rows or (QUICK_BASE_ROWS if quick else BASE_ROWS)
+    groups = [g.strip() for g in str(args.groups).split(",") if g.strip()]
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown or not groups:
+        raise SystemExit(f"sluice bench scale: --groups takes {', '.join(GROUPS)}, not {args.groups!r}")
     spec: Dict[str, Any] = {
         "master": f"local-cluster[2,1,{args.memory}]",
         "conf": {"spark.sql.adaptive.enabled": "false"},
@@ -113,25 +156,58 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         configs=wide_configs(base, quick),
         warmup={"name": "warm-up", "rows": base, "maps": 16, "reduces": 16},
     )
-    growth = dict(wide, configs=growth_configs(quick))
-    groups = [g.strip() for g in str(args.groups).split(",") if g.strip()]
-    unknown = [g for g in groups if g not in ("classic", "wide", "growth")]
-    if unknown or not groups:
-        raise SystemExit(f"sluice bench scale: --groups takes classic, wide and growth, not {args.groups!r}")
+    # AQE stays off, as in the other groups, so that both run exactly these reducers.
+    extreme = dict(
+        wide,
+        conf=dict(
+            wide["conf"], **{"spark.executor.memory": f"{args.memory}m", "spark.driver.memory": EXTREME_DRIVER_MEMORY}
+        ),
+        job_timeout_s=EXTREME_JOB_TIMEOUT_S,
+    )
+    apps = {
+        "classic": [Apps("classic", spec, rounds, 7200)],
+        "wide": [Apps("wide", wide, rounds, 7200)],
+        "growth": [Apps("growth", dict(wide, configs=growth_configs(quick)), rounds, 7200)],
+        # One shape per application: a driver or executor lost on one shape leaves the other's runs.
+        "extreme": [
+            Apps("extreme", dict(extreme, configs=[c]), args.rounds or 1, EXTREME_JOB_TIMEOUT_S + APP_MARGIN_S)
+            for c in extreme_configs(quick)
+        ],
+    }
     name = "scale" if set(groups) == {"classic", "wide"} else f"scale-{groups[0]}"
-    recorder = Recorder(name, command_line(argv), {"rounds": rounds, "quick": quick, "spec": spec, "wide_spec": wide})
+    return name, [a for g in groups for a in apps[g]]
+
+
+def result_name(args: argparse.Namespace) -> str:
+    return plan(args)[0]
+
+
+def failed_app(spec: Dict[str, Any]) -> Callable[[str, str], Dict[str, Any]]:
+    """A failed application's run: every config of ``spec`` failed with the application's error."""
+
+    def run(contender: str, message: str) -> Dict[str, Any]:
+        error = {"seconds": None, "answer": None, "error": f"the application failed: {message}"[:4000]}
+        return {"contender": contender, "runs": {c["name"]: dict(error) for c in spec["configs"]}}
+
+    return run
+
+
+def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
+    name, apps = plan(args)
+    settings = {
+        "rounds": max(a.rounds for a in apps),
+        "quick": bool(args.quick),
+        "groups": {a.group: {"rounds": a.rounds, "spec": dict(a.spec, configs=None)} for a in apps},
+    }
+    recorder = Recorder(name, command_line(argv), settings)
     run_configs: List[Dict[str, Any]] = []
-    if "classic" in groups:
-        run_alternating_apps(recorder, "scale", spec, rounds, timeout=7200)
-        run_configs += spec["configs"]
-    if "wide" in groups:
-        run_alternating_apps(recorder, "scale", wide, rounds, timeout=7200)
-        run_configs += wide["configs"]
-    if "growth" in groups:
-        run_alternating_apps(recorder, "scale", growth, rounds, timeout=7200)
-        run_configs += growth["configs"]
-    summarize(recorder, run_configs)
-    path, chart = save_result(recorder, args.out, name, draw)
+    for a in apps:
+        # The extreme group's failures are its results: an application that fails is recorded.
+        failed = failed_app(a.spec) if a.group == "extreme" else None
+        run_alternating_apps(recorder, "scale", a.spec, a.rounds, timeout=a.timeout, failed_run=failed)
+        run_configs += a.spec["configs"]
+        summarize(recorder, run_configs)
+        path, chart = save_result(recorder, args.out, name, draw)  # after every group: a long run keeps what it has
     print_summary(recorder, path, chart)
     return 1 if recorder.mismatches or recorder.summary["failures"] else 0
 
@@ -143,6 +219,10 @@ def draw(path: Path, result: Dict[str, Any]) -> Path:
 
 
 def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
+    """The summary, goals and mismatches of the runs so far (recomputed from the runs, so that it
+    can be called after every group)."""
+    recorder.goals.clear()
+    recorder.mismatches.clear()
     s: Dict[str, Any] = {}
     failures: List[str] = []
     for c in config_list:
@@ -187,6 +267,12 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
                 "remote_frames_per_reducer": median(f["numBuffersInRemote_mean"] for f in fan),
                 "requests_per_reducer": median(f["numPartitionRequests_mean"] for f in fan),
             },
+            # Whether each contender ran this config and every one of its runs gave an answer.
+            "completed": {
+                k: bool(mine) and all(r["runs"][name].get("seconds") is not None for r in mine)
+                for k in ("sluice", "sort")
+                for mine in [[r for r in runs if r["contender"] == k]]
+            },
             "rows": c["rows"],
             "maps": c["maps"],
             "reduces": c["reduces"],
@@ -214,7 +300,7 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
             s[name]["network_peak_bytes"] = max(m["peak_used_bytes"] for m in memory)
             s[name]["network_budget_bytes"] = max(m["budget_bytes"] for m in memory)
             s[name]["network_peak_over_budget"] = ratio(s[name]["network_peak_bytes"], s[name]["network_budget_bytes"])
-    for prefix in ("size", "parts", "wide", "growth"):
+    for prefix in ("size", "parts", "wide", "growth", "extreme"):
         names = [c["name"] for c in config_list if c["name"].startswith(prefix)]
         if names:
             first = s[names[0]]
@@ -256,8 +342,9 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
     recorder.summary["sort_max_connections_per_pair"] = max(seen_by["sort"].values(), default=0)
     most = max(seen.values(), default=0)
     recorder.summary["max_connections_per_pair"] = most
-    if not seen:
-        recorder.notes.append("no Sluice connection was seen (no executor reported a Sluice port)")
+    no_connection = "no Sluice connection was seen (no executor reported a Sluice port)"
+    if not seen and no_connection not in recorder.notes:
+        recorder.notes.append(no_connection)
     recorder.goals.append(
         goal("TCP connections per executor pair and direction (most seen)", float(most), 1.0, at_most=True)
     )
@@ -281,6 +368,11 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
             recorder.goals.append(
                 goal(f"Sluice / sort time at {name}", s[name]["ratio"], GROWTH_TIME_GOAL, at_most=True)
             )
+        if name.startswith("extreme"):
+            # The goal is to complete; the time ratio is reported, without a target.
+            recorder.goals.append(
+                goal(f"Sluice completes {name}", float(s[name]["completed"]["sluice"]), 1.0, at_most=False)
+            )
     # Control messages per reducer beyond the frames it received: at most 4 per executor.
     beyond = [
         v["fan_in"]["control_messages_per_reducer"] - v["fan_in"]["remote_frames_per_reducer"]
@@ -300,25 +392,41 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
     peaks = [v["network_peak_over_budget"] for v in s.values() if "network_peak_over_budget" in v]
     if peaks:
         recorder.goals.append(goal("Sluice's peak network memory / budget (any shape)", max(peaks), 1.0, at_most=True))
-    # Every Sluice answer against the sort shuffle's of the same application spec and round.
-    sort_runs = {(r["round"], tuple(r["runs"])): r for r in recorder.runs if r["contender"] == "sort"}
-    for sluice_run in [r for r in recorder.runs if r["contender"] == "sluice"]:
-        sort_run = sort_runs.get((sluice_run["round"], tuple(sluice_run["runs"])))
-        if sort_run is None:
-            continue
-        for name, run in sluice_run["runs"].items():
-            if run.get("error") or sort_run["runs"][name].get("error"):
+    # Every Sluice answer against the sort shuffle's of the same application spec and round; an
+    # answer without the other's to compare with, against what is known of it: the rows it counted.
+    rows_of = {c["name"]: int(c["rows"]) for c in config_list}
+    by_round = {(r["round"], r["contender"], tuple(r["runs"])): r for r in recorder.runs}
+    for r in recorder.runs:
+        other = by_round.get((r["round"], "sort" if r["contender"] == "sluice" else "sluice", tuple(r["runs"])))
+        for name, run in r["runs"].items():
+            if run.get("error") or name not in rows_of:
                 continue  # reported as a failure
-            diff = difference(sort_run["runs"][name]["answer"], run["answer"])
-            if diff:
-                recorder.mismatches.append(f"round {sluice_run['round']}, {name}: {diff}")
+            theirs = None if other is None else other["runs"][name]
+            if theirs is not None and not theirs.get("error"):
+                diff = difference(theirs["answer"], run["answer"]) if r["contender"] == "sluice" else ""
+                if diff:
+                    recorder.mismatches.append(f"round {r['round']}, {name}: {diff}")
+            elif counted_rows(run["answer"]) != rows_of[name]:
+                recorder.mismatches.append(
+                    f"round {r['round']}, {r['contender']}, {name}: counted {counted_rows(run['answer'])} rows "
+                    f"of {rows_of[name]} (the other contender gave no answer)"
+                )
+
+
+def counted_rows(answer: Any) -> Optional[int]:
+    """The rows :func:`sluice_bench.jobs.scale_job` counted (its answer: one row of groups, rows
+    and checksum), None when the answer has no such row."""
+    try:
+        return int(answer[0][1])
+    except (TypeError, IndexError, ValueError):
+        return None
 
 
 def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
     print(
         f"\n{'config':<18}{'rows':>11}{'sluice s':>10}{'sort s':>9}{'ratio':>7}{'growth sluice':>15}{'growth sort':>13}"
         f"{'net peak/budget MiB':>22}{'cpu s/GB sluice':>17}{'sort':>7}{'cpu ratio':>10}"
-        f"{'wait ratio':>11}{'ctrl/reducer':>13}{'frames/reducer':>15}"
+        f"{'wait ratio':>11}{'ctrl/reducer':>13}{'frames/reducer':>15}{'completed sluice/sort':>23}"
     )
     for name, v in recorder.summary["configs"].items():
         memory = (
@@ -332,13 +440,15 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
             f"{v['cpu']['sluice']['process_cpu_s_per_gb']:>17.1f}{v['cpu']['sort']['process_cpu_s_per_gb']:>7.1f}"
             f"{v['cpu']['ratio']:>10.2f}{v['fetch_wait_ratio']:>11.2f}"
             f"{v['fan_in']['control_messages_per_reducer']:>13.1f}{v['fan_in']['remote_frames_per_reducer']:>15.1f}"
+            f"{'/'.join('yes' if v['completed'][k] else 'NO' for k in ('sluice', 'sort')):>23}"
         )
     print(
         f"most TCP connections per executor pair (one direction): {recorder.summary['max_connections_per_pair']}"
         f" (the sort shuffle's, to block managers: {recorder.summary.get('sort_max_connections_per_pair', '-')})"
     )
     for g in recorder.goals:
-        print(f"goal {g['goal']} <= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")
+        bound = "<=" if g["at_most"] else ">="
+        print(f"goal {g['goal']} {bound} {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")
     for f in recorder.summary["failures"]:
         print("FAILED: " + f.splitlines()[0][:400])
     for m in recorder.mismatches:
