@@ -36,18 +36,18 @@ final class ShuffleEnvironment(
     localDirs: Seq[File],
     val codec: Option[() => BlockCodec],
     transport: TransportSettings,
-    val fileCipher: Option[PartitionFileCipher] = None) {
+    val fileCipher: Option[PartitionedFileCipher] = None) {
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
   val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize,
     conf.get(SluiceOptions.RequestBufferTimeout))
-  private val layout = new PartitionFileLayout(localDirs.toIndexedSeq)
+  private val layout = new PartitionedFileLayout(localDirs.toIndexedSeq)
   val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles), Some(layout))
   val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
   // Closes the partition files the server kept open once no reader came for them for a while.
-  outputFlusher.every(PartitionFileReaderCache.IdleMs / 2) { () =>
-    partitionManager.fileReaders.closeIdle(System.nanoTime() - PartitionFileReaderCache.IdleMs * 1000000L)
+  outputFlusher.every(PartitionedFileReaderCache.IdleMs / 2) { () =>
+    partitionManager.fileReaders.closeIdle(System.nanoTime() - PartitionedFileReaderCache.IdleMs * 1000000L)
   }
 
   /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */
@@ -75,7 +75,7 @@ final class ShuffleEnvironment(
 
   /**
    * A blocking partition for one map output, written sort-merge into its file in the local dirs
-   * ([[PartitionFileLayout]]). Its sort buffer needs a single buffer to make progress (it spills)
+   * ([[PartitionedFileLayout]]). Its sort buffer needs a single buffer to make progress (it spills)
    * and takes its fair share of the executor's pool up to spark.sluice.memory.sortBufferSize,
    * whatever the number of reduce partitions (Flink's sort-shuffle, FLIP-148).
    */
@@ -84,7 +84,7 @@ final class ShuffleEnvironment(
     val max = math.max(1L, conf.get(SluiceOptions.SortBufferSize) / conf.segmentSize).min(Int.MaxValue).toInt
     val pool = networkBufferPool.createBufferPool(1, max, s"blocking result partition ($id)")
     try {
-      val file = PartitionFile.create(layout.writtenFile(id), numSubpartitions, codec.map(_.apply()), fileCipher)
+      val file = PartitionedFile.create(layout.writtenFile(id), numSubpartitions, codec.map(_.apply()), fileCipher)
       new SortMergeResultPartition(id, numSubpartitions, pool, file, bufferRequestTimeout)
     } catch {
       case e: Throwable => pool.lazyDestroy(); throw e
@@ -136,7 +136,7 @@ final class ShuffleEnvironment(
       case Some(p: SortMergeResultPartition) if p.isFinished && !p.isReleased =>
         try {
           val length = p.file.path.length()
-          Some(PartitionExport(p.file.path, length, PartitionFileIndex.encode(p, length)))
+          Some(PartitionExport(p.file.path, length, PartitionedFileIndex.encode(p, length)))
         } catch {
           case _: java.io.IOException => None // released meanwhile
         }
@@ -146,7 +146,7 @@ final class ShuffleEnvironment(
   /** A new file in one of the local dirs to receive the file of partition `id` from another executor. */
   def newMigratedPartitionFile(id: ResultPartitionID): File = {
     checkRunning()
-    layout.migratedFile(id, fileCounter.getAndIncrement() & PartitionFileLayout.MaxMigrated)
+    layout.migratedFile(id, fileCounter.getAndIncrement() & PartitionedFileLayout.MaxMigrated)
   }
 
   /**
@@ -159,12 +159,12 @@ final class ShuffleEnvironment(
    */
   def adoptBlockingPartition(id: ResultPartitionID, file: File, index: Array[Byte]): Boolean = {
     var registered = false
-    var partitionFile: PartitionFile = null
+    var partitionFile: PartitionedFile = null
     try {
       checkRunning()
       if (partitionManager.isBlocking(id)) false
       else {
-        partitionFile = PartitionFile.adopt(id, file, index)
+        partitionFile = PartitionedFile.adopt(id, file, index)
         val pool = networkBufferPool.createBufferPool(0, 1, s"migrated blocking result partition ($id)")
         val partition = SortMergeResultPartition.adopt(id, partitionFile, pool)
         if (partitionManager.registerIfAbsent(partition).isDefined) {
@@ -199,7 +199,7 @@ final class ShuffleEnvironment(
   }
 }
 
-/** A finished blocking partition on its way to another executor: its file and its encoded [[PartitionFileIndex]]. */
+/** A finished blocking partition on its way to another executor: its file and its encoded [[PartitionedFileIndex]]. */
 final case class PartitionExport(file: File, length: Long, index: Array[Byte])
 
 /**

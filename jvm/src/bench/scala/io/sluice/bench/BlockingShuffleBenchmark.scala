@@ -11,7 +11,7 @@ import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.netty.NettyConnectionManager
 import io.sluice.partition.{
-  DataBuffer, PartitionFile, PartitionFileCipher, ResultPartitionID, ResultPartitionManager, SortMergeResultPartition
+  DataBuffer, PartitionedFile, PartitionedFileCipher, ResultPartitionID, ResultPartitionManager, SortMergeResultPartition
 }
 import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocation}
 import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
@@ -72,7 +72,7 @@ object BlockingShuffleBenchmark {
 
     val key = new Array[Byte](keyBits / 8)
     new java.security.SecureRandom().nextBytes(key)
-    val cipher = PartitionFileCipher(key, PartitionFileCipher.Transformation)
+    val cipher = PartitionedFileCipher(key, PartitionedFileCipher.Transformation)
     val codec = if (codecName == "none") None else Some(() => BlockCodec.forSparkCodec(codecName, 1))
     val bench = new BlockingShuffleBenchmark(sluice, cipher, codec, subpartitions, recordSize, megabytes << 20, hashBased)
     try {
@@ -110,7 +110,7 @@ object BlockingShuffleBenchmark {
 }
 
 /** Two executors (A produces, B reads remotely) that live for the whole benchmark, both with the same I/O key. */
-final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCipher, codec: Option[() => BlockCodec],
+final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionedFileCipher, codec: Option[() => BlockCodec],
     subpartitions: Int, recordSize: Int, totalBytes: Long, hashBased: (Int, Int) => Boolean) {
   import BlockingShuffleBenchmark.Result
 
@@ -140,7 +140,7 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionFileCiph
     nextShuffle += 1
     val id = ResultPartitionID(nextShuffle, 0)
     val maxBuffers = math.max(1L, conf.get(SluiceOptions.SortBufferSize) / conf.segmentSize).toInt
-    val file = PartitionFile.create(new File(dir, s"bench-${id.shuffleId}.part"), subpartitions, codec.map(_.apply()),
+    val file = PartitionedFile.create(new File(dir, s"bench-${id.shuffleId}.part"), subpartitions, codec.map(_.apply()),
       if (encrypted) Some(cipher) else None)
     val partition = new SortMergeResultPartition(id, subpartitions,
       a.pool.createBufferPool(1, maxBuffers, s"bench partition $id"), file, conf.get(SluiceOptions.RequestBufferTimeout),

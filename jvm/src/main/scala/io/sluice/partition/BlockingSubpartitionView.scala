@@ -8,9 +8,9 @@ import java.util.concurrent.atomic.AtomicReference
  * subpartition, then the end of the partition. Reading never consumes anything, so any number of
  * views may read the same partition, at once or one after another.
  *
- * The view takes a [[PartitionFileReader]] on its first buffer (the server's kept one when it
+ * The view takes a [[PartitionedFileReader]] on its first buffer (the server's kept one when it
  * reads for a remote consumer, through `readers`, else one of its own), reads the range's entries
- * of the file's index through it ([[PartitionFileIndexRange]]), and drops both when it hands out
+ * of the file's index through it ([[PartitionedFileIndexRange]]), and drops both when it hands out
  * the end, sees the partition released, or is released itself; FileRegions still being sent keep
  * the handle open until Netty is done with them. A read error (file gone, I/O error) is thrown to
  * this view's consumer only. Used by one thread at a time; [[releaseAllResources]] may come from
@@ -20,17 +20,17 @@ final class BlockingSubpartitionView private[partition] (
     partition: SortMergeResultPartition,
     start: Int,
     end: Int,
-    readers: Option[PartitionFileReaderCache])
+    readers: Option[PartitionedFileReaderCache])
   extends ResultSubpartitionView {
 
   private val file = partition.file
-  private var entries: PartitionFileIndexRange = _ // the range's index entries, read with the file's reader
+  private var entries: PartitionedFileIndexRange = _ // the range's index entries, read with the file's reader
   private var next = 0 // the next entry of `entries` to hand out
   private var current = start // the subpartition of the entry handed out last
   private var ended = false
   private var bytesLeft = 0L // stored bytes of the entries not handed out yet, once `entries` are read
   @volatile private var released = false
-  private val reader = new AtomicReference[PartitionFileReader]()
+  private val reader = new AtomicReference[PartitionedFileReader]()
 
   override def getNextBuffer(): BufferAndBacklog = {
     if (released || ended) return null
@@ -59,13 +59,13 @@ final class BlockingSubpartitionView private[partition] (
    * This view's handle of the file, opened on first use together with the range's index entries
    * (IOException when either cannot be read).
    */
-  private def openReader(): PartitionFileReader = {
+  private def openReader(): PartitionedFileReader = {
     val r = reader.get()
     if (r != null) r
     else {
       val opened = readers match {
         case Some(cache) => cache.acquire(file)
-        case None => PartitionFileReader.open(file)
+        case None => PartitionedFileReader.open(file)
       }
       try entries = opened.readIndexRange(start, end, keepIndexOpen = readers.isDefined)
       catch { case e: Throwable => opened.release(); throw e }

@@ -7,13 +7,13 @@ import io.netty.buffer.ByteBuf
 import org.apache.spark.unsafe.Platform
 
 /**
- * Encrypts and decrypts buffers in place with a [[PartitionFileCipher]]'s key, AES/CTR from the
+ * Encrypts and decrypts buffers in place with a [[PartitionedFileCipher]]'s key, AES/CTR from the
  * buffer's own [[BufferIv]]: a partition file's writer encrypts each buffer as it is staged, a
  * reading gate decrypts each buffer after its checksum is verified. One javax.crypto Cipher and a
  * small chunk of heap serve every buffer, so nothing is allocated per record (the JDK's AES is
  * intrinsified where the CPU has AES instructions). Not thread-safe: one per writer or gate.
  */
-final class BufferCipher private[partition] (owner: PartitionFileCipher, cipher: Cipher) {
+final class BufferCipher private[partition] (owner: PartitionedFileCipher, cipher: Cipher) {
 
   private val iv = new Array[Byte](BufferIv.Length)
   private val chunk = new Array[Byte](BufferCipher.ChunkSize)

@@ -43,7 +43,7 @@ abstract class DataBuffer(pool: LocalBufferPool) {
    * within each, to `file` as buffers of at most one segment, then empties the data buffer (it
    * keeps its network buffers). Returns the number of buffers written.
    */
-  def spillTo(file: PartitionFile): Int
+  def spillTo(file: PartitionedFile): Int
 
   /** Adds `buffer` (the producer waited for it, or [[grow]] got it) to the data buffer's memory. */
   def addBuffer(buffer: NetworkBuffer): Unit = {

@@ -5,7 +5,7 @@ import java.io.File
 /**
  * The finished blocking partitions of one shuffle, as the [[ResultPartitionManager]] keeps them:
  * per map output the producer id, its file's totals, where the file lies
- * ([[PartitionFileLayout.code]]) and its IV when encrypted, in primitive arrays with an
+ * ([[PartitionedFileLayout.code]]) and its IV when encrypted, in primitive arrays with an
  * open-addressing index of producer ids (no Flink counterpart: Flink keeps the whole partition).
  * Not thread-safe: the manager holds the table's lock.
  */
@@ -16,7 +16,7 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
   private var lengths = new Array[Long](4)
   private var buffers = new Array[Int](4)
   private var subpartitions = new Array[Int](4)
-  private var codes = new Array[Int](4) // PartitionFileLayout.code; -1: the path is in `paths`
+  private var codes = new Array[Int](4) // PartitionedFileLayout.code; -1: the path is in `paths`
   private var encrypted = new Array[Byte](4)
   private var ivs: Array[Long] = _ // two longs per entry, once an encrypted file came
   private var paths: java.util.HashMap[java.lang.Long, File] = _ // files the layout cannot name (tests)
@@ -44,13 +44,13 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
   def iv(e: Int): Option[BufferIv] = if (encrypted(e) == 0) None else Some(BufferIv(ivs(2 * e), ivs(2 * e + 1)))
 
   /** The data file of entry `e`. */
-  def path(e: Int, layout: Option[PartitionFileLayout]): File = {
+  def path(e: Int, layout: Option[PartitionedFileLayout]): File = {
     val id = ResultPartitionID(shuffleId, producerIds(e))
     if (codes(e) >= 0) layout.get.file(id, codes(e)) else paths.get(producerIds(e))
   }
 
   /** Adds finished `file` of producer `producerId` (not in the table yet), its path as `code`. */
-  def add(producerId: Long, file: PartitionFile, code: Int): Unit = {
+  def add(producerId: Long, file: PartitionedFile, code: Int): Unit = {
     if (n == producerIds.length) grow(n + (n >> 2) + 4)
     if ((n + 1) * 5L > index.length * 4L) rehash(((n + 1) * 5L / 3).toInt + 1)
     producerIds(n) = producerId

@@ -93,7 +93,7 @@ final class HashBasedDataBuffer(pool: LocalBufferPool, numSubpartitions: Int) ex
     free = java.util.Arrays.copyOf(free, n)
   }
 
-  override def spillTo(file: PartitionFile): Int = {
+  override def spillTo(file: PartitionedFile): Int = {
     var written = 0
     var s = 0
     while (s < numSubpartitions) {

@@ -17,10 +17,10 @@ import io.sluice.memory.NetworkBufferPool
  */
 final class ResultPartitionManager(
     maxOpenFiles: Int = SluiceOptions.MaxOpenPartitionFiles.default,
-    layout: Option[PartitionFileLayout] = None) {
+    layout: Option[PartitionedFileLayout] = None) {
 
   /** The partition files the server's event loops keep open between readers. */
-  val fileReaders = new PartitionFileReaderCache(PartitionFileReaderCache.effectiveCapacity(maxOpenFiles))
+  val fileReaders = new PartitionedFileReaderCache(PartitionedFileReaderCache.effectiveCapacity(maxOpenFiles))
 
   private val partitions = new ConcurrentHashMap[ResultPartitionID, ResultPartition]() // all but finished blocking
   private val finished = new ConcurrentHashMap[Int, FinishedPartitionTable]()
@@ -93,7 +93,7 @@ final class ResultPartitionManager(
       val held = rebuilt.get(id)
       val p = if (held == null) null else held.get()
       if (p != null) return p
-      val file = PartitionFile.restore(t.path(e, layout), t.numSubpartitions(e), t.iv(e), t.numBuffers(e),
+      val file = PartitionedFile.restore(t.path(e, layout), t.numSubpartitions(e), t.iv(e), t.numBuffers(e),
         t.fileLength(e))
       val rebuiltNow = SortMergeResultPartition.adopt(id, file, noMemory)
       file.partition = rebuiltNow // a kept reader of the file keeps the partition, and so this entry
@@ -193,7 +193,7 @@ final class ResultPartitionManager(
     val held = rebuilt.remove(id)
     val p = if (held == null) null else held.get()
     if (p != null) p.release(cause) // deletes the files and drops the server's kept reader
-    else PartitionFile.deleteFiles(path) // nobody holds the file: no reader of it is kept
+    else PartitionedFile.deleteFiles(path) // nobody holds the file: no reader of it is kept
   }
 
   /** Removes a partition that released itself (a fully consumed pipelined one). */

@@ -74,7 +74,7 @@ final class SortBasedDataBuffer(pool: LocalBufferPool, numSubpartitions: Int) ex
     }
   }
 
-  override def spillTo(file: PartitionFile): Int = {
+  override def spillTo(file: PartitionedFile): Int = {
     var written = 0
     var s = 0
     while (s < numSubpartitions) {

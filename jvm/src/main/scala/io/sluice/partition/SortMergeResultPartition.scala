@@ -38,7 +38,7 @@ final class SortMergeResultPartition(
     partitionId: ResultPartitionID,
     numSubpartitions: Int,
     bufferPool: LocalBufferPool,
-    val file: PartitionFile,
+    val file: PartitionedFile,
     bufferRequestTimeoutMs: Long,
     hashBased: (Int, Int) => Boolean = DataBuffer.hashBased)
   extends ResultPartition(partitionId, ResultPartitionType.Blocking, numSubpartitions, bufferPool) {
@@ -160,7 +160,7 @@ final class SortMergeResultPartition(
 
   /** A view reading through `readers`' kept file handles (the server's event loops) or its own. */
   def createSubpartitionView(start: Int, end: Int, listener: BufferAvailabilityListener,
-      readers: Option[PartitionFileReaderCache]): ResultSubpartitionView = {
+      readers: Option[PartitionedFileReaderCache]): ResultSubpartitionView = {
     if (!isFinished) throw new IllegalStateException(s"$this is not complete yet; blocking partitions are read once finished")
     if (isReleased) throw new ProducerFailedException(partitionId, failureCause)
     if (start < 0 || end > numSubpartitions || start >= end) {
@@ -192,11 +192,11 @@ object SortMergeResultPartition {
 
   /**
    * A finished partition over a finished file: one another executor wrote (decommissioning moved
-   * it here, see [[PartitionFileIndex]]), or one the [[ResultPartitionManager]] rebuilds from what
+   * it here, see [[PartitionedFileIndex]]), or one the [[ResultPartitionManager]] rebuilds from what
    * it kept. Readable at once, as often as needed, until released; releasing it deletes the file.
    * `pool` is never drawn from; it is destroyed here, like a written partition's once finished.
    */
-  def adopt(id: ResultPartitionID, file: PartitionFile, pool: LocalBufferPool): SortMergeResultPartition = {
+  def adopt(id: ResultPartitionID, file: PartitionedFile, pool: LocalBufferPool): SortMergeResultPartition = {
     val p = new SortMergeResultPartition(id, file.numSubpartitions, pool, file, 0L)
     p.finish()
     p

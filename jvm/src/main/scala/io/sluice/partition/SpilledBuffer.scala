@@ -10,13 +10,13 @@ import io.netty.channel.{DefaultFileRegion, FileRegion}
  * verifies, and the IV it was encrypted from (`iv`, null when the file is not encrypted), with which
  * the reader decrypts it before verifying it.
  *
- * It is read through the [[PartitionFileReader]] of the view that handed it out while that
+ * It is read through the [[PartitionedFileReader]] of the view that handed it out while that
  * reader is open, else through a handle opened for this one read: a buffer taken from a view is
  * readable whatever the view did since. Immutable.
  */
 final class SpilledBuffer private[partition] (
-    file: PartitionFile,
-    reader: PartitionFileReader,
+    file: PartitionedFile,
+    reader: PartitionedFileReader,
     val offset: Long,
     val storedLength: Int,
     val rawLength: Int,
@@ -47,9 +47,9 @@ final class SpilledBuffer private[partition] (
   def toFileRegion: FileRegion = new SpilledBuffer.Region(acquireReader(), offset, storedLength)
 
   /** A reference to a reader of the file, which the caller releases. */
-  private def acquireReader(): PartitionFileReader = {
+  private def acquireReader(): PartitionedFileReader = {
     file.checkReadable()
-    if (reader != null && reader.tryRetain()) reader else PartitionFileReader.open(file)
+    if (reader != null && reader.tryRetain()) reader else PartitionedFileReader.open(file)
   }
 
   override def toString: String =
@@ -60,12 +60,12 @@ object SpilledBuffer {
 
   /**
    * A DefaultFileRegion over part of a partition file that does not own the channel: it holds a
-   * reference to its [[PartitionFileReader]] and drops it when Netty releases the region (sent, or
+   * reference to its [[PartitionedFileReader]] and drops it when Netty releases the region (sent, or
    * discarded with a closed connection) instead of closing the channel, which other regions and the
    * view may still read. A file that ends before the region does fails the write, and with it the
    * connection, as a failed socket would (the frame's header is out and its payload cannot follow).
    */
-  private final class Region(reader: PartitionFileReader, offset: Long, length: Int)
+  private final class Region(reader: PartitionedFileReader, offset: Long, length: Int)
     extends DefaultFileRegion(reader.fileChannel, offset, length.toLong) {
 
     override protected def deallocate(): Unit = reader.release()

@@ -20,7 +20,7 @@ final class UnionResultSubpartitionView private (
     starts: Array[Int],
     ends: Array[Int],
     listener: BufferAvailabilityListener,
-    readers: Option[PartitionFileReaderCache]) {
+    readers: Option[PartitionedFileReaderCache]) {
 
   private val numInputs = shuffleIds.length
   private var current = 0

@@ -9,7 +9,7 @@ import io.sluice.{NettyLeakDetection, TestingThreads}
 import io.sluice.config.SluiceOptions
 import io.sluice.netty.TestingExecutor.withExecutors
 import io.sluice.partition.{
-  PartitionFile, PartitionFileReader, PartitionNotFoundException, PartitionReadScheduler, ResultPartitionID,
+  PartitionedFile, PartitionedFileReader, PartitionNotFoundException, PartitionReadScheduler, ResultPartitionID,
   SortMergeResultPartition
 }
 import io.sluice.partition.consumer.{GateInput, InputChannelException, RemoteInputChannel, SingleInputGate}
@@ -24,14 +24,14 @@ import org.scalatest.funsuite.AnyFunSuite
 class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetection {
 
   /** One open or read of a partition file: which file, what, on which thread. */
-  private final case class Io(file: PartitionFile, what: String, thread: Thread)
+  private final case class Io(file: PartitionedFile, what: String, thread: Thread)
 
   /** Records every open and read of a partition file in this JVM while `body` runs. */
   private def recordingIo[T](body: ConcurrentLinkedQueue[Io] => T): T = {
     val seen = new ConcurrentLinkedQueue[Io]()
-    PartitionFileReader.ioListener = (f, what) => seen.add(Io(f, what, Thread.currentThread()))
+    PartitionedFileReader.ioListener = (f, what) => seen.add(Io(f, what, Thread.currentThread()))
     try body(seen)
-    finally PartitionFileReader.ioListener = null
+    finally PartitionedFileReader.ioListener = null
   }
 
   private def withReaderAndProducer(settings: Map[String, String] = Map.empty)(

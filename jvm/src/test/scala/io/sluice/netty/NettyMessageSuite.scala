@@ -9,7 +9,7 @@ import io.netty.buffer.{ByteBuf, Unpooled}
 import io.netty.channel.embedded.EmbeddedChannel
 import io.sluice.NettyLeakDetection
 import io.sluice.buffer.BlockCodec
-import io.sluice.partition.{BufferIv, PartitionFile, PartitionFileCipher, ResultPartitionID, SpilledBuffer}
+import io.sluice.partition.{BufferIv, PartitionedFile, PartitionedFileCipher, ResultPartitionID, SpilledBuffer}
 import io.sluice.netty.TestingReceivers.{bytes, encode}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -100,7 +100,7 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("BufferResponse with a stored payload, compressed or not, round-trips with CRC and raw length") {
     val dir = Files.createTempDirectory("sluice-msg").toFile
-    val file = PartitionFile.create(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)))
+    val file = PartitionedFile.create(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)))
     val compressible = Array.fill[Byte](3000)(7)
     val random = Array.tabulate[Byte](2000)(_ => Random.nextInt().toByte)
     Seq(compressible, random).foreach { a =>
@@ -125,9 +125,9 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("BufferResponses of an encrypted file carry their IV at the end of the header; plain ones beside them do not") {
     val dir = Files.createTempDirectory("sluice-msg").toFile
-    val cipher = PartitionFileCipher(Array.fill[Byte](16)(9), "AES/CTR/NoPadding")
-    val encrypted = PartitionFile.create(new File(dir, "e.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)), Some(cipher))
-    val plain = PartitionFile.create(new File(dir, "p.data"), 1, None)
+    val cipher = PartitionedFileCipher(Array.fill[Byte](16)(9), "AES/CTR/NoPadding")
+    val encrypted = PartitionedFile.create(new File(dir, "e.data"), 1, Some(BlockCodec.forSparkCodec("lz4", 1)), Some(cipher))
+    val plain = PartitionedFile.create(new File(dir, "p.data"), 1, None)
     for (f <- Seq(encrypted, plain);
       a <- Seq(Array.fill[Byte](3000)(7), Array.tabulate[Byte](2000)(_ => Random.nextInt().toByte))) {
       val b = Unpooled.directBuffer(a.length).writeBytes(a)

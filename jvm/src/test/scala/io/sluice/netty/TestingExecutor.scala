@@ -26,7 +26,7 @@ final class TestingExecutor(
     transportSettings: Map[String, String] = Map.empty,
     auth: Option[(SecretKeyHolder, String)] = None,
     val numSegments: Int = 512,
-    fileCipher: Option[PartitionFileCipher] = None,
+    fileCipher: Option[PartitionedFileCipher] = None,
     sparkTransportConf: TransportConf = null) {
 
   val conf: SluiceConf = SluiceConf(TestingExecutor.DefaultSettings ++ settings)
@@ -67,7 +67,7 @@ final class TestingExecutor(
   def blockingPartition(
       id: ResultPartitionID, numSubpartitions: Int, codec: Option[BlockCodec], poolSize: Int = 4): SortMergeResultPartition = {
     val pool = networkBufferPool.createBufferPool(1, poolSize, s"partition $id")
-    val file = PartitionFile.create(new File(spillDir, s"${id.shuffleId}-${id.producerId}-${System.nanoTime()}.data"),
+    val file = PartitionedFile.create(new File(spillDir, s"${id.shuffleId}-${id.producerId}-${System.nanoTime()}.data"),
       numSubpartitions, codec, fileCipher)
     val p = new SortMergeResultPartition(id, numSubpartitions, pool, file, conf.get(SluiceOptions.RequestBufferTimeout))
     partitionManager.registerResultPartition(p)

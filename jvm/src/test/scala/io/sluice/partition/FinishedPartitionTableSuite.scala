@@ -9,12 +9,12 @@ import org.scalatest.funsuite.AnyFunSuite
 
 class FinishedPartitionTableSuite extends AnyFunSuite {
 
-  private val layout = new PartitionFileLayout(IndexedSeq(new File("/tmp/a"), new File("/tmp/b"), new File("/tmp/c")))
+  private val layout = new PartitionedFileLayout(IndexedSeq(new File("/tmp/a"), new File("/tmp/b"), new File("/tmp/c")))
 
-  private def fileOf(shuffleId: Int, producerId: Long, path: Option[File] = None): PartitionFile = {
+  private def fileOf(shuffleId: Int, producerId: Long, path: Option[File] = None): PartitionedFile = {
     val id = ResultPartitionID(shuffleId, producerId)
     val iv = if (producerId % 3 == 0) Some(BufferIv(producerId, ~producerId)) else None
-    PartitionFile.restore(path.getOrElse(layout.writtenFile(id)), (producerId % 7).toInt + 1, iv,
+    PartitionedFile.restore(path.getOrElse(layout.writtenFile(id)), (producerId % 7).toInt + 1, iv,
       (producerId % 11).toInt, producerId * 10 + 1)
   }
 
@@ -65,7 +65,7 @@ class FinishedPartitionTableSuite extends AnyFunSuite {
     val id = ResultPartitionID(3, 123456789012L)
     assert(layout.code(id, layout.writtenFile(id)) == 0)
     assert(layout.writtenFile(id).getName == "sluice-shuffle-3-123456789012.part")
-    for (n <- Seq(0, 1, 17, PartitionFileLayout.MaxMigrated)) {
+    for (n <- Seq(0, 1, 17, PartitionedFileLayout.MaxMigrated)) {
       val f = layout.migratedFile(id, n)
       assert(f.getName == s"sluice-shuffle-3-123456789012.migrated-$n.part")
       assert(layout.file(id, layout.code(id, f)) == f)

@@ -123,19 +123,19 @@ class ResultPartitionManagerSuite extends AnyFunSuite with NettyLeakDetection {
   private val Subpartitions = 4
 
   /** Partition (shuffle, producer), finished in its file of `layout`: records in subpartitions 0, 1 and 3. */
-  private def finished(global: NetworkBufferPool, layout: PartitionFileLayout, shuffleId: Int, producerId: Long,
-      cipher: Option[PartitionFileCipher] = None): SortMergeResultPartition = {
+  private def finished(global: NetworkBufferPool, layout: PartitionedFileLayout, shuffleId: Int, producerId: Long,
+      cipher: Option[PartitionedFileCipher] = None): SortMergeResultPartition = {
     val id = ResultPartitionID(shuffleId, producerId)
     val pool = global.createBufferPool(1, 2, s"blocking producer $id")
     val p = new SortMergeResultPartition(id, Subpartitions, pool,
-      PartitionFile.create(layout.writtenFile(id), Subpartitions, None, cipher), 60000L)
+      PartitionedFile.create(layout.writtenFile(id), Subpartitions, None, cipher), 60000L)
     Seq(0, 1, 3).foreach(sp => emit(p, sp, record(sp, producerId.toInt, 200)))
     p.finish()
     p
   }
 
   private def readAll(m: ResultPartitionManager, id: ResultPartitionID,
-      cipher: Option[PartitionFileCipher] = None): Seq[Array[Byte]] = {
+      cipher: Option[PartitionedFileCipher] = None): Seq[Array[Byte]] = {
     val reader = new TestingElementReader
     val view = m.createSubpartitionView(id, 0, Subpartitions, NoOpBufferAvailabilityListener)
     try assert(drain(view, reader, cipher = cipher), s"no end of $id")
@@ -157,8 +157,8 @@ class ResultPartitionManagerSuite extends AnyFunSuite with NettyLeakDetection {
       val n = 10000
       withNetworkBufferPool(8) { global =>
         withLocalDirs { dirs =>
-          val layout = new PartitionFileLayout(dirs.toIndexedSeq)
-          val cipher = if (encrypted) Some(PartitionFileCipher(Array.fill[Byte](16)(7), "AES/CTR/NoPadding")) else None
+          val layout = new PartitionedFileLayout(dirs.toIndexedSeq)
+          val cipher = if (encrypted) Some(PartitionedFileCipher(Array.fill[Byte](16)(7), "AES/CTR/NoPadding")) else None
           val m = new ResultPartitionManager(0, Some(layout))
           // The executor's pools are its own, not the manager's: the walk stops there.
           val stop: AnyRef => Boolean = _.isInstanceOf[NetworkBufferPool]
@@ -194,7 +194,7 @@ class ResultPartitionManagerSuite extends AnyFunSuite with NettyLeakDetection {
   test("a rebuilt partition is shared while held, released for every holder, and gone from the reader cache") {
     withNetworkBufferPool(8) { global =>
       withLocalDirs { dirs =>
-        val layout = new PartitionFileLayout(dirs.toIndexedSeq)
+        val layout = new PartitionedFileLayout(dirs.toIndexedSeq)
         val m = new ResultPartitionManager(4, Some(layout))
         val ids = (0 until 3).map { i =>
           val p = finished(global, layout, 9, i.toLong)
@@ -235,17 +235,17 @@ class ResultPartitionManagerSuite extends AnyFunSuite with NettyLeakDetection {
   test("a finished partition moves to another executor's manager and is read and released there") {
     withNetworkBufferPool(8) { global =>
       withLocalDirs { dirs =>
-        val from = new PartitionFileLayout(IndexedSeq(dirs(0)))
-        val to = new PartitionFileLayout(IndexedSeq(dirs(1)))
+        val from = new PartitionedFileLayout(IndexedSeq(dirs(0)))
+        val to = new PartitionedFileLayout(IndexedSeq(dirs(1)))
         val sender = new ResultPartitionManager(0, Some(from))
         val receiver = new ResultPartitionManager(0, Some(to))
         val id = ResultPartitionID(2, 5)
         sender.registerResultPartition(finished(global, from, 2, 5))
         val s = sender.getPartition(id).get.asInstanceOf[SortMergeResultPartition]
-        val index = PartitionFileIndex.encode(s, s.file.path.length())
+        val index = PartitionedFileIndex.encode(s, s.file.path.length())
         val target = to.migratedFile(id, 3)
         Files.copy(s.file.path.toPath, target.toPath)
-        val adopted = SortMergeResultPartition.adopt(id, PartitionFile.adopt(id, target, index),
+        val adopted = SortMergeResultPartition.adopt(id, PartitionedFile.adopt(id, target, index),
           global.createBufferPool(0, 1, s"migrated $id"))
         assert(receiver.registerIfAbsent(adopted).isEmpty)
         assert(sameRecords(readAll(receiver, id), readAll(sender, id)))

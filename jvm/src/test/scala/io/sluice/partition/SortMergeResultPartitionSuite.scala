@@ -474,7 +474,7 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val cache = new PartitionFileReaderCache(2)
+        val cache = new PartitionedFileReaderCache(2)
         val ps = (0 until 3).map(i => partition(global, dir, 3, poolMax = 2, producerId = i))
         ps.foreach { p => write(p, 20 * 1024, maxRecord = 2000); p.finish() }
         val expected = ps.map(p => readRange(p, 0, 3))
@@ -535,8 +535,8 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
       case unix: com.sun.management.UnixOperatingSystemMXBean =>
         val limit = unix.getMaxFileDescriptorCount
         assert(limit >= 64, s"open-file limit $limit")
-        assert(PartitionFileReaderCache.effectiveCapacity(Int.MaxValue) == limit / 4)
-        assert(PartitionFileReaderCache.effectiveCapacity(16) == 16)
+        assert(PartitionedFileReaderCache.effectiveCapacity(Int.MaxValue) == limit / 4)
+        assert(PartitionedFileReaderCache.effectiveCapacity(16) == 16)
       case other => cancel(s"no open-file limit to read from $other")
     }
   }
@@ -545,7 +545,7 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withNetworkBufferPool(64, Segment) { global =>
       withTempDir { dir =>
-        val cache = new PartitionFileReaderCache(0)
+        val cache = new PartitionedFileReaderCache(0)
         val p = partition(global, dir, 1, poolMax = 2)
         write(p, 20 * 1024, maxRecord = 2000)
         p.finish()

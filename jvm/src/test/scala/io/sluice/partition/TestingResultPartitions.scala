@@ -45,10 +45,10 @@ object TestingResultPartitions {
       codec: Option[BlockCodec] = None,
       producerId: Long = 0L,
       shuffleId: Int = 0,
-      cipher: Option[PartitionFileCipher] = None,
+      cipher: Option[PartitionedFileCipher] = None,
       hashBased: (Int, Int) => Boolean = DataBuffer.hashBased): SortMergeResultPartition = {
     val pool = global.createBufferPool(1, poolMax, s"blocking producer $producerId of shuffle $shuffleId")
-    val file = PartitionFile.create(new File(dir, s"shuffle-$shuffleId-$producerId.data"), numSubpartitions, codec, cipher)
+    val file = PartitionedFile.create(new File(dir, s"shuffle-$shuffleId-$producerId.data"), numSubpartitions, codec, cipher)
     new SortMergeResultPartition(ResultPartitionID(shuffleId, producerId), numSubpartitions, pool, file, 60000L, hashBased)
   }
 
@@ -57,7 +57,7 @@ object TestingResultPartitions {
 
   /** Reads everything `view` has now into `reader`; true once the end of the partition was read. */
   def drain(view: ResultSubpartitionView, reader: TestingElementReader, codec: Option[BlockCodec] = None,
-      cipher: Option[PartitionFileCipher] = None): Boolean = {
+      cipher: Option[PartitionedFileCipher] = None): Boolean = {
     var next = view.getNextBuffer()
     while (next != null) {
       if (next.isEndOfPartition) return true
@@ -84,7 +84,7 @@ object TestingResultPartitions {
   }
 
   /** A spilled buffer's bytes, checksum-verified, decrypted and decompressed, in a new direct buffer. */
-  def readSpilled(s: SpilledBuffer, codec: Option[BlockCodec], cipher: Option[PartitionFileCipher] = None): ByteBuf = {
+  def readSpilled(s: SpilledBuffer, codec: Option[BlockCodec], cipher: Option[PartitionedFileCipher] = None): ByteBuf = {
     val stored = Unpooled.directBuffer(s.storedLength)
     s.readInto(stored)
     if (s.isEncrypted) {

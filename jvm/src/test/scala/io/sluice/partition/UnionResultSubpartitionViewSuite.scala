@@ -28,11 +28,11 @@ class UnionResultSubpartitionViewSuite extends AnyFunSuite with NettyLeakDetecti
     }
 
   /** Records every partition file opened in this JVM while `body` runs. */
-  private def recordingOpens[T](body: ArrayBuffer[PartitionFile] => T): T = {
-    val opened = new ArrayBuffer[PartitionFile]()
-    PartitionFileReader.ioListener = (f, what) => if (what == "open") opened.synchronized(opened += f)
+  private def recordingOpens[T](body: ArrayBuffer[PartitionedFile] => T): T = {
+    val opened = new ArrayBuffer[PartitionedFile]()
+    PartitionedFileReader.ioListener = (f, what) => if (what == "open") opened.synchronized(opened += f)
     try body(opened)
-    finally PartitionFileReader.ioListener = null
+    finally PartitionedFileReader.ioListener = null
   }
 
   test("each input's view is opened when the cursor reaches it and released at its end: one file open at a time") {

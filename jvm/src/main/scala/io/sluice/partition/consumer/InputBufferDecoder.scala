@@ -7,7 +7,7 @@ import scala.util.control.NonFatal
 import io.netty.buffer.ByteBuf
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.NetworkBuffer
-import io.sluice.partition.{BufferCipher, PartitionFileCipher}
+import io.sluice.partition.{BufferCipher, PartitionedFileCipher}
 
 /**
  * Turns a buffer as its producer stored it back into the bytes it wrote (Flink's
@@ -21,7 +21,7 @@ import io.sluice.partition.{BufferCipher, PartitionFileCipher}
  * @param codec      decompresses buffers stored compressed (spark.shuffle.compress)
  * @param fileCipher decrypts spilled buffers of encrypted partition files (spark.io.encryption.enabled)
  */
-private[consumer] final class InputBufferDecoder(codec: Option[BlockCodec], fileCipher: Option[PartitionFileCipher]) {
+private[consumer] final class InputBufferDecoder(codec: Option[BlockCodec], fileCipher: Option[PartitionedFileCipher]) {
 
   private val crc = new CRC32C
   private var decryptor: BufferCipher = _ // taken with the first encrypted buffer
@@ -74,7 +74,7 @@ private[consumer] final class InputBufferDecoder(codec: Option[BlockCodec], file
   private def decrypt(channel: InputChannel, next: BufferAndAvailability, data: ByteBuf, size: Int): Unit = {
     if (decryptor == null) {
       decryptor = fileCipher.getOrElse(throw new CorruptBufferException(s"${channel.description} sent an encrypted " +
-          s"buffer, but this reader has no I/O encryption key (is ${PartitionFileCipher.EnabledKey} set alike " +
+          s"buffer, but this reader has no I/O encryption key (is ${PartitionedFileCipher.EnabledKey} set alike " +
           "for every executor?)")).newBufferCipher()
     }
     try decryptor.decrypt(data, data.readerIndex(), size, next.iv)

@@ -6,7 +6,7 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.netty.{MultiPartitionRequest, NettyConnectionManager, PartitionRequestClient}
-import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, ResultPartitionManager}
+import io.sluice.partition.{PartitionedFileCipher, ResultPartitionID, ResultPartitionManager}
 
 /** One input of a gate: subpartitions [start, end) of a producer's partition, and where it runs. */
 final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int,
@@ -40,7 +40,7 @@ final class InputGateFactory(
     partitionManager: ResultPartitionManager,
     connectionManager: NettyConnectionManager,
     localExecutorId: String,
-    fileCipher: Option[PartitionFileCipher] = None) {
+    fileCipher: Option[PartitionedFileCipher] = None) {
 
   private val creditBased = conf.get(SluiceOptions.CreditBased)
   private val buffersPerChannel = conf.get(SluiceOptions.BuffersPerChannel)

@@ -5,7 +5,7 @@ import java.util.concurrent.TimeoutException
 import io.netty.buffer.ByteBuf
 import io.sluice.buffer.BlockCodec
 import io.sluice.memory.{LocalBufferPool, MemorySegment, NetworkBufferPool}
-import io.sluice.partition.PartitionFileCipher
+import io.sluice.partition.PartitionedFileCipher
 
 /**
  * The consumer's side of a shuffle read (Flink's SingleInputGate): its inputs (the map outputs, or
@@ -41,7 +41,7 @@ final class SingleInputGate(
     requestTimeoutMs: Long,
     bufferRequestTimeoutMs: Long,
     val maxChannelsInFlight: Int = SingleInputGate.AllAtOnce,
-    fileCipher: Option[PartitionFileCipher] = None,
+    fileCipher: Option[PartitionedFileCipher] = None,
     val initialFloatingCredit: Int = Int.MaxValue) {
 
   @volatile private var channels: Array[InputChannel] = Array.empty

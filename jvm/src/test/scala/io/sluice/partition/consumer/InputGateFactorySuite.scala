@@ -10,7 +10,7 @@ import io.sluice.config.SluiceOptions
 import io.sluice.metrics.{SystemClock, TaskIOMetricGroup, TaskKey}
 import io.sluice.netty.{TestingExecutor, TestingGateReader, TestingRecords}
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
-import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, SortMergeResultPartition}
+import io.sluice.partition.{PartitionedFileCipher, ResultPartitionID, SortMergeResultPartition}
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Gates as the Spark layer builds them: local and remote channels, pipelined and blocking inputs. */
@@ -124,7 +124,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
   // ---- Spark's I/O encryption (spark.io.encryption.enabled) --------------------------------------
 
   private val ioKey = Array.tabulate[Byte](32)(i => (i * 5 + 1).toByte)
-  private def fileCipher = Some(PartitionFileCipher(ioKey, "AES/CTR/NoPadding"))
+  private def fileCipher = Some(PartitionedFileCipher(ioKey, "AES/CTR/NoPadding"))
   private val Marker = "SLUICE-SECRET-MARKER".getBytes(StandardCharsets.US_ASCII)
 
   /** Record `seq`: the marker, the sequence number, filler. */
@@ -204,7 +204,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
   test("a reader with another key or none fails clearly instead of reading garbage") {
     val a = new TestingExecutor("A", fileCipher = fileCipher)
     val none = new TestingExecutor("B")
-    val other = new TestingExecutor("C", fileCipher = Some(PartitionFileCipher(ioKey.reverse, "AES/CTR/NoPadding")))
+    val other = new TestingExecutor("C", fileCipher = Some(PartitionedFileCipher(ioKey.reverse, "AES/CTR/NoPadding")))
     withExecutors(a, none, other) {
       val p = markedPartition(a, ResultPartitionID(22, 0), 300, None)
       for ((reader, expected) <- Seq(none -> "no I/O encryption key", other -> "Checksum mismatch")) {

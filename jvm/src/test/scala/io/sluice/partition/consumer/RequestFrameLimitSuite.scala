@@ -4,7 +4,7 @@ import io.sluice.{NettyLeakDetection, TestingThreads}
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.netty.{MultiPartitionRequest, TestingExecutor, TestingGateReader, TestingRecords, TransportProtocolException}
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
-import io.sluice.partition.{PartitionFileCipher, ResultPartitionID, SortMergeResultPartition}
+import io.sluice.partition.{PartitionedFileCipher, ResultPartitionID, SortMergeResultPartition}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -101,7 +101,7 @@ class RequestFrameLimitSuite extends AnyFunSuite with NettyLeakDetection {
       val segment = 32L << 10
       val min = SluiceConf.minMaxFrameLength(segment)
       val settings = Map(SluiceOptions.SegmentSize.key -> segment.toString, SluiceOptions.MaxFrameLength.key -> min.toString)
-      val cipher = if (encrypted) Some(PartitionFileCipher(Array.fill[Byte](16)(3), "AES/CTR/NoPadding")) else None
+      val cipher = if (encrypted) Some(PartitionedFileCipher(Array.fill[Byte](16)(3), "AES/CTR/NoPadding")) else None
       val a = new TestingExecutor("A", settings, numSegments = 64, fileCipher = cipher)
       val b = new TestingExecutor("B", settings, numSegments = 64, fileCipher = cipher)
       withExecutors(a, b) {

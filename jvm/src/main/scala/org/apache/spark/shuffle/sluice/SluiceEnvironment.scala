@@ -4,7 +4,7 @@ import io.sluice.{ShuffleEnvironment, TransportSettings}
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.netty.PortRange
-import io.sluice.partition.PartitionFileCipher
+import io.sluice.partition.PartitionedFileCipher
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
@@ -75,12 +75,12 @@ private[sluice] object SluiceEnvironment extends Logging {
    * key and mode Spark's own shuffle and spill files are encrypted with. Fails naming the setting
    * Sluice cannot honour, or when Spark gave no key.
    */
-  def fileCipher(conf: SparkConf, key: => Option[Array[Byte]]): Option[PartitionFileCipher] =
+  def fileCipher(conf: SparkConf, key: => Option[Array[Byte]]): Option[PartitionedFileCipher] =
     if (!ioEncryptionEnabled(conf)) None
     else {
-      val k = key.getOrElse(throw new IllegalStateException(s"${PartitionFileCipher.EnabledKey} is true, but Spark " +
+      val k = key.getOrElse(throw new IllegalStateException(s"${PartitionedFileCipher.EnabledKey} is true, but Spark " +
           "gave this executor no I/O encryption key"))
-      Some(PartitionFileCipher(k, cipherTransformation(conf)))
+      Some(PartitionedFileCipher(k, cipherTransformation(conf)))
     }
 
   /**
@@ -88,12 +88,12 @@ private[sluice] object SluiceEnvironment extends Logging {
    * other than AES/CTR/NoPadding), naming the key; nothing to check when encryption is off.
    */
   def checkIoEncryption(conf: SparkConf): Unit =
-    if (ioEncryptionEnabled(conf)) PartitionFileCipher.checkTransformation(cipherTransformation(conf))
+    if (ioEncryptionEnabled(conf)) PartitionedFileCipher.checkTransformation(cipherTransformation(conf))
 
-  private def ioEncryptionEnabled(conf: SparkConf): Boolean = conf.getBoolean(PartitionFileCipher.EnabledKey, false)
+  private def ioEncryptionEnabled(conf: SparkConf): Boolean = conf.getBoolean(PartitionedFileCipher.EnabledKey, false)
 
   private def cipherTransformation(conf: SparkConf): String =
-    conf.get(PartitionFileCipher.TransformationKey, PartitionFileCipher.Transformation)
+    conf.get(PartitionedFileCipher.TransformationKey, PartitionedFileCipher.Transformation)
 
   private def create(conf: SparkConf): ShuffleEnvironment = {
     val startNanos = System.nanoTime()

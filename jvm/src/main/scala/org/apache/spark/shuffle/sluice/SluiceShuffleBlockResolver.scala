@@ -30,7 +30,7 @@ import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockI
  *
  *  - `getStoredShuffles`: the executor's finished blocking partitions, as (shuffle, map id).
  *  - `getMigrationBlocks`: two blocks per partition, sent in this order: its index
- *    (`shuffle_S_M_0.index`, a [[io.sluice.partition.PartitionFileIndex]]) and its file
+ *    (`shuffle_S_M_0.index`, a [[io.sluice.partition.PartitionedFileIndex]]) and its file
  *    (`shuffle_S_M_0.data`, sent from disk unchanged: compressed and encrypted as written).
  *  - `putShuffleBlockAsStream`, on the receiving executor: keeps the index until the file
  *    follows, writes the file into a local dir, adopts the partition in the executor's

@@ -15,10 +15,10 @@ import io.sluice.partition.TestingLocalDirs._
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Spark's I/O encryption of partition files: the cipher, the IVs, and files written and read back encrypted. */
-class PartitionFileCipherSuite extends AnyFunSuite {
+class PartitionedFileCipherSuite extends AnyFunSuite {
 
   private val key = Array.tabulate[Byte](16)(i => (i * 11 + 3).toByte)
-  private def cipher = PartitionFileCipher(key, "AES/CTR/NoPadding")
+  private def cipher = PartitionedFileCipher(key, "AES/CTR/NoPadding")
 
   private val Marker = "SLUICE-SECRET-MARKER".getBytes(StandardCharsets.US_ASCII)
 
@@ -67,21 +67,21 @@ class PartitionFileCipherSuite extends AnyFunSuite {
 
   test("Spark's settings: only AES/CTR/NoPadding and AES keys are accepted, refused naming the key") {
     for (bits <- Seq(128, 192, 256))
-      assert(PartitionFileCipher(new Array[Byte](bits / 8), "AES/CTR/NoPadding").keySizeBits == bits)
-    assert(PartitionFileCipher(key, "aes/ctr/nopadding").keySizeBits == 128)
+      assert(PartitionedFileCipher(new Array[Byte](bits / 8), "AES/CTR/NoPadding").keySizeBits == bits)
+    assert(PartitionedFileCipher(key, "aes/ctr/nopadding").keySizeBits == 128)
     for (t <- Seq("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding", "DES/CTR/NoPadding", "")) {
-      val e = intercept[IllegalArgumentException](PartitionFileCipher(key, t))
+      val e = intercept[IllegalArgumentException](PartitionedFileCipher(key, t))
       assert(e.getMessage.contains("spark.io.crypto.cipher.transformation=" + t) && e.getMessage.contains("AES/CTR/NoPadding"),
         e.getMessage)
     }
-    val e = intercept[IllegalArgumentException](PartitionFileCipher(new Array[Byte](10), "AES/CTR/NoPadding"))
+    val e = intercept[IllegalArgumentException](PartitionedFileCipher(new Array[Byte](10), "AES/CTR/NoPadding"))
     assert(e.getMessage.contains("80 bits") && e.getMessage.contains("spark.io.encryption.keySizeBits"), e.getMessage)
   }
 
   /** Records carrying the marker, written through a file with or without encryption and a codec. */
   private def writeMarked(
-      dir: File, codec: Option[BlockCodec], fileCipher: Option[PartitionFileCipher]): (PartitionFile, Seq[Array[Byte]]) = {
-    val f = PartitionFile.create(new File(dir, s"p-${System.nanoTime()}.part"), 2, codec, fileCipher)
+      dir: File, codec: Option[BlockCodec], fileCipher: Option[PartitionedFileCipher]): (PartitionedFile, Seq[Array[Byte]]) = {
+    val f = PartitionedFile.create(new File(dir, s"p-${System.nanoTime()}.part"), 2, codec, fileCipher)
     val r = new Random(5)
     val data = (0 until 40).map(i => Marker ++ Array.tabulate[Byte](200 + i * 97)(_ => r.nextInt(4).toByte) ++ Marker)
     data.zipWithIndex.foreach { case (d, i) =>

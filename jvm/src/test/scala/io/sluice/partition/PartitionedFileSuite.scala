@@ -12,7 +12,7 @@ import org.apache.spark.unsafe.Platform
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The partition file: its index, its write path, checksums and who holds its file handles. */
-class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
+class PartitionedFileSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def buf(bytes: Array[Byte]): ByteBuf = Unpooled.directBuffer(math.max(1, bytes.length)).writeBytes(bytes)
 
@@ -24,7 +24,7 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("buffers read back per subpartition in the order they were written") {
     withTempDir { dir =>
-      val f = PartitionFile.create(new File(dir, "p.data"), 3, None)
+      val f = PartitionedFile.create(new File(dir, "p.data"), 3, None)
       val data = (0 until 30).map(i => Array.tabulate(100 + i * 50)(j => (i + j).toByte))
       data.zipWithIndex.foreach { case (d, i) =>
         val b = buf(d); f.write(i % 2, b); assert(b.readableBytes() == d.length); b.release()
@@ -58,7 +58,7 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
 
   test("a spilled buffer goes to a channel as a file region, from any position") {
     withTempDir { dir =>
-      val f = PartitionFile.create(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("zstd", 1)))
+      val f = PartitionedFile.create(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("zstd", 1)))
       val data = Array.tabulate(5000)(j => (j % 13).toByte)
       val b = buf(data); f.write(0, b); b.release()
       f.finishWriting()
@@ -81,7 +81,7 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
     withTempDir { dir =>
       val path = new File(dir, "taken.data")
       assert(path.createNewFile())
-      intercept[java.nio.file.FileAlreadyExistsException](PartitionFile.create(path, 1, None))
+      intercept[java.nio.file.FileAlreadyExistsException](PartitionedFile.create(path, 1, None))
     }
   }
 
@@ -89,7 +89,7 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
     test(s"beginBuffer / endBuffer store the bytes written at the address it gives (codec $codecName)") {
       withTempDir { dir =>
         val codec = codecName.map(BlockCodec.forSparkCodec(_, 1))
-        val f = PartitionFile.create(new File(dir, "p.data"), 2, codec)
+        val f = PartitionedFile.create(new File(dir, "p.data"), 2, codec)
         val data = (0 until 200).map(i => Array.tabulate(3000 + i * 13)(j => ((i * j) % 11).toByte))
         data.zipWithIndex.foreach { case (d, i) =>
           val at = f.beginBuffer(8192)
@@ -125,14 +125,14 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
   test("the writer's handle is closed by finishWriting; each reader opens and closes its own") {
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withTempDir { dir =>
-      val f = PartitionFile.create(new File(dir, "p.data"), 1, None)
+      val f = PartitionedFile.create(new File(dir, "p.data"), 1, None)
       assert(openUnder(dir) == 1)
       val b = buf(Array.fill[Byte](5000)(3)); f.write(0, b); b.release()
-      intercept[java.io.IOException](PartitionFileReader.open(f)) // not complete yet
+      intercept[java.io.IOException](PartitionedFileReader.open(f)) // not complete yet
       f.finishWriting()
       assert(openUnder(dir) == 0, "a finished file holds no handle")
-      val r1 = PartitionFileReader.open(f)
-      val r2 = PartitionFileReader.open(f)
+      val r1 = PartitionedFileReader.open(f)
+      val r2 = PartitionedFileReader.open(f)
       assert(openUnder(dir) == 2, "one handle per reader")
       assert(r1.tryRetain())
       r1.release()
@@ -153,13 +153,13 @@ class PartitionFileSuite extends AnyFunSuite with NettyLeakDetection {
       } finally target.release()
       r2.release()
       assert(openUnder(dir) == 0)
-      intercept[java.io.IOException](PartitionFileReader.open(f))
+      intercept[java.io.IOException](PartitionedFileReader.open(f))
     }
   }
 
   test("delete while writing closes the writer's handle and fails further writes") {
     withTempDir { dir =>
-      val f = PartitionFile.create(new File(dir, "p.data"), 1, None)
+      val f = PartitionedFile.create(new File(dir, "p.data"), 1, None)
       val b = buf(Array.fill[Byte](100)(1))
       f.write(0, b)
       f.delete()

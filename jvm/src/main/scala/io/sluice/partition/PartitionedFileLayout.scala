@@ -8,7 +8,7 @@ import java.io.File
  * a finished partition needs no path in the heap, only a small [[code]] (0 for the file its
  * producer wrote, n + 1 for the n-th file received from another executor). Stateless; thread-safe.
  */
-final class PartitionFileLayout(localDirs: IndexedSeq[File]) {
+final class PartitionedFileLayout(localDirs: IndexedSeq[File]) {
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
   private def dirOf(id: ResultPartitionID, n: Int): File = localDirs(Math.floorMod(id.hashCode + n, localDirs.size))
@@ -20,7 +20,7 @@ final class PartitionFileLayout(localDirs: IndexedSeq[File]) {
 
   /** The `n`-th file received for `id` from another executor (decommissioning); `n` in [0, 2^30). */
   def migratedFile(id: ResultPartitionID, n: Int): File = {
-    require(n >= 0 && n <= PartitionFileLayout.MaxMigrated, s"migrated file number $n")
+    require(n >= 0 && n <= PartitionedFileLayout.MaxMigrated, s"migrated file number $n")
     new File(dirOf(id, n), s"${prefix(id)}.migrated-$n.part")
   }
 
@@ -35,13 +35,13 @@ final class PartitionFileLayout(localDirs: IndexedSeq[File]) {
       if (name == s"${prefix(id)}.part") 0
       else if (name.startsWith(migrated) && name.endsWith(".part")) {
         name.substring(migrated.length, name.length - ".part".length).toIntOption
-          .filter(n => n >= 0 && n <= PartitionFileLayout.MaxMigrated).fold(-1)(_ + 1)
+          .filter(n => n >= 0 && n <= PartitionedFileLayout.MaxMigrated).fold(-1)(_ + 1)
       } else -1
     if (c >= 0 && file(id, c) == path) c else -1
   }
 }
 
-object PartitionFileLayout {
+object PartitionedFileLayout {
 
   /** The largest number of a migrated file (numbers wrap around below it). */
   val MaxMigrated: Int = (1 << 30) - 1

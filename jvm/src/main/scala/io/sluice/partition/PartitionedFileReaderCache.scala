@@ -9,7 +9,7 @@ import java.lang.management.ManagementFactory
  * hundred bytes each. With it, a file is opened once for every reader that comes while it is kept.
  *
  * It keeps at most `capacity` files (spark.sluice.network.maxOpenPartitionFiles, bounded by the
- * process's open-file limit, see [[PartitionFileReaderCache.effectiveCapacity]]). When full, a file
+ * process's open-file limit, see [[PartitionedFileReaderCache.effectiveCapacity]]). When full, a file
  * that is not kept is opened for its reader alone, and nothing kept is dropped for it: a stage's
  * reducers all read the executor's map outputs in the same order, a scan that would make a
  * least-recently-used cache smaller than the scan drop every file just before its next reader came.
@@ -18,33 +18,33 @@ import java.lang.management.ManagementFactory
  * file open; and at once when it is deleted, so no handle holds a deleted file's disk space.
  *
  * Only the server's read threads read through it. A task thread reading local data keeps a handle of
- * its own ([[PartitionFileReader.open]]): an interrupted thread closes the NIO channel it reads
+ * its own ([[PartitionedFileReader.open]]): an interrupted thread closes the NIO channel it reads
  * from (Spark interrupts cancelled tasks), which must not break the other readers of a shared one.
  *
- * Each kept reader holds one reference of its own (see [[PartitionFileReader]]): a reader that is
+ * Each kept reader holds one reference of its own (see [[PartitionedFileReader]]): a reader that is
  * dropped (idle, or its file deleted) stays open until the views (and FileRegions) that took it have
  * released it, and then closes. Thread-safe; the lock covers map updates only, never a system call.
  */
-final class PartitionFileReaderCache(val capacity: Int) {
+final class PartitionedFileReaderCache(val capacity: Int) {
   require(capacity >= 0, s"a cache of $capacity open files")
 
   /** Kept readers with the time of their last acquire, least recently acquired first. */
-  private val open = new java.util.LinkedHashMap[PartitionFile, PartitionFileReaderCache.Kept](16, 0.75f, true)
+  private val open = new java.util.LinkedHashMap[PartitionedFile, PartitionedFileReaderCache.Kept](16, 0.75f, true)
 
   /**
    * A reference to a reader of finished `file`, kept or newly opened; the caller releases it.
    * Fails with an IOException when the file was released or cannot be opened.
    */
-  def acquire(file: PartitionFile): PartitionFileReader = {
+  def acquire(file: PartitionedFile): PartitionedFileReader = {
     file.checkReadable()
-    if (capacity == 0) return PartitionFileReader.open(file)
+    if (capacity == 0) return PartitionedFileReader.open(file)
     val now = System.nanoTime()
     val kept = synchronized {
       val k = open.get(file)
       if (k == null) null else { k.lastUsed = now; k.reader }
     }
     if (kept != null && kept.tryRetain()) return kept
-    val opened = PartitionFileReader.open(file) // the caller's reference
+    val opened = PartitionedFileReader.open(file) // the caller's reference
     var keptNow = false
     val result = synchronized {
       val other = open.get(file) // kept by another thread meanwhile (a kept reader holds the cache's reference)
@@ -52,7 +52,7 @@ final class PartitionFileReaderCache(val capacity: Int) {
       else if (open.size >= capacity) opened // full: this reader is the caller's alone
       else {
         opened.tryRetain() // the cache's reference
-        open.put(file, new PartitionFileReaderCache.Kept(opened, now))
+        open.put(file, new PartitionedFileReaderCache.Kept(opened, now))
         keptNow = true
         opened
       }
@@ -68,7 +68,7 @@ final class PartitionFileReaderCache(val capacity: Int) {
   }
 
   /** Drops `file`'s kept reader, if any (its file was deleted). */
-  def forget(file: PartitionFile): Unit = {
+  def forget(file: PartitionedFile): Unit = {
     val k = synchronized(open.remove(file))
     if (k != null) k.reader.release()
   }
@@ -79,7 +79,7 @@ final class PartitionFileReaderCache(val capacity: Int) {
    */
   def closeIdle(idleSinceNanos: Long): Unit = {
     val idle = synchronized {
-      val out = new java.util.ArrayList[PartitionFileReader]()
+      val out = new java.util.ArrayList[PartitionedFileReader]()
       val it = open.values().iterator()
       var done = false
       while (!done && it.hasNext) {
@@ -89,7 +89,7 @@ final class PartitionFileReaderCache(val capacity: Int) {
       }
       out
     }
-    PartitionFileReaderCache.releaseAll(idle)
+    PartitionedFileReaderCache.releaseAll(idle)
   }
 
   /** Files kept open now. */
@@ -98,16 +98,16 @@ final class PartitionFileReaderCache(val capacity: Int) {
   /** Drops every kept reader (the executor stops). */
   def clear(): Unit = {
     val all = synchronized {
-      val rs = new java.util.ArrayList[PartitionFileReader](open.size)
+      val rs = new java.util.ArrayList[PartitionedFileReader](open.size)
       open.values().forEach(k => rs.add(k.reader))
       open.clear()
       rs
     }
-    PartitionFileReaderCache.releaseAll(all)
+    PartitionedFileReaderCache.releaseAll(all)
   }
 }
 
-object PartitionFileReaderCache {
+object PartitionedFileReaderCache {
 
   /**
    * `configured` bounded by a quarter of this process's open-file limit (where the JVM can tell):
@@ -123,7 +123,7 @@ object PartitionFileReaderCache {
    * Releases every one of `readers`, each independently of the others: a release that throws (its
    * channel failed to close) leaks nothing else; the first failure is rethrown afterwards.
    */
-  private def releaseAll(readers: java.util.List[PartitionFileReader]): Unit = {
+  private def releaseAll(readers: java.util.List[PartitionedFileReader]): Unit = {
     var failure: Throwable = null
     readers.forEach { r =>
       try r.release()
@@ -138,5 +138,5 @@ object PartitionFileReaderCache {
   val IdleMs = 1000L
 
   /** A kept reader and when it was last acquired (guarded by the cache's lock). */
-  private final class Kept(val reader: PartitionFileReader, var lastUsed: Long)
+  private final class Kept(val reader: PartitionedFileReader, var lastUsed: Long)
 }

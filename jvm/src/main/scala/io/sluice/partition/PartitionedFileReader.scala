@@ -8,9 +8,9 @@ import java.util.concurrent.atomic.AtomicInteger
 import io.netty.buffer.ByteBuf
 
 /**
- * One reader's read-only handle of a [[PartitionFile]] (the file channels Flink's
+ * One reader's read-only handle of a [[PartitionedFile]] (the file channels Flink's
  * PartitionedFileReader owns: the data's, and the index file's once a view reads its entries),
- * opened by [[PartitionFileReader.open]], reference counted: the [[BlockingSubpartitionView]] that opened it
+ * opened by [[PartitionedFileReader.open]], reference counted: the [[BlockingSubpartitionView]] that opened it
  * holds one reference until it has read its range or is released, and every FileRegion still on
  * its way through a Netty connection holds another; the channel is closed when the last goes.
  *
@@ -19,7 +19,7 @@ import io.netty.buffer.ByteBuf
  * channels): this reader fails with ClosedByInterruptException, other readers of the file keep
  * their own channels. Thread-safe.
  */
-final class PartitionFileReader private[partition] (val file: PartitionFile, channel: FileChannel) {
+final class PartitionedFileReader private[partition] (val file: PartitionedFile, channel: FileChannel) {
 
   private val refs = new AtomicInteger(1)
   private var indexChannel: FileChannel = _ // the file's index, opened on first use; guarded by this
@@ -44,7 +44,7 @@ final class PartitionFileReader private[partition] (val file: PartitionFile, cha
 
   /** Copies `length` bytes at `offset` into `target` at its writer index, which it advances. */
   def read(offset: Long, length: Int, target: ByteBuf): Unit = {
-    PartitionFileReader.probe(file, "read")
+    PartitionedFileReader.probe(file, "read")
     val bb = target.nioBuffer(target.writerIndex(), length)
     var pos = offset
     while (bb.hasRemaining) {
@@ -61,7 +61,7 @@ final class PartitionFileReader private[partition] (val file: PartitionFile, cha
    * stays open for the next view (a reader the server's cache keeps), closed with the data's;
    * otherwise it is closed at once (a reader of one view, which reads its entries once).
    */
-  def readIndexRange(start: Int, end: Int, keepIndexOpen: Boolean): PartitionFileIndexRange =
+  def readIndexRange(start: Int, end: Int, keepIndexOpen: Boolean): PartitionedFileIndexRange =
     try file.readIndexRange(openIndex(), start, end)
     finally if (!keepIndexOpen) closeIndex()
 
@@ -81,20 +81,20 @@ final class PartitionFileReader private[partition] (val file: PartitionFile, cha
    */
   private[partition] def fileChannel: FileChannel = channel
 
-  override def toString: String = s"PartitionFileReader(${file.path.getName}, refCnt=$refCnt)"
+  override def toString: String = s"PartitionedFileReader(${file.path.getName}, refCnt=$refCnt)"
 }
 
-object PartitionFileReader {
+object PartitionedFileReader {
 
   /**
    * Opens a read-only handle of finished `file` for one reader (reference count 1). Fails with an
    * IOException when the file is not complete, was released, or cannot be opened; a file released
    * while the handle was being opened keeps no handle open.
    */
-  def open(file: PartitionFile): PartitionFileReader = {
+  def open(file: PartitionedFile): PartitionedFileReader = {
     file.checkReadable()
     probe(file, "open")
-    val reader = new PartitionFileReader(file, FileChannel.open(file.path.toPath, StandardOpenOption.READ))
+    val reader = new PartitionedFileReader(file, FileChannel.open(file.path.toPath, StandardOpenOption.READ))
     if (file.isDeleted) { reader.release(); file.checkReadable() } // released while opening: no handle stays
     reader
   }
@@ -103,9 +103,9 @@ object PartitionFileReader {
    * Tests only: called on the calling thread before each open ("open") and read ("read") of a
    * partition file, to observe how often and on which threads files are opened and read.
    */
-  @volatile private[sluice] var ioListener: (PartitionFile, String) => Unit = _
+  @volatile private[sluice] var ioListener: (PartitionedFile, String) => Unit = _
 
-  private def probe(file: PartitionFile, what: String): Unit = {
+  private def probe(file: PartitionedFile, what: String): Unit = {
     val l = ioListener
     if (l != null) l(file, what)
   }

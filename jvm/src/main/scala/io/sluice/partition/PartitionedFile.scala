@@ -10,36 +10,36 @@ import io.sluice.buffer.BlockCodec
 
 /**
  * The file of one blocking result partition in Spark's local dirs (Flink's PartitionedFile): its
- * buffers, appended in the order they were written by its [[PartitionFileWriter]], each
+ * buffers, appended in the order they were written by its [[PartitionedFileWriter]], each
  * compressed on its own when that saves space, checksummed, encrypted when Spark's I/O encryption
- * is on, and the index file beside it ([[PartitionFileIndex$]]), written when the file is
+ * is on, and the index file beside it ([[PartitionedFileIndex$]]), written when the file is
  * finished; a finished file keeps only its totals in the heap. A subpartition's buffers read back in the order
  * they were written; with a sort-merge writer they come region after region (one region per spill).
  * Buffers are read back as stored: readers decrypt, verify and decompress them (a remote reader's
  * gate does, after they crossed the network as they lie in the file).
  *
- * Made by [[PartitionFile.create]] to be written, by [[PartitionFile.adopt]] over a finished
- * file another executor wrote, or by [[PartitionFile.restore]] when the [[ResultPartitionManager]]
+ * Made by [[PartitionedFile.create]] to be written, by [[PartitionedFile.adopt]] over a finished
+ * file another executor wrote, or by [[PartitionedFile.restore]] when the [[ResultPartitionManager]]
  * rebuilds a finished partition from its table row. Only the writer holds a file handle, and only until
  * [[finishWriting]]. A task thread reading the file opens its own read-only
- * [[PartitionFileReader]], so an interrupted reader (Java NIO closes an interruptible channel when
+ * [[PartitionedFileReader]], so an interrupted reader (Java NIO closes an interruptible channel when
  * its thread is interrupted) closes nothing but its own; the server's read threads share one
- * reader per file, kept open between readers by the [[PartitionFileReaderCache]] and closed when
+ * reader per file, kept open between readers by the [[PartitionedFileReaderCache]] and closed when
  * the file is deleted or the cache drops it.
  *
  * Writing is done by the producer's task thread only; once [[finishWriting]] returns, any number
  * of readers may read concurrently. [[delete]] may come from any thread.
  */
-final class PartitionFile private (
+final class PartitionedFile private (
     val path: File,
     val numSubpartitions: Int,
     fileIv: Option[BufferIv],
-    initialWriter: Option[PartitionFileWriter],
+    initialWriter: Option[PartitionedFileWriter],
     adoptedBuffers: Int,
     adoptedLength: Long) {
 
   /** The writer until the file is finished; an adopted file never had one. */
-  @volatile private var writer: PartitionFileWriter = initialWriter.orNull
+  @volatile private var writer: PartitionedFileWriter = initialWriter.orNull
   @volatile private var finished = initialWriter.isEmpty
   @volatile private var deleted = false
   // The finished file's totals: all the heap it keeps of its index (the rest is in the index file).
@@ -47,7 +47,7 @@ final class PartitionFile private (
   @volatile private var totalBytes = adoptedLength
 
   /** The server's cache that kept a reader of this file, told when the file is deleted. */
-  @volatile private[partition] var readerCache: PartitionFileReaderCache = _
+  @volatile private[partition] var readerCache: PartitionedFileReaderCache = _
 
   /**
    * The partition the [[ResultPartitionManager]] rebuilt over this file: whoever keeps the file (a
@@ -58,17 +58,17 @@ final class PartitionFile private (
 
   // ---- writing (producer thread) -------------------------------------------------------------
 
-  /** See [[PartitionFileWriter.beginBuffer]]. */
+  /** See [[PartitionedFileWriter.beginBuffer]]. */
   private[partition] def beginBuffer(maxLength: Int): Long = writable().beginBuffer(maxLength)
 
-  /** See [[PartitionFileWriter.endBuffer]]. */
+  /** See [[PartitionedFileWriter.endBuffer]]. */
   private[partition] def endBuffer(subpartition: Int, length: Int): Unit = {
     val w = writer
     if (w == null) throw new IllegalStateException(s"no buffer of $path was begun")
     w.endBuffer(subpartition, length)
   }
 
-  /** See [[PartitionFileWriter.writeBuffer]]. */
+  /** See [[PartitionedFileWriter.writeBuffer]]. */
   private[partition] def writeBuffer(subpartition: Int, src: ByteBuffer, srcAddress: Long, length: Int): Unit =
     writable().writeBuffer(subpartition, src, srcAddress, length)
 
@@ -94,7 +94,7 @@ final class PartitionFile private (
     if (w != null) w.abort()
   }
 
-  private def writable(): PartitionFileWriter = {
+  private def writable(): PartitionedFileWriter = {
     if (finished) throw new IllegalArgumentException(s"$path is already complete")
     if (deleted) throw new IOException(s"$path was released while being written")
     writer
@@ -106,8 +106,8 @@ final class PartitionFile private (
 
   def isDeleted: Boolean = deleted
 
-  /** The index file beside the data file (see [[PartitionFileIndex$]]). */
-  def indexPath: File = PartitionFile.indexPathOf(path)
+  /** The index file beside the data file (see [[PartitionedFileIndex$]]). */
+  def indexPath: File = PartitionedFile.indexPathOf(path)
 
   /** Stored buffers of `subpartition` (reads the index file: for tests and tools). */
   def numBuffers(subpartition: Int): Int = numBuffers(subpartition, subpartition + 1)
@@ -117,7 +117,7 @@ final class PartitionFile private (
    * read alone: a view asks it only for a backlog wanted before its first buffer).
    */
   def numBuffers(start: Int, end: Int): Int = withIndexChannel { ch =>
-    PartitionFileIndexRange.count(ch, indexPath, totalBuffers, start, end)
+    PartitionedFileIndexRange.count(ch, indexPath, totalBuffers, start, end)
   }
 
   /** The `i`-th buffer of `subpartition` (reads the index file: for tests and tools, not per buffer). */
@@ -144,9 +144,9 @@ final class PartitionFile private (
   }
 
   /** The index entries of subpartitions [start, end), read through `indexChannel` (a reader's). */
-  private[partition] def readIndexRange(indexChannel: FileChannel, start: Int, end: Int): PartitionFileIndexRange = {
+  private[partition] def readIndexRange(indexChannel: FileChannel, start: Int, end: Int): PartitionedFileIndexRange = {
     checkReadable()
-    PartitionFileIndexRange.read(indexChannel, indexPath, numSubpartitions, totalBuffers, start, end)
+    PartitionedFileIndexRange.read(indexChannel, indexPath, numSubpartitions, totalBuffers, start, end)
   }
 
   private def withIndexChannel[T](read: FileChannel => T): T = {
@@ -159,7 +159,7 @@ final class PartitionFile private (
   }
 
   /** Stored buffer `i` of `range`, read through `reader` while that is open (null: a reader of its own). */
-  private[partition] def spilledBuffer(range: PartitionFileIndexRange, i: Int, reader: PartitionFileReader): SpilledBuffer = {
+  private[partition] def spilledBuffer(range: PartitionedFileIndexRange, i: Int, reader: PartitionedFileReader): SpilledBuffer = {
     val offset = range.offset(i)
     new SpilledBuffer(this, reader, offset, range.storedLength(i), range.rawLength(i), range.crc(i),
       if (ivOrNull == null) null else ivOrNull.plus(offset))
@@ -196,14 +196,14 @@ final class PartitionFile private (
         if (w != null) w.closeChannel()
         val c = readerCache
         if (c != null) c.forget(this)
-      } finally PartitionFile.deleteFiles(path)
+      } finally PartitionedFile.deleteFiles(path)
     }
   }
 
-  override def toString: String = s"PartitionFile($path)"
+  override def toString: String = s"PartitionedFile($path)"
 }
 
-object PartitionFile {
+object PartitionedFile {
 
   /** The index file of the data file at `path`: beside it, in the same local directory. */
   def indexPathOf(path: File): File = new File(path.getPath + ".index")
@@ -218,7 +218,7 @@ object PartitionFile {
    * its index file): readable at once, never written.
    */
   private[partition] def restore(path: File, numSubpartitions: Int, iv: Option[BufferIv], numBuffers: Int,
-      length: Long): PartitionFile = new PartitionFile(path, numSubpartitions, iv, None, numBuffers, length)
+      length: Long): PartitionedFile = new PartitionedFile(path, numSubpartitions, iv, None, numBuffers, length)
 
   /**
    * A new file at `path` (created now: an IOException when it exists or cannot be created) for a
@@ -227,22 +227,22 @@ object PartitionFile {
    * `cipher` encrypts them (Spark's I/O encryption), from a random IV of the file's own.
    */
   def create(path: File, numSubpartitions: Int, codec: Option[BlockCodec],
-      cipher: Option[PartitionFileCipher] = None): PartitionFile = {
-    val index = new PartitionFileIndex(numSubpartitions)
+      cipher: Option[PartitionedFileCipher] = None): PartitionedFile = {
+    val index = new PartitionedFileIndex(numSubpartitions)
     val iv = cipher.map(_.newFileIv())
-    val writer = new PartitionFileWriter(path, indexPathOf(path), index, codec, cipher.map(_.newBufferCipher()), iv)
-    new PartitionFile(path, numSubpartitions, iv, Some(writer), 0, 0L)
+    val writer = new PartitionedFileWriter(path, indexPathOf(path), index, codec, cipher.map(_.newBufferCipher()), iv)
+    new PartitionedFile(path, numSubpartitions, iv, Some(writer), 0, 0L)
   }
 
   /**
    * A finished file another executor wrote, received into `path`, with the index that executor
-   * encoded (decommissioning, see [[PartitionFileIndex$]]), which is written beside it: readable at
+   * encoded (decommissioning, see [[PartitionedFileIndex$]]), which is written beside it: readable at
    * once, never written. Fails with an IOException naming what is wrong when the index is not one
    * of `id`, is malformed, or does not fit the file; the file is left where it is (and no index
    * file beside it).
    */
-  def adopt(id: ResultPartitionID, path: File, encodedIndex: Array[Byte]): PartitionFile = {
-    val d = PartitionFileIndex.decode(id, path, encodedIndex)
+  def adopt(id: ResultPartitionID, path: File, encodedIndex: Array[Byte]): PartitionedFile = {
+    val d = PartitionedFileIndex.decode(id, path, encodedIndex)
     val indexPath = indexPathOf(path)
     try {
       val ch = FileChannel.open(indexPath.toPath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
@@ -253,6 +253,6 @@ object PartitionFile {
         if (!e.isInstanceOf[java.nio.file.FileAlreadyExistsException]) indexPath.delete()
         throw e
     }
-    new PartitionFile(path, d.numSubpartitions, d.iv, None, d.numBuffers, d.fileLength)
+    new PartitionedFile(path, d.numSubpartitions, d.iv, None, d.numBuffers, d.fileLength)
   }
 }

@@ -22,24 +22,24 @@ import javax.crypto.spec.SecretKeySpec
  * Immutable and thread-safe, one per executor; each writer and each reading gate takes a
  * [[BufferCipher]] of its own ([[newBufferCipher]]).
  */
-final class PartitionFileCipher private (private[partition] val key: SecretKeySpec) {
+final class PartitionedFileCipher private (private[partition] val key: SecretKeySpec) {
 
   /** A cipher for one thread (a partition's writer, a gate's reader), reused for every buffer it handles. */
-  def newBufferCipher(): BufferCipher = new BufferCipher(this, Cipher.getInstance(PartitionFileCipher.Transformation))
+  def newBufferCipher(): BufferCipher = new BufferCipher(this, Cipher.getInstance(PartitionedFileCipher.Transformation))
 
   /** A random IV for a new partition file: its buffers count their counters from it. */
   def newFileIv(): BufferIv = {
-    val r = PartitionFileCipher.random.get()
+    val r = PartitionedFileCipher.random.get()
     BufferIv(r.nextLong(), r.nextLong())
   }
 
   /** Bits of the key (128, 192 or 256). */
   def keySizeBits: Int = key.getEncoded.length * 8
 
-  override def toString: String = s"PartitionFileCipher(${PartitionFileCipher.Transformation}, $keySizeBits-bit key)"
+  override def toString: String = s"PartitionedFileCipher(${PartitionedFileCipher.Transformation}, $keySizeBits-bit key)"
 }
 
-object PartitionFileCipher {
+object PartitionedFileCipher {
 
   /** The transformation Spark's I/O encryption supports, and so the only one Sluice accepts. */
   val Transformation = "AES/CTR/NoPadding"
@@ -57,12 +57,12 @@ object PartitionFileCipher {
    * AES/CTR/NoPadding or the key is not an AES key, and with the JVM's error when this JVM cannot
    * run AES/CTR: the application stops at start-up rather than write files it cannot read.
    */
-  def apply(key: Array[Byte], transformation: String): PartitionFileCipher = {
+  def apply(key: Array[Byte], transformation: String): PartitionedFileCipher = {
     checkTransformation(transformation)
     require(key != null && (key.length == 16 || key.length == 24 || key.length == 32),
       s"Spark's I/O encryption key has ${if (key == null) "no" else (key.length * 8).toString} bits; AES needs 128, 192 " +
         s"or 256 ($KeySizeKey)")
-    val c = new PartitionFileCipher(new SecretKeySpec(key.clone(), "AES"))
+    val c = new PartitionedFileCipher(new SecretKeySpec(key.clone(), "AES"))
     try c.newBufferCipher().selfCheck()
     catch {
       case e: GeneralSecurityException =>

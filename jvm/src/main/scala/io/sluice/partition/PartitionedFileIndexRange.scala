@@ -5,18 +5,18 @@ import java.nio.ByteBuffer
 import java.nio.channels.FileChannel
 
 /**
- * The index entries of subpartitions [start, end) of a finished [[PartitionFile]], read from its
- * index file (see [[PartitionFileIndex$]]) with two positional reads: the directory's entries
+ * The index entries of subpartitions [start, end) of a finished [[PartitionedFile]], read from its
+ * index file (see [[PartitionedFileIndex$]]) with two positional reads: the directory's entries
  * start .. end, then the range's entries, in the order a reader sends them (Flink's
  * PartitionedFileReader reads its region's index entries the same way). A
  * [[BlockingSubpartitionView]] holds one for as long as it reads. Immutable once read; one
  * thread at a time.
  */
-private[partition] final class PartitionFileIndexRange private (
+private[partition] final class PartitionedFileIndexRange private (
     val start: Int,
     directory: Array[Int],
     entries: ByteBuffer) {
-  import PartitionFileIndex.EntrySize
+  import PartitionedFileIndex.EntrySize
 
   /** Stored buffers of the range. */
   val size: Int = directory(directory.length - 1) - directory(0)
@@ -41,7 +41,7 @@ private[partition] final class PartitionFileIndexRange private (
   def crc(i: Int): Int = entries.getInt(i * EntrySize + 16)
 }
 
-private[partition] object PartitionFileIndexRange {
+private[partition] object PartitionedFileIndexRange {
 
   /**
    * Reads the range [start, end) of the index file `path` (through `channel`) of a finished file
@@ -49,21 +49,21 @@ private[partition] object PartitionFileIndexRange {
    * index file when it is shorter than that or its directory does not fit.
    */
   def read(channel: FileChannel, path: File, numSubpartitions: Int, numBuffers: Int, start: Int,
-      end: Int): PartitionFileIndexRange = {
+      end: Int): PartitionedFileIndexRange = {
     val directory = readDirectory(channel, path, numBuffers, start, end)
     val n = directory(end - start) - directory(0)
-    val entries = ByteBuffer.allocate(n * PartitionFileIndex.EntrySize)
-    readFully(channel, path, entries, PartitionFileIndex.entryAt(numSubpartitions, directory(0)))
-    new PartitionFileIndexRange(start, directory, entries)
+    val entries = ByteBuffer.allocate(n * PartitionedFileIndex.EntrySize)
+    readFully(channel, path, entries, PartitionedFileIndex.entryAt(numSubpartitions, directory(0)))
+    new PartitionedFileIndexRange(start, directory, entries)
   }
 
   /** Stored buffers of subpartitions [start, end), read from the index file's directory alone. */
   def count(channel: FileChannel, path: File, numBuffers: Int, start: Int, end: Int): Int = {
     val two = ByteBuffer.allocate(4)
-    readFully(channel, path, two, PartitionFileIndex.directoryAt(start))
+    readFully(channel, path, two, PartitionedFileIndex.directoryAt(start))
     val first = two.getInt(0)
     two.clear()
-    readFully(channel, path, two, PartitionFileIndex.directoryAt(end))
+    readFully(channel, path, two, PartitionedFileIndex.directoryAt(end))
     val last = two.getInt(0)
     if (first < 0 || last < first || last > numBuffers) corruptDirectory(path, start, end, first, last, numBuffers)
     last - first
@@ -71,7 +71,7 @@ private[partition] object PartitionFileIndexRange {
 
   private def readDirectory(channel: FileChannel, path: File, numBuffers: Int, start: Int, end: Int): Array[Int] = {
     val bytes = ByteBuffer.allocate(4 * (end - start + 1))
-    readFully(channel, path, bytes, PartitionFileIndex.directoryAt(start))
+    readFully(channel, path, bytes, PartitionedFileIndex.directoryAt(start))
     val directory = new Array[Int](end - start + 1)
     bytes.flip()
     bytes.asIntBuffer().get(directory)

@@ -13,28 +13,28 @@ import io.sluice.buffer.BlockCodec
 import org.apache.spark.unsafe.Platform
 
 /**
- * Writes the buffers of a [[PartitionFile]] (Flink's PartitionedFileWriter): each compressed on
+ * Writes the buffers of a [[PartitionedFile]] (Flink's PartitionedFileWriter): each compressed on
  * its own when that saves space, checksummed (CRC32C of the stored bytes, taken before
  * encryption), encrypted when Spark's I/O encryption is on (each buffer from the file's IV plus
  * its offset, see [[BufferIv]]), gathered in a direct staging buffer and written out in large
- * writes, and entered in the file's [[PartitionFileIndex]], which [[finish]] writes to the index
+ * writes, and entered in the file's [[PartitionedFileIndex]], which [[finish]] writes to the index
  * file at `indexPath`.
  *
  * It holds the file's only write handle, opened CREATE_NEW (a partition never overwrites another's
- * file), until [[finish]] or [[abort]]. The [[PartitionFile]] it writes checks that writing is
+ * file), until [[finish]] or [[abort]]. The [[PartitionedFile]] it writes checks that writing is
  * still allowed before every call. Producer thread only, but for [[closeChannel]] (any thread).
  *
  * @param encryptor encrypts the stored bytes (Spark's I/O encryption), or None
  * @param fileIv    the file's random IV; buffer at offset `o` is encrypted from `fileIv.plus(o)`
  */
-private[partition] final class PartitionFileWriter(
+private[partition] final class PartitionedFileWriter(
     path: File,
     indexPath: File,
-    index: PartitionFileIndex,
+    index: PartitionedFileIndex,
     codec: Option[BlockCodec],
     encryptor: Option[BufferCipher],
     fileIv: Option[BufferIv]) {
-  import PartitionFileWriter.{returnStaging, takeStaging}
+  import PartitionedFileWriter.{returnStaging, takeStaging}
 
   @volatile private var channel: FileChannel =
     FileChannel.open(path.toPath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
@@ -210,7 +210,7 @@ private[partition] final class PartitionFileWriter(
   }
 }
 
-private[partition] object PartitionFileWriter {
+private[partition] object PartitionedFileWriter {
 
   /** Size of the direct staging buffer through which buffers are written in large writes. */
   val StagingSize: Int = 1 << 20

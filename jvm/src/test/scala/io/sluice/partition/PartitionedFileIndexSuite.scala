@@ -18,7 +18,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * executor (decommissioning): its index shipped, its file copied, the partition adopted there and
  * read back record for record; indexes that do not fit are refused by name.
  */
-class PartitionFileIndexSuite extends AnyFunSuite {
+class PartitionedFileIndexSuite extends AnyFunSuite {
 
   private val Segment = 32 * 1024
   // magic, version, subpartitions, length, buffers, encrypted, IV
@@ -37,21 +37,21 @@ class PartitionFileIndexSuite extends AnyFunSuite {
   }
 
   /** Subpartitions [start, end) of the index file `path` of a file of `n` subpartitions and `buffers` buffers. */
-  private def range(path: File, n: Int, buffers: Int, start: Int, end: Int): PartitionFileIndexRange = {
+  private def range(path: File, n: Int, buffers: Int, start: Int, end: Int): PartitionedFileIndexRange = {
     val ch = FileChannel.open(path.toPath, StandardOpenOption.READ)
-    try PartitionFileIndexRange.read(ch, path, n, buffers, start, end)
+    try PartitionedFileIndexRange.read(ch, path, n, buffers, start, end)
     finally ch.close()
   }
 
   /** (subpartition, offset) of every entry of a range, in the order a reader gets them. */
-  private def entries(r: PartitionFileIndexRange): Seq[(Int, Long)] = {
+  private def entries(r: PartitionedFileIndexRange): Seq[(Int, Long)] = {
     var sp = r.start
     (0 until r.size).map { i => sp = r.subpartitionOf(i, sp); sp -> r.offset(i) }
   }
 
   test("the index file lists each subpartition's buffers through the regions in the order written") {
     withTempDir { dir =>
-      val index = new PartitionFileIndex(4)
+      val index = new PartitionedFileIndex(4)
       // Region 1: subpartitions 0, 0, 3; region 2: 1, 3; region 3: 0. Subpartition 2 stays empty.
       val written = Seq(0, 0, 3, 1, 3, 0)
       written.zipWithIndex.foreach { case (sp, i) => index.add(sp, i * 100L, 100, if (sp == 1) 250 else -1, i) }
@@ -69,7 +69,7 @@ class PartitionFileIndexSuite extends AnyFunSuite {
       assert(entries(range(path, 4, 6, 2, 4)) == Seq(3 -> 200L, 3 -> 400L), "an empty subpartition is skipped")
       assert(range(path, 4, 6, 2, 3).size == 0)
       val ch = FileChannel.open(path.toPath, StandardOpenOption.READ)
-      try assert(PartitionFileIndexRange.count(ch, path, 6, 1, 4) == 3)
+      try assert(PartitionedFileIndexRange.count(ch, path, 6, 1, 4) == 3)
       finally ch.close()
       intercept[java.nio.file.FileAlreadyExistsException](index.writeTo(path, 600L, None))
     }
@@ -77,7 +77,7 @@ class PartitionFileIndexSuite extends AnyFunSuite {
 
   test("an index grows past its first arrays; a short or inconsistent index file is refused by name") {
     withTempDir { dir =>
-      val index = new PartitionFileIndex(2)
+      val index = new PartitionedFileIndex(2)
       (0 until 1000).foreach(i => index.add(i % 2, i * 10L, 10, -1, 0))
       assert(index.size == 1000 && index.totalStored == 10000)
       val path = new File(dir, "p.data.index")
@@ -97,17 +97,17 @@ class PartitionFileIndexSuite extends AnyFunSuite {
         val p = blocking(global, dir, 3, poolMax = 2, producerId = 50, shuffleId = 5)
         writeAll(p, 600, maxRecord = 3000)
         p.finish()
-        val encoded = PartitionFileIndex.encode(p, p.file.path.length())
-        val d = PartitionFileIndex.decode(id, p.file.path, encoded)
+        val encoded = PartitionedFileIndex.encode(p, p.file.path.length())
+        val d = PartitionedFileIndex.decode(id, p.file.path, encoded)
         assert(d.iv.isEmpty && d.numSubpartitions == 3 && d.numBuffers == p.file.numBuffersTotal &&
           d.fileLength == p.file.size)
         val shipped = new Array[Byte](d.indexFile.remaining())
         d.indexFile.get(shipped)
         assert(shipped.sameElements(Files.readAllBytes(p.file.indexPath.toPath)))
         assert(encoded.length == Envelope + shipped.length)
-        intercept[IOException](PartitionFileIndex.encode(p, p.file.path.length() + 1))
+        intercept[IOException](PartitionedFileIndex.encode(p, p.file.path.length() + 1))
         p.release(null)
-        intercept[IOException](PartitionFileIndex.encode(p, 0L))
+        intercept[IOException](PartitionedFileIndex.encode(p, 0L))
       }
     }
   }
@@ -122,9 +122,9 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           writeAll(p, 1000, maxRecord = 3000, skip = Set(3)) // subpartition 3 stays empty
           p.finish()
           assert(p.numSpills > 2, "several regions: each subpartition's buffers are spread over the file")
-          val index = PartitionFileIndex.encode(p, p.file.path.length())
+          val index = PartitionedFileIndex.encode(p, p.file.path.length())
           val file = copyFile(p, receiver)
-          val adopted = SortMergeResultPartition.adopt(id, PartitionFile.adopt(id, file, index),
+          val adopted = SortMergeResultPartition.adopt(id, PartitionedFile.adopt(id, file, index),
             global.createBufferPool(0, 1, "adopted"))
           assert(adopted.isFinished && adopted.file.isFinished && adopted.numSubpartitions == 5)
           assert(adopted.file.indexPath.exists() && adopted.file.indexPath.getParentFile == receiver, "the index beside it")
@@ -154,7 +154,7 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           val p = blocking(global, sender, 3, poolMax = 2, producerId = 2, shuffleId = 1)
           p.finish()
           val adopted = SortMergeResultPartition.adopt(id,
-            PartitionFile.adopt(id, copyFile(p, receiver), PartitionFileIndex.encode(p, 0L)),
+            PartitionedFile.adopt(id, copyFile(p, receiver), PartitionedFileIndex.encode(p, 0L)),
             global.createBufferPool(0, 1, "adopted"))
           assert(readRange(adopted, 0, 3, None).isEmpty)
           adopted.release(null)
@@ -173,10 +173,10 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           writeAll(p, 500, maxRecord = 2000)
           p.finish()
           val length = p.file.path.length()
-          val index = PartitionFileIndex.encode(p, length)
+          val index = PartitionedFileIndex.encode(p, length)
           val file = copyFile(p, receiver)
           def refused(i: Array[Byte], target: File = file, as: ResultPartitionID = id): String =
-            intercept[IOException](PartitionFile.adopt(as, target, i)).getMessage
+            intercept[IOException](PartitionedFile.adopt(as, target, i)).getMessage
 
           assert(refused(index, as = ResultPartitionID(3, 31)).contains("index of shuffle 3 producer 30"))
           assert(refused(index.take(index.length - 3)).contains("buffers of 2 subpartitions announced"))
@@ -205,7 +205,7 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           otherFileVersion(Envelope + 4) = 7
           assert(refused(otherFileVersion).contains("index file version 7"))
           assert(file.exists(), "a refused index leaves the file to its caller")
-          assert(!PartitionFile.indexPathOf(file).exists(), "and writes no index beside it")
+          assert(!PartitionedFile.indexPathOf(file).exists(), "and writes no index beside it")
           p.release(null)
         }
       }
@@ -234,7 +234,7 @@ class PartitionFileIndexSuite extends AnyFunSuite {
           assert(own == own.sorted, s"subpartition $s in the order written")
         }
         assert(offsets.distinct.size == n && offsets.min == 0L)
-        assert(PartitionFileIndex.encode(p, p.file.path.length()).length == Envelope + bytes.length)
+        assert(PartitionedFileIndex.encode(p, p.file.path.length()).length == Envelope + bytes.length)
         p.release(null)
         assert(!p.file.indexPath.exists())
       }

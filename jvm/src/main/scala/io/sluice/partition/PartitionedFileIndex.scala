@@ -6,16 +6,16 @@ import java.nio.channels.FileChannel
 import java.nio.file.StandardOpenOption
 
 /**
- * The index of a [[PartitionFile]] while it is written (the role of Flink's PartitionedFile
+ * The index of a [[PartitionedFile]] while it is written (the role of Flink's PartitionedFile
  * index, kept by its PartitionedFileWriter): where every stored buffer lies (offset, stored and
  * raw length, CRC32C) and to which subpartition it belongs, in file order. When the file is
  * finished, [[writeTo]] writes it beside the data as the index file described in
- * [[PartitionFileIndex$]], and the writer drops it: a finished file keeps no index in the heap.
+ * [[PartitionedFileIndex$]], and the writer drops it: a finished file keeps no index in the heap.
  *
  * Producer thread only.
  */
-private[partition] final class PartitionFileIndex(val numSubpartitions: Int) {
-  import PartitionFileIndex._
+private[partition] final class PartitionedFileIndex(val numSubpartitions: Int) {
+  import PartitionedFileIndex._
 
   private var offsets = new Array[Long](64)
   private var stored = new Array[Int](64)
@@ -86,7 +86,7 @@ private[partition] final class PartitionFileIndex(val numSubpartitions: Int) {
 }
 
 /**
- * The index file of a finished [[PartitionFile]], beside its data file (`<data>.index`, as
+ * The index file of a finished [[PartitionedFile]], beside its data file (`<data>.index`, as
  * Flink's PartitionedFile keeps `.index` beside `.data` and Spark's sort shuffle keeps its
  * `.index` file):
  * {{{
@@ -98,19 +98,19 @@ private[partition] final class PartitionFileIndex(val numSubpartitions: Int) {
  * }}}
  * Entries are grouped by subpartition, in write order within each, so a reader of subpartitions
  * [start, end) reads dir(start .. end) with one positional read and its entries with another, in
- * the order it sends them ([[PartitionFileIndexRange]]). Everything is big-endian.
+ * the order it sends them ([[PartitionedFileIndexRange]]). Everything is big-endian.
  *
  * A finished partition moving to another executor (Spark's decommissioning, see the Spark layer's
  * block resolver) ships its index file behind a short envelope naming the partition
  * ([[encode]]); the receiver checks it against the partition and the received data file and writes
- * it beside that file ([[PartitionFile.adopt]]):
+ * it beside that file ([[PartitionedFile.adopt]]):
  * {{{
  *   magic "SLPM" (int) | version (byte) | shuffleId (int) | producerId (long) | the index file
  * }}}
  * The file's bytes move unchanged (stored buffers stay compressed, and encrypted when
  * spark.io.encryption is on, as they were written). Stateless; thread-safe.
  */
-object PartitionFileIndex {
+object PartitionedFileIndex {
 
   private val Magic = 0x534c5049 // "SLPI"
   private val Version: Byte = 2
@@ -167,7 +167,7 @@ object PartitionFileIndex {
   /**
    * The index of the file of partition `id` received into `path`, from what [[encode]] wrote on
    * the executor that wrote the file; `indexFile` is the index file's bytes, which
-   * [[PartitionFile.adopt]] writes beside `path`. Fails with an IOException naming what is wrong
+   * [[PartitionedFile.adopt]] writes beside `path`. Fails with an IOException naming what is wrong
    * when the index is not one of `id`, is malformed, or does not fit the file; the file is left
    * where it is.
    */

@@ -17,7 +17,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * The server's kept partition-file handles under concurrent use: readers acquiring and reading,
  * files deleted, the executor's idle sweep, all at once; and a release that throws leaks nothing else.
  */
-class PartitionFileReaderCacheSuite extends AnyFunSuite with NettyLeakDetection {
+class PartitionedFileReaderCacheSuite extends AnyFunSuite with NettyLeakDetection {
 
   private def finished(global: NetworkBufferPool, dir: java.io.File, n: Int): IndexedSeq[SortMergeResultPartition] =
     (0 until n).map { i =>
@@ -32,7 +32,7 @@ class PartitionFileReaderCacheSuite extends AnyFunSuite with NettyLeakDetection 
     withNetworkBufferPool(64, 4096) { global =>
       withTempDir { dir =>
         val ps = finished(global, dir, 24)
-        val cache = new PartitionFileReaderCache(8) // fewer than the files: some are opened for one reader alone
+        val cache = new PartitionedFileReaderCache(8) // fewer than the files: some are opened for one reader alone
         val stop = new AtomicBoolean(false)
         val reads = new AtomicInteger
         val readers = (0 until 4).map { t =>
@@ -85,7 +85,7 @@ class PartitionFileReaderCacheSuite extends AnyFunSuite with NettyLeakDetection 
       withTempDir { dir =>
         val ps = finished(global, dir, 3)
         for (sweep <- Seq(true, false)) {
-          val cache = new PartitionFileReaderCache(8)
+          val cache = new PartitionedFileReaderCache(8)
           val kept = ps.map { p =>
             val r = cache.acquire(p.file); r.release(); r
           }
