@@ -552,7 +552,7 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
 
 def scale_args(**values: Any) -> argparse.Namespace:
     defaults: Dict[str, Any] = dict(
-        quick=False, rounds=None, base_rows=None, memory="2048", groups="extreme", option=[]
+        quick=False, rounds=None, base_rows=None, memory="2048", groups="extreme", option=[], shapes=None
     )
     return argparse.Namespace(**dict(defaults, **values))
 
@@ -821,3 +821,17 @@ def test_headline_check_fails_on_an_edited_number(tmp_path: Path) -> None:
     assert headlines.main(["--root", str(tmp_path), "--check"]) == 1
     assert headlines.main(["--root", str(tmp_path)]) == 0
     assert headlines.stale_pages(tmp_path) == []
+
+
+def test_scale_shapes_picks_shapes_of_the_chosen_groups() -> None:
+    """--shapes keeps only the named shapes (maps x reducers) of the chosen groups, dropping a
+    group left with none, and names a shape none of them has."""
+    _, apps = scale.plan(scale_args(groups="wide,growth", shapes="1500x400, 6000x400"))
+    assert [(a.group, [(c["maps"], c["reduces"]) for c in a.spec["configs"]]) for a in apps] == [
+        ("wide", [(1500, 400), (6000, 400)])
+    ]
+    assert apps[0].spec["warmup"]["maps"] == 16 and apps[0].rounds == 2
+    with pytest.raises(SystemExit, match=r"\[\(4000, 100\)\]"):
+        scale.plan(scale_args(groups="wide", shapes="1500x400,4000x100"))
+    with pytest.raises(SystemExit, match="MAPSxREDUCERS"):
+        scale.plan(scale_args(groups="wide", shapes="1500 by 400"))

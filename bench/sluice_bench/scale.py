@@ -23,9 +23,10 @@ CPU seconds from ``/proc``, over the sort shuffle's shuffle write bytes of the s
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from sluice_bench import charts
 from sluice_bench.apps import run_alternating_apps
@@ -59,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"one application per shape and contender, each job cancelled after "
         f"{EXTREME_JOB_TIMEOUT_S // 60} minutes; one round unless --rounds says otherwise, hours "
         "in all); default classic,wide; a run of one group is saved as scale-<group>.json",
+    )
+    parser.add_argument(
+        "--shapes",
+        help="only these shapes (maps x reducers) of the chosen groups, e.g. 1500x400,6000x400 (default all)",
     )
 
 
@@ -175,7 +180,31 @@ def plan(args: argparse.Namespace) -> Tuple[str, List[Apps]]:
         ],
     }
     name = "scale" if set(groups) == {"classic", "wide"} else f"scale-{groups[0]}"
-    return name, [a for g in groups for a in apps[g]]
+    chosen = [a for g in groups for a in apps[g]]
+    if getattr(args, "shapes", None):
+        chosen = only_shapes(chosen, str(args.shapes))
+    return name, chosen
+
+
+def only_shapes(apps: List[Apps], shapes: str) -> List[Apps]:
+    """``apps`` with only the configs of ``shapes`` ("MxR,MxR"); SystemExit naming a shape no group has."""
+    wanted: Set[Tuple[int, int]] = set()
+    for s in shapes.split(","):
+        m = re.fullmatch(r"\s*(\d+)x(\d+)\s*", s)
+        if not m:
+            raise SystemExit(f"sluice bench scale: --shapes takes MAPSxREDUCERS,..., not {s!r}")
+        wanted.add((int(m.group(1)), int(m.group(2))))
+    out: List[Apps] = []
+    found: Set[Tuple[int, int]] = set()
+    for a in apps:
+        configs = [c for c in a.spec["configs"] if (c["maps"], c["reduces"]) in wanted]
+        found.update((c["maps"], c["reduces"]) for c in configs)
+        if configs:
+            out.append(Apps(a.group, dict(a.spec, configs=configs), a.rounds, a.timeout))
+    missing = sorted(wanted - found)
+    if missing:
+        raise SystemExit(f"sluice bench scale: no chosen group has the shapes {missing} (--shapes)")
+    return out
 
 
 def result_name(args: argparse.Namespace) -> str:
