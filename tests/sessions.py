@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pyspark.sql import SparkSession
 
@@ -38,6 +40,26 @@ def app_env(**extra: str) -> Dict[str, str]:
     env.pop("SPARK_HOME", None)
     env.update(extra)
     return env
+
+
+def run_runner(script: str, args: Sequence[str], work: Path, timeout: float = 600) -> Tuple[Dict[str, Any], str]:
+    """Runs the runner ``script`` (in tests/) with ``args`` in a process of its own, its result in
+    and Spark's local dirs under ``work`` (a test's ``tmp_path``); fails the test with the runner's
+    stderr unless it exits 0. Returns its JSON result and its stderr."""
+    out = work / "result.json"
+    local_dirs = work / "local"
+    local_dirs.mkdir(exist_ok=True)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), script), *args, "--out", str(out)],
+        env=app_env(SPARK_LOCAL_DIRS=str(local_dirs)),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    with open(out) as f:
+        result: Dict[str, Any] = json.load(f)
+    return result, proc.stderr
 
 
 def use_app_env() -> None:

@@ -4,31 +4,13 @@ buffer pool and the transport's start."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from sessions import app_env
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from sessions import run_runner
 
 
 def test_network_stack_runs_before_the_first_shuffle_task(tmp_path: Path) -> None:
-    out = str(tmp_path / "result.json")
-    local_dirs = tmp_path / "local"
-    local_dirs.mkdir()
-    proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "run_executor_start.py"), "--out", out],
-        env=app_env(SPARK_LOCAL_DIRS=str(local_dirs)),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    with open(out) as f:
-        result = json.load(f)
+    result, _ = run_runner("run_executor_start.py", [], tmp_path)
     assert result["no_shuffle"] == list(range(8))
     # Both servers ran while no task had used Sluice (no task's metrics reached the driver).
     assert len(result["ports_before_any_shuffle"]) == 2, result

@@ -48,10 +48,7 @@ object BlockingShuffleBenchmark {
   }
 
   def main(args: Array[String]): Unit = {
-    val opts = args.grouped(2).map {
-      case Array(k, v) if k.startsWith("--") => k.stripPrefix("--") -> v
-      case other => throw new IllegalArgumentException(s"expected --option value, got ${other.mkString(" ")}")
-    }.toMap
+    val opts = BenchOptions.parse(args)
     val megabytes = opts.getOrElse("megabytes", "256").toLong
     val recordSize = opts.getOrElse("record-size", "1024").toInt
     val subpartitions = opts.getOrElse("subpartitions", "4").toInt

@@ -38,10 +38,7 @@ object ShortShuffleTrace {
   private val WarmUpCurve = 30
 
   def main(args: Array[String]): Unit = {
-    val opts = args.grouped(2).map {
-      case Array(k, v) if k.startsWith("--") => k.stripPrefix("--") -> v
-      case other => throw new IllegalArgumentException(s"expected --option value, got ${other.mkString(" ")}")
-    }.toMap
+    val opts = BenchOptions.parse(args)
     val shuffles = opts.getOrElse("shuffles", "300").toInt
     val warmups = opts.getOrElse("warmups", "200").toInt
     val maps = opts.getOrElse("maps", "4").toInt

@@ -80,7 +80,7 @@ object TransportBenchmark {
     else "other"
 
   def main(args: Array[String]): Unit = {
-    val opts = parse(args)
+    val opts = BenchOptions.parse(args)
     val seconds = opts.getOrElse("seconds", "3").toDouble
     val warmup = opts.getOrElse("warmup", "1").toDouble
     val jvmWarmup = opts.getOrElse("jvm-warmup", "0").toDouble
@@ -123,12 +123,6 @@ object TransportBenchmark {
       }
     } finally bench.close()
   }
-
-  private def parse(args: Array[String]): Map[String, String] =
-    args.grouped(2).map {
-      case Array(k, v) if k.startsWith("--") => k.stripPrefix("--") -> v
-      case other => throw new IllegalArgumentException(s"expected --option value, got ${other.mkString(" ")}")
-    }.toMap
 
   private def ints(s: String): Seq[Int] = s.split(",").map(_.trim.toInt).toSeq
 
