@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import io.netty.util.concurrent.FastThreadLocalThread
 import io.sluice.{NettyLeakDetection, TestingThreads}
 import io.sluice.config.SluiceOptions
-import io.sluice.netty.TestingExecutor.withExecutors
+import io.sluice.netty.TestingExecutor.{withExecutors, withReaderAndProducer}
 import io.sluice.partition.{
   PartitionedFile, PartitionedFileReader, PartitionNotFoundException, PartitionReadScheduler, ResultPartitionID,
   SortMergeResultPartition
@@ -32,19 +32,6 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
     PartitionedFileReader.ioListener = (f, what) => seen.add(Io(f, what, Thread.currentThread()))
     try body(seen)
     finally PartitionedFileReader.ioListener = null
-  }
-
-  private def withReaderAndProducer(settings: Map[String, String] = Map.empty)(
-      body: (TestingExecutor, TestingExecutor) => Unit): Unit = {
-    val a = new TestingExecutor("A", settings)
-    val b = new TestingExecutor("B", settings)
-    withExecutors(a, b) {
-      body(a, b)
-      TestingThreads.eventually(what = "A's server released every reader")(a.counters.activeReaders.get == 0)
-      for (e <- Seq(a, b); id <- e.partitionManager.partitionIds) e.partitionManager.releasePartition(id, null)
-      a.assertNoCreditViolations(); b.assertNoCreditViolations()
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
-    }
   }
 
   /** A finished partition on `e` with `records` records of `size` bytes in subpartition 0 of 2. */

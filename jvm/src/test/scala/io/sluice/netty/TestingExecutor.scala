@@ -5,6 +5,7 @@ import java.nio.file.Files
 
 import scala.jdk.CollectionConverters._
 
+import io.sluice.TestingThreads
 import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
@@ -143,6 +144,24 @@ object TestingExecutor {
   def await[T](f: java.util.concurrent.CompletableFuture[T], timeoutMs: Long = 30000): T =
     try f.get(timeoutMs, java.util.concurrent.TimeUnit.MILLISECONDS)
     catch { case e: java.util.concurrent.ExecutionException => throw e.getCause }
+
+  /**
+   * Runs `body` with two executors, A and B, on `settings`; afterwards A's server must have
+   * released every reader (ended, failed or cancelled), and once every partition is released every
+   * buffer of both is back, with no credit violated.
+   */
+  def withReaderAndProducer(settings: Map[String, String] = Map.empty)(
+      body: (TestingExecutor, TestingExecutor) => Unit): Unit = {
+    val a = new TestingExecutor("A", settings)
+    val b = new TestingExecutor("B", settings)
+    withExecutors(a, b) {
+      body(a, b)
+      TestingThreads.eventually(what = "A's server released every reader")(a.counters.activeReaders.get == 0)
+      for (e <- Seq(a, b); id <- e.partitionManager.partitionIds) e.partitionManager.releasePartition(id, null)
+      a.assertNoCreditViolations(); b.assertNoCreditViolations()
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+    }
+  }
 
   /** Runs `body` with executors that are shut down afterwards, even when it fails. */
   def withExecutors[T](executors: TestingExecutor*)(body: => T): T =

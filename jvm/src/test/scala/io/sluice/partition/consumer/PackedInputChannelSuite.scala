@@ -4,7 +4,7 @@ import io.sluice.{NettyLeakDetection, TestingThreads}
 import io.sluice.netty.{
   PackedBufferResponse, PackedEntry, TestingExecutor, TestingGateReader, TestingRecords, TestingSilentServer
 }
-import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
+import io.sluice.netty.TestingExecutor.{async, await, withExecutors, withReaderAndProducer}
 import io.sluice.partition.{PartitionNotFoundException, ProducerFailedException, ResultPartitionID, SortMergeResultPartition}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -23,22 +23,6 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     for (s <- 0 until 3) TestingRecords.writeMany(p, s, records(s), size(s))
     p.finish()
     p
-  }
-
-  /**
-   * Runs `body` with producer A and reader B; afterwards A's server must have released every reader
-   * (ended, failed or cancelled), and once every partition is released every buffer of both is back.
-   */
-  private def withReaderAndProducer(body: (TestingExecutor, TestingExecutor) => Unit): Unit = {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B")
-    withExecutors(a, b) {
-      body(a, b)
-      TestingThreads.eventually(what = "A's server released every reader")(a.counters.activeReaders.get == 0)
-      for (e <- Seq(a, b); id <- e.partitionManager.partitionIds) e.partitionManager.releasePartition(id, null)
-      a.assertNoCreditViolations(); b.assertNoCreditViolations()
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
-    }
   }
 
   /**
@@ -113,7 +97,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
     (0 until gate.numberOfChannels).map(gate.channel).collect { case r: RemoteInputChannel => r }.head
 
   test("one channel carries 60 map outputs of an executor: small ones packed, an empty one, an end per output, credit kept") {
-    withReaderAndProducer { (a, b) =>
+    withReaderAndProducer() { (a, b) =>
       // Mostly one or two tiny records per output (far below a segment), output 7 has no record in
       // subpartition 1, and every tenth output spans several segments.
       def count(i: Int): Int = if (i == 7) 0 else if (i % 10 == 0) 40 else 1 + i % 2
@@ -138,7 +122,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("local and remote map outputs: one local channel, one remote channel, exact records") {
-    withReaderAndProducer { (a, b) =>
+    withReaderAndProducer() { (a, b) =>
       val remote = (0 until 25).map(i => output(a, ResultPartitionID(21, i), _ => 5, _ => 300))
       val local = (25 until 50).map(i => output(b, ResultPartitionID(21, i), _ => 5, _ => 300))
       val inputs = remote.map(p => GateInput(p.partitionId, 0, 3, a.location)) ++
@@ -153,7 +137,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a partition released after some outputs were read fails the channel; the blamed output is one not fully read") {
-    withReaderAndProducer { (a, b) =>
+    withReaderAndProducer() { (a, b) =>
       // About 5 segments per output: the credit window cannot hold the whole stream.
       val (outputs, gate, reader) = pausedReader(a, b, ResultPartitionID(22, _), 12, records = 100, size = 200)
       a.partitionManager.releasePartition(outputs(9).partitionId, new RuntimeException("lost disk"))
@@ -166,7 +150,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a map output's file cut short under a packed stream fails the channel alone; no frame goes out half-read") {
-    withReaderAndProducer { (a, b) =>
+    withReaderAndProducer() { (a, b) =>
       // Two ~1 KB records per output: a 4 KiB frame packs a few outputs, so the frame holding
       // output 80 is read (several files into one buffer) long after the reader paused.
       val (outputs, gate, reader) = pausedReader(a, b, ResultPartitionID(25, _), 100, records = 2, size = 1000)
@@ -187,7 +171,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a missing map output fails the whole request, naming exactly that output and keeping the server's message") {
-    withReaderAndProducer { (a, b) =>
+    withReaderAndProducer() { (a, b) =>
       val present = (0 until 3).map(i => output(a, ResultPartitionID(23, i), _ => 2, _ => 100))
       // A local input first (gate input 0), then the remote ones: the missing one is the gate's
       // input 2, the second of the remote channel's request.
@@ -208,7 +192,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a gate closed from another thread during its first read leaves no request behind") {
-    withReaderAndProducer { (a, b) =>
+    withReaderAndProducer() { (a, b) =>
       val outputs = (0 until 4).map(i => output(a, ResultPartitionID(26, i), _ => 50, _ => 300))
       for (round <- 0 until 100) {
         val gate = b.gate(s"reducer $round", outputs.map(p => GateInput(p.partitionId, 0, 3, a.location)))
@@ -272,7 +256,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("closing the gate mid-stream cancels the request: the server releases its reader, every buffer comes back") {
-    withReaderAndProducer { (a, b) =>
+    withReaderAndProducer() { (a, b) =>
       val outputs = (0 until 20).map(i => output(a, ResultPartitionID(24, i), _ => 60, _ => 300))
       val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 3, a.location)))
       val reader = new TestingGateReader(gate)
