@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from typing import Any, Dict, List
 
@@ -84,6 +85,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         # The controller: where its workers (which inherit the environment) write the tests' groups.
         os.environ[GROUPS_FILE] = os.path.join(tempfile.mkdtemp(prefix="sluice-test-groups-"), "groups.json")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller removes the directory of the groups file it made (``pytest_configure``)."""
+    groups_file = os.environ.get(GROUPS_FILE)
+    if groups_file and not hasattr(config, "workerinput"):
+        shutil.rmtree(os.path.dirname(groups_file), ignore_errors=True)
+        del os.environ[GROUPS_FILE]
 
 
 @pytest.hookimpl(optionalhook=True)
