@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
-import sluice
-from sessions import REPO, app_env, http_json
-from test_connect_history import SPARK_CLASS, Daemon, free_port, replayed, wait_for
+from sessions import REPO, app_env
+from test_connect_history import replayed, running_history_server
 from test_ui import run_chromium
 
 HERE = Path(__file__).resolve().parent
@@ -47,24 +46,8 @@ def jobs(event_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Dict[str,
 
 @pytest.fixture(scope="module")
 def history_server(event_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    opts = [
-        f"-Dspark.history.fs.logDirectory=file://{event_log}",
-        f"-Dspark.history.ui.port={port}",
-        "-Dspark.port.maxRetries=0",
-        "-Dspark.history.fs.update.interval=1s",
-    ]
-    env = app_env(SPARK_DAEMON_CLASSPATH=sluice.jar_path(), SPARK_HISTORY_OPTS=" ".join(opts))
-    log = tmp_path_factory.mktemp("batch-history-server") / "history.log"
-    daemon = Daemon("the History Server", [str(SPARK_CLASS), "org.apache.spark.deploy.history.HistoryServer"], env, log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(
-            "the History Server answers", daemon, lambda: isinstance(http_json(f"{url}/api/v1/applications"), list)
-        )
+    with running_history_server(event_log, tmp_path_factory.mktemp("batch-history-server")) as url:
         yield url
-    finally:
-        daemon.stop(graceful=False)
 
 
 def reduce_stage(result: Dict[str, Any], group: str, table: List[Dict[str, Any]]) -> Dict[str, Any]:

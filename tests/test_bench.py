@@ -550,6 +550,14 @@ def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> 
     assert scale.draw(tmp_path / "scale.png", result).is_file()
 
 
+def batch_args(**values: Any) -> argparse.Namespace:
+    """``sluice bench batch --quick``'s arguments (TPC-H Q1 only, no TPC-H run), with ``values``."""
+    defaults: Dict[str, Any] = dict(
+        quick=True, heavy_rows=None, scale=None, queries="1", no_heavy=False, no_tpch=True, memory="1024"
+    )
+    return argparse.Namespace(**dict(defaults, **values))
+
+
 def scale_args(**values: Any) -> argparse.Namespace:
     defaults: Dict[str, Any] = dict(
         quick=False, rounds=None, base_rows=None, memory="2048", groups="extreme", option=[], shapes=None
@@ -691,42 +699,16 @@ def test_cli_lists_the_benchmarks() -> None:
     )
     assert "--rounds" in done.stdout and "--quick" in done.stdout and "--out" in done.stdout
     assert "--short" in done.stdout and "--short-scale" in done.stdout
-    spec = batch.spec_for(
-        argparse.Namespace(
-            quick=True, heavy_rows=None, scale=None, queries="1,6", no_heavy=False, no_tpch=False, memory="1024"
-        )
-    )
+    spec = batch.spec_for(batch_args(queries="1,6", no_tpch=False))
     assert spec["heavy"]["rows"] == batch.QUICK_HEAVY_ROWS and spec["tpch"]["queries"] == [1, 6]
     assert spec["conf"]["spark.sql.adaptive.enabled"] == "false"
     assert spec["builtin_conf"] == {}
-    tuned = batch.spec_for(
-        argparse.Namespace(
-            quick=True,
-            heavy_rows=None,
-            scale=None,
-            queries="1",
-            no_heavy=False,
-            no_tpch=True,
-            memory="1024",
-            sort_conf=["spark.shuffle.sort.bypassMergeThreshold=0"],
-        )
-    )
+    tuned = batch.spec_for(batch_args(sort_conf=["spark.shuffle.sort.bypassMergeThreshold=0"]))
     # Only the sort shuffle's runs get it (build_session applies builtin_conf to them alone).
     assert tuned["builtin_conf"] == {"spark.shuffle.sort.bypassMergeThreshold": "0"}
     assert "spark.shuffle.sort.bypassMergeThreshold" not in tuned["conf"]
     with pytest.raises(batch.BenchError, match="--sort-conf takes a Spark setting"):
-        batch.spec_for(
-            argparse.Namespace(
-                quick=True,
-                heavy_rows=None,
-                scale=None,
-                queries="1",
-                no_heavy=False,
-                no_tpch=True,
-                memory="1024",
-                sort_conf=["bypassMergeThreshold"],
-            )
-        )
+        batch.spec_for(batch_args(sort_conf=["bypassMergeThreshold"]))
     done = subprocess.run([sys.executable, "-m", "sluice_bench", "scale", "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: sluice-bench scale") and "--groups" in done.stdout

@@ -11,6 +11,7 @@ an application killed before it could write its end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -224,22 +225,24 @@ def test_a_client_without_classic_pyspark_reads_the_metrics(
     assert len(result["backpressure"]) == len(client_result["backpressure"])
 
 
-@pytest.fixture(scope="module")
-def history_server(event_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextlib.contextmanager
+def running_history_server(event_log: Path, work: Path) -> Iterator[str]:
+    """Spark's History Server over ``event_log`` with Sluice's jar on its classpath, its log in
+    ``work``; yields its URL once it answers and stops it afterwards."""
     port = free_port()
-    env = app_env(
-        SPARK_DAEMON_CLASSPATH=sluice.jar_path(),
-        SPARK_HISTORY_OPTS=" ".join(
-            [
-                f"-Dspark.history.fs.logDirectory=file://{event_log}",
-                f"-Dspark.history.ui.port={port}",
-                "-Dspark.port.maxRetries=0",
-                "-Dspark.history.fs.update.interval=1s",
-            ]
-        ),
+    opts = [
+        f"-Dspark.history.fs.logDirectory=file://{event_log}",
+        f"-Dspark.history.ui.port={port}",
+        "-Dspark.port.maxRetries=0",
+        "-Dspark.history.fs.update.interval=1s",
+    ]
+    env = app_env(SPARK_DAEMON_CLASSPATH=sluice.jar_path(), SPARK_HISTORY_OPTS=" ".join(opts))
+    daemon = Daemon(
+        "the History Server",
+        [str(SPARK_CLASS), "org.apache.spark.deploy.history.HistoryServer"],
+        env,
+        work / "history.log",
     )
-    log = tmp_path_factory.mktemp("history-server") / "history.log"
-    daemon = Daemon("the History Server", [str(SPARK_CLASS), "org.apache.spark.deploy.history.HistoryServer"], env, log)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(
@@ -248,6 +251,12 @@ def history_server(event_log: Path, tmp_path_factory: pytest.TempPathFactory) ->
         yield url
     finally:
         daemon.stop(graceful=False)
+
+
+@pytest.fixture(scope="module")
+def history_server(event_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_history_server(event_log, tmp_path_factory.mktemp("history-server")) as url:
+        yield url
 
 
 def replayed(history: str, app_id: str, completed: bool) -> Dict[str, Any]:
