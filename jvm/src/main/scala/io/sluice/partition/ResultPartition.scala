@@ -180,10 +180,15 @@ abstract class ResultPartition(
   /** Used buffers over the pool size (outPoolUsage); 0 once the pool is gone. */
   def outPoolUsage: Float = if (bufferPool.isDestroyed) 0f else bufferPool.usage
 
-  override def toString: String = s"${partitionType.name} result partition ($partitionId, $numSubpartitions subpartitions)"
+  override def toString: String = ResultPartition.describe(partitionType, partitionId, numSubpartitions)
 }
 
 object ResultPartition {
+
+  /** How messages name a partition: its type, id and subpartitions. */
+  def describe(kind: ResultPartitionType, id: ResultPartitionID, numSubpartitions: Int): String =
+    s"${kind.name} result partition ($id, $numSubpartitions subpartitions)"
+
   private[partition] def latencyMarkerBytes(createdAtMillis: Long, stage: Int, index: Int): Array[Byte] = {
     val bb = java.nio.ByteBuffer.allocate(RecordFraming.LatencyMarkerSize)
     bb.putLong(createdAtMillis).putInt(stage).putInt(index)

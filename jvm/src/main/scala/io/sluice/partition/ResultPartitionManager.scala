@@ -170,6 +170,22 @@ final class ResultPartitionManager(
     }
   }
 
+  /**
+   * The subpartitions of `id` when it is a finished blocking partition kept as a table row, else
+   * -1 (a live partition, a released one, or none): what a reader's request is checked against
+   * without rebuilding the partition.
+   */
+  def finishedSubpartitions(id: ResultPartitionID): Int =
+    if (partitions.containsKey(id)) -1
+    else {
+      val t = finished.get(id.shuffleId)
+      if (t == null) -1
+      else t.synchronized {
+        val e = if (t.released) -1 else t.entryOf(id.producerId)
+        if (e < 0) -1 else t.numSubpartitions(e)
+      }
+    }
+
   def releasePartition(id: ResultPartitionID, cause: Throwable): Unit = {
     val p = partitions.remove(id)
     if (p != null) p.release(cause)

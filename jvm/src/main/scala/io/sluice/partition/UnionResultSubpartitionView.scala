@@ -170,6 +170,14 @@ object UnionResultSubpartitionView {
 
   /** What opening the input's view would check, without opening it. */
   private def check(manager: ResultPartitionManager, id: ResultPartitionID, input: Int, start: Int, end: Int): Unit = {
+    val finished = manager.finishedSubpartitions(id) // a table row: checked without rebuilding the partition
+    if (finished >= 0) {
+      if (start < 0 || end > finished || start >= end) {
+        throw new IndexOutOfBoundsException(
+          s"${ResultPartition.describe(ResultPartitionType.Blocking, id, finished)} has no subpartitions [$start, $end)")
+      }
+      return
+    }
     val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id, input))
     if (p.partitionType != ResultPartitionType.Blocking) {
       throw new IllegalArgumentException(s"Result partition ($id) is pipelined: its subpartitions are requested one " +

@@ -85,8 +85,11 @@ class UnionResultSubpartitionViewSuite extends AnyFunSuite with NettyLeakDetecti
           val e = intercept[PartitionNotFoundException](UnionResultSubpartitionView.open(manager,
               inputs.take(2) ++ Seq((missing, 0, 2)) ++ inputs.drop(2), new TestingAvailabilityListener, sharedFiles = false))
           assert(e.getMessage.contains(missing.toString), e.getMessage)
-          intercept[IndexOutOfBoundsException](UnionResultSubpartitionView.open(manager,
+          val range = intercept[IndexOutOfBoundsException](UnionResultSubpartitionView.open(manager,
               inputs :+ ((ps(0).partitionId, 1, 3)), new TestingAvailabilityListener, sharedFiles = false))
+          assert(range.getMessage.contains(s"(${ps(0).partitionId}, 2 subpartitions) has no subpartitions [1, 3)"),
+            range.getMessage)
+          assert(manager.numRebuilt == 0, "the inputs are checked against their table rows: no partition rebuilt")
           val u = UnionResultSubpartitionView.open(manager, inputs, new TestingAvailabilityListener, sharedFiles = false)
           manager.releasePartition(ps(3).partitionId, null)
           intercept[PartitionNotFoundException](UnionResultSubpartitionView.open(manager, inputs,
