@@ -53,6 +53,9 @@ final class PartitionReadScheduler(val numThreads: Int, name: String,
       true
     } catch { case _: RejectedExecutionException => false }
 
+  /** Reads submitted since the start (each reads one or more frames). */
+  def numSubmitted: Long = submitted.get
+
   /** Reads submitted and not started yet. */
   def numQueued: Int = executor.getQueue.size
 

@@ -113,6 +113,8 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
         // 4 KiB segments hold one stored buffer a frame: reads are bounded by the credit announced.
         assert(reads <= ch.numCreditsAnnounced, s"$reads stored buffers read for ${ch.numCreditsAnnounced} credits")
         assert(reads > 1, "more than one frame read ahead")
+        val submitted = a.connectionManager.server.readScheduler.numSubmitted
+        assert(submitted < reads, s"$reads stored buffers in $submitted reads: some read took several frames")
         assert(reader.readAll().values.sum == outputs.size * 200)
         reader.close()
       }
