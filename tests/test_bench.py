@@ -477,6 +477,33 @@ def test_tpch_has_all_22_queries_and_scale_configs() -> None:
     assert [(c["maps"], c["reduces"]) for c in scale.wide_configs(1000, quick=True)] == [(300, 100)]
 
 
+def test_scale_floor_bounds_the_ratio_and_its_answers_are_not_compared() -> None:
+    """--floor's runs (a shuffle that moves nothing) give floor_s and floor / sort per shape; their
+    answers, wrong by design, are neither compared nor counted."""
+    wide = scale.wide_configs(1000, quick=False)[:1]
+
+    def run(contender: str, seconds: float, answer: List[List[Any]]) -> Dict[str, Any]:
+        return {
+            "contender": contender,
+            "round": 1,
+            "runs": {c["name"]: {"seconds": seconds, "answer": answer, "shuffle_write_bytes": 10} for c in wide},
+        }
+
+    right = [[1, wide[0]["rows"], 2]]
+    recorder = Recorder("scale", "sluice bench scale --floor", {"rounds": 1})
+    recorder.runs += [run("sluice", 3.0, right), run("sort", 4.0, right), run(scale.FLOOR, 2.0, [[0, 0, 0]])]
+    scale.summarize(recorder, wide)
+    summary = recorder.summary["configs"]["wide 1500x400"]
+    assert summary["floor_s"] == 2.0 and summary["floor_ratio"] == 0.5 and summary["ratio"] == 0.75
+    assert not recorder.mismatches
+    recorder.runs[0]["runs"]["wide 1500x400"]["answer"] = [[1, 7, 2]]
+    scale.summarize(recorder, wide)
+    assert len(recorder.mismatches) == 1, "Sluice's answers are still checked against the sort shuffle's"
+    recorder.runs.pop(2)
+    scale.summarize(recorder, wide)
+    assert "floor_s" not in recorder.summary["configs"]["wide 1500x400"], "no floor without --floor"
+
+
 def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> None:
     """The wide group's runs sit beside the others; a failed Sluice run is a failure (no time),
     not a mismatch; the 1500x400 goals (time, fetch wait), the control messages beyond the frames

@@ -18,6 +18,9 @@ against its budget, as ``sluice bench memory`` does); the probe's 1 ms sampler t
 both contenders' executors. Every job reports its executors' CPU per GB shuffled, Sluice
 against the sort shuffle, as ``sluice bench batch`` does (executor processes' user + system
 CPU seconds from ``/proc``, over the sort shuffle's shuffle write bytes of the same job).
+With ``--floor`` a third contender runs every job through a shuffle that moves nothing
+(``DiscardingShuffleManager``: the map side computed and drained, nothing read): the job's cost
+to Spark without any shuffle cost, so ``floor_s / sort_s`` bounds the ratio any shuffle can reach.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "in all); default classic,wide; a run of one group is saved as scale-<group>.json",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also run every job through a shuffle that moves nothing (the floor: what the job costs Spark "
+        "without any shuffle cost; its answers are not checked), reported as floor_s and floor / sort",
+    )
+    parser.add_argument(
         "--shapes",
         help="only these shapes (maps x reducers) of the chosen groups, e.g. 1500x400,6000x400 (default all)",
     )
@@ -100,6 +109,9 @@ EXTREME_DRIVER_MEMORY = "4g"
 # Start-up, warm-up and the probes around the job, on top of the job's deadline.
 APP_MARGIN_S = 900
 GROUPS = ("classic", "wide", "growth", "extreme")
+CONTENDERS = ("sluice", "sort")
+# The --floor contender (sluice_bench.session): a shuffle that moves nothing.
+FLOOR = "floor"
 
 
 def wide_configs(base: int, quick: bool) -> List[Dict[str, Any]]:
@@ -229,11 +241,14 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         "groups": {a.group: {"rounds": a.rounds, "spec": dict(a.spec, configs=None)} for a in apps},
     }
     recorder = Recorder(name, command_line(argv), settings)
+    contenders = (*CONTENDERS, FLOOR) if getattr(args, "floor", False) else CONTENDERS
     run_configs: List[Dict[str, Any]] = []
     for a in apps:
         # The extreme group's failures are its results: an application that fails is recorded.
         failed = failed_app(a.spec) if a.group == "extreme" else None
-        run_alternating_apps(recorder, "scale", a.spec, a.rounds, timeout=a.timeout, failed_run=failed)
+        run_alternating_apps(
+            recorder, "scale", a.spec, a.rounds, timeout=a.timeout, contenders=contenders, failed_run=failed
+        )
         run_configs += a.spec["configs"]
         summarize(recorder, run_configs)
         path, chart = save_result(recorder, args.out, name, draw)  # after every group: a long run keeps what it has
@@ -313,6 +328,11 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
                 ]
             ),
         }
+        floor = [r["runs"][name]["seconds"] for r in runs if r["contender"] == FLOOR]
+        if floor:
+            # No shuffle is faster than one that moves nothing: floor / sort bounds every shuffle's ratio.
+            s[name]["floor_s"] = median([t for t in floor if t is not None])
+            s[name]["floor_ratio"] = ratio(s[name]["floor_s"], times["sort"])
         s[name]["cpu"] = cpu_report(
             {
                 k: [r["runs"][name].get("executor_process_cpu_s") for r in runs if r["contender"] == k]
@@ -426,6 +446,8 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
     rows_of = {c["name"]: int(c["rows"]) for c in config_list}
     by_round = {(r["round"], r["contender"], tuple(r["runs"])): r for r in recorder.runs}
     for r in recorder.runs:
+        if r["contender"] == FLOOR:
+            continue  # moves nothing: its answers are wrong by design
         other = by_round.get((r["round"], "sort" if r["contender"] == "sluice" else "sluice", tuple(r["runs"])))
         for name, run in r["runs"].items():
             if run.get("error") or name not in rows_of:
@@ -471,6 +493,10 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
             f"{v['fan_in']['control_messages_per_reducer']:>13.1f}{v['fan_in']['remote_frames_per_reducer']:>15.1f}"
             f"{'/'.join('yes' if v['completed'][k] else 'NO' for k in ('sluice', 'sort')):>23}"
         )
+    for name, v in recorder.summary["configs"].items():
+        if "floor_s" in v:
+            floor = f"{v['floor_s']:.2f} s, floor / sort {v['floor_ratio']:.2f}"
+            print(f"{name:<18} floor (a shuffle that moves nothing): {floor}")
     print(
         f"most TCP connections per executor pair (one direction): {recorder.summary['max_connections_per_pair']}"
         f" (the sort shuffle's, to block managers: {recorder.summary.get('sort_max_connections_per_pair', '-')})"

@@ -16,14 +16,16 @@ from pyspark.sql import SparkSession
 
 from sluice_bench._jars import bench_jar_path
 
-CONTENDERS = ("sluice", "sort", "builtin")
+CONTENDERS = ("sluice", "sort", "builtin", "floor")
+# The floor of `sluice bench scale --floor`: a shuffle that moves nothing (benchmark jar).
+DISCARDING_SHUFFLE_MANAGER = "org.apache.spark.shuffle.sluice.bench.DiscardingShuffleManager"
 
 
 def build_session(contender: str, spec: Dict[str, Any]) -> SparkSession:
     """A session for ``contender``. Every contender has the benchmark jar (the executors' probes,
     the scheduled source, the latency sink) and Sluice's plugin jar (which the probes read when
     Sluice runs) on its class path; only ``sluice`` switches the shuffle managers and the plugin
-    on."""
+    on, and ``floor`` runs a shuffle that moves nothing (:data:`DISCARDING_SHUFFLE_MANAGER`)."""
     if contender not in CONTENDERS:
         raise ValueError(f"unknown contender {contender!r}; one of {CONTENDERS}")
     builder = (
@@ -39,7 +41,8 @@ def build_session(contender: str, spec: Dict[str, Any]) -> SparkSession:
         builder = sluice.configure(builder.config("spark.jars", bench_jar_path()), **spec.get("sluice_options", {}))
     else:
         builder = builder.config("spark.jars", f"{bench_jar_path()},{sluice.jar_path()}")
-        builder = builder.config("spark.shuffle.manager", "sort")
+        manager = DISCARDING_SHUFFLE_MANAGER if contender == "floor" else "sort"
+        builder = builder.config("spark.shuffle.manager", manager)
         for key, value in spec.get("builtin_conf", {}).items():
             builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
