@@ -255,6 +255,9 @@ def test_short_summary_ratios_phases_goals_and_chart(tmp_path: Path) -> None:
     assert written["mismatches"] == ["off64: round 2, q6: " + difference([[1]], [[7]])]
     args = argparse.Namespace(short=True, no_tpch=False, queries=None, quick=True)
     assert batch.result_name(args) == "batch-short"
+    assert batch.result_name(argparse.Namespace(short=True, cold=True)) == short.COLD_NAME
+    cold, _ = short.save(saved, {"off64": results}, labels, jobs_, str(tmp_path), short.COLD_NAME)
+    assert cold.name == "batch-short-cold.json" and json.loads(cold.read_text())["summary"]["settings"]["off64"]
     assert short.jobs_of(args) == ([1, 6], ["repartition_1k", "group_by_100k", "q1", "q6"])
 
 

@@ -116,7 +116,9 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
 
 
 def result_name(args: argparse.Namespace) -> str:
-    return short.NAME if getattr(args, "short", False) else "batch"
+    if not getattr(args, "short", False):
+        return "batch"
+    return short.COLD_NAME if getattr(args, "cold", False) else short.NAME
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:

@@ -21,6 +21,8 @@ from sluice_bench.short import SHUFFLES
 # The pause before each timed job that lets the previous jobs' broadcasts and shuffles go
 # (session.release_finished_jobs): shorter than the long benchmarks', for many short jobs.
 PAUSE_S = 0.5
+# --cold: after its executors registered, how long an application lets their start-up finish.
+SETTLE_S = 3.0
 
 
 def small_shuffles(spark: SparkSession) -> Dict[str, Callable[[], List[List[Any]]]]:
@@ -90,10 +92,8 @@ def breakdown(spark: SparkSession, group: str, run: Dict[str, Any]) -> Dict[str,
     return {"in_stages_s": round(busy, 3), "outside_stages_s": round(max(0.0, float(run["seconds"]) - busy), 3)}
 
 
-def run_short(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
-    """``spec``: ``tpch`` ({data_dir, queries} or null), ``shuffles`` (bool), ``turns`` ({dir,
-    order, timeout_s}). The small shuffles and the first query run once unmeasured, then this
-    application's turns of ``order``; each result carries its round (the job's name is ``NAME#ROUND``)."""
+def short_jobs(spark: SparkSession, spec: Dict[str, Any]) -> Dict[str, Callable[[], List[List[Any]]]]:
+    """The small shuffles (``shuffles``) and the TPC-H queries of ``spec["tpch"]``, by name."""
     jobs: Dict[str, Callable[[], List[List[Any]]]] = {}
     if spec.get("shuffles", True):
         jobs.update(small_shuffles(spark))
@@ -102,6 +102,40 @@ def run_short(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
         register_tpch(spark, query_spec["data_dir"])
         for number in query_spec["queries"]:
             jobs[f"q{number}"] = (lambda n: lambda: run_query(spark, n))(int(number))
+    return jobs
+
+
+def await_executors(spark: SparkSession, count: int, timeout_s: float = 300.0) -> None:
+    """Returns once ``count`` executors have registered, and their start-up (Sluice's network stack
+    with its plugin) has had :data:`SETTLE_S` to finish; TimeoutError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    context = spark.sparkContext._jsc.sc()
+    while context.getExecutorIds().size() < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{count} executors did not register within {timeout_s:.0f}s")
+        time.sleep(0.05)
+    time.sleep(SETTLE_S)
+
+
+def run_cold(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
+    """``sluice bench batch --short --cold``: this fresh application's first jobs, each once and in
+    order (the small shuffles, then the queries), timed from the moment its ``executors`` are up."""
+    await_executors(spark, int(spec["executors"]))
+    jobs = short_jobs(spark, spec)
+    runs: List[Dict[str, Any]] = []
+    for index, name in enumerate(jobs):
+        group = f"cold-{index}"
+        run = timed(spark, group, jobs[name], pause_s=PAUSE_S)
+        run.update(breakdown(spark, group, run), job=name)
+        runs.append(run)
+    return {"contender": contender, "runs": runs}
+
+
+def run_short(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
+    """``spec``: ``tpch`` ({data_dir, queries} or null), ``shuffles`` (bool), ``turns`` ({dir,
+    order, timeout_s}). The small shuffles and the first query run once unmeasured, then this
+    application's turns of ``order``; each result carries its round (the job's name is ``NAME#ROUND``)."""
+    jobs = short_jobs(spark, spec)
     # Warm-up, unmeasured and the same for both: the small shuffles and the first query.
     for name in [*SHUFFLES, *[j for j in jobs if j.startswith("q")][:1]]:
         if name in jobs:

@@ -12,6 +12,10 @@ the driver between stages), inside stages, and Spark's task metrics summed over 
 (executor run time, task deserialisation, shuffle fetch wait, shuffle write time, GC). Every
 Sluice answer is checked against the sort shuffle's of the same round.
 
+With ``--cold`` each round instead starts a fresh application per contender (one after the
+other, alternated) and times its first jobs, once its executors are up: what a short
+``spark-submit`` pays, where nothing of either shuffle is warm yet (classes, JIT, connections).
+
 Goals (issue "no floor"): no single TPC-H query above 1.10 of the sort shuffle's time, and the
 TPC-H total at most 0.85 of it.
 """
@@ -24,20 +28,23 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from sluice_bench import charts, tpch
-from sluice_bench.apps import LOG_DIR, run_apps_together, run_plan
+from sluice_bench.apps import LOG_DIR, run_app, run_apps_together, run_plan
 from sluice_bench.args import sluice_options
 from sluice_bench.compare import difference
 from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
-from sluice_bench.stats import goal, median, ratio
+from sluice_bench.stats import alternation, goal, median, ratio
 
 CONTENDERS = ("sluice", "sort")
 NAME = "batch-short"
+COLD_NAME = "batch-short-cold"
 SCALE = 0.1
 QUICK_SCALE = 0.01
 QUICK_QUERIES = (1, 6)
 # The single small shuffles (sluice_bench.jobs_short.small_shuffles).
 SHUFFLES = ("repartition_1k", "group_by_100k")
 ROUNDS = 5
+# --cold: the executors an application waits for before its first timed job.
+COLD_EXECUTORS = 2
 QUERY_GOAL = 1.10
 TOTAL_GOAL = 0.85
 # Where a job's time went: its wall-clock split (seconds) and Spark's task metrics (summed over its tasks).
@@ -60,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"turns job by job; default {ROUNDS} rounds) into {NAME}.json",
     )
     parser.add_argument("--short-scale", type=float, help=f"TPC-H scale factor of --short (default {SCALE})")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help=f"with --short: time the first jobs of fresh applications instead (one per contender and round, "
+        f"alternated, no warm-up) into {COLD_NAME}.json",
+    )
 
 
 def jobs_of(args: argparse.Namespace) -> Tuple[List[int], List[str]]:
@@ -93,13 +106,38 @@ def run(args: argparse.Namespace, settings: Dict[str, Dict[str, Any]], argv: Opt
     if queries:
         tpch.ensure_data(data_dir, scale)
     order = turn_order(jobs, rounds)
+    cold = bool(getattr(args, "cold", False))
+    name = COLD_NAME if cold else NAME
     recorder = Recorder(
-        NAME,
+        name,
         command_line(argv),
         {"rounds": rounds, "quick": bool(args.quick), "settings": list(settings), "scale": scale, "jobs": jobs},
     )
-    recorder.notes.append("both contenders' applications ran at the same time, taking turns job by job")
+    if cold:
+        recorder.notes.append("a fresh application per contender and round, one after the other; no warm-up")
+    else:
+        recorder.notes.append("both contenders' applications ran at the same time, taking turns job by job")
     results: Dict[str, Dict[str, List[Dict[str, Any]]]] = {}
+
+    def fresh(setting: str) -> None:
+        spec = {
+            "master": f"local-cluster[2,1,{args.memory}]",
+            "conf": {"spark.driver.memory": "1g", **settings[setting]["conf"]},
+            "sluice_options": sluice_options(args),
+            "tpch": {"data_dir": str(data_dir), "queries": queries} if queries else None,
+            "shuffles": True,
+            "executors": COLD_EXECUTORS,
+        }
+        runs: Dict[str, List[Dict[str, Any]]] = {c: [] for c in CONTENDERS}
+        for round_number, contender in alternation(CONTENDERS, rounds):
+            app = run_app("cold", contender, spec, timeout=3600, log_dir=LOG_DIR)
+            runs[contender] += [dict(r, round=round_number) for r in app["runs"]]
+        results[setting] = runs
+        recorder.runs += [
+            {k: v for k, v in r.items() if k != "answer"} | {"contender": c, "setting": setting}
+            for c in CONTENDERS
+            for r in runs[c]
+        ]
 
     def one(setting: str) -> None:
         with tempfile.TemporaryDirectory(prefix="sluice-bench-turns-") as turns:
@@ -122,11 +160,12 @@ def run(args: argparse.Namespace, settings: Dict[str, Dict[str, Any]], argv: Opt
     saved: List[Tuple[Path, Path]] = []
 
     def one_and_save(setting: str) -> None:
-        one(setting)
+        (fresh if cold else one)(setting)
         # Saved after every setting, so a run stopped later keeps the settings it finished.
-        saved[:] = [save(recorder, results, settings, jobs, args.out)]
+        saved[:] = [save(recorder, results, settings, jobs, args.out, name)]
 
-    run_plan(list(settings), "bench batch --short", lambda s: f"{s}: both contenders, taking turns", one_and_save)
+    how = "fresh applications, alternated" if cold else "both contenders, taking turns"
+    run_plan(list(settings), "bench batch --short", lambda s: f"{s}: {how}", one_and_save)
     path, chart = saved[0]
     print_summary(recorder, path, chart)
     if recorder.mismatches:
@@ -143,6 +182,7 @@ def save(
     settings: Dict[str, Dict[str, Any]],
     jobs: List[str],
     out: str,
+    result_name: str = NAME,
 ) -> Tuple[Path, Path]:
     """Summarizes the settings run so far (``results``) into ``recorder`` and saves it."""
     recorder.mismatches[:] = [f"{name}: {m}" for name in results for m in mismatches(results[name])]
@@ -153,7 +193,7 @@ def save(
         s = summarize(results[name], jobs)
         recorder.summary["settings"][name] = dict(s, label=label)
         recorder.goals += goals_of(s, label)
-    return save_result(recorder, out, NAME, draw)
+    return save_result(recorder, out, result_name, draw)
 
 
 def mismatches(results: Dict[str, List[Dict[str, Any]]]) -> List[str]:

@@ -2,10 +2,11 @@
 
     python -m sluice_bench.worker KIND CONTENDER SPEC.json OUT.json
 
-KIND is ``batch``, ``short``, ``latency``, ``memory``, ``scale`` or ``cluster``; CONTENDER is ``sluice``,
+KIND is ``batch``, ``short``, ``cold``, ``latency``, ``memory``, ``scale`` or ``cluster``; CONTENDER is ``sluice``,
 ``sort`` (Spark's sort shuffle) or ``builtin`` (the sort shuffle for batch, Spark's streaming shuffle for Real-Time
 Mode). SPEC says what to run; OUT receives the timings, answers and probes as JSON. Every
-application first runs one unmeasured warm-up job, the same for every contender.
+application but a ``cold`` one (which times a fresh application's first jobs) first runs one unmeasured
+warm-up job, the same for every contender.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sluice_bench.session import build_session
 RUNS: Dict[str, Callable[[SparkSession, str, Dict[str, Any]], Dict[str, Any]]] = {
     "batch": jobs.run_batch,
     "short": jobs_short.run_short,
+    "cold": jobs_short.run_cold,
     "latency": jobs_streaming.run_latency,
     "memory": jobs.run_memory,
     "scale": jobs.run_scale,
