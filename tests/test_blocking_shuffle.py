@@ -251,9 +251,10 @@ def test_shuffle_20_times_the_network_memory_spills_and_completes(apps: Apps) ->
 
 
 def test_thousands_of_map_outputs_per_executor_at_the_smallest_frame_limit() -> None:
-    """4000 maps by 200 reducers at the smallest spark.sluice.network.maxFrameLength the check
-    accepts with 4 KiB segments (13609 bytes: one request names at most 679 map outputs): each
-    reducer splits the ~2000 outputs it reads from the other executor over several requests, and
+    """1500 maps by 200 reducers at the smallest spark.sluice.network.maxFrameLength the check
+    accepts with 4 KiB segments (13609 bytes: a request's 9-byte frame header and 25 fixed bytes
+    leave room for 678 map outputs of 20 bytes): one executor holds at least 750 of the outputs, so
+    each reducer on the other splits the outputs it reads from there over several requests, and
     the answer is the exact one (before, past the frame limit, every stage attempt failed)."""
     options = {"segment_size": "4k", "max_frame_length": str(4096 + 9513)}
     report = run_app("sluice", options, names=["wide_fan_in"], master="local-cluster[2,2,2048]")
