@@ -38,7 +38,6 @@ LONGEST_FIRST = (
     "tests/test_real_shapes.py",
     "tests/test_blocking_shuffle.py",
     "tests/test_connect_history.py",
-    "tests/test_executor_loss.py",
     "tests/test_packaging.py",
     "tests/test_cli.py",
 )
