@@ -1,7 +1,9 @@
-"""Sluice's network stack starts with the executor, not with its first shuffle task: after a job
-without a shuffle, both executors already report a running Sluice server and no task has used
-Sluice yet; a shuffle then runs on those same servers. Prints what it saw as JSON. Run in its own
-process (see test_executor_start.py): ``python tests/run_executor_start.py --out r.json``.
+"""Sluice's network stack starts with the executor, not with its first shuffle task, on the port
+base it is given: after a job without a shuffle, both executors (one host, one fixed
+``spark.sluice.network.port``) already report a running Sluice server, on two ports at or above
+the base, and no task has used Sluice yet; a shuffle between them then runs on those same servers
+and is exact. Prints what it saw as JSON. Run in its own process (see test_executor_start.py):
+``python tests/run_executor_start.py --port 41000 --out r.json``.
 """
 
 from __future__ import annotations
@@ -9,10 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 from pyspark.sql import functions as F
 from sessions import APP_MASTER, build_session, http_json, ui_url, write_json
+
+N = 200_000
+KEYS = 100
 
 
 def _ports(snapshot: Dict[str, Any]) -> List[int]:
@@ -24,12 +29,17 @@ def _ports(snapshot: Dict[str, Any]) -> List[int]:
     )
 
 
-def _await_servers(spark: Any, timeout_s: float = 60) -> Dict[str, Any]:
+def _remote_bytes(snapshot: Dict[str, Any]) -> int:
+    return sum(int(s.get("numBytesInRemote", 0)) for s in snapshot.get("stages", []))
+
+
+def _await(spark: Any, done: Callable[[Dict[str, Any]], bool], timeout_s: float = 60) -> Dict[str, Any]:
+    """The driver's ``/sluice/json`` once ``done`` says so, or after ``timeout_s``."""
     snapshot: Dict[str, Any] = {}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         snapshot = http_json(ui_url(spark).rstrip("/") + "/sluice/json")
-        if len(_ports(snapshot)) == 2:
+        if done(snapshot):
             break
         time.sleep(0.5)
     return snapshot
@@ -37,16 +47,21 @@ def _await_servers(spark: Any, timeout_s: float = 60) -> Dict[str, Any]:
 
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
-    with build_session("sluice-executor-start", "sluice", APP_MASTER) as spark:
+    with build_session("sluice-executor-start", "sluice", APP_MASTER, options={"port": args.port}) as spark:
         spark.conf.set("spark.sql.adaptive.enabled", "false")
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
         # A job without a shuffle: no Sluice writer or reader runs.
         no_shuffle = sorted(int(r["id"]) for r in spark.range(0, 8, 1, 4).collect())
-        before = _await_servers(spark)
-        rows = spark.range(0, 10_000, 1, 4).groupBy((F.col("id") % 10).alias("k")).count().collect()
-        after = _await_servers(spark)
+        before = _await(spark, lambda s: len(_ports(s)) == 2)
+        rows = spark.range(0, N, 1, 8).groupBy((F.col("id") % KEYS).alias("k")).agg(F.sum("id").alias("s"))
+        got = sorted([int(r["k"]), int(r["s"])] for r in rows.collect())
+        # Both executors ran map and reduce tasks, and the reduce tasks read the other executor's
+        # outputs (remote bytes; metrics arrive with the executors' reports).
+        after = _await(spark, lambda s: len(_ports(s)) == 2 and _remote_bytes(s) > 0)
         write_json(
             args.out,
             {
@@ -54,7 +69,9 @@ def main(argv: List[str]) -> int:
                 "ports_before_any_shuffle": _ports(before),
                 "stages_before_any_shuffle": len(before.get("stages", [])),
                 "ports_after_a_shuffle": _ports(after),
-                "counts": sorted([int(r["k"]), int(r["count"])] for r in rows),
+                "remote_bytes": _remote_bytes(after),
+                "got": got,
+                "expected": sorted([k, sum(range(k, N, KEYS))] for k in range(KEYS)),
             },
         )
     return 0

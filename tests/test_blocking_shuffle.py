@@ -145,7 +145,7 @@ APPS: Dict[str, Dict[str, Any]] = {
         "marker": workloads.MARKER,
     },
 }
-# Which application each variant of test_answers_equal_sort_shuffle checks, and the workloads it ran there.
+# The workloads whose answers each application's own test checks (``check_sluice_report``).
 VARIANTS = {
     "defaults": ALL,
     "starved_pool": STARVED,
@@ -153,30 +153,46 @@ VARIANTS = {
 }
 
 
-class Apps:
-    """Runs each application of APPS once, when the first test that reads it asks."""
+def run_named(name: str) -> Dict[str, Any]:
+    """Runs the application ``name`` of APPS and returns its report."""
+    settings = dict(APPS[name])
+    names = settings.pop("names")
+    return run_app("preconfigured" if settings.get("via_submit") else "sluice", names=names, **settings)
 
-    def __init__(self) -> None:
-        self.reports: Dict[str, Dict[str, Any]] = {}
 
-    def __getitem__(self, name: str) -> Dict[str, Any]:
-        if name not in self.reports:
-            settings = dict(APPS[name])
-            names = settings.pop("names")
-            self.reports[name] = run_app(
-                "preconfigured" if settings.get("via_submit") else "sluice", names=names, **settings
-            )
-        return self.reports[name]
+# One module fixture per application, so that each runs once, when the first test that reads it
+# asks, and the tests of different applications can run in different pytest-xdist workers (see
+# tests/plugins/scheduling.py: tests that share no module fixture are scheduled apart).
+@pytest.fixture(scope="module")
+def defaults_app() -> Dict[str, Any]:
+    return run_named("defaults")
 
 
 @pytest.fixture(scope="module")
-def apps() -> Apps:
-    return Apps()
+def starved_pool_app() -> Dict[str, Any]:
+    return run_named("starved_pool")
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_answers_equal_sort_shuffle(variant: str, apps: Apps) -> None:
-    check_sluice_report(apps[variant], VARIANTS[variant])
+@pytest.fixture(scope="module")
+def credit_less_flush_always_app() -> Dict[str, Any]:
+    return run_named("credit_less_flush_always")
+
+
+@pytest.fixture(scope="module")
+def spark_submit_app() -> Dict[str, Any]:
+    return run_named("spark_submit")
+
+
+def test_answers_equal_sort_shuffle_with_defaults(defaults_app: Dict[str, Any]) -> None:
+    check_sluice_report(defaults_app, VARIANTS["defaults"])
+
+
+def test_answers_equal_sort_shuffle_with_a_starved_pool(starved_pool_app: Dict[str, Any]) -> None:
+    check_sluice_report(starved_pool_app, VARIANTS["starved_pool"])
+
+
+def test_answers_equal_sort_shuffle_credit_less_flushing_always(credit_less_flush_always_app: Dict[str, Any]) -> None:
+    check_sluice_report(credit_less_flush_always_app, VARIANTS["credit_less_flush_always"])
 
 
 def test_spark_authentication_and_encryption() -> None:
@@ -215,13 +231,14 @@ def test_spark_authentication_and_encryption() -> None:
         assert refused["error"] and "InputChannelException" in refused["error"], refused["error"]
 
 
-def test_spark_io_encryption_encrypts_partition_files(apps: Apps) -> None:
+def test_spark_io_encryption_encrypts_partition_files(
+    spark_submit_app: Dict[str, Any], credit_less_flush_always_app: Dict[str, Any]
+) -> None:
     """spark.io.encryption.enabled with shuffle compression off (the spark-submit application): the
     answers stay the sort shuffle's, and a marker string carried in the shuffled records is in none
     of Sluice's .part files (read while the application runs), where with encryption off (the
     credit-less application, compression off too) it is in some of them."""
-    for app, encrypted in (("spark_submit", True), ("credit_less_flush_always", False)):
-        report = apps[app]
+    for report, encrypted in ((spark_submit_app, True), (credit_less_flush_always_app, False)):
         check_sluice_report(report, ["marked_records"])
         parts, marked = report["files"]["sluice"], report["marked_files"]["sluice"]
         if encrypted:
@@ -232,15 +249,15 @@ def test_spark_io_encryption_encrypts_partition_files(apps: Apps) -> None:
             assert marked, f"with encryption off the marker should be in some of the {len(parts)} .part files"
 
 
-def test_spark_submit_with_properties_file(apps: Apps) -> None:
+def test_spark_submit_with_properties_file(spark_submit_app: Dict[str, Any]) -> None:
     """The spark-submit path: every setting from a --properties-file with plain Spark keys."""
-    check_sluice_report(apps["spark_submit"], SUBMITTED)
+    check_sluice_report(spark_submit_app, SUBMITTED)
 
 
-def test_shuffle_20_times_the_network_memory_spills_and_completes(apps: Apps) -> None:
+def test_shuffle_20_times_the_network_memory_spills_and_completes(starved_pool_app: Dict[str, Any]) -> None:
     """1 MiB of network memory (32 buffers) per executor and a shuffle of well over 20 MiB: map
     outputs spill to the local dirs, every buffer is reused, and the answer is exact."""
-    report = apps["starved_pool"]
+    report = starved_pool_app
     assert not report["errors"], report["errors"]
     assert report["answers"]["spill_heavy"] == workloads.spill_heavy_expected()
     counters = report["counters"]
@@ -251,9 +268,10 @@ def test_shuffle_20_times_the_network_memory_spills_and_completes(apps: Apps) ->
 
 
 def test_thousands_of_map_outputs_per_executor_at_the_smallest_frame_limit() -> None:
-    """4000 maps by 200 reducers at the smallest spark.sluice.network.maxFrameLength the check
-    accepts with 4 KiB segments (13609 bytes: one request names at most 679 map outputs): each
-    reducer splits the ~2000 outputs it reads from the other executor over several requests, and
+    """1500 maps by 200 reducers at the smallest spark.sluice.network.maxFrameLength the check
+    accepts with 4 KiB segments (13609 bytes: a request's 9-byte frame header and 25 fixed bytes
+    leave room for 678 map outputs of 20 bytes): one executor holds at least 750 of the outputs, so
+    each reducer on the other splits the outputs it reads from there over several requests, and
     the answer is the exact one (before, past the frame limit, every stage attempt failed)."""
     options = {"segment_size": "4k", "max_frame_length": str(4096 + 9513)}
     report = run_app("sluice", options, names=["wide_fan_in"], master="local-cluster[2,2,2048]")

@@ -1,20 +1,46 @@
 """Sluice's network stack starts with the executor (its plugin starts it, as Spark starts its own
 block transfer service), so an application's first shuffle task does not pay for the server, the
-buffer pool and the transport's start."""
+buffer pool and the transport's start; and several executors of one application on one host with
+one known Sluice port share it: a fixed ``spark.sluice.network.port`` is a base, and each
+executor's server binds the first free port at or above it (up to ``spark.port.maxRetries`` more),
+as Spark's own services do.
+
+One application (``run_executor_start.py``: two executors on one host, a fixed port base, a job
+without a shuffle and then a shuffle) shows both; each test judges one part.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any, Dict
 
+import pytest
+from realapps import SPARK_PORT_MAX_RETRIES, free_port_base
 from sessions import run_runner
 
 
-def test_network_stack_runs_before_the_first_shuffle_task(tmp_path: Path) -> None:
-    result, _ = run_runner("run_executor_start.py", [], tmp_path)
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    base = free_port_base()
+    result, _ = run_runner("run_executor_start.py", ["--port", str(base)], tmp_path_factory.mktemp("executor-start"))
+    result["port_base"] = base
+    return result
+
+
+def test_network_stack_runs_before_the_first_shuffle_task(started: Dict[str, Any]) -> None:
+    result = started
     assert result["no_shuffle"] == list(range(8))
     # Both servers ran while no task had used Sluice (no task's metrics reached the driver).
     assert len(result["ports_before_any_shuffle"]) == 2, result
     assert result["stages_before_any_shuffle"] == 0, result
     # The shuffle ran on the servers started with the executors, not on new ones.
     assert result["ports_after_a_shuffle"] == result["ports_before_any_shuffle"], result
-    assert result["counts"] == [[k, 1000] for k in range(10)]
+    assert result["got"] == result["expected"]
+
+
+def test_two_executors_on_one_host_share_a_port_base(started: Dict[str, Any]) -> None:
+    base, ports = started["port_base"], started["ports_after_a_shuffle"]
+    assert len(ports) == 2 and ports[0] != ports[1], ports
+    # Both within the range: the base and the ports above it that spark.port.maxRetries allows.
+    assert all(base <= p <= base + SPARK_PORT_MAX_RETRIES for p in ports), (base, ports)
+    assert started["remote_bytes"] > 0, "the executors read nothing from each other"
+    assert started["got"] == started["expected"]

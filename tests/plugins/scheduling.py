@@ -1,10 +1,11 @@
 """Scheduling of the test suite: the order tests run in, and pytest-xdist's distribution of them.
 
 Tests that share this process's SparkContext run last, after the ones that need none in it; the
-longest modules run first. Under pytest-xdist (``dev/test``: ``-n 3 --dist loadscope``) a *group*
+longest groups run first. Under pytest-xdist (``dev/test``: ``-n 3 --dist loadscope``) a *group*
 of tests runs in one worker in order: the tests of the in-process session; the tests of a module
-that share a module fixture (an application, a cluster); every other test alone. A worker takes
-its next group only when its current one is down to its last test.
+that share a module fixture (an application, a cluster), directly or through another test of the
+module (two applications of one module that no test reads together are two groups); every other
+test alone. A worker takes its next group only when its current one is down to its last test.
 
 Why a scheduler of our own: ``--dist loadgroup`` with ``xdist_group`` marks would express the
 groups, but on pytest 9 it silently stops grouping, because it carries the group as a suffix of
@@ -21,7 +22,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -30,16 +31,29 @@ IN_PROCESS = "in-process-session"
 # Where the workers write each test's group for the controller's scheduler (an environment variable).
 GROUPS_FILE = "SLUICE_TEST_GROUPS_FILE"
 # The groups that take longest (minutes, most of it waiting on their Spark applications), longest
-# first; every other module takes seconds.
+# first, by the node id they start with: a worker then ends with the short ones, and no long
+# group starts when the others are nearly done. Measured at load 25-30 on 2 cores (seconds): the
+# cluster's 4 applications 370, the in-process session's tests 300, test_blocking_shuffle's
+# groups 60-165, yarn 185, the wide real shapes 170 and the other real shapes 50-120 each, the
+# batch diagnosis 100 and 60, Connect and the History Server 100, big rows 70, the wheel 60, the
+# executor start 55, the demo 55. Every other module takes seconds.
 LONGEST_FIRST = (
-    IN_PROCESS,
     "tests/test_cluster.py",
+    IN_PROCESS,
     "tests/test_yarn.py",
-    "tests/test_real_shapes.py",
+    "tests/test_real_shapes.py::test_wide",
+    "tests/test_blocking_shuffle.py::test_answers_equal_sort_shuffle_credit_less",
+    "tests/test_blocking_shuffle.py::test_answers_equal_sort_shuffle_with_a_starved",
+    "tests/test_real_shapes.py::test_stopped_executor",
+    "tests/test_real_shapes.py::test_many_shuffles",
     "tests/test_blocking_shuffle.py",
     "tests/test_connect_history.py",
-    "tests/test_executor_loss.py",
+    "tests/test_batch_diagnosis.py::test_the_tab_json",
+    "tests/test_real_shapes.py",
+    "tests/test_big_rows.py",
+    "tests/test_batch_diagnosis.py",
     "tests/test_packaging.py",
+    "tests/test_executor_start.py",
     "tests/test_cli.py",
 )
 
@@ -51,33 +65,82 @@ def _in_process_rank(item: pytest.Item) -> int:
     return 2 if "spark" in names else 0 if "without_spark_context" in names else 1
 
 
-def _group(item: pytest.Item) -> str:
-    """The test's xdist group: the in-process session's; its module's, when it shares a module
-    fixture (an application, a cluster) with the module's other tests; else its own."""
-    if _in_process_rank(item) != 1:
-        return IN_PROCESS
-    module = item.nodeid.split("::", 1)[0]
+def _shared_fixtures(item: pytest.Item) -> List[str]:
+    """The module, package and class fixtures ``item`` uses (an application, a cluster), each named
+    by where its one instance lives (module, package or class) and its name."""
     fixtures = getattr(item, "_fixtureinfo", None)
-    definitions = fixtures.name2fixturedefs.values() if fixtures is not None else []
-    shared = any(defs[-1].scope in ("module", "package", "class") for defs in definitions)
-    return module if shared else item.nodeid
+    if fixtures is None:
+        return []
+    module = item.nodeid.split("::", 1)[0]
+    where = {"module": module, "package": os.path.dirname(module), "class": item.nodeid.rsplit("::", 1)[0]}
+    return sorted(
+        f"{where[defs[-1].scope]}::{name}"
+        for name, defs in fixtures.name2fixturedefs.items()
+        if defs and defs[-1].scope in where
+    )
+
+
+def _groups(items: List[pytest.Item]) -> Dict[str, str]:
+    """Each test's xdist group (by node id): the in-process session's; else, when it shares a module
+    fixture (an application, a cluster) with other tests, directly or through others, the group of
+    all of them, named by their module and shared fixtures; else its own node id."""
+    parent: Dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    shared = {item.nodeid: _shared_fixtures(item) for item in items if _in_process_rank(item) == 1}
+    for keys in shared.values():
+        for key in keys:
+            parent.setdefault(key, key)
+        for key in keys[1:]:
+            parent[root(key)] = root(keys[0])
+    members: Dict[str, List[str]] = {}
+    for key in parent:
+        members.setdefault(root(key), []).append(key)
+    names = {r: "[" + ",".join(sorted(keys)) + "]" for r, keys in members.items()}
+    return {
+        item.nodeid: IN_PROCESS
+        if item.nodeid not in shared
+        else names[root(shared[item.nodeid][0])]
+        if shared[item.nodeid]
+        else item.nodeid
+        for item in items
+    }
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     """Runs the tests that share this process's session last, after the ones that must run before
-    it, and the longest modules first; in a pytest-xdist worker, also writes each test's group (see
-    ``_group``) where the scheduler reads it."""
+    it, and the longest groups first (each group's tests together, in their order); in a
+    pytest-xdist worker, also writes each test's group (see ``_groups``) where the scheduler reads it."""
+    groups = _groups(items)
 
-    def longest_first(item: pytest.Item) -> int:
-        group = IN_PROCESS if _group(item) == IN_PROCESS else item.nodeid.split("::", 1)[0]
-        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+    def rank(item: pytest.Item) -> int:
+        group = groups[item.nodeid]
+        name = IN_PROCESS if group == IN_PROCESS else item.nodeid
+        return next((i for i, start in enumerate(LONGEST_FIRST) if name.startswith(start)), len(LONGEST_FIRST))
 
-    items.sort(key=lambda item: (longest_first(item), _in_process_rank(item)))
+    group_rank: Dict[str, int] = {}
+    first: Dict[str, int] = {}
+    for index, item in enumerate(items):
+        group = groups[item.nodeid]
+        group_rank[group] = min(group_rank.get(group, len(LONGEST_FIRST)), rank(item))
+        first.setdefault(group, index)
+    order = {item.nodeid: index for index, item in enumerate(items)}
+
+    def key(item: pytest.Item) -> Tuple[int, int, int, int]:
+        group = groups[item.nodeid]
+        return group_rank[group], first[group], _in_process_rank(item), order[item.nodeid]
+
+    items.sort(key=key)
     groups_file = os.environ.get(GROUPS_FILE)
     if groups_file and hasattr(config, "workerinput"):
         worker_copy = f"{groups_file}.{config.workerinput['workerid']}"
         with open(worker_copy, "w") as f:
-            json.dump({item.nodeid: _group(item) for item in items}, f)
+            json.dump({item.nodeid: groups[item.nodeid] for item in items}, f)
         os.replace(worker_copy, groups_file)  # every worker collects the same tests: any copy will do
 
 
@@ -97,7 +160,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist's scheduling by scope, with this suite's groups as scopes (``_group``; the
+    """pytest-xdist's scheduling by scope, with this suite's groups as scopes (``_groups``; the
     controller collects no tests, so its workers tell it), and a worker takes its next group only
     when its current one is down to its last test (pytest-xdist hands out a second one at once):
     the groups here take minutes, and one queued behind a long group would wait for nothing while
