@@ -119,19 +119,17 @@ def run(args: argparse.Namespace, settings: Dict[str, Dict[str, Any]], argv: Opt
         recorder.notes.append("both contenders' applications ran at the same time, taking turns job by job")
     results: Dict[str, Dict[str, List[Dict[str, Any]]]] = {}
 
-    def fresh(setting: str) -> None:
-        spec = {
+    def spec_of(setting: str, **extra: Any) -> Dict[str, Any]:
+        return {
             "master": f"local-cluster[2,1,{args.memory}]",
             "conf": {"spark.driver.memory": "1g", **settings[setting]["conf"]},
             "sluice_options": sluice_options(args),
             "tpch": {"data_dir": str(data_dir), "queries": queries} if queries else None,
             "shuffles": True,
-            "executors": COLD_EXECUTORS,
+            **extra,
         }
-        runs: Dict[str, List[Dict[str, Any]]] = {c: [] for c in CONTENDERS}
-        for round_number, contender in alternation(CONTENDERS, rounds):
-            app = run_app("cold", contender, spec, timeout=3600, log_dir=LOG_DIR)
-            runs[contender] += [dict(r, round=round_number) for r in app["runs"]]
+
+    def record(setting: str, runs: Dict[str, List[Dict[str, Any]]]) -> None:
         results[setting] = runs
         recorder.runs += [
             {k: v for k, v in r.items() if k != "answer"} | {"contender": c, "setting": setting}
@@ -139,23 +137,19 @@ def run(args: argparse.Namespace, settings: Dict[str, Dict[str, Any]], argv: Opt
             for r in runs[c]
         ]
 
+    def fresh(setting: str) -> None:
+        spec = spec_of(setting, executors=COLD_EXECUTORS)
+        runs: Dict[str, List[Dict[str, Any]]] = {c: [] for c in CONTENDERS}
+        for round_number, contender in alternation(CONTENDERS, rounds):
+            app = run_app("cold", contender, spec, timeout=3600, log_dir=LOG_DIR)
+            runs[contender] += [dict(r, round=round_number) for r in app["runs"]]
+        record(setting, runs)
+
     def one(setting: str) -> None:
         with tempfile.TemporaryDirectory(prefix="sluice-bench-turns-") as turns:
-            spec = {
-                "master": f"local-cluster[2,1,{args.memory}]",
-                "conf": {"spark.driver.memory": "1g", **settings[setting]["conf"]},
-                "sluice_options": sluice_options(args),
-                "tpch": {"data_dir": str(data_dir), "queries": queries} if queries else None,
-                "shuffles": True,
-                "turns": {"dir": turns, "order": order, "timeout_s": 1800},
-            }
+            spec = spec_of(setting, turns={"dir": turns, "order": order, "timeout_s": 1800})
             apps = run_apps_together("short", {c: spec for c in CONTENDERS}, timeout=4 * 3600, log_dir=LOG_DIR)
-        results[setting] = {c: apps[c]["runs"] for c in CONTENDERS}
-        for c in CONTENDERS:
-            recorder.runs += [
-                {k: v for k, v in r.items() if k != "answer"} | {"contender": c, "setting": setting}
-                for r in apps[c]["runs"]
-            ]
+        record(setting, {c: apps[c]["runs"] for c in CONTENDERS})
 
     saved: List[Tuple[Path, Path]] = []
 
