@@ -50,7 +50,9 @@ def test_read_bytes_are_the_shuffled_bytes_and_write_time_is_time_blocked_on_out
     assert reader["shuffleRemoteBytesRead"] > 0 and reader["shuffleLocalBytesRead"] > 0, reader
     assert reader["shuffleReadRecords"] == writer["shuffleWriteRecords"] == 400_000
     run_ns = writer["executorRunTime"] * 1_000_000
-    assert 0 <= writer["shuffleWriteTime"] < run_ns / 2, (writer["shuffleWriteTime"], run_ns)
+    # Not the whole run: about 6 % of it on a quiet machine, 55 % seen at load 14 on 2 cores (a write
+    # blocked on a hand-off to another thread waits for a core too); counting write() whole would be ~100 %.
+    assert 0 <= writer["shuffleWriteTime"] < run_ns * 0.8, (writer["shuffleWriteTime"], run_ns)
 
     ours = [r for r in sluice.metrics(spark).to_pylist() if r["stage_id"] in (writer["stageId"], reader["stageId"])]
 
