@@ -37,6 +37,9 @@ MEMORY = "memory.json"
 # 24 November, with Sluice unchanged: its ratio flatters Sluice, so the quiet run is the headline.
 TRANSPORT = "transport.json"
 CLUSTER = "cluster.json"
+# The first jobs of fresh applications (sluice bench batch --short --cold).
+COLD = "batch-short-cold-2026-11-27.json"
+_COLD_JOBS = {"repartition_1k": "its first shuffle (a repartition of 1,000 rows)", "group_by_100k": "a group-by"}
 
 _JOBS = {"heavy": "1 GB compute-bound", "tpch": "TPC-H", "wide": "400 × 200 partitions"}
 SETTINGS = {"off64": "AQE off, 64 partitions", "defaults": "Spark's defaults"}
@@ -225,6 +228,11 @@ def slower_cases(root: Path) -> List[Tuple[str, float, str]]:
         for query, q in at["tpch_queries"].items():
             if q["ratio"] >= SLOWER_FROM:
                 cases.append((f"TPC-H Q{query} alone, {label}", float(q["ratio"]), BATCH))
+    cold = load(root, COLD)
+    for job, j in cold["summary"]["settings"]["defaults"]["jobs"].items():
+        if j["ratio"] >= SLOWER_FROM:
+            what = _COLD_JOBS.get(job, f"TPC-H {job.upper()} at SF {cold['settings']['scale']:g}")
+            cases.append((f"a fresh application's first jobs: {what}, Spark's defaults", float(j["ratio"]), COLD))
     cluster = load(root, CLUSTER)
     for rate, at in cluster["summary"]["rates"].items():
         for job, j in at["jobs"].items():
