@@ -92,6 +92,13 @@ def breakdown(spark: SparkSession, group: str, run: Dict[str, Any]) -> Dict[str,
     return {"in_stages_s": round(busy, 3), "outside_stages_s": round(max(0.0, float(run["seconds"]) - busy), 3)}
 
 
+def measured(spark: SparkSession, group: str, name: str, job: Callable[[], List[List[Any]]]) -> Dict[str, Any]:
+    """Job ``name`` timed in job group ``group`` (:func:`timed`), with its :func:`breakdown`."""
+    run = timed(spark, group, job, pause_s=PAUSE_S)
+    run.update(breakdown(spark, group, run), job=name)
+    return run
+
+
 def short_jobs(spark: SparkSession, spec: Dict[str, Any]) -> Dict[str, Callable[[], List[List[Any]]]]:
     """The small shuffles (``shuffles``) and the TPC-H queries of ``spec["tpch"]``, by name."""
     jobs: Dict[str, Callable[[], List[List[Any]]]] = {}
@@ -122,12 +129,7 @@ def run_cold(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[
     order (the small shuffles, then the queries), timed from the moment its ``executors`` are up."""
     await_executors(spark, int(spec["executors"]))
     jobs = short_jobs(spark, spec)
-    runs: List[Dict[str, Any]] = []
-    for index, name in enumerate(jobs):
-        group = f"cold-{index}"
-        run = timed(spark, group, jobs[name], pause_s=PAUSE_S)
-        run.update(breakdown(spark, group, run), job=name)
-        runs.append(run)
+    runs = [measured(spark, f"cold-{index}", name, jobs[name]) for index, name in enumerate(jobs)]
     return {"contender": contender, "runs": runs}
 
 
@@ -148,8 +150,8 @@ def run_short(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
     def one(index: int, item: str) -> None:
         name, round_number = item.split("#")
         group = f"short-{index}"
-        run = timed(spark, group, jobs[name], pause_s=PAUSE_S)
-        run.update(breakdown(spark, group, run), job=name, round=int(round_number))
+        run = measured(spark, group, name, jobs[name])
+        run["round"] = int(round_number)
         runs.append(run)
 
     turns.run(one)

@@ -105,7 +105,6 @@ def run(args: argparse.Namespace, settings: Dict[str, Dict[str, Any]], argv: Opt
     data_dir = tpch.default_data_dir(scale)
     if queries:
         tpch.ensure_data(data_dir, scale)
-    order = turn_order(jobs, rounds)
     cold = bool(getattr(args, "cold", False))
     name = COLD_NAME if cold else NAME
     recorder = Recorder(
@@ -147,7 +146,7 @@ def run(args: argparse.Namespace, settings: Dict[str, Dict[str, Any]], argv: Opt
 
     def one(setting: str) -> None:
         with tempfile.TemporaryDirectory(prefix="sluice-bench-turns-") as turns:
-            spec = spec_of(setting, turns={"dir": turns, "order": order, "timeout_s": 1800})
+            spec = spec_of(setting, turns={"dir": turns, "order": turn_order(jobs, rounds), "timeout_s": 1800})
             apps = run_apps_together("short", {c: spec for c in CONTENDERS}, timeout=4 * 3600, log_dir=LOG_DIR)
         record(setting, {c: apps[c]["runs"] for c in CONTENDERS})
 

@@ -37,6 +37,9 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
     if (b < 0) -1 else index(b) - 1
   }
 
+  /** The entry of `producerId`, or -1 when it has none or the table is released (callers hold its lock). */
+  def liveEntryOf(producerId: Long): Int = if (released) -1 else entryOf(producerId)
+
   def producerId(e: Int): Long = producerIds(e)
   def fileLength(e: Int): Long = lengths(e)
   def numBuffers(e: Int): Int = buffers(e)

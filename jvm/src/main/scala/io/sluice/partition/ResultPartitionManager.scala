@@ -88,7 +88,7 @@ final class ResultPartitionManager(
     if (t == null) return null
     expungeCollected()
     t.synchronized {
-      val e = if (t.released) -1 else t.entryOf(id.producerId)
+      val e = t.liveEntryOf(id.producerId)
       if (e < 0) return null
       val held = rebuilt.get(id)
       val p = if (held == null) null else held.get()
@@ -166,7 +166,7 @@ final class ResultPartitionManager(
     if (p != null) p.partitionType == ResultPartitionType.Blocking
     else {
       val t = finished.get(id.shuffleId)
-      t != null && t.synchronized(!t.released && t.entryOf(id.producerId) >= 0)
+      t != null && t.synchronized(t.liveEntryOf(id.producerId) >= 0)
     }
   }
 
@@ -181,7 +181,7 @@ final class ResultPartitionManager(
       val t = finished.get(id.shuffleId)
       if (t == null) -1
       else t.synchronized {
-        val e = if (t.released) -1 else t.entryOf(id.producerId)
+        val e = t.liveEntryOf(id.producerId)
         if (e < 0) -1 else t.numSubpartitions(e)
       }
     }
@@ -192,7 +192,7 @@ final class ResultPartitionManager(
     val t = finished.get(id.shuffleId)
     if (t != null) {
       val path = t.synchronized {
-        val e = if (t.released) -1 else t.entryOf(id.producerId)
+        val e = t.liveEntryOf(id.producerId)
         if (e < 0) null
         else {
           val f = t.path(e, layout)

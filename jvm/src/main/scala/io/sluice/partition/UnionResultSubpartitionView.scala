@@ -171,22 +171,22 @@ object UnionResultSubpartitionView {
   /** What opening the input's view would check, without opening it. */
   private def check(manager: ResultPartitionManager, id: ResultPartitionID, input: Int, start: Int, end: Int): Unit = {
     val finished = manager.finishedSubpartitions(id) // a table row: checked without rebuilding the partition
-    if (finished >= 0) {
-      if (start < 0 || end > finished || start >= end) {
-        throw new IndexOutOfBoundsException(
-          s"${ResultPartition.describe(ResultPartitionType.Blocking, id, finished)} has no subpartitions [$start, $end)")
+    val (numSubpartitions, what) =
+      if (finished >= 0) (finished, ResultPartition.describe(ResultPartitionType.Blocking, id, finished))
+      else {
+        val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id, input))
+        if (p.partitionType != ResultPartitionType.Blocking) {
+          throw new IllegalArgumentException(s"Result partition ($id) is pipelined: its subpartitions are requested " +
+            "one channel each, not together with others")
+        }
+        if (p.isReleased) throw new ProducerFailedException(id, p.failureCause)
+        if (!p.isFinished) {
+          throw new IllegalStateException(s"$p is not complete yet; blocking partitions are read once finished")
+        }
+        (p.numSubpartitions, p.toString)
       }
-      return
-    }
-    val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id, input))
-    if (p.partitionType != ResultPartitionType.Blocking) {
-      throw new IllegalArgumentException(s"Result partition ($id) is pipelined: its subpartitions are requested one " +
-        "channel each, not together with others")
-    }
-    if (p.isReleased) throw new ProducerFailedException(id, p.failureCause)
-    if (!p.isFinished) throw new IllegalStateException(s"$p is not complete yet; blocking partitions are read once finished")
-    if (start < 0 || end > p.numSubpartitions || start >= end) {
-      throw new IndexOutOfBoundsException(s"$p has no subpartitions [$start, $end)")
+    if (start < 0 || end > numSubpartitions || start >= end) {
+      throw new IndexOutOfBoundsException(s"$what has no subpartitions [$start, $end)")
     }
   }
 }
