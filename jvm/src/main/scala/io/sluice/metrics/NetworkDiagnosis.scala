@@ -38,14 +38,17 @@ object NetworkDiagnosis {
    * @param upstream         the tasks of the stages it reads from
    * @param bufferTimeoutMs  spark.sluice.bufferTimeout of the producers
    * @param segmentSize      spark.sluice.memory.segmentSize
+   * @param sampledBlocked   the stage's latest stack sample found its tasks blocked on output
+   *                         buffers more than half of the time (level HIGH); the metric
+   *                         snapshots may be older or newer than that sample
    */
   def diagnose(tasks: Seq[TaskIOSnapshot], upstream: Seq[TaskIOSnapshot], bufferTimeoutMs: Long,
-      segmentSize: Int): Diagnosis = {
+      segmentSize: Int, sampledBlocked: Boolean = false): Diagnosis = {
     val bytesRemote = tasks.map(_.numBytesInRemote).sum
     val buffersRemote = tasks.map(_.numBuffersInRemote).sum
     val fill = fillRate(bytesRemote, buffersRemote, segmentSize)
     val pipelinedInput = upstream.exists(_.outputType == "pipelined")
-    Diagnosis(rootCause(tasks, upstream), fill,
+    Diagnosis(rootCause(tasks, upstream, sampledBlocked), fill,
       suggestBufferTimeout(bytesRemote, buffersRemote, segmentSize, bufferTimeoutMs, pipelinedInput))
   }
 
@@ -84,19 +87,22 @@ object NetworkDiagnosis {
     t.outPoolUsage >= High || t.backPressuredTimeMsPerSecond > BackPressuredMsHigh
 
   /** The root-cause sentence of the Vol. 2 article's tables for one stage and its upstream stage(s). */
-  def rootCause(tasks: Seq[TaskIOSnapshot], upstream: Seq[TaskIOSnapshot]): String = {
+  def rootCause(tasks: Seq[TaskIOSnapshot], upstream: Seq[TaskIOSnapshot], sampledBlocked: Boolean = false): String = {
     if (tasks.isEmpty) return "No Sluice network metrics for this stage yet."
     val consumers = tasks.filter(_.readsInput)
     val producersUp = upstream.filter(_.writesOutput)
     val anyUpOutHigh = producersUp.exists(isBackPressured)
-    val ownOutHigh = tasks.exists(t => t.writesOutput && isBackPressured(t))
-    val forwarding = if (ownOutHigh) " It is itself backpressured by its downstream (outPoolUsage high) and " +
+    val metricsOutHigh = tasks.exists(t => t.writesOutput && isBackPressured(t))
+    val ownOutHigh = metricsOutHigh || sampledBlocked
+    val forwarding = if (ownOutHigh) " It is itself backpressured by its downstream (it waits for output buffers) and " +
     "forwards that backpressure upstream."
     else ""
 
     if (consumers.isEmpty) {
-      return if (ownOutHigh) "outPoolUsage is high: this stage is backpressured by its consumers or by the network; " +
-      "look at the stage that reads its output."
+      return if (metricsOutHigh) "outPoolUsage is high: this stage is backpressured by its consumers or by the " +
+      "network; look at the stage that reads its output."
+      else if (sampledBlocked) "Its tasks were sampled waiting for output buffers: this stage is backpressured by " +
+      "its consumers or by the network; look at the stage that reads its output."
       else "No backpressure indicated: outPoolUsage is low."
     }
 

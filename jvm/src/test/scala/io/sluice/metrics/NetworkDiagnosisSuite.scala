@@ -94,6 +94,14 @@ class NetworkDiagnosisSuite extends AnyFunSuite with NettyLeakDetection {
     assert(cause(Nil, Nil) == "No Sluice network metrics for this stage yet.")
   }
 
+  test("a producer the stack sample found blocked is backpressured whatever its last metrics said") {
+    // The metrics report and the sample are taken at different moments: a pool can be drained
+    // right when the report is taken while the tasks spent most of the sample waiting for buffers.
+    val sampled = rootCause(Seq(producer(outPoolUsage = low)), Nil, sampledBlocked = true)
+    assert(sampled.contains("sampled waiting for output buffers") && sampled.contains("backpressured"), sampled)
+    assert(rootCause(Seq(producer(outPoolUsage = low)), Nil) == "No backpressure indicated: outPoolUsage is low.")
+  }
+
   // ---- buffer fill rate and the suggested buffer timeout --------------------------------------
 
   test("fill rate: numBytesInRemote / numBuffersInRemote over the segment size") {

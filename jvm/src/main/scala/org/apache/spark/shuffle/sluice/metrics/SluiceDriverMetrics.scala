@@ -123,10 +123,12 @@ private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf) extends Lo
     val tasks = store.tasksOf(stageId)
     val upstream = meta.map(_.parentIds).getOrElse(Nil).flatMap(store.tasksOf).map(_.snapshot)
     val timeout = conf.get(SluiceOptions.BufferTimeout)
-    val diagnosis = NetworkDiagnosis.diagnose(tasks.map(_.snapshot), upstream, timeout, conf.segmentSize)
+    val sample = tracker.latest(stageId)
+    val sampledBlocked = sample.exists(s => BackPressureLevel.of(s.ratio) == BackPressureLevel.High)
+    val diagnosis = NetworkDiagnosis.diagnose(tasks.map(_.snapshot), upstream, timeout, conf.segmentSize, sampledBlocked)
     val pipelined = (tasks.map(_.snapshot) ++ upstream).exists(_.outputType == ResultPartitionType.Pipelined.name)
     val batch = if (pipelined || tasks.isEmpty) None else Some(batchDiagnosis(stageId, tasks))
-    StageView(stageId, meta, tasks, tracker.latest(stageId), tracker.isInFlight(stageId), diagnosis, batch)
+    StageView(stageId, meta, tasks, sample, tracker.isInFlight(stageId), diagnosis, batch)
   }
 
   /** Spark's metrics of the stage's successful tasks joined with their waits Sluice measured. */
