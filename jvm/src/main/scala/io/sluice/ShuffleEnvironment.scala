@@ -43,7 +43,8 @@ final class ShuffleEnvironment(
   val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize,
     conf.get(SluiceOptions.RequestBufferTimeout))
   private val layout = new PartitionedFileLayout(localDirs.toIndexedSeq)
-  val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles), Some(layout))
+  val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles), Some(layout),
+    conf.get(SluiceOptions.IndexCacheSize))
   val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
   // Closes the partition files the server kept open once no reader came for them for a while.
   outputFlusher.every(PartitionedFileReaderCache.IdleMs / 2) { () =>
@@ -84,7 +85,8 @@ final class ShuffleEnvironment(
     val max = math.max(1L, conf.get(SluiceOptions.SortBufferSize) / conf.segmentSize).min(Int.MaxValue).toInt
     val pool = networkBufferPool.createBufferPool(1, max, s"blocking result partition ($id)")
     try {
-      val file = PartitionedFile.create(layout.writtenFile(id), numSubpartitions, codec.map(_.apply()), fileCipher)
+      val file = PartitionedFile.create(layout.writtenFile(id), numSubpartitions, codec.map(_.apply()), fileCipher,
+        partitionManager.indexCache)
       new SortMergeResultPartition(id, numSubpartitions, pool, file, bufferRequestTimeout)
     } catch {
       case e: Throwable => pool.lazyDestroy(); throw e
@@ -164,7 +166,7 @@ final class ShuffleEnvironment(
       checkRunning()
       if (partitionManager.isBlocking(id)) false
       else {
-        partitionFile = PartitionedFile.adopt(id, file, index)
+        partitionFile = PartitionedFile.adopt(id, file, index, partitionManager.indexCache)
         val pool = networkBufferPool.createBufferPool(0, 1, s"migrated blocking result partition ($id)")
         val partition = SortMergeResultPartition.adopt(id, partitionFile, pool)
         if (partitionManager.registerIfAbsent(partition).isDefined) {

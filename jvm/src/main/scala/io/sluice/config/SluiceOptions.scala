@@ -210,6 +210,17 @@ object SluiceOptions {
       |every reader."""
   }
 
+  val IndexCacheSize: ConfigOption[Long] = opt("spark.sluice.network.indexCacheSize", "index_cache_size", BytesType,
+    32L << 20, "spark.shuffle.service.index.cache.size (Spark's external shuffle service)", Effect.ExecutorStart,
+    between(0L, 1L << 40)) {
+    """Heap an executor gives to the index files of its finished map outputs, so that each index
+      |file is read once per executor rather than once per reduce task (the writer leaves the index
+      |it just wrote there). Every reduce task reads its range of every map output's index: a job of
+      |1500 maps and 400 reducers otherwise opens and reads index files 600,000 times. An index
+      |larger than an eighth of it is read from its file for each reader, as are indexes that
+      |do not fit while the ones kept are being read. 0 reads every index from its file."""
+  }
+
   val ReadThreads: ConfigOption[Int] = opt("spark.sluice.network.readThreads", "read_threads", IntType, 0,
     "(none: Flink reads sort-merge files on the TaskManager's I/O executor, FLINK-19582)", Effect.ExecutorStart,
     between(0, 256)) {
@@ -268,7 +279,7 @@ object SluiceOptions {
     MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
     RequestTimeout, HeartbeatTimeout, MaxFrameLength, MaxConnectionsPerPeer, MaxReadersPerPeer, MaxOpenPartitionFiles,
-    ReadThreads,
+    IndexCacheSize, ReadThreads,
     MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval)
 

@@ -36,7 +36,8 @@ final class PartitionedFile private (
     fileIv: Option[BufferIv],
     initialWriter: Option[PartitionedFileWriter],
     adoptedBuffers: Int,
-    adoptedLength: Long) {
+    adoptedLength: Long,
+    indexCache: PartitionedFileIndexCache) {
 
   /** The writer until the file is finished; an adopted file never had one. */
   @volatile private var writer: PartitionedFileWriter = initialWriter.orNull
@@ -55,6 +56,7 @@ final class PartitionedFile private (
    */
   @volatile private[partition] var partition: AnyRef = _
   private val ivOrNull = fileIv.orNull
+  private val indexKey = if (indexCache == null) null else PartitionedFileIndexCache.key(path)
 
   // ---- writing (producer thread) -------------------------------------------------------------
 
@@ -81,11 +83,12 @@ final class PartitionedFile private (
    */
   def finishWriting(): Unit = if (!finished) {
     val w = writable()
-    w.finish()
+    val index = w.finish()
     totalBuffers = w.numBuffers
     totalBytes = w.length
     writer = null
     finished = true
+    keep(index)
   }
 
   /** The producer gave up writing (producer thread): its staging goes back, its handle is closed. */
@@ -107,7 +110,7 @@ final class PartitionedFile private (
   def isDeleted: Boolean = deleted
 
   /** The index file beside the data file (see [[PartitionedFileIndex$]]). */
-  def indexPath: File = PartitionedFile.indexPathOf(path)
+  lazy val indexPath: File = PartitionedFile.indexPathOf(path)
 
   /** Stored buffers of `subpartition` (reads the index file: for tests and tools). */
   def numBuffers(subpartition: Int): Int = numBuffers(subpartition, subpartition + 1)
@@ -116,13 +119,16 @@ final class PartitionedFile private (
    * Stored buffers of subpartitions [start, end), from the index file's directory (opened for this
    * read alone: a view asks it only for a backlog wanted before its first buffer).
    */
-  def numBuffers(start: Int, end: Int): Int = withIndexChannel { ch =>
-    PartitionedFileIndexRange.count(ch, indexPath, totalBuffers, start, end)
+  def numBuffers(start: Int, end: Int): Int = {
+    checkReadable()
+    val kept = if (indexCache == null) null else indexCache.get(indexKey)
+    if (kept != null) PartitionedFileIndexRange.count(kept, indexPath, totalBuffers, start, end)
+    else withIndexChannel(PartitionedFileIndexRange.count(_, indexPath, totalBuffers, start, end))
   }
 
   /** The `i`-th buffer of `subpartition` (reads the index file: for tests and tools, not per buffer). */
   def buffer(subpartition: Int, i: Int): SpilledBuffer = {
-    val range = withIndexChannel(readIndexRange(_, subpartition, subpartition + 1))
+    val range = readIndexRangeAlone(subpartition, subpartition + 1)
     if (i < 0 || i >= range.size) {
       throw new IndexOutOfBoundsException(s"subpartition $subpartition of $path has no buffer $i")
     }
@@ -131,7 +137,7 @@ final class PartitionedFile private (
 
   /** Stored (possibly compressed) bytes of each subpartition: what MapStatus reports (reads the index file). */
   def subpartitionSizes: Array[Long] = {
-    val range = withIndexChannel(readIndexRange(_, 0, numSubpartitions))
+    val range = readIndexRangeAlone(0, numSubpartitions)
     val sizes = new Array[Long](numSubpartitions)
     var sp = 0
     var i = 0
@@ -143,19 +149,50 @@ final class PartitionedFile private (
     sizes
   }
 
-  /** The index entries of subpartitions [start, end), read through `indexChannel` (a reader's). */
-  private[partition] def readIndexRange(indexChannel: FileChannel, start: Int, end: Int): PartitionedFileIndexRange = {
+  /**
+   * The index entries of subpartitions [start, end): from the index the [[PartitionedFileIndexCache]]
+   * keeps, or read through `indexChannel` (a reader's, opened only then), whole when the cache
+   * can keep it.
+   */
+  private[partition] def readIndexRange(start: Int, end: Int, indexChannel: () => FileChannel): PartitionedFileIndexRange = {
     checkReadable()
-    PartitionedFileIndexRange.read(indexChannel, indexPath, numSubpartitions, totalBuffers, start, end)
+    val c = indexCache
+    var index = if (c == null) null else c.get(indexKey)
+    if (index == null && c != null && PartitionedFileIndex.indexFileLength(numSubpartitions,
+        totalBuffers) <= c.capacityBytes / 8) {
+      index = PartitionedFileIndexRange.load(indexChannel(), indexPath, numSubpartitions, totalBuffers)
+      keep(index)
+    }
+    if (index != null) PartitionedFileIndexRange.of(index, indexPath, numSubpartitions, totalBuffers, start, end)
+    else PartitionedFileIndexRange.read(indexChannel(), indexPath, numSubpartitions, totalBuffers, start, end)
+  }
+
+  /** Leaves the whole index file's bytes with the cache, unless the file is deleted (any thread). */
+  private def keep(index: Array[Byte]): Unit = {
+    val c = indexCache
+    if (c != null && index != null && !deleted) {
+      c.put(indexKey, index)
+      if (deleted) c.remove(indexKey) // deleted meanwhile: its delete may have looked before this put
+    }
   }
 
   private def withIndexChannel[T](read: FileChannel => T): T = {
-    checkReadable()
-    val ch =
-      try FileChannel.open(indexPath.toPath, StandardOpenOption.READ)
-      catch { case e: IOException => checkReadable(); throw e } // released meanwhile: say so
+    val ch = openIndexChannel()
     try read(ch)
     finally ch.close()
+  }
+
+  /** [[readIndexRange]] through a handle of the index opened for this read alone, if it needs one. */
+  private def readIndexRangeAlone(start: Int, end: Int): PartitionedFileIndexRange = {
+    var ch: FileChannel = null
+    try readIndexRange(start, end, () => { if (ch == null) ch = openIndexChannel(); ch })
+    finally if (ch != null) ch.close()
+  }
+
+  private def openIndexChannel(): FileChannel = {
+    checkReadable()
+    try FileChannel.open(indexPath.toPath, StandardOpenOption.READ)
+    catch { case e: IOException => checkReadable(); throw e } // released meanwhile: say so
   }
 
   /** Stored buffer `i` of `range`, read through `reader` while that is open (null: a reader of its own). */
@@ -196,6 +233,7 @@ final class PartitionedFile private (
         if (w != null) w.closeChannel()
         val c = readerCache
         if (c != null) c.forget(this)
+        if (indexCache != null) indexCache.remove(indexKey)
       } finally PartitionedFile.deleteFiles(path)
     }
   }
@@ -218,20 +256,22 @@ object PartitionedFile {
    * its index file): readable at once, never written.
    */
   private[partition] def restore(path: File, numSubpartitions: Int, iv: Option[BufferIv], numBuffers: Int,
-      length: Long): PartitionedFile = new PartitionedFile(path, numSubpartitions, iv, None, numBuffers, length)
+      length: Long, indexCache: PartitionedFileIndexCache): PartitionedFile =
+    new PartitionedFile(path, numSubpartitions, iv, None, numBuffers, length, indexCache)
 
   /**
    * A new file at `path` (created now: an IOException when it exists or cannot be created) for a
    * partition of `numSubpartitions`, to be written by the producer and then read; its index goes
    * to [[indexPathOf]] when it is finished. `codec` compresses each buffer (spark.shuffle.compress);
-   * `cipher` encrypts them (Spark's I/O encryption), from a random IV of the file's own.
+   * `cipher` encrypts them (Spark's I/O encryption), from a random IV of the file's own. The
+   * finished index goes to `indexCache` as well, when there is one.
    */
   def create(path: File, numSubpartitions: Int, codec: Option[BlockCodec],
-      cipher: Option[PartitionedFileCipher] = None): PartitionedFile = {
+      cipher: Option[PartitionedFileCipher] = None, indexCache: PartitionedFileIndexCache = null): PartitionedFile = {
     val index = new PartitionedFileIndex(numSubpartitions)
     val iv = cipher.map(_.newFileIv())
     val writer = new PartitionedFileWriter(path, indexPathOf(path), index, codec, cipher.map(_.newBufferCipher()), iv)
-    new PartitionedFile(path, numSubpartitions, iv, Some(writer), 0, 0L)
+    new PartitionedFile(path, numSubpartitions, iv, Some(writer), 0, 0L, indexCache)
   }
 
   /**
@@ -241,7 +281,8 @@ object PartitionedFile {
    * of `id`, is malformed, or does not fit the file; the file is left where it is (and no index
    * file beside it).
    */
-  def adopt(id: ResultPartitionID, path: File, encodedIndex: Array[Byte]): PartitionedFile = {
+  def adopt(id: ResultPartitionID, path: File, encodedIndex: Array[Byte],
+      indexCache: PartitionedFileIndexCache = null): PartitionedFile = {
     val d = PartitionedFileIndex.decode(id, path, encodedIndex)
     val indexPath = indexPathOf(path)
     try {
@@ -253,6 +294,6 @@ object PartitionedFile {
         if (!e.isInstanceOf[java.nio.file.FileAlreadyExistsException]) indexPath.delete()
         throw e
     }
-    new PartitionedFile(path, d.numSubpartitions, d.iv, None, d.numBuffers, d.fileLength)
+    new PartitionedFile(path, d.numSubpartitions, d.iv, None, d.numBuffers, d.fileLength, indexCache)
   }
 }

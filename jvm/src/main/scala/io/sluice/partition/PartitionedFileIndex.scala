@@ -17,11 +17,13 @@ import java.nio.file.StandardOpenOption
 private[partition] final class PartitionedFileIndex(val numSubpartitions: Int) {
   import PartitionedFileIndex._
 
-  private var offsets = new Array[Long](64)
-  private var stored = new Array[Int](64)
-  private var raw = new Array[Int](64)
-  private var crcs = new Array[Int](64)
-  private var subpartitionOf = new Array[Int](64)
+  // Room for one buffer per subpartition from the start (up to 1024): a small map output stores about that many.
+  private val initialCapacity = math.max(64, math.min(numSubpartitions, 1024))
+  private var offsets = new Array[Long](initialCapacity)
+  private var stored = new Array[Int](initialCapacity)
+  private var raw = new Array[Int](initialCapacity)
+  private var crcs = new Array[Int](initialCapacity)
+  private var subpartitionOf = new Array[Int](initialCapacity)
   private var numBuffers = 0
   private var totalStoredBytes = 0L
 
@@ -57,8 +59,9 @@ private[partition] final class PartitionedFileIndex(val numSubpartitions: Int) {
    * Writes the index file at `indexPath` (created now) for a data file of `fileLength` bytes,
    * encrypted from `iv` when defined: the directory, then the entries grouped by subpartition,
    * in the order they were written within each (a stable counting sort of the file order).
+   * Returns the index file's bytes.
    */
-  def writeTo(indexPath: File, fileLength: Long, iv: Option[BufferIv]): Unit = {
+  def writeTo(indexPath: File, fileLength: Long, iv: Option[BufferIv]): Array[Byte] = {
     val n = numSubpartitions
     val directory = new Array[Int](n + 1)
     var b = 0
@@ -82,6 +85,7 @@ private[partition] final class PartitionedFileIndex(val numSubpartitions: Int) {
     val ch = FileChannel.open(indexPath.toPath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
     try while (out.hasRemaining) ch.write(out)
     finally ch.close()
+    out.array()
   }
 }
 

@@ -8,9 +8,9 @@ import java.nio.channels.FileChannel
  * The index entries of subpartitions [start, end) of a finished [[PartitionedFile]], read from its
  * index file (see [[PartitionedFileIndex$]]) with two positional reads: the directory's entries
  * start .. end, then the range's entries, in the order a reader sends them (Flink's
- * PartitionedFileReader reads its region's index entries the same way). A
- * [[BlockingSubpartitionView]] holds one for as long as it reads. Immutable once read; one
- * thread at a time.
+ * PartitionedFileReader reads its region's index entries the same way), or taken from the whole
+ * index the [[PartitionedFileIndexCache]] keeps. A [[BlockingSubpartitionView]] holds one for as
+ * long as it reads. Immutable once read; one thread at a time.
  */
 private[partition] final class PartitionedFileIndexRange private (
     val start: Int,
@@ -50,11 +50,39 @@ private[partition] object PartitionedFileIndexRange {
    */
   def read(channel: FileChannel, path: File, numSubpartitions: Int, numBuffers: Int, start: Int,
       end: Int): PartitionedFileIndexRange = {
-    val directory = readDirectory(channel, path, numBuffers, start, end)
+    val bytes = ByteBuffer.allocate(4 * (end - start + 1))
+    readFully(channel, path, bytes, PartitionedFileIndex.directoryAt(start))
+    val directory = new Array[Int](end - start + 1)
+    bytes.flip()
+    bytes.asIntBuffer().get(directory)
+    checkDirectory(path, directory, numBuffers, start, end)
     val n = directory(end - start) - directory(0)
     val entries = ByteBuffer.allocate(n * PartitionedFileIndex.EntrySize)
     readFully(channel, path, entries, PartitionedFileIndex.entryAt(numSubpartitions, directory(0)))
     new PartitionedFileIndexRange(start, directory, entries)
+  }
+
+  /** The range [start, end) of `index`, a whole index file `path` kept in the heap ([[load]]). */
+  def of(index: Array[Byte], path: File, numSubpartitions: Int, numBuffers: Int, start: Int,
+      end: Int): PartitionedFileIndexRange = {
+    val whole = ByteBuffer.wrap(index)
+    val directory = new Array[Int](end - start + 1)
+    var i = 0
+    while (i < directory.length) { directory(i) = whole.getInt(PartitionedFileIndex.directoryAt(start + i).toInt); i += 1 }
+    checkDirectory(path, directory, numBuffers, start, end)
+    val at = PartitionedFileIndex.entryAt(numSubpartitions, directory(0)).toInt
+    val entries = ByteBuffer.wrap(index, at, (directory(end - start) - directory(0)) * PartitionedFileIndex.EntrySize).slice()
+    new PartitionedFileIndexRange(start, directory, entries)
+  }
+
+  /**
+   * The whole index file `path` (through `channel`) of a finished file of `numSubpartitions` and
+   * `numBuffers` stored buffers, in one read: IOException naming the file when it is shorter.
+   */
+  def load(channel: FileChannel, path: File, numSubpartitions: Int, numBuffers: Int): Array[Byte] = {
+    val index = new Array[Byte](PartitionedFileIndex.indexFileLength(numSubpartitions, numBuffers))
+    readFully(channel, path, ByteBuffer.wrap(index), 0L)
+    index
   }
 
   /** Stored buffers of subpartitions [start, end), read from the index file's directory alone. */
@@ -64,17 +92,22 @@ private[partition] object PartitionedFileIndexRange {
     val first = two.getInt(0)
     two.clear()
     readFully(channel, path, two, PartitionedFileIndex.directoryAt(end))
-    val last = two.getInt(0)
+    countChecked(path, numBuffers, start, end, first, two.getInt(0))
+  }
+
+  /** Stored buffers of subpartitions [start, end), from `index` kept in the heap. */
+  def count(index: Array[Byte], path: File, numBuffers: Int, start: Int, end: Int): Int = {
+    val whole = ByteBuffer.wrap(index)
+    countChecked(path, numBuffers, start, end, whole.getInt(PartitionedFileIndex.directoryAt(start).toInt),
+      whole.getInt(PartitionedFileIndex.directoryAt(end).toInt))
+  }
+
+  private def countChecked(path: File, numBuffers: Int, start: Int, end: Int, first: Int, last: Int): Int = {
     if (first < 0 || last < first || last > numBuffers) corruptDirectory(path, start, end, first, last, numBuffers)
     last - first
   }
 
-  private def readDirectory(channel: FileChannel, path: File, numBuffers: Int, start: Int, end: Int): Array[Int] = {
-    val bytes = ByteBuffer.allocate(4 * (end - start + 1))
-    readFully(channel, path, bytes, PartitionedFileIndex.directoryAt(start))
-    val directory = new Array[Int](end - start + 1)
-    bytes.flip()
-    bytes.asIntBuffer().get(directory)
+  private def checkDirectory(path: File, directory: Array[Int], numBuffers: Int, start: Int, end: Int): Unit = {
     var i = 0
     while (i < directory.length) {
       val prev = if (i == 0) 0 else directory(i - 1)
@@ -83,7 +116,6 @@ private[partition] object PartitionedFileIndexRange {
       }
       i += 1
     }
-    directory
   }
 
   private def corruptDirectory(path: File, start: Int, end: Int, first: Int, last: Int, numBuffers: Int): Nothing =

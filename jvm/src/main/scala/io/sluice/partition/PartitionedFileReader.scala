@@ -56,13 +56,13 @@ final class PartitionedFileReader private[partition] (val file: PartitionedFile,
   }
 
   /**
-   * The entries of subpartitions [start, end) from the file's index file, through a handle of the
-   * index this reader opens on first use (IOException once closed). `keepIndexOpen`: the handle
+   * The entries of subpartitions [start, end): kept in the heap, or from the file's index file
+   * through a handle of the index this reader opens on first use (IOException once closed). `keepIndexOpen`: the handle
    * stays open for the next view (a reader the server's cache keeps), closed with the data's;
    * otherwise it is closed at once (a reader of one view, which reads its entries once).
    */
   def readIndexRange(start: Int, end: Int, keepIndexOpen: Boolean): PartitionedFileIndexRange =
-    try file.readIndexRange(openIndex(), start, end)
+    try file.readIndexRange(start, end, () => openIndex())
     finally if (!keepIndexOpen) closeIndex()
 
   private def openIndex(): FileChannel = synchronized {

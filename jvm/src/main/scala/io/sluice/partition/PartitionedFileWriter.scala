@@ -174,10 +174,10 @@ private[partition] final class PartitionedFileWriter(
   }
 
   /**
-   * Writes what is staged, closes the write handle and writes the index file; the staging memory
-   * goes back either way.
+   * Writes what is staged, closes the write handle and writes the index file, whose bytes it
+   * returns; the staging memory goes back either way.
    */
-  def finish(): Unit =
+  def finish(): Array[Byte] =
     try {
       flushStaging()
       closeChannel()

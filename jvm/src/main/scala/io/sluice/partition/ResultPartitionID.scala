@@ -8,8 +8,11 @@ package io.sluice.partition
  */
 final case class ResultPartitionID(shuffleId: Int, producerId: Long) {
 
-  // The case class's own hash, computed once: the ids are looked up once per map output and reader.
-  override val hashCode: Int = scala.util.hashing.MurmurHash3.caseClassHash(this)
+  // Computed once and without boxing the fields: ids are made and looked up once per map output and reader.
+  override val hashCode: Int = {
+    import scala.util.hashing.MurmurHash3.{finalizeHash, mix, mixLast}
+    finalizeHash(mixLast(mix(mix(0x5eed1ce, shuffleId), producerId.toInt), (producerId >>> 32).toInt), 3)
+  }
 
   override def toString: String = s"shuffle $shuffleId producer $producerId"
 }

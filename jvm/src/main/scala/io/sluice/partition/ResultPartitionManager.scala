@@ -17,10 +17,14 @@ import io.sluice.memory.NetworkBufferPool
  */
 final class ResultPartitionManager(
     maxOpenFiles: Int = SluiceOptions.MaxOpenPartitionFiles.default,
-    layout: Option[PartitionedFileLayout] = None) {
+    layout: Option[PartitionedFileLayout] = None,
+    indexCacheBytes: Long = SluiceOptions.IndexCacheSize.default) {
 
   /** The partition files the server's event loops keep open between readers. */
   val fileReaders = new PartitionedFileReaderCache(PartitionedFileReaderCache.effectiveCapacity(maxOpenFiles))
+
+  /** The index files of finished partition files every reader of the executor reads through. */
+  val indexCache = new PartitionedFileIndexCache(indexCacheBytes)
 
   private val partitions = new ConcurrentHashMap[ResultPartitionID, ResultPartition]() // all but finished blocking
   private val finished = new ConcurrentHashMap[Int, FinishedPartitionTable]()
@@ -94,7 +98,7 @@ final class ResultPartitionManager(
       val p = if (held == null) null else held.get()
       if (p != null) return p
       val file = PartitionedFile.restore(t.path(e, layout), t.numSubpartitions(e), t.iv(e), t.numBuffers(e),
-        t.fileLength(e))
+        t.fileLength(e), indexCache)
       val rebuiltNow = SortMergeResultPartition.adopt(id, file, noMemory)
       file.partition = rebuiltNow // a kept reader of the file keeps the partition, and so this entry
       rebuilt.put(id, new ResultPartitionManager.Rebuilt(id, rebuiltNow, collected))
@@ -260,7 +264,9 @@ final class ResultPartitionManager(
     try {
       partitions.keySet().asScala.toList.foreach(releasePartition(_, null))
       finished.keySet().asScala.toList.foreach(releaseTable(_))
-    } finally fileReaders.clear()
+    } finally
+      try fileReaders.clear()
+      finally indexCache.clear()
   }
 }
 

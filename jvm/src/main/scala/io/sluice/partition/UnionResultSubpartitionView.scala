@@ -171,8 +171,9 @@ object UnionResultSubpartitionView {
   /** What opening the input's view would check, without opening it. */
   private def check(manager: ResultPartitionManager, id: ResultPartitionID, input: Int, start: Int, end: Int): Unit = {
     val finished = manager.finishedSubpartitions(id) // a table row: checked without rebuilding the partition
-    val (numSubpartitions, what) =
-      if (finished >= 0) (finished, ResultPartition.describe(ResultPartitionType.Blocking, id, finished))
+    var partition: ResultPartition = null
+    val numSubpartitions =
+      if (finished >= 0) finished
       else {
         val p = manager.getPartition(id).getOrElse(throw new PartitionNotFoundException(id, input))
         if (p.partitionType != ResultPartitionType.Blocking) {
@@ -183,9 +184,12 @@ object UnionResultSubpartitionView {
         if (!p.isFinished) {
           throw new IllegalStateException(s"$p is not complete yet; blocking partitions are read once finished")
         }
-        (p.numSubpartitions, p.toString)
+        partition = p
+        p.numSubpartitions
       }
     if (start < 0 || end > numSubpartitions || start >= end) {
+      val what =
+        if (partition != null) partition.toString else ResultPartition.describe(ResultPartitionType.Blocking, id, finished)
       throw new IndexOutOfBoundsException(s"$what has no subpartitions [$start, $end)")
     }
   }

@@ -15,7 +15,7 @@ class FinishedPartitionTableSuite extends AnyFunSuite {
     val id = ResultPartitionID(shuffleId, producerId)
     val iv = if (producerId % 3 == 0) Some(BufferIv(producerId, ~producerId)) else None
     PartitionedFile.restore(path.getOrElse(layout.writtenFile(id)), (producerId % 7).toInt + 1, iv,
-      (producerId % 11).toInt, producerId * 10 + 1)
+      (producerId % 11).toInt, producerId * 10 + 1, null)
   }
 
   test("entries added and removed in any order are found with their totals, as a map of them would") {
