@@ -23,14 +23,14 @@ import org.apache.spark.internal.Logging
 
 /**
  * The executor half of [[SluicePlugin]]. It starts the executor's Sluice network stack
- * ([[SluiceEnvironment]]) with the executor, as Spark starts its own block transfer service, so
- * that the first shuffle task does not pay for it; where Spark has not initialised the executor's
- * BlockManager yet (local mode), or Sluice is not the shuffle manager, the stack starts with the
- * first task that needs it, as without the plugin. It publishes the executor's Sluice metrics in Spark's
- * metrics system as the source `sluice` ([[SluiceMetricsSource]]), sends a metrics report to the
- * driver every spark.sluice.metrics.reportInterval from its own daemon thread, and runs the backpressure
- * monitor's stack sampling for the stages the driver names in its replies, on a second daemon
- * thread, each run bounded in time.
+ * ([[SluiceEnvironment]]) with the executor, as Spark starts its own block transfer service (where
+ * Spark has not initialised the BlockManager yet, in local mode, the first task that needs it does),
+ * so that the first shuffle task does not pay for it. From its own daemon
+ * thread it sends a report to the driver at start and every spark.sluice.metrics.reportInterval:
+ * the executor's Sluice metrics (also published in Spark's metrics system as the source `sluice`,
+ * [[SluiceMetricsSource]]) and its Sluice server; the replies name the peers' servers, to which it
+ * opens connections ahead of its first reader, and the stages whose tasks the backpressure monitor
+ * samples, on a second daemon thread, each run bounded in time.
  *
  * Task threads only touch a map of which thread runs which task (onTaskStart: TaskContext.get on
  * the task thread; onTaskSucceeded/onTaskFailed: removal). Nothing here may fail a task or the
@@ -74,10 +74,12 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     reporter = Executors.newSingleThreadScheduledExecutor(daemon(s"sluice-metrics-reporter-${context.executorID()}"))
     sampler = new ThreadPoolExecutor(1, 1, 0L, TimeUnit.MILLISECONDS, new LinkedBlockingQueue[Runnable](),
       daemon(s"sluice-backpressure-sampler-${context.executorID()}"))
-    val interval = conf.get(SluiceOptions.MetricsInterval)
-    reporter.scheduleWithFixedDelay(() => report(), interval, interval, TimeUnit.MILLISECONDS)
-    logInfo(s"Sluice's executor plugin reports network metrics every ${interval}ms")
     startEnvironment(context)
+    // The first report goes out at once: it announces this executor's server to the driver, whose
+    // replies name the peers' servers, to which the executor connects ahead of its first reader.
+    val interval = conf.get(SluiceOptions.MetricsInterval)
+    reporter.scheduleWithFixedDelay(() => report(), 0L, interval, TimeUnit.MILLISECONDS)
+    logInfo(s"Sluice's executor plugin reports network metrics every ${interval}ms")
   }
 
   /**
@@ -121,11 +123,15 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
         publish()
         source.registerLatencyIfTracked()
       }
-      val snapshot = SluiceEnvironment.ifStarted.map(_.metrics.tick()).getOrElse(emptySnapshot(c.executorID()))
+      val env = SluiceEnvironment.ifStarted
+      val snapshot = env.map(_.metrics.tick()).getOrElse(emptySnapshot(c.executorID()))
       val samples = Iterator.continually(finishedSamples.poll()).takeWhile(_ != null).toList
-      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples))) match {
+      val server = env.map(e => SluiceMessages.SluiceServer(c.executorID(), e.connectionManager.host, e.serverPort))
+      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples, server))) match {
         case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
-            case SluiceMessages.ReportReply(requests) => requests.foreach(startSampling)
+            case SluiceMessages.ReportReply(requests, peers) =>
+              requests.foreach(startSampling)
+              env.foreach(e => peers.foreach(p => e.connectionManager.prepareConnection(p.host, p.port)))
             case _ => ()
           }
         case _ => ()
