@@ -25,7 +25,7 @@ import org.apache.spark.internal.Logging
  * The executor half of [[SluicePlugin]]. It starts the executor's Sluice network stack
  * ([[SluiceEnvironment]]) with the executor, as Spark starts its own block transfer service (where
  * Spark has not initialised the BlockManager yet, in local mode, the first task that needs it does),
- * so that the first shuffle task does not pay for it. From its own daemon
+ * and a [[ClassPreloader]], so that the first shuffle tasks pay for neither. From its own daemon
  * thread it sends a report to the driver at start and every spark.sluice.metrics.reportInterval:
  * the executor's Sluice metrics (also published in Spark's metrics system as the source `sluice`,
  * [[SluiceMetricsSource]]) and its Sluice server; the replies name the peers' servers, to which it
@@ -49,6 +49,7 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   private val taskThreads = new ConcurrentHashMap[Thread, TaskKey]()
   private val finishedSamples = new ConcurrentLinkedQueue[StageSampleResult]()
   private val failures = new AtomicInteger
+  @volatile private var preloader: Option[ClassPreloader] = None
 
   override def init(context: PluginContext, extraConf: JMap[String, String]): Unit =
     try start(context)
@@ -89,12 +90,17 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
    * the stack tries again and fails with the error.
    */
   private def startEnvironment(context: PluginContext): Unit =
-    if (SluiceExecutorPlugin.usesSluice(context.conf()) && SparkInternals.isBlockManagerInitialized) {
-      try SluiceEnvironment.get()
-      catch {
-        case NonFatal(e) => logWarning("Sluice's network stack did not start with the executor; its first " +
-            s"shuffle task starts it: ${e.getMessage}")
+    if (SluiceExecutorPlugin.usesSluice(context.conf())) {
+      if (SparkInternals.isBlockManagerInitialized) {
+        try SluiceEnvironment.get()
+        catch {
+          case NonFatal(e) => logWarning("Sluice's network stack did not start with the executor; its first " +
+              s"shuffle task starts it: ${e.getMessage}")
+        }
       }
+      val p = ClassPreloader.forExecutor(context.executorID())
+      p.start()
+      preloader = Some(p)
     }
 
   override def onTaskStart(): Unit =
@@ -175,6 +181,7 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     taskThreads.asScala.iterator.collect { case (t, k) if k.stageId == stageId => k -> t }.toMap
 
   override def shutdown(): Unit = {
+    preloader.foreach(_.stop(SluiceExecutorPlugin.PreloadStopTimeoutMs))
     if (reporter != null) reporter.shutdownNow()
     if (sampler != null) sampler.shutdownNow()
     try published.foreach(_.remove())
@@ -197,6 +204,9 @@ private[sluice] object SluiceExecutorPlugin {
 
   /** Time a sampling run may take beyond numSamples x delay. */
   val SamplingSlackMs = 2000L
+
+  /** How long shutdown waits for the class preload thread to end (it ends after the class it is loading). */
+  val PreloadStopTimeoutMs = 1000L
 
   /** Whether `conf` makes one of Sluice's managers the shuffle manager (regular or pipelined). */
   def usesSluice(conf: org.apache.spark.SparkConf): Boolean =
