@@ -1,8 +1,9 @@
 """Sluice's network stack starts with the executor, not with its first shuffle task, on the port
 base it is given: after a job without a shuffle, both executors (one host, one fixed
 ``spark.sluice.network.port``) already report a running Sluice server, on two ports at or above
-the base, and no task has used Sluice yet; a shuffle between them then runs on those same servers
-and is exact. Prints what it saw as JSON. Run in its own process (see test_executor_start.py):
+the base, and a connection to the other's server (the driver named it in a report's reply), and
+no task has used Sluice yet; a shuffle between them then runs on those same servers and
+connections and is exact. Prints what it saw as JSON. Run in its own process (see test_executor_start.py):
 ``python tests/run_executor_start.py --port 41000 --out r.json``.
 """
 
@@ -27,6 +28,11 @@ def _ports(snapshot: Dict[str, Any]) -> List[int]:
         for e in snapshot.get("executors", [])
         if e["executor_id"] != "driver" and e.get("server_port")
     )
+
+
+def _connections(snapshot: Dict[str, Any], kind: str) -> List[int]:
+    """Each executor's Sluice connections of ``kind`` (``client``: opened to other servers; ``server``: accepted)."""
+    return [int(e.get(f"{kind}_connections", 0)) for e in snapshot.get("executors", []) if e["executor_id"] != "driver"]
 
 
 def _remote_bytes(snapshot: Dict[str, Any]) -> int:
@@ -56,7 +62,7 @@ def main(argv: List[str]) -> int:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
         # A job without a shuffle: no Sluice writer or reader runs.
         no_shuffle = sorted(int(r["id"]) for r in spark.range(0, 8, 1, 4).collect())
-        before = _await(spark, lambda s: len(_ports(s)) == 2)
+        before = _await(spark, lambda s: len(_ports(s)) == 2 and _connections(s, "client") == [1, 1])
         rows = spark.range(0, N, 1, 8).groupBy((F.col("id") % KEYS).alias("k")).agg(F.sum("id").alias("s"))
         got = sorted([int(r["k"]), int(r["s"])] for r in rows.collect())
         # Both executors ran map and reduce tasks, and the reduce tasks read the other executor's
@@ -68,6 +74,9 @@ def main(argv: List[str]) -> int:
                 "no_shuffle": no_shuffle,
                 "ports_before_any_shuffle": _ports(before),
                 "stages_before_any_shuffle": len(before.get("stages", [])),
+                "client_connections_before_any_shuffle": _connections(before, "client"),
+                "server_connections_before_any_shuffle": _connections(before, "server"),
+                "client_connections_after_a_shuffle": _connections(after, "client"),
                 "ports_after_a_shuffle": _ports(after),
                 "remote_bytes": _remote_bytes(after),
                 "got": got,

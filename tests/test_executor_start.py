@@ -1,9 +1,10 @@
 """Sluice's network stack starts with the executor (its plugin starts it, as Spark starts its own
 block transfer service), so an application's first shuffle task does not pay for the server, the
-buffer pool and the transport's start; and several executors of one application on one host with
-one known Sluice port share it: a fixed ``spark.sluice.network.port`` is a base, and each
-executor's server binds the first free port at or above it (up to ``spark.port.maxRetries`` more),
-as Spark's own services do.
+buffer pool and the transport's start; each executor connects to its peers' servers as soon as the
+driver names them, so the first reduce task does not wait for a connection; and several executors
+of one application on one host with one known Sluice port share it: a fixed
+``spark.sluice.network.port`` is a base, and each executor's server binds the first free port at or
+above it (up to ``spark.port.maxRetries`` more), as Spark's own services do.
 
 One application (``run_executor_start.py``: two executors on one host, a fixed port base, a job
 without a shuffle and then a shuffle) shows both; each test judges one part.
@@ -35,6 +36,17 @@ def test_network_stack_runs_before_the_first_shuffle_task(started: Dict[str, Any
     # The shuffle ran on the servers started with the executors, not on new ones.
     assert result["ports_after_a_shuffle"] == result["ports_before_any_shuffle"], result
     assert result["got"] == result["expected"]
+
+
+def test_executors_connect_to_each_other_before_the_first_shuffle(started: Dict[str, Any]) -> None:
+    result = started
+    # Before any task used Sluice, each executor held one connection to the other's server ...
+    assert result["stages_before_any_shuffle"] == 0, result
+    assert result["client_connections_before_any_shuffle"] == [1, 1], result
+    assert result["server_connections_before_any_shuffle"] == [1, 1], result
+    # ... and the shuffle, which read remotely both ways, ran on them: no second connection.
+    assert started["remote_bytes"] > 0
+    assert result["client_connections_after_a_shuffle"] == [1, 1], result
 
 
 def test_two_executors_on_one_host_share_a_port_base(started: Dict[str, Any]) -> None:

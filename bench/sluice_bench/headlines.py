@@ -38,7 +38,7 @@ MEMORY = "memory.json"
 TRANSPORT = "transport.json"
 CLUSTER = "cluster.json"
 # The first jobs of fresh applications (sluice bench batch --short --cold).
-COLD = "batch-short-cold-2026-11-27.json"
+COLD = "batch-short-cold-2026-11-28.json"
 _COLD_JOBS = {"repartition_1k": "its first shuffle (a repartition of 1,000 rows)", "group_by_100k": "a group-by"}
 
 _JOBS = {"heavy": "1 GB compute-bound", "tpch": "TPC-H", "wide": "400 × 200 partitions"}

@@ -65,6 +65,13 @@ final class NettyConnectionManager(
   def createPartitionRequestClient(host: String, port: Int): PartitionRequestClient =
     clientFactory.createPartitionRequestClient(host, port)
 
+  /**
+   * Starts opening the connection to the Sluice server at (host, port) without waiting (not to this
+   * manager's own server), see [[PartitionRequestClientFactory.prepareConnection]].
+   */
+  def prepareConnection(host: String, port: Int): Boolean =
+    !(host == bindHost && started && port == server.port) && clientFactory.prepareConnection(host, port)
+
   /** Connections the server serves Sluice on now. */
   def numServerConnections: Int = server.numConnections
 

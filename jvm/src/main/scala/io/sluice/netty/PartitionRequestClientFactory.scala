@@ -25,6 +25,9 @@ import org.apache.spark.network.util.TransportConf
  * exactly one TCP connection per remote server (host, port), shared by every input channel of every
  * gate and reused across shuffles. Concurrent first requests for the same server share one
  * connection attempt; a connection that closes is forgotten, and the next request opens a new one.
+ * A connection can also be prepared before any reader needs it ([[prepareConnection]]: the Spark
+ * boundary does so for the peers the driver names), so an application's first reduce tasks do not
+ * wait for the connection and its upgrade.
  *
  * Connection attempts run on the factory's own connector threads, never on the task thread that
  * asked: Spark interrupts task threads (speculative losers, cancelled jobs), and an interrupt that
@@ -111,6 +114,24 @@ final class PartitionRequestClientFactory(
       connections.remove(key, attempt)
     }
     throw new IllegalStateException("unreachable")
+  }
+
+  /**
+   * Starts opening the connection to (host, port) on a connector thread and returns at once, so the
+   * first reader of that server finds it open (or its attempt under way, which it then shares). Does
+   * nothing when a connection to it is held or being opened, when
+   * [[PartitionRequestClientFactory.MaxPreparedConnections]] are held, or when the factory is not
+   * running. A failed attempt is forgotten: the next reader tries again. Returns whether an attempt
+   * was started.
+   */
+  def prepareConnection(host: String, port: Int): Boolean = {
+    val key = (host, port)
+    if (shutDown || clientFactory == null || connections.size >= PartitionRequestClientFactory.MaxPreparedConnections ||
+      connections.containsKey(key)) return false
+    val fresh = new CompletableFuture[PartitionRequestClient]()
+    if (connections.putIfAbsent(key, fresh) != null) return false
+    startConnecting(key, fresh)
+    true
   }
 
   /** Opens the connection for `attempt` on a connector thread; a failed attempt is forgotten. */
@@ -238,6 +259,13 @@ object PartitionRequestClientFactory {
 
   /** Connections opened at once; further attempts queue (their waiters' connect timeout runs). */
   val ConnectThreads = 16
+
+  /**
+   * Connections [[PartitionRequestClientFactory.prepareConnection]] opens ahead of any reader: past
+   * this many held, the first reader of a server opens its connection itself, so a large cluster
+   * does not connect every executor pair only because they exist.
+   */
+  val MaxPreparedConnections = 16
 
   /** spark.sluice.network.connectTimeout, with 0 (follow spark.network.timeout) as Spark's default. */
   def connectTimeoutMs(conf: SluiceConf): Long = {

@@ -45,6 +45,64 @@ class PartitionRequestClientFactorySuite extends AnyFunSuite with NettyLeakDetec
     }
   }
 
+  test("a prepared connection opens before any reader, serves the first reader and closes at shutdown") {
+    val a = new TestingExecutor("A")
+    val c = new TestingExecutor("C")
+    val b = new TestingExecutor("B")
+    val factory = b.connectionManager.clientFactory
+    var prepared: PartitionRequestClient = null
+    withExecutors(a, c) {
+      try {
+        assert(b.connectionManager.prepareConnection("127.0.0.1", a.port), "an attempt is started")
+        TestingThreads.eventually(what = "the prepared connection open") {
+          factory.connection("127.0.0.1", a.port).exists(_.isActive)
+        }
+        prepared = factory.connection("127.0.0.1", a.port).get
+        assert(a.connectionManager.server.numAcceptedConnections == 1)
+        assert(!b.connectionManager.prepareConnection("127.0.0.1", a.port), "one is held: nothing to prepare")
+        assert(!b.connectionManager.prepareConnection("127.0.0.1", b.port), "never to its own server")
+        assert(factory.createPartitionRequestClient("127.0.0.1", a.port) eq prepared, "the first reader reuses it")
+        assert(b.counters.connectionsOpened.sum == 1 && factory.numConnections == 1)
+        assert(a.connectionManager.server.numAcceptedConnections == 1)
+        // A real read runs on it: a map output of A read by a gate of B.
+        val p = a.blockingPartition(ResultPartitionID(1, 0), 1, None)
+        TestingRecords.writeMany(p, 0, 10, 64)
+        p.finish()
+        val reader = new TestingGateReader(b.gate("r", Vector(GateInput(p.partitionId, 0, 1, a.location))))
+        assert(reader.readAll() == Map((0L, 0) -> 10))
+        reader.close()
+        a.partitionManager.releasePartition(p.partitionId, null)
+        assert(b.counters.connectionsOpened.sum == 1, "no second connection")
+        // A server nobody listens on: the prepared attempt fails and is forgotten, the caller never waits.
+        val gone = {
+          val s = new ServerSocket(0);
+          try s.getLocalPort
+          finally s.close()
+        }
+        assert(factory.prepareConnection("127.0.0.1", gone))
+        TestingThreads.eventually(what = "the failed attempt forgotten") { factory.connection("127.0.0.1", gone).isEmpty }
+        a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
+      } finally b.shutdown()
+      assert(!prepared.isActive, "shutdown closed the prepared connection")
+      assert(!factory.prepareConnection("127.0.0.1", c.port), "nothing is prepared after shutdown")
+    }
+  }
+
+  test("prepareConnection stops at MaxPreparedConnections; readers still connect beyond it") {
+    val servers = (0 to PartitionRequestClientFactory.MaxPreparedConnections).map(i => new TestingExecutor(s"S$i"))
+    val b = new TestingExecutor("B")
+    withExecutors(servers :+ b: _*) {
+      val factory = b.connectionManager.clientFactory
+      val started = servers.map(s => factory.prepareConnection("127.0.0.1", s.port))
+      assert(started.count(identity) == PartitionRequestClientFactory.MaxPreparedConnections && !started.last)
+      TestingThreads.eventually(what = "the prepared connections open") {
+        factory.numConnections == PartitionRequestClientFactory.MaxPreparedConnections
+      }
+      assert(factory.createPartitionRequestClient("127.0.0.1", servers.last.port).isActive)
+      assert(factory.numConnections == PartitionRequestClientFactory.MaxPreparedConnections + 1)
+    }
+  }
+
   test("concurrent first requests to one server share a single connection attempt") {
     val a = new TestingExecutor("A")
     val b = new TestingExecutor("B")

@@ -23,14 +23,14 @@ import org.apache.spark.internal.Logging
 
 /**
  * The executor half of [[SluicePlugin]]. It starts the executor's Sluice network stack
- * ([[SluiceEnvironment]]) with the executor, as Spark starts its own block transfer service, so
- * that the first shuffle task does not pay for it; where Spark has not initialised the executor's
- * BlockManager yet (local mode), or Sluice is not the shuffle manager, the stack starts with the
- * first task that needs it, as without the plugin. It publishes the executor's Sluice metrics in Spark's
- * metrics system as the source `sluice` ([[SluiceMetricsSource]]), sends a metrics report to the
- * driver every spark.sluice.metrics.reportInterval from its own daemon thread, and runs the backpressure
- * monitor's stack sampling for the stages the driver names in its replies, on a second daemon
- * thread, each run bounded in time.
+ * ([[SluiceEnvironment]]) with the executor, as Spark starts its own block transfer service (where
+ * Spark has not initialised the BlockManager yet, in local mode, the first task that needs it does),
+ * and a [[ClassPreloader]], so that the first shuffle tasks pay for neither. From its own daemon
+ * thread it sends a report to the driver at start and every spark.sluice.metrics.reportInterval:
+ * the executor's Sluice metrics (also published in Spark's metrics system as the source `sluice`,
+ * [[SluiceMetricsSource]]) and its Sluice server; the replies name the peers' servers, to which it
+ * opens connections ahead of its first reader, and the stages whose tasks the backpressure monitor
+ * samples, on a second daemon thread, each run bounded in time.
  *
  * Task threads only touch a map of which thread runs which task (onTaskStart: TaskContext.get on
  * the task thread; onTaskSucceeded/onTaskFailed: removal). Nothing here may fail a task or the
@@ -49,6 +49,7 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   private val taskThreads = new ConcurrentHashMap[Thread, TaskKey]()
   private val finishedSamples = new ConcurrentLinkedQueue[StageSampleResult]()
   private val failures = new AtomicInteger
+  @volatile private var preloader: Option[ClassPreloader] = None
 
   override def init(context: PluginContext, extraConf: JMap[String, String]): Unit =
     try start(context)
@@ -74,10 +75,12 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     reporter = Executors.newSingleThreadScheduledExecutor(daemon(s"sluice-metrics-reporter-${context.executorID()}"))
     sampler = new ThreadPoolExecutor(1, 1, 0L, TimeUnit.MILLISECONDS, new LinkedBlockingQueue[Runnable](),
       daemon(s"sluice-backpressure-sampler-${context.executorID()}"))
-    val interval = conf.get(SluiceOptions.MetricsInterval)
-    reporter.scheduleWithFixedDelay(() => report(), interval, interval, TimeUnit.MILLISECONDS)
-    logInfo(s"Sluice's executor plugin reports network metrics every ${interval}ms")
     startEnvironment(context)
+    // The first report goes out at once: it announces this executor's server to the driver, whose
+    // replies name the peers' servers, to which the executor connects ahead of its first reader.
+    val interval = conf.get(SluiceOptions.MetricsInterval)
+    reporter.scheduleWithFixedDelay(() => report(), 0L, interval, TimeUnit.MILLISECONDS)
+    logInfo(s"Sluice's executor plugin reports network metrics every ${interval}ms")
   }
 
   /**
@@ -87,12 +90,17 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
    * the stack tries again and fails with the error.
    */
   private def startEnvironment(context: PluginContext): Unit =
-    if (SluiceExecutorPlugin.usesSluice(context.conf()) && SparkInternals.isBlockManagerInitialized) {
-      try SluiceEnvironment.get()
-      catch {
-        case NonFatal(e) => logWarning("Sluice's network stack did not start with the executor; its first " +
-            s"shuffle task starts it: ${e.getMessage}")
+    if (SluiceExecutorPlugin.usesSluice(context.conf())) {
+      if (SparkInternals.isBlockManagerInitialized) {
+        try SluiceEnvironment.get()
+        catch {
+          case NonFatal(e) => logWarning("Sluice's network stack did not start with the executor; its first " +
+              s"shuffle task starts it: ${e.getMessage}")
+        }
       }
+      val p = ClassPreloader.forExecutor(context.executorID())
+      p.start()
+      preloader = Some(p)
     }
 
   override def onTaskStart(): Unit =
@@ -121,11 +129,15 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
         publish()
         source.registerLatencyIfTracked()
       }
-      val snapshot = SluiceEnvironment.ifStarted.map(_.metrics.tick()).getOrElse(emptySnapshot(c.executorID()))
+      val env = SluiceEnvironment.ifStarted
+      val snapshot = env.map(_.metrics.tick()).getOrElse(emptySnapshot(c.executorID()))
       val samples = Iterator.continually(finishedSamples.poll()).takeWhile(_ != null).toList
-      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples))) match {
+      val server = env.map(e => SluiceMessages.SluiceServer(c.executorID(), e.connectionManager.host, e.serverPort))
+      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples, server))) match {
         case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
-            case SluiceMessages.ReportReply(requests) => requests.foreach(startSampling)
+            case SluiceMessages.ReportReply(requests, peers) =>
+              requests.foreach(startSampling)
+              env.foreach(e => peers.foreach(p => e.connectionManager.prepareConnection(p.host, p.port)))
             case _ => ()
           }
         case _ => ()
@@ -169,6 +181,7 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     taskThreads.asScala.iterator.collect { case (t, k) if k.stageId == stageId => k -> t }.toMap
 
   override def shutdown(): Unit = {
+    preloader.foreach(_.stop(SluiceExecutorPlugin.PreloadStopTimeoutMs))
     if (reporter != null) reporter.shutdownNow()
     if (sampler != null) sampler.shutdownNow()
     try published.foreach(_.remove())
@@ -191,6 +204,9 @@ private[sluice] object SluiceExecutorPlugin {
 
   /** Time a sampling run may take beyond numSamples x delay. */
   val SamplingSlackMs = 2000L
+
+  /** How long shutdown waits for the class preload thread to end (it ends after the class it is loading). */
+  val PreloadStopTimeoutMs = 1000L
 
   /** Whether `conf` makes one of Sluice's managers the shuffle manager (regular or pipelined). */
   def usesSluice(conf: org.apache.spark.SparkConf): Boolean =

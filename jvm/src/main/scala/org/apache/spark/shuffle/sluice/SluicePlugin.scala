@@ -11,8 +11,7 @@ import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext,
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SluiceEventPublisher, SluiceMetricsSource}
-import org.apache.spark.shuffle.sluice.rpc.{RpcPayload, SluiceMessages}
-import org.apache.spark.shuffle.sluice.ui.SluiceTab
+import org.apache.spark.shuffle.sluice.rpc.{PeerServers, RpcPayload, SluiceMessages}
 import org.apache.spark.shuffle.sluice.ui.SluiceTab
 
 /**
@@ -34,7 +33,8 @@ class SluicePlugin extends SparkPlugin {
  * the application-wide values of the reports under Flink's names in the driver's metrics system
  * (source `sluice`, once Spark knows the application id; executors publish theirs in their own
  * JVMs); in local mode the driver JVM runs the executor, whose plugin takes the metric names, so
- * the driver registers none. Nothing here may fail the application: errors are logged.
+ * the driver registers none. Its replies name each executor its peers' Sluice servers
+ * ([[PeerServers]]). Nothing here may fail the application: errors are logged.
  */
 private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging {
 
@@ -42,6 +42,7 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
   @volatile private var publisher: SluiceEventPublisher = _
   private val registry = new MetricRegistry
   @volatile private var published: Option[SparkInternals.RegisteredSource] = None
+  private val peers = new PeerServers
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     try {
@@ -86,7 +87,12 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
     case bytes: Array[Byte] =>
       val reply = RpcPayload.decode(bytes) match {
         case r: SluiceMessages.Report if metrics != null =>
-          val reply = metrics.onReport(r)
+          val m = metrics
+          val reply =
+            try m.onReport(r).copy(peers = peers.announce(r.server, r.snapshot.executorId, m.liveExecutors))
+            catch {
+              case NonFatal(e) => logWarning("Could not answer Sluice's executor report", e); SluiceMessages.ReportReply(Nil)
+            }
           val p = publisher
           if (p != null) {
             val stageIds = r.snapshot.tasks.map(_.key.stageId) ++ r.samples.map(_.stageId)

@@ -5,13 +5,22 @@ import io.sluice.metrics.{ExecutorSnapshot, SampleRequest, StageSampleResult}
 /**
  * What Sluice's executor plugin and driver plugin say to each other over Spark's plugin RPC
  * (PluginContext.ask), encoded with [[RpcPayload]]. Executors report periodically; the driver
- * cannot call them, so its sampling requests ride on the replies.
+ * cannot call them, so its sampling requests and the peers' servers ride on the replies.
  */
 private[sluice] object SluiceMessages {
 
-  /** An executor's periodic report: its metrics tick and the stack samples it finished since. */
-  final case class Report(snapshot: ExecutorSnapshot, samples: Seq[StageSampleResult])
+  /** An executor's Sluice server: where readers of its map outputs connect. */
+  final case class SluiceServer(executorId: String, host: String, port: Int)
 
-  /** The driver's answer: stages whose running tasks the executor should sample now. */
-  final case class ReportReply(requests: Seq[SampleRequest])
+  /**
+   * An executor's periodic report: its metrics tick, the stack samples it finished since, and its
+   * Sluice server once started.
+   */
+  final case class Report(snapshot: ExecutorSnapshot, samples: Seq[StageSampleResult], server: Option[SluiceServer] = None)
+
+  /**
+   * The driver's answer: stages whose running tasks the executor should sample now, and the Sluice
+   * servers of other live executors, to which it may connect before its first reader needs them.
+   */
+  final case class ReportReply(requests: Seq[SampleRequest], peers: Seq[SluiceServer] = Nil)
 }
