@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from operator import add
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -164,7 +164,7 @@ def many_shuffles(spark: SparkSession, local_dirs: str, shuffles: int = SHUFFLES
         answers.append(sorted(tuple(r) for r in df.collect()))
         frames.append(df)
     expected = sorted((k, sum(x for x in range(maps * 10) if x % 7 == k)) for k in range(7))
-    pids = sessions.executor_pids(sc.applicationId)
+    pids = sessions.own_executor_pids(spark)
     files_before = len(realapps.partition_files(local_dirs))
 
     def no_partition_file_open() -> bool:
@@ -213,13 +213,21 @@ SIGSTOP_CONF = {
 def sigstop(spark: SparkSession) -> Dict[str, Any]:
     n, keys = 400_000, 1_000
     spark.conf.set("spark.sql.shuffle.partitions", "4")
-    rows = spark.range(0, n, 1, 8).select(((F.col("id") * 7919) % keys).alias("k"), F.col("id"))
-    # A 30 ms pause every 500 rows, in the JVM, as the reduce tasks pull their input.
-    pause = F.when(F.col("id") % 500 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 30 as bigint))"))
-    slow = rows.repartition(4, "k").select("k", (F.col("id") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("id"))
-    summed = slow.groupBy("k").agg(F.sum("id").alias("s"))
+    # 64 hex characters a row, which compress poorly: a reducer's input from the other executor is
+    # several MB, far more than its credit window, so it is still reading from it when it stops.
+    rows = spark.range(0, n, 1, 8).select(
+        ((F.col("id") * 7919) % keys).alias("k"), F.col("id"), F.sha2(F.col("id").cast("string"), 256).alias("pad")
+    )
+    # A 3 ms pause every 50 rows, in the JVM, as the reduce tasks pull their input: spread over 20
+    # keys, so every reducer reads slowly, for about 6 s.
+    pause = F.when(F.col("id") % 50 == 0, F.expr("reflect('java.lang.Thread', 'sleep', cast(id * 0 + 3 as bigint))"))
+    slow = rows.repartition(4, "k").select(
+        "k", (F.col("id") + F.coalesce(F.length(pause), F.lit(0)) * 0).alias("id"), "pad"
+    )
+    summed = slow.groupBy("k").agg(F.sum("id").alias("s"), F.sum(F.length("pad")).alias("p"))
     state: Dict[str, Any] = {}
     app_id = spark.sparkContext.applicationId
+    driver_port = str(spark.sparkContext.getConf().get("spark.driver.port"))
     tracker = spark.sparkContext.statusTracker()
 
     def stopper() -> None:
@@ -229,17 +237,21 @@ def sigstop(spark: SparkSession) -> Dict[str, Any]:
 
         if realapps.wait_for(reduce_running, timeout=180):
             time.sleep(1.0)  # the reducers have opened their channels
-            pids = sessions.executor_pids(app_id)
+            pids = sessions.executor_pids(app_id, driver_port=driver_port)
             if pids:
                 os.kill(pids[0], signal.SIGSTOP)
                 state["stopped"] = pids[0]
+                with open(f"/proc/{pids[0]}/cmdline", "rb") as f:
+                    args = f.read().decode("utf-8", "replace").split("\0")
+                state["stopped_executor"] = args[args.index("--executor-id") + 1] if "--executor-id" in args else None
                 state["stopped_at"] = time.monotonic()
+                state["stopped_clock"] = time.strftime("%H:%M:%S", time.gmtime())
 
     thread = threading.Thread(target=stopper, daemon=True)
     thread.start()
     started = time.monotonic()
     try:
-        got = sorted((r["k"], r["s"]) for r in summed.collect())
+        got = sorted((r["k"], r["s"], r["p"]) for r in summed.collect())
     finally:
         thread.join(timeout=5)
         stopped = state.get("stopped")
@@ -249,12 +261,15 @@ def sigstop(spark: SparkSession) -> Dict[str, Any]:
                     os.kill(stopped, sig)
                 except ProcessLookupError:
                     pass
-    expected: Dict[int, int] = {}
+    expected: Dict[int, Tuple[int, int]] = {}
     for i in range(n):
-        expected[(i * 7919) % keys] = expected.get((i * 7919) % keys, 0) + i
+        s, p = expected.get((i * 7919) % keys, (0, 0))
+        expected[(i * 7919) % keys] = (s + i, p + 64)
     return {
         "stopped": state.get("stopped"),
-        "equal": got == sorted(expected.items()),
+        "stopped_executor": state.get("stopped_executor"),
+        "stopped_clock": state.get("stopped_clock"),
+        "equal": got == sorted((k, s, p) for k, (s, p) in expected.items()),
         "seconds": round(time.monotonic() - started, 1),
         "seconds_after_stop": round(time.monotonic() - state.get("stopped_at", started), 1),
     }

@@ -125,10 +125,15 @@ def stages_of_group(spark: SparkSession, group: str) -> List[int]:
     return sorted(stages)
 
 
-def executor_pids(app_id: str, backend: str = "org.apache.spark.executor.CoarseGrainedExecutorBackend") -> List[int]:
+def executor_pids(
+    app_id: str, backend: str = "org.apache.spark.executor.CoarseGrainedExecutorBackend", driver_port: str = ""
+) -> List[int]:
     """The pids of this application's executor JVMs: processes whose command line (read whole from
     /proc, never cut to a terminal's width) runs ``backend`` (standalone's CoarseGrainedExecutorBackend;
-    YARN's containers run YarnCoarseGrainedExecutorBackend) with ``--app-id`` ``app_id``."""
+    YARN's containers run YarnCoarseGrainedExecutorBackend) with ``--app-id`` ``app_id`` and, when
+    ``driver_port`` is given, a ``--driver-url`` on that port. Each local-cluster master numbers its
+    applications from 0, so two applications started in the same second on this machine have the
+    same id: tests that run beside others pass their driver's port (:func:`own_executor_pids`)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -139,8 +144,17 @@ def executor_pids(app_id: str, backend: str = "org.apache.spark.executor.CoarseG
         except OSError:  # the process ended meanwhile
             continue
         if backend in args and app_id in args:
+            if driver_port and not any(a.startswith("spark://") and a.endswith(f":{driver_port}") for a in args):
+                continue
             pids.append(int(entry))
     return sorted(pids)
+
+
+def own_executor_pids(spark: Any) -> List[int]:
+    """:func:`executor_pids` of ``spark``'s application, told apart from any other on this machine
+    by its driver's port."""
+    sc = spark.sparkContext
+    return executor_pids(sc.applicationId, driver_port=str(sc.getConf().get("spark.driver.port")))
 
 
 def ui_url(spark: Any) -> str:

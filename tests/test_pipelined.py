@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 import sluice
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from sessions import executor_pids, http_json, ui_url
+from sessions import http_json, own_executor_pids, ui_url
 from sparkjobs import SlowConsumerQuery
 from streaming import StreamingRun, latest_counts, run_to_completion
 
@@ -93,7 +93,7 @@ def _sluice_threads(spark: SparkSession) -> List[str]:
     """Names (as the kernel keeps them: 15 characters) of the threads named sluice-* in this
     application's executor processes, and only theirs: other applications on the machine (another
     Sluice test, a benchmark) have threads of the same names."""
-    pids = executor_pids(spark.sparkContext.applicationId)
+    pids = own_executor_pids(spark)
     assert len(pids) == 2, f"expected this application's two executor processes, found {pids}"
     names = []
     for pid in pids:

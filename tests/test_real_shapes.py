@@ -205,5 +205,9 @@ def test_stopped_executor_surfaces_as_fetch_failed() -> None:
     assert result["stopped"], "the reduce stage finished before an executor could be stopped"
     assert result["equal"], "wrong answer"
     errors = task_errors(result)
-    assert [e for e in errors if "FetchFailed" in e], "no FetchFailed:\n" + "\n".join(errors)
+    seen = (
+        f"executor {result['stopped_executor']} stopped at {result['stopped_clock']}; job {result['seconds']} s, "
+        f"{result['seconds_after_stop']} s after the stop; stages {result['stages']}"
+    )
+    assert [e for e in errors if "FetchFailed" in e], f"no FetchFailed ({seen}):\n" + "\n".join(errors)
     assert not [e for e in errors if "TimeoutException" in e], "\n".join(errors)
