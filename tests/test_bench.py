@@ -286,18 +286,24 @@ def fake_proc(root: Path, pid: int, argv: List[str], utime: int, stime: int, thr
 def test_executor_cpu_comes_from_proc_less_the_benchmarks_sampler(tmp_path: Path) -> None:
     from sluice_bench import session
 
-    backend = ["java", "-cp", "x", session.EXECUTOR_MAIN, "--executor-id", "0"]
+    driver = ["--driver-url", "spark://CoarseGrainedScheduler@h:7001"]
+    backend = ["java", "-cp", "x", session.EXECUTOR_MAIN, *driver, "--executor-id", "0"]
     fake_proc(
         tmp_path, 10, backend + ["--app-id", "app-1"], 300, 100, {10: ("java", 1, 1), 11: ("sluice-bench-me", 30, 20)}
     )
     fake_proc(tmp_path, 11, backend + ["--app-id", "app-1"], 50, 50, {11: ("java", 1, 1)})
     fake_proc(tmp_path, 12, backend + ["--app-id", "app-2"], 999, 0, {})
     fake_proc(tmp_path, 13, ["python", "--app-id", "app-1"], 999, 0, {})
+    # Another local-cluster application started in the same second: the same id, another driver.
+    other = ["java", "-cp", "x", session.EXECUTOR_MAIN, "--driver-url", "spark://CoarseGrainedScheduler@h:7002"]
+    fake_proc(tmp_path, 14, other + ["--app-id", "app-1"], 999, 0, {})
     (tmp_path / "self").mkdir()
-    assert session.executor_pids("app-1", str(tmp_path)) == [10, 11]
+    assert session.executor_pids("app-1", str(tmp_path)) == [10, 11, 14]
+    assert session.executor_pids("app-1", str(tmp_path), driver_port="7002") == [14]
+    assert session.executor_pids("app-1", str(tmp_path), driver_port="7001") == [10, 11]
     assert session.stat_cpu_ticks(PROC_STAT.format(pid=1, utime=7, stime=5)) == 12
     ticks = os.sysconf("SC_CLK_TCK")
-    before = session.executor_cpu_seconds("app-1", str(tmp_path))
+    before = session.executor_cpu_seconds("app-1", str(tmp_path), driver_port="7001")
     assert before == {10: pytest.approx(350 / ticks), 11: pytest.approx(100 / ticks)}
     after = {10: before[10] + 2.0, 11: before[11] + 0.5}
     assert session.cpu_used(before, after) == pytest.approx(2.5)

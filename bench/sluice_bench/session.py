@@ -167,11 +167,12 @@ def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: floa
     release_finished_jobs(spark, pause_s)
     spark.sparkContext.setJobGroup(group, group)
     app = spark.sparkContext.applicationId
-    cpu_before = executor_cpu_seconds(app)
+    port = str(spark.sparkContext.getConf().get("spark.driver.port", ""))
+    cpu_before = executor_cpu_seconds(app, driver_port=port)
     started = time.monotonic()
     answer = job()
     seconds = time.monotonic() - started
-    cpu_after = executor_cpu_seconds(app)
+    cpu_after = executor_cpu_seconds(app, driver_port=port)
     spark.sparkContext.setJobGroup("", "")
     out: Dict[str, Any] = {"seconds": round(seconds, 3), "answer": answer}
     out.update(shuffle_bytes(spark, stages_of_group(spark, group)))
@@ -190,9 +191,11 @@ EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 PROBE_THREAD = "sluice-bench-me"  # its name as /proc shows it (15 characters)
 
 
-def executor_pids(app_id: str, proc: str = "/proc") -> List[int]:
+def executor_pids(app_id: str, proc: str = "/proc", driver_port: str = "") -> List[int]:
     """The process ids of application ``app_id``'s executors running on this machine (their command
-    lines name Spark's executor main class and ``--app-id APP``)."""
+    lines name Spark's executor main class and ``--app-id APP``, and when ``driver_port`` is given a
+    ``--driver-url`` on that port: each local-cluster master numbers its applications from 0, so two
+    started in the same second on one machine share an id)."""
     found: List[int] = []
     for entry in os.listdir(proc):
         if not entry.isdigit():
@@ -203,6 +206,10 @@ def executor_pids(app_id: str, proc: str = "/proc") -> List[int]:
         except OSError:  # gone meanwhile, or not ours to read
             continue
         if EXECUTOR_MAIN in argv and any(a == "--app-id" and b == app_id for a, b in zip(argv, argv[1:])):
+            if driver_port and not any(
+                a == "--driver-url" and b.endswith(f":{driver_port}") for a, b in zip(argv, argv[1:])
+            ):
+                continue
             found.append(int(entry))
     return sorted(found)
 
@@ -236,10 +243,11 @@ def process_cpu_seconds(pid: int, proc: str = "/proc") -> float:
     return total / ticks
 
 
-def executor_cpu_seconds(app_id: str, proc: str = "/proc") -> Dict[int, float]:
-    """:func:`process_cpu_seconds` of each of ``app_id``'s executors on this machine, by pid."""
+def executor_cpu_seconds(app_id: str, proc: str = "/proc", driver_port: str = "") -> Dict[int, float]:
+    """:func:`process_cpu_seconds` of each of ``app_id``'s executors on this machine, by pid (see
+    :func:`executor_pids` for ``driver_port``)."""
     out: Dict[int, float] = {}
-    for pid in executor_pids(app_id, proc):
+    for pid in executor_pids(app_id, proc, driver_port):
         try:
             out[pid] = process_cpu_seconds(pid, proc)
         except (OSError, ValueError, IndexError):
