@@ -116,8 +116,9 @@ final class PartitionedFile private (
   def numBuffers(subpartition: Int): Int = numBuffers(subpartition, subpartition + 1)
 
   /**
-   * Stored buffers of subpartitions [start, end), from the index file's directory (opened for this
-   * read alone: a view asks it only for a backlog wanted before its first buffer).
+   * Stored buffers of subpartitions [start, end), from the index the cache keeps or else the index
+   * file's directory (opened for this read alone: a view asks it only for a backlog wanted before
+   * its first buffer).
    */
   def numBuffers(start: Int, end: Int): Int = {
     checkReadable()
@@ -158,8 +159,7 @@ final class PartitionedFile private (
     checkReadable()
     val c = indexCache
     var index = if (c == null) null else c.get(indexKey)
-    if (index == null && c != null && PartitionedFileIndex.indexFileLength(numSubpartitions,
-        totalBuffers) <= c.capacityBytes / 8) {
+    if (index == null && c != null && c.admits(PartitionedFileIndex.indexFileLength(numSubpartitions, totalBuffers))) {
       index = PartitionedFileIndexRange.load(indexChannel(), indexPath, numSubpartitions, totalBuffers)
       keep(index)
     }

@@ -35,7 +35,7 @@ final class PartitionedFileIndexCache(val capacityBytes: Long) {
   /** Keeps `index`, the whole index file of the data file `path` names, if it fits; whether it did. */
   def put(path: Key, index: Array[Byte]): Boolean = {
     val n = index.length.toLong
-    if (n > capacityBytes / 8) return false
+    if (!admits(n)) return false
     val now = System.nanoTime()
     synchronized {
       val old = kept.remove(path)
@@ -55,6 +55,9 @@ final class PartitionedFileIndexCache(val capacityBytes: Long) {
       true
     }
   }
+
+  /** Whether an index file of `length` bytes may be kept at all (at most an eighth of the capacity). */
+  def admits(length: Long): Boolean = length <= capacityBytes / 8
 
   /** Drops the index of the data file `path` names (the file was deleted). */
   def remove(path: Key): Unit = synchronized {
