@@ -17,17 +17,20 @@ import argparse
 import gc
 import glob
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import sessions  # noqa: E402
 import workloads  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 WORKLOADS = ("df_group_by", "df_join", "df_window")
@@ -89,6 +92,29 @@ def slow_sums(spark: SparkSession) -> List[List[int]]:
     return sorted([int(r["k"]), int(r["s"])] for r in slow.groupBy("k").agg(F.sum("id").alias("s")).collect())
 
 
+def on_two_containers(spark: SparkSession, rows: int, tasks: int, gate: str) -> DataFrame:
+    """``rows`` ids from ``tasks`` map tasks, of which tasks on two executor containers ran at once.
+
+    With dynamic allocation an executor that idled past the timeout is gone, and on a loaded
+    machine the second may come late; short tasks would then all run on one executor. Each task
+    marks its container (YARN's ``CONTAINER_ID``) in ``gate``, a directory of this host, and waits
+    until two containers have marked it: the waiting tasks are a backlog, so dynamic allocation
+    brings the second executor. The wait ends after 180 s in any case, so nothing hangs.
+    """
+    per_task = rows // tasks
+
+    def ids(index: int, _: Iterator[int]) -> Iterator[Tuple[int]]:
+        if os.path.isdir(gate):  # removed once the job is done: a recomputed task does not wait
+            Path(gate, os.environ.get("CONTAINER_ID", str(os.getpid()))).touch()
+            deadline = time.monotonic() + 180
+            while len(os.listdir(gate)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+        return ((index * per_task + i,) for i in range(per_task))
+
+    rdd = spark.sparkContext.parallelize(range(tasks), tasks).mapPartitionsWithIndex(ids)
+    return spark.createDataFrame(rdd, "id long")
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -99,6 +125,7 @@ def main(argv: List[str]) -> int:
     sc = spark.sparkContext
     app_id = sc.applicationId
     result: Dict[str, Any] = {"app_id": app_id, "sluice_imported": "sluice" in sys.modules, "answers": {}}
+    gate = tempfile.mkdtemp(prefix="sluice-yarn-gate-")
     try:
         for name in WORKLOADS:
             for key, value in workloads.BASE_SQL_CONF.items():
@@ -107,8 +134,11 @@ def main(argv: List[str]) -> int:
 
         # One shuffle kept alive: its map outputs stay in the executors, as partition files in the
         # containers' local dirs (YARN's LOCAL_DIRS: <NodeManager local dir>/usercache/<user>/appcache/<app>).
-        held = spark.range(0, 100_000, 1, 4).repartition(4, (F.col("id") % 10)).groupBy().count()
+        # Its map outputs are on both executors, so every reducer reads one of them remotely.
+        held = on_two_containers(spark, 100_000, 4, gate).repartition(4, (F.col("id") % 10)).groupBy().count()
         result["held_count"] = held.collect()[0][0]
+        result["held_containers"] = sorted(os.listdir(gate))
+        shutil.rmtree(gate, ignore_errors=True)
         files = poll(lambda: glob.glob(f"{args.work}/**/sluice-shuffle-*.part", recursive=True), 30)
         result["partition_files"] = files
         result["app_dirs"] = glob.glob(f"{args.work}/**/appcache/{app_id}", recursive=True)
@@ -152,6 +182,7 @@ def main(argv: List[str]) -> int:
         poll(released, 120, interval=1.0)
         result["after_release"] = executors(spark)
     finally:
+        shutil.rmtree(gate, ignore_errors=True)
         spark.stop()
     sessions.write_json(args.out, result)
     return 0

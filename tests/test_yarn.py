@@ -142,6 +142,10 @@ def test_workloads_exact_on_yarn(yarn_app: Dict[str, Any]) -> None:
 
 
 def test_metrics_show_remote_reads_and_servers_in_the_port_range(yarn_app: Dict[str, Any]) -> None:
+    # The kept shuffle's map tasks ran on both containers (run_yarn.on_two_containers) ...
+    containers = yarn_app["held_containers"]
+    assert [c.startswith("container_") for c in containers] == [True, True], containers
+    # ... so its reducers read remotely.
     assert yarn_app["remote_bytes"] > 0, "no remote bytes in Sluice's metrics"
     ports, base = yarn_app["server_ports"], yarn_app["port_base"]
     # Two executors on the one NodeManager host, one port base: both bound, within the range.
