@@ -495,7 +495,15 @@ def test_scale_floor_bounds_the_ratio_and_its_answers_are_not_compared() -> None
         return {
             "contender": contender,
             "round": 1,
-            "runs": {c["name"]: {"seconds": seconds, "answer": answer, "shuffle_write_bytes": 10} for c in wide},
+            "runs": {
+                c["name"]: {
+                    "seconds": seconds,
+                    "answer": answer,
+                    "shuffle_write_bytes": 10,
+                    "driver_process_cpu_s": seconds / 2,
+                }
+                for c in wide
+            },
         }
 
     right = [[1, wide[0]["rows"], 2]]
@@ -504,6 +512,7 @@ def test_scale_floor_bounds_the_ratio_and_its_answers_are_not_compared() -> None
     scale.summarize(recorder, wide)
     summary = recorder.summary["configs"]["wide 1500x400"]
     assert summary["floor_s"] == 2.0 and summary["floor_ratio"] == 0.5 and summary["ratio"] == 0.75
+    assert summary["driver_cpu_s"] == {"sluice": 1.5, "sort": 2.0, scale.FLOOR: 1.0}
     assert not recorder.mismatches
     recorder.runs[0]["runs"]["wide 1500x400"]["answer"] = [[1, 7, 2]]
     scale.summarize(recorder, wide)
@@ -511,6 +520,7 @@ def test_scale_floor_bounds_the_ratio_and_its_answers_are_not_compared() -> None
     recorder.runs.pop(2)
     scale.summarize(recorder, wide)
     assert "floor_s" not in recorder.summary["configs"]["wide 1500x400"], "no floor without --floor"
+    assert recorder.summary["configs"]["wide 1500x400"]["driver_cpu_s"] == {"sluice": 1.5, "sort": 2.0}
 
 
 def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> None:

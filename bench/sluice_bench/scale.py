@@ -344,6 +344,15 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
             },
             s[name]["sort_shuffle_write_bytes"],
         )
+        # The driver's CPU seconds per contender (median): on 2 cores it competes with the executors.
+        s[name]["driver_cpu_s"] = {
+            k: median(
+                [r["runs"][name]["driver_process_cpu_s"] for r in runs
+                 if r["contender"] == k and "driver_process_cpu_s" in r["runs"][name]]
+            )
+            for k in (*CONTENDERS, FLOOR)
+            if any(r["contender"] == k for r in runs)
+        }  # fmt: skip
         memory = [r["runs"][name]["network_memory"] for r in runs if "network_memory" in r["runs"][name]]
         if memory:
             s[name]["network_peak_bytes"] = max(m["peak_used_bytes"] for m in memory)
@@ -497,6 +506,9 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
         if "floor_s" in v:
             floor = f"{v['floor_s']:.2f} s, floor / sort {v['floor_ratio']:.2f}"
             print(f"{name:<18} floor (a shuffle that moves nothing): {floor}")
+    for name, v in recorder.summary["configs"].items():
+        driver = ", ".join(f"{k} {cpu:.1f} s" for k, cpu in v.get("driver_cpu_s", {}).items())
+        print(f"{name:<18} driver CPU (median): {driver}")
     print(
         f"most TCP connections per executor pair (one direction): {recorder.summary['max_connections_per_pair']}"
         f" (the sort shuffle's, to block managers: {recorder.summary.get('sort_max_connections_per_pair', '-')})"

@@ -163,16 +163,20 @@ def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: floa
     """Runs ``job`` in job group ``group``, after :func:`release_finished_jobs` (``pause_s``); its seconds,
     answer, Spark's shuffle metrics and the CPU seconds its executor processes used meanwhile
     (``executor_process_cpu_s``, see :func:`executor_cpu_seconds`; absent when no executor process
-    was found on this machine)."""
+    was found on this machine), and the driver's (``driver_process_cpu_s``): on a machine with few
+    cores the driver's scheduling and metrics take CPU from the executors."""
     release_finished_jobs(spark, pause_s)
     spark.sparkContext.setJobGroup(group, group)
     app = spark.sparkContext.applicationId
     port = str(spark.sparkContext.getConf().get("spark.driver.port", ""))
+    driver = driver_pid(spark)
     cpu_before = executor_cpu_seconds(app, driver_port=port)
+    driver_before = process_cpu_seconds(driver)
     started = time.monotonic()
     answer = job()
     seconds = time.monotonic() - started
     cpu_after = executor_cpu_seconds(app, driver_port=port)
+    driver_after = process_cpu_seconds(driver)
     spark.sparkContext.setJobGroup("", "")
     out: Dict[str, Any] = {"seconds": round(seconds, 3), "answer": answer}
     out.update(shuffle_bytes(spark, stages_of_group(spark, group)))
@@ -180,7 +184,13 @@ def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: floa
     if cpu is not None:
         out["executor_process_cpu_s"] = round(cpu, 3)
         out["executor_processes"] = len(cpu_before)
+    out["driver_process_cpu_s"] = round(driver_after - driver_before, 3)
     return out
+
+
+def driver_pid(spark: SparkSession) -> int:
+    """The process id of the session's driver JVM (this machine's, as every benchmark runs it)."""
+    return int(jvm_class(spark, "java.lang.ProcessHandle").current().pid())
 
 
 # --- the executors' CPU from /proc ---------------------------------------------------------------
