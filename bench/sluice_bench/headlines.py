@@ -28,7 +28,9 @@ RESULTS = Path("docs") / "benchmarks"
 # A case counts as slower when Sluice took at least this much of the sort shuffle's time.
 SLOWER_FROM = 1.05
 
-BATCH = "batch-2026-11-26-files.json"
+BATCH = "batch-2026-11-26-files.json"  # the heavy job, both settings
+# TPC-H SF1, each setting's latest run (sluice bench batch --no-heavy --settings NAME --rounds 3).
+TPCH = {"off64": "batch-sf1-off64-2026-11-28.json", "defaults": "batch-sf1-defaults-2026-11-28.json"}
 WIDE = "scale-wide-2026-11-26-files.json"
 GROWTH = "scale-growth-2026-11-26-files.json"
 LATENCY = "latency-2026-11-24.json"
@@ -102,14 +104,14 @@ def _memory(r: Dict[str, Any]) -> float:
 HEADLINES: Tuple[Headline, ...] = (
     Headline(
         "TPC-H SF1, 22 queries, time (AQE off, 64 partitions)",
-        BATCH,
+        TPCH["off64"],
         _batch("off64", "tpch_ratio"),
         _ratio,
         "AQE off, 64 partitions: TPC-H total: Sluice time / sort time",
     ),
     Headline(
         "TPC-H SF1, 22 queries, time (Spark's defaults)",
-        BATCH,
+        TPCH["defaults"],
         _batch("defaults", "tpch_ratio"),
         _ratio,
         "Spark's defaults (AQE on, 200 partitions): TPC-H total: Sluice time / sort time",
@@ -222,12 +224,11 @@ def headlines_block(root: Path, link: str) -> str:
 def slower_cases(root: Path) -> List[Tuple[str, float, str]]:
     """(case, Sluice time / sort time, JSON file) of every measured case at least SLOWER_FROM, slowest first."""
     cases: List[Tuple[str, float, str]] = []
-    batch = load(root, BATCH)
     for setting, label in SETTINGS.items():
-        at = batch["summary"]["settings"][setting]
+        at = load(root, TPCH[setting])["summary"]["settings"][setting]
         for query, q in at["tpch_queries"].items():
             if q["ratio"] >= SLOWER_FROM:
-                cases.append((f"TPC-H Q{query} alone, {label}", float(q["ratio"]), BATCH))
+                cases.append((f"TPC-H Q{query} alone, {label}", float(q["ratio"]), TPCH[setting]))
     cold = load(root, COLD)
     for job, j in cold["summary"]["settings"]["defaults"]["jobs"].items():
         if j["ratio"] >= SLOWER_FROM:
