@@ -29,6 +29,10 @@ import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
  * @param fileCipher encrypts blocking partition files and decrypts what is read of them (Spark's
  *                   I/O encryption, spark.io.encryption.enabled), or None. Pipelined partitions
  *                   never touch the disk and are not concerned.
+ * @param nodeService the node shuffle service this executor registered `localDirs` with, which
+ *                   serves its blocking partitions to remote readers (its own server serves its
+ *                   pipelined ones), and keeps them when the executor goes; None: the executor
+ *                   serves them, and deletes them when it stops
  */
 final class ShuffleEnvironment(
     val conf: SluiceConf,
@@ -36,7 +40,8 @@ final class ShuffleEnvironment(
     localDirs: Seq[File],
     val codec: Option[() => BlockCodec],
     transport: TransportSettings,
-    val fileCipher: Option[PartitionedFileCipher] = None) {
+    val fileCipher: Option[PartitionedFileCipher] = None,
+    val nodeService: Option[NodeServiceAddress] = None) {
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
@@ -54,9 +59,9 @@ final class ShuffleEnvironment(
   /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */
   val metrics = new ShuffleMetricRegistry(executorId, networkBufferPool)
   val connectionManager = new NettyConnectionManager(conf, transport.transportConf, partitionManager, transport.auth,
-    transport.bindHost, transport.sparkPipeline, transport.portMaxRetries)
+    transport.bindHost, transport.sparkPipeline, transport.portMaxRetries, transport.appId)
 
-  /** The port of this executor's Sluice server (advertised in MapStatus locations). */
+  /** The port of this executor's Sluice server (advertised in pipelined producers' locations, and in MapStatus without a node service). */
   val serverPort: Int =
     try connectionManager.start()
     catch {
@@ -195,11 +200,14 @@ final class ShuffleEnvironment(
       stopped = true
       outputFlusher.shutdown()
       connectionManager.shutdown()
-      partitionManager.shutdown()
+      partitionManager.shutdown(keepFinishedFiles = nodeService.isDefined)
       networkBufferPool.destroy()
     }
   }
 }
+
+/** Where a node shuffle service listens: readers of the map outputs it serves connect there. */
+final case class NodeServiceAddress(host: String, port: Int)
 
 /** A finished blocking partition on its way to another executor: its file and its encoded [[PartitionedFileIndex]]. */
 final case class PartitionExport(file: File, length: Long, index: Array[Byte])
@@ -209,10 +217,12 @@ final case class PartitionExport(file: File, length: Long, index: Array[Byte])
  * TLS, crypto), the shared secret and application id when spark.authenticate is on, the address
  * the server binds and advertises, and the names of the handlers Spark's TransportContext puts in
  * a pipeline (which the Spark boundary knows and the engine does not), and spark.port.maxRetries
- * (how many ports above spark.sluice.network.port the server tries).
+ * (how many ports above spark.sluice.network.port the server tries), and the application id every
+ * connection names (a server serves only its own application's readers).
  */
 final case class TransportSettings(transportConf: TransportConf, auth: Option[(SecretKeyHolder, String)], bindHost: String,
-    sparkPipeline: SparkPipelineNames, portMaxRetries: Int = PortRange.DefaultMaxRetries)
+    sparkPipeline: SparkPipelineNames, portMaxRetries: Int = PortRange.DefaultMaxRetries,
+    appId: Option[String] = None)
 
 object TransportSettings {
 

@@ -76,6 +76,7 @@ object ConfigOption {
     val ExecutorStart = "executor start (static)"
     val TaskStart = "each task"
     val OnRequest = "each request (driver)"
+    val ServiceStart = "node shuffle service start"
   }
 
   def atLeast(min: Long): Bounds = Bounds(min = Some(min))

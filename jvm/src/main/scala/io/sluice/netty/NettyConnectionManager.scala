@@ -26,6 +26,8 @@ import org.apache.spark.network.util.TransportConf
  * @param sparkPipeline the names of the handlers Spark's TransportContext installs, which the
  *                      upgrade to the Sluice protocol replaces (given by the Spark boundary)
  * @param portMaxRetries spark.port.maxRetries, for the server's [[PortRange]]
+ * @param appId         the application this executor belongs to (default: the one `auth` names): its
+ *                      server serves no other application's reader, and its readers name it to every server
  */
 final class NettyConnectionManager(
     conf: SluiceConf,
@@ -34,14 +36,20 @@ final class NettyConnectionManager(
     auth: Option[(SecretKeyHolder, String)],
     bindHost: String,
     sparkPipeline: SparkPipelineNames,
-    portMaxRetries: Int = PortRange.DefaultMaxRetries) {
+    portMaxRetries: Int = PortRange.DefaultMaxRetries,
+    appId: Option[String] = None) {
+
+  /** The application: `appId`, else the one `auth` authenticates for, else the engine's own. */
+  val applicationId: String = appId.orElse(auth.map(_._2)).getOrElse(NettyConnectionManager.DefaultAppId)
+  auth.foreach { case (_, a) => require(a == applicationId, s"authenticated as application $a, serving $applicationId") }
 
   /** What crosses this executor's connections; tests check the flow-control invariants here. */
   val counters = new TransportCounters
 
-  val server = new NettyServer(conf, transportConf, partitionManager, auth.map(_._1), bindHost, sparkPipeline, counters,
-    portMaxRetries)
-  val clientFactory = new PartitionRequestClientFactory(conf, transportConf, auth, bindHost, sparkPipeline, counters)
+  val server = new NettyServer(conf, transportConf, ServedApplications.only(applicationId, partitionManager),
+    auth.map(_._1), bindHost, sparkPipeline, counters, portMaxRetries)
+  val clientFactory =
+    new PartitionRequestClientFactory(conf, transportConf, auth, bindHost, sparkPipeline, counters, applicationId)
 
   @volatile private var started = false
   @volatile private var shutDown = false
@@ -61,9 +69,12 @@ final class NettyConnectionManager(
 
   def host: String = bindHost
 
-  /** The connection to the Sluice server at (host, port), see [[PartitionRequestClientFactory]]. */
-  def createPartitionRequestClient(host: String, port: Int): PartitionRequestClient =
-    clientFactory.createPartitionRequestClient(host, port)
+  /**
+   * The connection to the Sluice server at (host, port), see [[PartitionRequestClientFactory]];
+   * `node`: a node shuffle service's (authenticated with the application's node-service key).
+   */
+  def createPartitionRequestClient(host: String, port: Int, node: Boolean = false): PartitionRequestClient =
+    clientFactory.createPartitionRequestClient(host, port, node)
 
   /**
    * Starts opening the connection to the Sluice server at (host, port) without waiting (not to this
@@ -98,4 +109,10 @@ final class NettyConnectionManager(
   def isShutdown: Boolean = shutDown
 
   override def toString: String = s"NettyConnectionManager($bindHost:${if (started) server.port else "-"}, $counters)"
+}
+
+object NettyConnectionManager {
+
+  /** The application of engine tests and benchmarks that run no Spark application. */
+  val DefaultAppId = "sluice-engine"
 }

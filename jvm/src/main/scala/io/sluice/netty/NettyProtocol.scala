@@ -14,8 +14,10 @@ import org.apache.spark.network.server.{RpcHandler, StreamManager}
  * Connections are opened by Spark's network-common (TransportContext), so that Spark's
  * authentication (AuthClientBootstrap/AuthServerBootstrap, which also install AES encryption with
  * spark.network.crypto.enabled) and TLS (spark.ssl.rpc.*) guard them exactly as they guard Spark's
- * own. Once a connection is up (and authenticated), the client sends one RPC, [[UpgradeRequest]];
- * the server's RpcHandler, which Spark's AuthRpcHandler only lets through after authentication,
+ * own. Once a connection is up (and authenticated), the client sends one RPC, the upgrade request
+ * naming its application (`sluice/2 <application id>`); the server's RpcHandler, which Spark's
+ * AuthRpcHandler only lets through after authentication, checks that it serves that application
+ * ([[ServedApplications]]: a server refuses another application's reader, authenticated or not),
  * answers [[UpgradeReply]] and swaps Spark's codec and handlers for Sluice's, and so does the
  * client on the answer, before it sends any Sluice frame. Neither side sends anything between
  * the request and its answer, so no bytes are left in Spark's frame decoder when it goes. What
@@ -30,8 +32,12 @@ import org.apache.spark.network.server.{RpcHandler, StreamManager}
  */
 private[netty] object NettyProtocol {
 
-  val UpgradeRequest: Array[Byte] = "sluice/1".getBytes(StandardCharsets.US_ASCII)
-  val UpgradeReply: Array[Byte] = "sluice/1 ok".getBytes(StandardCharsets.US_ASCII)
+  /** The protocol's name and version in the upgrade; a server refuses any other. */
+  val Version = "sluice/2"
+  val UpgradeReply: Array[Byte] = s"$Version ok".getBytes(StandardCharsets.US_ASCII)
+
+  /** The upgrade request of a reader of application `appId`. */
+  def upgradeRequest(appId: String): Array[Byte] = s"$Version $appId".getBytes(StandardCharsets.UTF_8)
 
   private val encoder = new NettyMessageEncoder
 
@@ -73,10 +79,18 @@ private[netty] object NettyProtocol {
     handlers.tail.foreach { case (name, h) => p.addAfter(previous, name, h); previous = name }
   }
 
-  def isUpgradeRequest(message: ByteBuffer): Boolean = {
+  /**
+   * The application an upgrade request names: Some(Right(id)), Some(Left(why)) for a request of
+   * another version of the protocol, None when `message` is no upgrade request.
+   */
+  def upgradeApplication(message: ByteBuffer): Option[Either[String, String]] = {
     val bytes = new Array[Byte](message.remaining())
     message.duplicate().get(bytes)
-    java.util.Arrays.equals(bytes, UpgradeRequest)
+    val text = new String(bytes, StandardCharsets.UTF_8)
+    if (!text.startsWith("sluice/")) None
+    else if (text.startsWith(Version + " ") && text.length > Version.length + 1) Some(Right(text.substring(Version.length + 1)))
+    else Some(Left(s"the client speaks ${text.takeWhile(_ != ' ')}, this server $Version: every executor, node " +
+        "shuffle service and History Server of an application must run the same Sluice release"))
   }
 
   def isUpgradeReply(message: ByteBuffer): Boolean = {
@@ -109,12 +123,14 @@ final case class SparkPipelineNames(
 }
 
 /**
- * The server's RpcHandler: it answers nothing but the upgrade to the Sluice protocol, and reaches
- * that only after Spark's authentication (when it is on). Runs on the connection's event loop.
+ * The server's RpcHandler: it answers the upgrade to the Sluice protocol, for an application
+ * `served` serves, and the control messages `served` handles; it is reached only after Spark's
+ * authentication (when it is on). Runs on the connection's event loop.
  */
 private[netty] final class UpgradeRpcHandler(
+    served: ServedApplications,
     onUpgrading: Channel => Unit,
-    onUpgrade: Channel => Unit,
+    onUpgrade: (Channel, PartitionSource) => Unit,
     onConnect: Channel => Unit) extends RpcHandler {
 
   /**
@@ -122,22 +138,48 @@ private[netty] final class UpgradeRpcHandler(
    * the connection counted), `onUpgrade` after it: the reply still needs Spark's encoder, which
    * the upgrade replaces. No message of the client is read in between (one event-loop turn).
    */
-  override def receive(client: TransportClient, message: ByteBuffer, callback: RpcResponseCallback): Unit = {
-    if (!NettyProtocol.isUpgradeRequest(message)) {
-      callback.onFailure(new IllegalArgumentException("This is a Sluice shuffle server; it only accepts the " +
-          "upgrade to the Sluice protocol"))
-    } else {
-      try {
-        onUpgrading(client.getChannel)
-        callback.onSuccess(ByteBuffer.wrap(NettyProtocol.UpgradeReply))
-        onUpgrade(client.getChannel)
-      } catch { case e: Throwable => client.getChannel.close(); throw e }
+  override def receive(client: TransportClient, message: ByteBuffer, callback: RpcResponseCallback): Unit =
+    NettyProtocol.upgradeApplication(message) match {
+      case None =>
+        if (!served.receiveControl(client, message, callback)) {
+          callback.onFailure(new IllegalArgumentException("This is a Sluice shuffle server; it only accepts the " +
+              "upgrade to the Sluice protocol"))
+        }
+      case Some(Left(why)) => callback.onFailure(new IllegalArgumentException(why))
+      case Some(Right(appId)) =>
+        served.connect(appId, Option(client.getClientId)) match {
+          case Left(why) => callback.onFailure(new SecurityException(why))
+          case Right(source) =>
+            try {
+              onUpgrading(client.getChannel)
+              callback.onSuccess(ByteBuffer.wrap(NettyProtocol.UpgradeReply))
+              onUpgrade(client.getChannel, source)
+            } catch { case e: Throwable => client.getChannel.close(); throw e }
+        }
     }
-  }
 
   override def channelActive(client: TransportClient): Unit = onConnect(client.getChannel)
 
   override def getStreamManager: StreamManager = NoStreams
+}
+
+/**
+ * Spark's server bootstrap that lets `served` answer its messages sent before authentication (a
+ * node service learning an application's key) and hands everything else to the handlers Spark's
+ * authentication installed. Listed after Spark's own bootstraps, so it sees each message first.
+ */
+private[netty] final class BeforeAuthenticationBootstrap(served: ServedApplications)
+  extends org.apache.spark.network.server.TransportServerBootstrap {
+
+  override def doBootstrap(channel: Channel, inner: RpcHandler): RpcHandler = new RpcHandler {
+    override def receive(client: TransportClient, message: ByteBuffer, callback: RpcResponseCallback): Unit =
+      if (!served.receiveBeforeAuthentication(client, message, callback)) inner.receive(client, message, callback)
+    override def receive(client: TransportClient, message: ByteBuffer): Unit = inner.receive(client, message)
+    override def getStreamManager: StreamManager = inner.getStreamManager
+    override def channelActive(client: TransportClient): Unit = inner.channelActive(client)
+    override def channelInactive(client: TransportClient): Unit = inner.channelInactive(client)
+    override def exceptionCaught(cause: Throwable, client: TransportClient): Unit = inner.exceptionCaught(cause, client)
+  }
 }
 
 /** Sluice serves no Spark streams or chunks. */

@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import io.netty.channel.{Channel, ChannelFuture, ChannelFutureListener}
 import io.netty.util.AttributeKey
 import io.sluice.config.{SluiceConf, SluiceOptions}
-import io.sluice.partition.{PartitionReadScheduler, ResultPartitionManager}
+import io.sluice.partition.PartitionReadScheduler
 import org.apache.spark.network.TransportContext
 import org.apache.spark.network.crypto.AuthServerBootstrap
 import org.apache.spark.network.sasl.SecretKeyHolder
@@ -15,8 +15,10 @@ import org.apache.spark.network.server.{TransportServer, TransportServerBootstra
 import org.apache.spark.network.util.TransportConf
 
 /**
- * The executor's Sluice server (Flink's NettyServer): binds one port, serves this executor's result
- * partitions to remote consumers, and closes its connections and port on [[shutdown]]. It is a
+ * A Sluice server (Flink's NettyServer): binds one port, serves result partitions to remote
+ * consumers (an executor's own, or, in a node shuffle service, those of every executor registered
+ * with it: [[ServedApplications]], each connection reading one application's), and closes its
+ * connections and port on [[shutdown]]. It is a
  * Spark TransportServer, so Spark's authentication and TLS guard each connection before the
  * upgrade to the Sluice protocol installs the server pipeline ([[NettyProtocol.installServer]]);
  * one remote host may hold at most spark.sluice.network.maxConnectionsPerPeer connections and
@@ -28,6 +30,7 @@ import org.apache.spark.network.util.TransportConf
  *
  * @param transportConf Spark's settings for module "sluice", Sluice's thread counts laid over
  *                      (laid over by the Spark boundary)
+ * @param served        the applications whose partitions the server serves, and how
  * @param keys          Spark's secret lookup when spark.authenticate is on
  * @param bindHost      the address the server binds (and that producers' locations advertise)
  * @param sparkPipeline the names of the handlers Spark installs, which the upgrade replaces
@@ -37,7 +40,7 @@ import org.apache.spark.network.util.TransportConf
 final class NettyServer(
     conf: SluiceConf,
     transportConf: TransportConf,
-    partitionManager: ResultPartitionManager,
+    served: ServedApplications,
     keys: Option[SecretKeyHolder],
     bindHost: String,
     sparkPipeline: SparkPipelineNames,
@@ -65,11 +68,12 @@ final class NettyServer(
   def start(): Int = synchronized {
     if (server != null) throw new IllegalStateException("The Sluice server is already started")
     if (shutDown) throw new IllegalStateException("The Sluice server is shut down")
-    context =
-      new TransportContext(transportConf, new UpgradeRpcHandler(registerChannel, upgradeChannel, trackAccepted), true)
+    context = new TransportContext(transportConf,
+      new UpgradeRpcHandler(served, registerChannel, upgradeChannel, trackAccepted), true)
+    val beforeAuthentication = new BeforeAuthenticationBootstrap(served)
     val bootstraps: java.util.List[TransportServerBootstrap] = keys match {
-      case Some(k) => java.util.List.of(new AuthServerBootstrap(transportConf, k))
-      case None => java.util.List.of()
+      case Some(k) => java.util.List.of(new AuthServerBootstrap(transportConf, k), beforeAuthentication)
+      case None => java.util.List.of(beforeAuthentication)
     }
     server = PortRange(conf.get(SluiceOptions.Port), portMaxRetries).bind(bindHost) { port =>
       context.createServer(bindHost, port, bootstraps)
@@ -128,11 +132,11 @@ final class NettyServer(
     })
   }
 
-  /** The reply went out: install Sluice's protocol on the connection (event loop). */
-  private def upgradeChannel(ch: Channel): Unit = {
+  /** The reply went out: install Sluice's protocol on the connection, reading `source` (event loop). */
+  private def upgradeChannel(ch: Channel, source: PartitionSource): Unit = {
     val peer = Option(ch.attr(NettyServer.PeerAttribute).get).getOrElse(PeerLimits.Unlimited)
-    val queue = new PartitionRequestQueue(partitionManager, counters, peer)
-    val handler = new PartitionRequestServerHandler(partitionManager, queue, requestTimeoutMs, counters, segmentSize,
+    val queue = new PartitionRequestQueue(source.partitions, counters, peer)
+    val handler = new PartitionRequestServerHandler(source, queue, requestTimeoutMs, counters, segmentSize,
       maxFrameLength, readScheduler)
     NettyProtocol.installServer(ch, queue, handler, maxFrameLength, counters, sparkPipeline)
   }

@@ -22,7 +22,8 @@ final class PartitionRequestClient private[netty] (
     val request =
       if (ch.packed) {
         MultiPartitionRequest(ch.id, initialCredit, creditBased,
-          ch.inputs.map(in => RequestedSubpartitions(in.partitionId, in.subpartitionStart, in.subpartitionEnd)))
+          ch.inputs.map(in => RequestedSubpartitions(in.partitionId, in.subpartitionStart, in.subpartitionEnd)),
+          if (ch.producer.node) Some(ch.producer.executorId) else None)
       } else {
         PartitionRequest(ch.partitionId, ch.subpartitionStart, ch.subpartitionEnd, ch.id, initialCredit, creditBased,
           waitForProducer)

@@ -42,9 +42,12 @@ import org.apache.spark.network.util.TransportConf
  *
  * @param transportConf Spark's settings for module "sluice", Sluice's thread counts and connect
  *                      timeout laid over (laid over by the Spark boundary)
- * @param auth          Spark's secret lookup and the application id when spark.authenticate is on
+ * @param auth          Spark's secret lookup and the application id when spark.authenticate is on;
+ *                      a node shuffle service is authenticated with the key derived from the
+ *                      secret ([[io.sluice.service.ApplicationKey]]), not the secret itself
  * @param threadPrefix  names the connector threads (the executor's bind address)
  * @param sparkPipeline the names of the handlers Spark installs, which the upgrade replaces
+ * @param applicationId the application every connection's upgrade names (default: the one `auth` names)
  */
 final class PartitionRequestClientFactory(
     conf: SluiceConf,
@@ -52,7 +55,12 @@ final class PartitionRequestClientFactory(
     auth: Option[(SecretKeyHolder, String)],
     threadPrefix: String,
     sparkPipeline: SparkPipelineNames,
-    counters: TransportCounters) {
+    counters: TransportCounters,
+    applicationId: String = null) {
+
+  /** The application every upgrade names: `applicationId`, else the one `auth` authenticates for. */
+  private val appId: String =
+    Option(applicationId).orElse(auth.map(_._2)).getOrElse(NettyConnectionManager.DefaultAppId)
 
   private val maxFrameLength = conf.get(SluiceOptions.MaxFrameLength).toInt
   private val connectTimeoutMs = PartitionRequestClientFactory.connectTimeoutMs(conf)
@@ -62,6 +70,7 @@ final class PartitionRequestClientFactory(
 
   @volatile private var context: TransportContext = _
   @volatile private var clientFactory: TransportClientFactory = _
+  @volatile private var nodeClientFactory: TransportClientFactory = _
   @volatile private var shutDown = false
 
   private val connector = {
@@ -82,19 +91,23 @@ final class PartitionRequestClientFactory(
     if (clientFactory != null) throw new IllegalStateException("The Sluice client factory is already started")
     if (shutDown) throw new IllegalStateException("The Sluice client factory is shut down")
     context = new TransportContext(transportConf, new NoOpRpcHandler, false, true)
-    val bootstraps: java.util.List[TransportClientBootstrap] = auth match {
-      case Some((keys, appId)) => java.util.List.of(new AuthClientBootstrap(transportConf, appId, keys))
+    def bootstraps(node: Boolean): java.util.List[TransportClientBootstrap] = auth match {
+      case Some((keys, app)) =>
+        java.util.List.of(new AuthClientBootstrap(transportConf, app,
+          if (node) io.sluice.service.ApplicationKey.holder(keys) else keys))
       case None => java.util.List.of()
     }
-    clientFactory = context.createClientFactory(bootstraps)
+    clientFactory = context.createClientFactory(bootstraps(node = false))
+    nodeClientFactory = context.createClientFactory(bootstraps(node = true))
   }
 
   /**
    * The connection to the Sluice server at (host, port): the existing one, or a new one opened
    * (and authenticated) now, waiting at most spark.sluice.network.connectTimeout. An interrupt ends
    * the wait (InterruptedIOException, the thread's interrupt status kept) but not the attempt.
+   * `node`: the server is a node shuffle service (authenticated with the node-service key).
    */
-  def createPartitionRequestClient(host: String, port: Int): PartitionRequestClient = {
+  def createPartitionRequestClient(host: String, port: Int, node: Boolean = false): PartitionRequestClient = {
     if (shutDown) throw new IllegalStateException("The Sluice connection manager is shut down")
     if (clientFactory == null) throw new IllegalStateException("The Sluice connection manager is not started")
     val key = (host, port)
@@ -106,7 +119,7 @@ final class PartitionRequestClientFactory(
         attempt = connections.putIfAbsent(key, fresh)
         if (attempt == null) {
           attempt = fresh
-          startConnecting(key, fresh)
+          startConnecting(key, fresh, node)
         }
       }
       val client = await(attempt, host, port, deadline)
@@ -130,16 +143,17 @@ final class PartitionRequestClientFactory(
       connections.containsKey(key)) return false
     val fresh = new CompletableFuture[PartitionRequestClient]()
     if (connections.putIfAbsent(key, fresh) != null) return false
-    startConnecting(key, fresh)
+    startConnecting(key, fresh, node = false)
     true
   }
 
   /** Opens the connection for `attempt` on a connector thread; a failed attempt is forgotten. */
-  private def startConnecting(key: (String, Int), attempt: CompletableFuture[PartitionRequestClient]): Unit = {
+  private def startConnecting(key: (String, Int), attempt: CompletableFuture[PartitionRequestClient],
+      node: Boolean): Unit = {
     val (host, port) = key
     val task: Runnable = () => {
       try {
-        val client = connect(host, port, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(connectTimeoutMs))
+        val client = connect(host, port, node, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(connectTimeoutMs))
         client.channel.closeFuture().addListener(new ChannelFutureListener {
           override def operationComplete(f: ChannelFuture): Unit = connections.remove(key, attempt)
         })
@@ -178,9 +192,9 @@ final class PartitionRequestClientFactory(
   }
 
   /** Opens, authenticates and upgrades one connection (a connector thread, which waits). */
-  private def connect(host: String, port: Int, deadline: Long): PartitionRequestClient = {
+  private def connect(host: String, port: Int, node: Boolean, deadline: Long): PartitionRequestClient = {
     val transport =
-      try clientFactory.createUnmanagedClient(host, port)
+      try (if (node) nodeClientFactory else clientFactory).createUnmanagedClient(host, port)
       catch {
         case e: IOException => throw new IOException(s"Could not connect to the Sluice server at $host:$port: ${e.getMessage}", e)
       }
@@ -188,7 +202,7 @@ final class PartitionRequestClientFactory(
     val remote = new InetSocketAddress(host, port)
     val upgraded = new CompletableFuture[PartitionRequestClient]()
     try {
-      transport.sendRpc(ByteBuffer.wrap(NettyProtocol.UpgradeRequest),
+      transport.sendRpc(ByteBuffer.wrap(NettyProtocol.upgradeRequest(appId)),
         new RpcResponseCallback {
           override def onSuccess(response: ByteBuffer): Unit = {
             try {
@@ -203,7 +217,8 @@ final class PartitionRequestClientFactory(
             }
           }
           override def onFailure(e: Throwable): Unit = upgraded.completeExceptionally(
-            if (ch.isActive) e
+            if (ch.isActive) new IOException(s"The Sluice server at $host:$port refused the connection of application " +
+              s"$appId: ${RemoteErrors.message(e)}", e)
             else new IOException(
               s"The Sluice server at $host:$port closed the connection before it answered the " +
                 s"upgrade to the Sluice protocol (${e.getMessage}). A server closes the connections of a host beyond " +
@@ -249,6 +264,7 @@ final class PartitionRequestClientFactory(
     try connector.awaitTermination(1, TimeUnit.SECONDS)
     catch { case _: InterruptedException => Thread.currentThread().interrupt() }
     if (clientFactory != null) clientFactory.close()
+    if (nodeClientFactory != null) nodeClientFactory.close()
     if (context != null) context.close()
   }
 

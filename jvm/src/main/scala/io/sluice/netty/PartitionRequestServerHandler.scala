@@ -18,16 +18,20 @@ import io.sluice.partition.{PartitionNotFoundException, PartitionReadScheduler, 
  * [[OversizedFrame]]), CloseRequest releases them all, and a client's heartbeat
  * [[Ping]] is answered with a [[Pong]] at once (dropped while the connection is not writable: the
  * client then has data coming, which tells it as much). The writing of data is the
- * [[PartitionRequestQueue]]'s. Confined to the connection's event loop.
+ * [[PartitionRequestQueue]]'s. The connection reads one application's partitions, `source` (a node
+ * service first finds a request's map outputs in its producer executor's files). Confined to the
+ * connection's event loop.
  */
 private[netty] final class PartitionRequestServerHandler(
-    partitionManager: ResultPartitionManager,
+    source: PartitionSource,
     queue: PartitionRequestQueue,
     requestTimeoutMs: Long,
     counters: TransportCounters,
     maxPayload: Int,
     maxFrameLength: Int,
     readScheduler: PartitionReadScheduler) extends ChannelInboundHandlerAdapter {
+
+  private val partitionManager: ResultPartitionManager = source.partitions
 
   override def channelRead(ctx: ChannelHandlerContext, msg: AnyRef): Unit = msg match {
     case r: PartitionRequest => onPartitionRequest(ctx, r)
@@ -79,6 +83,7 @@ private[netty] final class PartitionRequestServerHandler(
     val reader = new CreditBasedUnionViewReader(r, maxPayload, maxFrameLength, queue, readScheduler)
     if (!queue.register(reader)) return
     try {
+      source.prepare(r.producerExecutor, r.inputs)
       reader.open(partitionManager, r.inputs)
       queue.notifyReaderCreated(reader)
     } catch {

@@ -47,7 +47,7 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
   def iv(e: Int): Option[BufferIv] = if (encrypted(e) == 0) None else Some(BufferIv(ivs(2 * e), ivs(2 * e + 1)))
 
   /** The data file of entry `e`. */
-  def path(e: Int, layout: Option[PartitionedFileLayout]): File = {
+  def path(e: Int, layout: Option[PartitionFileLocator]): File = {
     val id = ResultPartitionID(shuffleId, producerIds(e))
     if (codes(e) >= 0) layout.get.file(id, codes(e)) else paths.get(producerIds(e))
   }

@@ -260,6 +260,16 @@ object PartitionedFile {
     new PartitionedFile(path, numSubpartitions, iv, None, numBuffers, length, indexCache)
 
   /**
+   * The finished file at `path` found on disk, its totals read from its index file's header (a
+   * node shuffle service serving map outputs an executor wrote): readable at once, never written.
+   * An IOException naming the file when it is missing or its index does not describe it.
+   */
+  private[partition] def openFinished(path: File, indexCache: PartitionedFileIndexCache): PartitionedFile = {
+    val h = PartitionedFileIndex.readHeader(path, indexPathOf(path))
+    new PartitionedFile(path, h.numSubpartitions, h.iv, None, h.numBuffers, h.fileLength, indexCache)
+  }
+
+  /**
    * A new file at `path` (created now: an IOException when it exists or cannot be created) for a
    * partition of `numSubpartitions`, to be written by the producer and then read; its index goes
    * to [[indexPathOf]] when it is finished. `codec` compresses each buffer (spark.shuffle.compress);

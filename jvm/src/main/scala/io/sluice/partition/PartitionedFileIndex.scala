@@ -164,6 +164,43 @@ object PartitionedFileIndex {
     out.array()
   }
 
+  /** The totals an index file's header gives of its finished data file. */
+  private[partition] final case class Header(numSubpartitions: Int, numBuffers: Int, fileLength: Long, iv: Option[BufferIv])
+
+  /**
+   * The header of the index file at `indexPath`, checked against its data file `path` (a node
+   * service finds a finished map output on disk this way): an IOException naming the file when
+   * either is missing, the index is not Sluice's or its header does not describe the data file.
+   */
+  private[partition] def readHeader(path: File, indexPath: File): Header = {
+    def corrupt(what: String): Nothing = throw new IOException(s"The index file $indexPath is unusable: $what")
+    val header = ByteBuffer.allocate(HeaderSize)
+    val ch = FileChannel.open(indexPath.toPath, StandardOpenOption.READ)
+    try {
+      while (header.hasRemaining && ch.read(header, header.position().toLong) >= 0) {}
+      if (header.hasRemaining) corrupt(s"it ends early (${header.position()} bytes)")
+      header.flip()
+      if (header.getInt() != Magic) corrupt("it does not start with Sluice's index magic")
+      val version = header.get()
+      if (version != Version) corrupt(s"index file version $version, this Sluice reads version $Version")
+      val numSubpartitions = header.getInt()
+      val fileLength = header.getLong()
+      val numBuffers = header.getInt()
+      val encrypted = header.get()
+      val iv = BufferIv(header.getLong(), header.getLong())
+      if (numSubpartitions <= 0 || numBuffers < 0 || fileLength < 0 || (encrypted != 0 && encrypted != 1)) {
+        corrupt(s"$numSubpartitions subpartitions, $numBuffers buffers, $fileLength bytes, encryption flag $encrypted")
+      }
+      if (ch.size() != indexFileLength(numSubpartitions, numBuffers)) {
+        corrupt(s"${ch.size()} bytes, where $numBuffers buffers of $numSubpartitions subpartitions take " +
+          s"${indexFileLength(numSubpartitions, numBuffers)}")
+      }
+      val actual = path.length()
+      if (actual != fileLength) corrupt(s"the data file $path has $actual bytes, the index describes $fileLength")
+      Header(numSubpartitions, numBuffers, fileLength, if (encrypted == 1) Some(iv) else None)
+    } finally ch.close()
+  }
+
   /** What [[decode]] found in a received index: the finished file's totals, and its IV when encrypted. */
   private[partition] final case class Decoded(numSubpartitions: Int, numBuffers: Int, fileLength: Long,
       iv: Option[BufferIv], indexFile: ByteBuffer)

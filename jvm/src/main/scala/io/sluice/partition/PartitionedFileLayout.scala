@@ -8,12 +8,12 @@ import java.io.File
  * a finished partition needs no path in the heap, only a small [[code]] (0 for the file its
  * producer wrote, n + 1 for the n-th file received from another executor). Stateless; thread-safe.
  */
-final class PartitionedFileLayout(localDirs: IndexedSeq[File]) {
+final class PartitionedFileLayout(val localDirs: IndexedSeq[File]) extends PartitionFileLocator {
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
   private def dirOf(id: ResultPartitionID, n: Int): File = localDirs(Math.floorMod(id.hashCode + n, localDirs.size))
 
-  private def prefix(id: ResultPartitionID): String = s"sluice-shuffle-${id.shuffleId}-${id.producerId}"
+  private def prefix(id: ResultPartitionID): String = PartitionedFileLayout.shufflePrefix(id.shuffleId) + id.producerId
 
   /** The file the producer of `id` writes. */
   def writtenFile(id: ResultPartitionID): File = new File(dirOf(id, 0), s"${prefix(id)}.part")
@@ -25,10 +25,10 @@ final class PartitionedFileLayout(localDirs: IndexedSeq[File]) {
   }
 
   /** The file of `id` that `code` names (see [[code]]). */
-  def file(id: ResultPartitionID, code: Int): File = if (code == 0) writtenFile(id) else migratedFile(id, code - 1)
+  override def file(id: ResultPartitionID, code: Int): File = if (code == 0) writtenFile(id) else migratedFile(id, code - 1)
 
   /** The code by which [[file]] finds `path` again, or -1 when `path` is not one of `id`'s files here. */
-  def code(id: ResultPartitionID, path: File): Int = {
+  override def code(id: ResultPartitionID, path: File): Int = {
     val name = path.getName
     val migrated = s"${prefix(id)}.migrated-"
     val c =
@@ -42,6 +42,9 @@ final class PartitionedFileLayout(localDirs: IndexedSeq[File]) {
 }
 
 object PartitionedFileLayout {
+
+  /** How every file of shuffle `shuffleId` (data and index, written or migrated) begins its name. */
+  def shufflePrefix(shuffleId: Int): String = s"sluice-shuffle-$shuffleId-"
 
   /** The largest number of a migrated file (numbers wrap around below it). */
   val MaxMigrated: Int = (1 << 30) - 1

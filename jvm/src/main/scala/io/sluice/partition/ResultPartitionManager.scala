@@ -17,14 +17,17 @@ import io.sluice.memory.NetworkBufferPool
  */
 final class ResultPartitionManager(
     maxOpenFiles: Int = SluiceOptions.MaxOpenPartitionFiles.default,
-    layout: Option[PartitionedFileLayout] = None,
-    indexCacheBytes: Long = SluiceOptions.IndexCacheSize.default) {
+    layout: Option[PartitionFileLocator] = None,
+    indexCacheBytes: Long = SluiceOptions.IndexCacheSize.default,
+    sharedCaches: Option[ResultPartitionManager.Caches] = None) {
 
   /** The partition files the server's event loops keep open between readers. */
-  val fileReaders = new PartitionedFileReaderCache(PartitionedFileReaderCache.effectiveCapacity(maxOpenFiles))
+  val fileReaders: PartitionedFileReaderCache = sharedCaches.fold(
+    new PartitionedFileReaderCache(PartitionedFileReaderCache.effectiveCapacity(maxOpenFiles)))(_.fileReaders)
 
   /** The index files of finished partition files every reader of the executor reads through. */
-  val indexCache = new PartitionedFileIndexCache(indexCacheBytes)
+  val indexCache: PartitionedFileIndexCache =
+    sharedCaches.fold(new PartitionedFileIndexCache(indexCacheBytes))(_.indexCache)
 
   private val partitions = new ConcurrentHashMap[ResultPartitionID, ResultPartition]() // all but finished blocking
   private val finished = new ConcurrentHashMap[Int, FinishedPartitionTable]()
@@ -79,6 +82,33 @@ final class ResultPartitionManager(
       if (waiting != null) waiting.asScala.toList.foreach(r => r.serve(Option(lookup(id)).getOrElse(partition)))
     }
     previous
+  }
+
+  /**
+   * Registers the finished blocking partition `id` whose files lie where `layout` finds them for
+   * `code`, its totals read from its index file (a node shuffle service serving map outputs an
+   * executor wrote and registered with it), unless `id` is registered already. A
+   * [[PartitionNotFoundException]] when no finished file of `id` is there; an IOException naming
+   * the file when its index does not describe it.
+   */
+  def registerFinishedFile(id: ResultPartitionID, code: Int): Unit = {
+    if (shutDown) throw new IllegalStateException("The result partition manager is shut down")
+    if (finishedSubpartitions(id) >= 0 || partitions.containsKey(id)) return
+    val locator = layout.getOrElse(throw new IllegalStateException("no layout to find partition files with"))
+    val path = locator.file(id, code)
+    val file =
+      try PartitionedFile.openFinished(path, indexCache)
+      catch {
+        case _: java.nio.file.NoSuchFileException | _: java.io.FileNotFoundException => throw new PartitionNotFoundException(id)
+      }
+    finished.compute(id.shuffleId,
+      (_, t) => {
+        val table = if (t == null) new FinishedPartitionTable(id.shuffleId) else t
+        table.synchronized {
+          if (table.entryOf(id.producerId) < 0 && !partitions.containsKey(id)) table.add(id.producerId, file, code)
+        }
+        table
+      })
   }
 
   /**
@@ -259,18 +289,29 @@ final class ResultPartitionManager(
   /** Rebuilt finished partitions still held by someone, or not yet found collected (tests). */
   private[partition] def numRebuilt: Int = { expungeCollected(); rebuilt.size }
 
-  def shutdown(): Unit = {
+  /**
+   * Releases every partition and clears the caches it owns. With `keepFinishedFiles` (a node
+   * shuffle service serves this executor's map outputs), finished blocking partitions' files stay
+   * where they are for the service; the rest is released as always.
+   */
+  def shutdown(keepFinishedFiles: Boolean = false): Unit = {
     shutDown = true
     try {
       partitions.keySet().asScala.toList.foreach(releasePartition(_, null))
-      finished.keySet().asScala.toList.foreach(releaseTable(_))
+      if (keepFinishedFiles) finished.clear()
+      else finished.keySet().asScala.toList.foreach(releaseTable(_))
     } finally
-      try fileReaders.clear()
-      finally indexCache.clear()
+      if (sharedCaches.isEmpty) {
+        try fileReaders.clear()
+        finally indexCache.clear()
+      }
   }
 }
 
 object ResultPartitionManager {
+
+  /** The file readers and index files several managers share (a node service's, one manager per application). */
+  final case class Caches(fileReaders: PartitionedFileReaderCache, indexCache: PartitionedFileIndexCache)
 
   /** A rebuilt finished partition, for as long as a view or a kept file reader holds it. */
   private final class Rebuilt(val id: ResultPartitionID, p: SortMergeResultPartition,

@@ -105,7 +105,7 @@ class PartitionRequestServerHandlerSuite extends AnyFunSuite with NettyLeakDetec
 
   /** Upgrades a raw connection to Sluice by hand: Spark's RpcRequest frame, then its RpcResponse. */
   private def upgrade(s: Socket): Unit = {
-    val body = NettyProtocol.UpgradeRequest
+    val body = NettyProtocol.upgradeRequest(NettyConnectionManager.DefaultAppId)
     val frame = ByteBuffer.allocate(8 + 1 + 8 + 4 + body.length)
     frame.putLong(frame.capacity()).put(3.toByte /* RpcRequest */ ).putLong(1L).putInt(body.length).put(body)
     s.getOutputStream.write(frame.array())

@@ -49,7 +49,7 @@ final class TestingSilentServer extends AutoCloseable {
     val requestId = request.getLong()
     val body = new Array[Byte](request.getInt())
     request.get(body)
-    assert(java.util.Arrays.equals(body, NettyProtocol.UpgradeRequest))
+    assert(NettyProtocol.upgradeApplication(ByteBuffer.wrap(body)).exists(_.isRight), "not a Sluice upgrade request")
     val reply = NettyProtocol.UpgradeReply
     val response = ByteBuffer.allocate(8 + 1 + 8 + 4 + reply.length)
     response.putLong(response.capacity()).put(4.toByte /* RpcResponse */ ).putLong(requestId).putInt(reply.length).put(reply)

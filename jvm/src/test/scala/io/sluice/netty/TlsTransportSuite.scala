@@ -159,7 +159,7 @@ class TlsTransportSuite extends AnyFunSuite {
 
   /** Spark's RpcRequest frame (length, type 3, request id, body length, body) of the Sluice upgrade. */
   private def plainUpgradeFrame: Array[Byte] = {
-    val body = NettyProtocol.UpgradeRequest
+    val body = NettyProtocol.upgradeRequest(NettyConnectionManager.DefaultAppId)
     val frame = ByteBuffer.allocate(8 + 1 + 8 + 4 + body.length)
     frame.putLong(frame.capacity().toLong).put(3.toByte).putLong(1L).putInt(body.length).put(body)
     frame.array()

@@ -92,9 +92,14 @@ abstract class InputChannel(
  */
 final case class ChannelInput(index: Int, partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int)
 
-/** Where a channel's producer runs: its executor id and its Sluice server. */
-final case class ProducerLocation(executorId: String, host: String, port: Int) {
-  override def toString: String = s"executor $executorId ($host:$port)"
+/**
+ * Where a channel's producer's output is served: its executor id and the Sluice server to ask,
+ * the executor's own or, with `node`, the node shuffle service its executor registered with
+ * (which serves the output whether the executor lives or not).
+ */
+final case class ProducerLocation(executorId: String, host: String, port: Int, node: Boolean = false) {
+  override def toString: String =
+    if (node) s"executor $executorId (served by the node shuffle service at $host:$port)" else s"executor $executorId ($host:$port)"
 }
 
 /**

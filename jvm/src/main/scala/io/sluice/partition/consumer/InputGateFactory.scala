@@ -85,7 +85,7 @@ final class InputGateFactory(
       val connect: ProducerLocation => PartitionRequestClient = p =>
         clients.synchronized {
           clients.getOrElseUpdate((p.host, p.port),
-            try Right(connectionManager.createPartitionRequestClient(p.host, p.port))
+            try Right(connectionManager.createPartitionRequestClient(p.host, p.port, p.node))
             catch { case e: Throwable => Left(e) })
         } match {
           case Right(c) => c

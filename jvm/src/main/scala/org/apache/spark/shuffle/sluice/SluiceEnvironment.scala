@@ -8,6 +8,8 @@ import io.sluice.partition.PartitionedFileCipher
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
+import org.apache.spark.shuffle.sluice.rpc.NodeServices
+import org.apache.spark.storage.BlockManagerId
 
 /**
  * The executor JVM's single [[ShuffleEnvironment]], started on first use (by Sluice's executor
@@ -54,6 +56,15 @@ private[sluice] object SluiceEnvironment extends Logging {
     val following = Seq(SluiceOptions.HeartbeatTimeout, SluiceOptions.ConnectTimeout).filter(o => sluice.get(o) == 0L)
     if (following.isEmpty) sluice
     else sluice.withSettings(following.map(o => o.key -> s"${networkTimeoutMs(conf)}ms"): _*)
+  }
+
+  /**
+   * Where the map outputs of blocking partitions `env` writes are read from, for their MapStatus:
+   * the node shuffle service the executor registered with, or the executor's own server.
+   */
+  def blockingOutputLocation(env: ShuffleEnvironment): BlockManagerId = env.nodeService match {
+    case Some(n) => SparkInternals.nodeServedLocation(n.host, n.port)
+    case None => SparkInternals.mapOutputLocation(env.serverPort)
   }
 
   /** spark.network.timeout in milliseconds (Spark's default 120s). */
@@ -103,16 +114,20 @@ private[sluice] object SluiceEnvironment extends Logging {
     val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None
     val transportConf = TransportConfOverlay(SparkInternals.transportConf(conf, cores), sluice)
     val transport = TransportSettings(transportConf, auth, host, SparkInternals.TransportPipeline,
-      conf.getInt(PortRange.MaxRetriesKey, PortRange.DefaultMaxRetries))
+      conf.getInt(PortRange.MaxRetriesKey, PortRange.DefaultMaxRetries), Some(conf.getAppId))
     val cipher = fileCipher(conf, SparkInternals.ioEncryptionKey)
-    val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport,
-      cipher)
+    val node = NodeServiceRegistration.register(sluice, transportConf, conf.getAppId, SparkInternals.executorId, host,
+      SparkInternals.localRootDirs, SparkInternals.localDirs, auth.map(_._1),
+      sluice.get(SluiceOptions.ConnectTimeout), NodeServices.announce)
+    val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, node.dirs, codec(conf), transport, cipher,
+      node.service)
     val tls = transport.transportConf.sslRpcEnabled()
     val security = Seq("authenticated" -> auth.isDefined, "TLS" -> tls).collect { case (what, true) => what }
     val base = sluice.get(SluiceOptions.Port)
     val retried = if (base != 0 && env.serverPort != base) s" (${SluiceOptions.Port.key}=$base in use, retried upward)" else ""
     logInfo(s"Started Sluice's shuffle environment on executor ${SparkInternals.executorId}: server $host:" +
       s"${env.serverPort}$retried${if (security.nonEmpty) security.mkString(" (", ", ", ")") else ""}, " +
+      s"${node.service.fold("")(n => s"map outputs served by the node shuffle service at ${n.host}:${n.port}, ")}" +
       s"${cipher.fold("")(c => s"blocking partition files encrypted ($c), ")}${sluice.numberOfSegments} network " +
       s"buffers of ${sluice.segmentSize} bytes, hung peers detected after " +
       s"${sluice.get(SluiceOptions.HeartbeatTimeout)}ms of silence, in ${(System.nanoTime() - startNanos) / 1000000L}ms")

@@ -28,7 +28,8 @@ import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockI
  * BlockManager moves its finished blocking partitions to peer executors, so their map outputs
  * survive the executor without a recompute.
  *
- *  - `getStoredShuffles`: the executor's finished blocking partitions, as (shuffle, map id).
+ *  - `getStoredShuffles`: the executor's finished blocking partitions, as (shuffle, map id); none
+ *    when a node shuffle service serves them (it keeps them when the executor goes).
  *  - `getMigrationBlocks`: two blocks per partition, sent in this order: its index
  *    (`shuffle_S_M_0.index`, a [[io.sluice.partition.PartitionedFileIndex]]) and its file
  *    (`shuffle_S_M_0.data`, sent from disk unchanged: compressed and encrypted as written).
@@ -114,7 +115,7 @@ private[sluice] final class SluiceShuffleBlockResolver(
   // ---- sending (the decommissioning executor) ----------------------------------------------------
 
   override def getStoredShuffles(): Seq[ShuffleBlockInfo] =
-    startedEnvironment().toSeq.flatMap(_.finishedBlockingPartitions)
+    startedEnvironment().toSeq.filter(_.nodeService.isEmpty).flatMap(_.finishedBlockingPartitions)
       .map(id => ShuffleBlockInfo(id.shuffleId, id.producerId))
 
   override def getMigrationBlocks(info: ShuffleBlockInfo): List[(BlockId, ManagedBuffer)] =

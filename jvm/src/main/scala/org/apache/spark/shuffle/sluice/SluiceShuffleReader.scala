@@ -104,7 +104,7 @@ private[sluice] final class SluiceShuffleReader[K, C](
 private[sluice] final case class MapOutput(location: BlockManagerId, mapId: Long, mapIndex: Int,
     startPartition: Int, endPartition: Int, pipelined: Boolean) {
 
-  def producer: ProducerLocation = ProducerLocation(location.executorId, location.host, SluiceLocation.port(location))
+  def producer: ProducerLocation = SluiceLocation.producer(location)
 
   /** Blocking partitions are named by the map task attempt, pipelined ones by the map index. */
   def partitionId(shuffleId: Int): ResultPartitionID =

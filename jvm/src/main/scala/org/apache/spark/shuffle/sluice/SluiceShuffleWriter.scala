@@ -124,7 +124,7 @@ private[sluice] final class SluiceShuffleWriter[K, V](
     if (serializer != null) serializer.close()
     if (success && completed) {
       val checksum = if (checksums.length == numPartitions) RowBasedChecksum.getAggregatedChecksumValue(checksums) else 0L
-      Some(SparkInternals.mapStatus(SparkInternals.mapOutputLocation(env.serverPort), lengths, mapId, checksum))
+      Some(SparkInternals.mapStatus(SluiceEnvironment.blockingOutputLocation(env), lengths, mapId, checksum))
     } else {
       if (partition != null) {
         val cause = new IllegalStateException(s"map task ${context.taskAttemptId()} of shuffle ${dep.shuffleId} failed")

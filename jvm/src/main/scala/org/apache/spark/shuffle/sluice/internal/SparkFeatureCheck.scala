@@ -29,7 +29,14 @@ private[sluice] object SparkFeatureCheck {
       shuffleService: Boolean,
       pushBasedShuffle: Boolean,
       dynamicAllocation: Boolean,
-      shuffleTracking: Boolean)
+      shuffleTracking: Boolean,
+      nodeService: Boolean = false,
+      shuffleDataIO: String = DefaultShuffleDataIO)
+
+  /** Spark's key of the shuffle storage plugin, its default, and Sluice's. */
+  val ShuffleDataIOKey = "spark.shuffle.sort.io.plugin.class"
+  val DefaultShuffleDataIO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
+  val SluiceShuffleDataIO = "org.apache.spark.shuffle.sluice.SluiceShuffleDataIO"
 
   /** Throws an IllegalArgumentException naming every unsupported setting in `conf`. */
   def verify(conf: SparkConf): Unit = {
@@ -58,11 +65,17 @@ private[sluice] object SparkFeatureCheck {
       found += "spark.shuffle.push.enabled=true: push-based shuffle merges map outputs in external shuffle " +
         "services, which cannot read Sluice's. Set spark.shuffle.push.enabled=false."
     }
-    if (f.dynamicAllocation && !f.shuffleTracking) {
+    if (f.nodeService && f.shuffleDataIO != SluiceShuffleDataIO) {
+      found += s"spark.sluice.service.enabled=true with $ShuffleDataIOKey=${f.shuffleDataIO}: Spark learns that the " +
+        s"node shuffle service keeps map outputs from Sluice's storage plugin. Set $ShuffleDataIOKey=$SluiceShuffleDataIO " +
+        "(sluice.configure and sluice conf do)."
+    }
+    if (f.dynamicAllocation && !f.shuffleTracking && !f.nodeService) {
       found += "spark.dynamicAllocation.enabled=true with spark.dynamicAllocation.shuffleTracking.enabled=false: " +
         "without an external shuffle service, shuffle tracking is what keeps executors that hold live Sluice " +
         "map outputs until their shuffle is released. Set spark.dynamicAllocation.shuffleTracking.enabled=true " +
-        "(Spark's default) or spark.dynamicAllocation.enabled=false."
+        "(Spark's default), spark.dynamicAllocation.enabled=false, or run Sluice's node shuffle service " +
+        "(spark.sluice.service.enabled=true), which keeps map outputs when executors go."
     }
     found.result()
   }

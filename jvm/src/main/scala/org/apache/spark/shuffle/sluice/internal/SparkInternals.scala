@@ -9,6 +9,7 @@ import scala.xml.Node
 
 import com.codahale.metrics.MetricRegistry
 import io.sluice.netty.SparkPipelineNames
+import io.sluice.partition.consumer.ProducerLocation
 import jakarta.servlet.http.HttpServletRequest
 import org.apache.spark.{
   Aggregator, MapOutputTracker, MapOutputTrackerMaster, SecurityManager, SparkConf, SparkContext, SparkEnv, TaskContext
@@ -92,6 +93,14 @@ object SparkInternals {
   private[sluice] def localDirs: Seq[File] = env.blockManager.diskBlockManager.localDirs.toSeq
 
   /**
+   * The local dirs Spark was configured with (spark.local.dir, or what YARN, the standalone Worker
+   * or Kubernetes set): the parents of the BlockManager's dirs, which Spark deletes when the
+   * executor stops, whereas these live as long as the application (YARN's and the Worker's
+   * application dirs).
+   */
+  private[sluice] def localRootDirs: Seq[File] = localDirs.map(_.getAbsoluteFile.getParentFile).distinct
+
+  /**
    * The TransportConf for Sluice's server and clients, with Spark's RPC SSL options
    * (spark.ssl.rpc.*, falling back to spark.ssl.*) as the SecurityManager resolved them.
    */
@@ -124,6 +133,17 @@ object SparkInternals {
   private[sluice] def mapOutputLocation(sluicePort: Int): BlockManagerId = {
     val bm = blockManagerId
     BlockManagerId(bm.executorId, bm.host, bm.port, Some(SluiceLocation.encode(sluicePort, bm.topologyInfo)))
+  }
+
+  /**
+   * The location of a map output a node shuffle service at (host, port) serves: this executor's
+   * real BlockManagerId (Spark's executor- and host-loss handling keys on it) with the service in
+   * its topology info (`sluice-node:<port>@<host>`).
+   */
+  private[sluice] def nodeServedLocation(serviceHost: String, servicePort: Int): BlockManagerId = {
+    val bm = blockManagerId
+    BlockManagerId(bm.executorId, bm.host, bm.port,
+      Some(SluiceLocation.encodeNode(serviceHost, servicePort, bm.topologyInfo)))
   }
 
   private[sluice] def mapStatus(location: BlockManagerId, sizes: Array[Long], mapId: Long, checksum: Long): MapStatus =
@@ -175,7 +195,9 @@ object SparkInternals {
       shuffleService = conf.get(config.SHUFFLE_SERVICE_ENABLED),
       pushBasedShuffle = conf.get(config.PUSH_BASED_SHUFFLE_ENABLED),
       dynamicAllocation = org.apache.spark.util.Utils.isDynamicAllocationEnabled(conf),
-      shuffleTracking = conf.get(config.DYN_ALLOCATION_SHUFFLE_TRACKING_ENABLED))
+      shuffleTracking = conf.get(config.DYN_ALLOCATION_SHUFFLE_TRACKING_ENABLED),
+      nodeService = conf.getBoolean(io.sluice.config.SluiceOptions.ServiceEnabled.key, false),
+      shuffleDataIO = conf.get(config.SHUFFLE_IO_PLUGIN_CLASS))
   }
 
   /**
@@ -357,15 +379,35 @@ object SparkInternals {
   private[sluice] def bytesToString(bytes: Long): String = Utils.bytesToString(bytes)
 }
 
-/** How the Sluice port travels in a BlockManagerId's topology info: `sluice:<port>[;<original>]`. */
+/**
+ * How the server to read a map output from travels in a BlockManagerId's topology info:
+ * `sluice:<port>[;<original>]` for the executor's own server, `sluice-node:<port>@<host>[;<original>]`
+ * for the node shuffle service it registered with.
+ */
 private[sluice] object SluiceLocation {
   private val Prefix = "sluice:"
+  private val NodePrefix = "sluice-node:"
 
   def encode(port: Int, original: Option[String]): String = Prefix + port + original.fold("")(";" + _)
 
-  def port(location: BlockManagerId): Int = location.topologyInfo match {
-    case Some(t) if t.startsWith(Prefix) => t.drop(Prefix.length).takeWhile(_ != ';').toInt
-    case other => throw new IllegalStateException(s"Map output at $location carries no Sluice port " +
+  def encodeNode(host: String, port: Int, original: Option[String]): String =
+    s"$NodePrefix$port@$host" + original.fold("")(";" + _)
+
+  /** Where to read the map output at `location` from. */
+  def producer(location: BlockManagerId): ProducerLocation = location.topologyInfo match {
+    case Some(t) if t.startsWith(Prefix) =>
+      ProducerLocation(location.executorId, location.host, t.drop(Prefix.length).takeWhile(_ != ';').toInt)
+    case Some(t) if t.startsWith(NodePrefix) =>
+      val server = t.drop(NodePrefix.length).takeWhile(_ != ';')
+      val at = server.indexOf('@')
+      ProducerLocation(location.executorId, server.substring(at + 1), server.substring(0, at).toInt, node = true)
+    case other => throw new IllegalStateException(s"Map output at $location carries no Sluice server " +
         s"(topology info $other): was it written by another shuffle manager?")
   }
+
+  /** The port of the server at `location` (the executor's or its node service's). */
+  def port(location: BlockManagerId): Int = producer(location).port
+
+  /** Whether a node shuffle service serves the map output at `location`. */
+  def isNodeServed(location: BlockManagerId): Boolean = location.topologyInfo.exists(_.startsWith(NodePrefix))
 }

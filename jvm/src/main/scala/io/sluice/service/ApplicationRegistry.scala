@@ -1,0 +1,229 @@
+package io.sluice.service
+
+import java.io.File
+import java.nio.ByteBuffer
+import java.nio.file.{Files, LinkOption}
+import java.util.concurrent.{ConcurrentHashMap, ExecutorService}
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import io.sluice.netty.{PartitionSource, ServedApplications}
+import io.sluice.partition.ResultPartitionManager
+import io.sluice.service.ServiceMessages._
+import org.apache.spark.network.client.{RpcResponseCallback, TransportClient}
+import org.apache.spark.network.sasl.SecretKeyHolder
+
+/**
+ * The applications a node shuffle service serves (the role of the registrations in Spark's
+ * `ExternalShuffleBlockResolver` and its `ShuffleSecretManager`): it answers the control messages
+ * ([[ServiceMessages]]), binds every connection to the one application it names, gives Spark's
+ * authentication each application's key, and removes applications (a shuffle's files when Spark
+ * drops it, everything when it ends or stays silent past the timeout).
+ *
+ * Keys are learned from an application's first registration: the service has no other channel
+ * to an application (Spark hands an application's secret to its own YARN shuffle service only),
+ * so a later registration must carry the same key, and an application nobody registered serves no
+ * reader. Registered dirs must be absolute, existing, not symbolic links, named `sluice-*`, and
+ * under `settings.allowedRoots` when given; a partition's path is only ever derived from them.
+ *
+ * Called on the server's event loops; anything that touches the disk runs on `housekeeping` and
+ * answers from there. Thread-safe.
+ *
+ * @param totals what the service's transport did and holds now (for `Status`)
+ * @param admit  whether the host platform lets `appId` register (YARN: a container of it runs on
+ *               this node); Some(why) refuses
+ */
+final class ApplicationRegistry(
+    settings: ServiceSettings,
+    caches: ResultPartitionManager.Caches,
+    housekeeping: ExecutorService,
+    totals: () => ServiceTotals,
+    admit: String => Option[String] = _ => None) extends ServedApplications with SecretKeyHolder {
+
+  private val apps = new ConcurrentHashMap[String, ServedApplication]()
+
+  // ---- Spark's authentication -------------------------------------------------------------
+
+  override def getSaslUser(appId: String): String = ApplicationRegistry.SaslUser
+
+  override def getSecretKey(appId: String): String = {
+    val app = apps.get(appId)
+    if (app == null) null else app.key.orNull
+  }
+
+  // ---- connections ------------------------------------------------------------------------
+
+  override def connect(appId: String, authenticated: Option[String]): Either[String, PartitionSource] = {
+    val app = apps.get(appId)
+    if (app == null) {
+      Left(ServedApplications.refusal(appId, authenticated, "no executor of that application registered with this " +
+        "node shuffle service"))
+    } else if (settings.authenticate && !authenticated.contains(appId)) {
+      Left(ServedApplications.refusal(appId, authenticated, s"this node shuffle service serves application $appId " +
+        "to its own authenticated readers only"))
+    } else {
+      app.touch()
+      Right(app.source)
+    }
+  }
+
+  override def receiveBeforeAuthentication(client: TransportClient, message: ByteBuffer,
+      callback: RpcResponseCallback): Boolean =
+    ServiceMessages.isServiceMessage(message) && (decodeOrFail(message, callback) match {
+      case Some(r: RegisterApplication) => answer(callback)(registerApplication(r)); true
+      case Some(_) => false // the rest after authentication (Spark's handler refuses them before)
+      case None => true
+    })
+
+  override def receiveControl(client: TransportClient, message: ByteBuffer, callback: RpcResponseCallback): Boolean =
+    ServiceMessages.isServiceMessage(message) && {
+      decodeOrFail(message, callback).foreach { m =>
+        val claimed = Option(client.getClientId)
+        if (settings.authenticate && !claimed.contains(m.appId) && !m.isInstanceOf[Status]) {
+          callback.onFailure(new SecurityException(s"a client authenticated as ${claimed.getOrElse("nobody")} sent a " +
+            s"message for application ${m.appId}"))
+        } else dispatch(m, claimed, callback)
+      }
+      true
+    }
+
+  private def decodeOrFail(message: ByteBuffer, callback: RpcResponseCallback): Option[Message] =
+    try Some(ServiceMessages.decode(message))
+    catch {
+      case NonFatal(e) => callback.onFailure(new IllegalArgumentException(s"Unreadable node service message: ${e.getMessage}")); None
+    }
+
+  private def dispatch(m: Message, authenticated: Option[String], callback: RpcResponseCallback): Unit = m match {
+    case r: RegisterApplication => answer(callback)(registerApplication(r))
+    case r: RegisterExecutor => answer(callback)(registerExecutor(r))
+    case ApplicationAlive(app) =>
+      answer(callback)(Option(apps.get(app)).fold[Either[String, String]](Left(s"application $app is not registered")) {
+        a => a.touch(); Right(settings.applicationTimeoutMs.toString)
+      })
+    case RemoveShuffle(app, shuffle) =>
+      later(callback)(Option(apps.get(app)).fold(0)(_.removeShuffle(shuffle)).toString)
+    case RemoveApplication(app) => later(callback) { removeApplication(app, "its driver said it ended"); "" }
+    case Status(app) =>
+      // An application sees its own entry only (authenticated as it, when the service authenticates); the totals are the node's.
+      val own = Some(app).filter(a => a.nonEmpty && (!settings.authenticate || authenticated.contains(a)))
+      later(callback)(ServiceStatus.json(this, totals(), own))
+  }
+
+  private def answer(callback: RpcResponseCallback)(result: Either[String, String]): Unit = result match {
+    case Right(text) => callback.onSuccess(ServiceMessages.encodeReply(Reply(text)))
+    case Left(why) => callback.onFailure(new IllegalArgumentException(why))
+  }
+
+  /** Runs `work` on the housekeeping thread (it touches the disk) and answers from there. */
+  private def later(callback: RpcResponseCallback)(work: => String): Unit =
+    try housekeeping.execute { () =>
+        try callback.onSuccess(ServiceMessages.encodeReply(Reply(work)))
+        catch { case NonFatal(e) => callback.onFailure(e) }
+      }
+    catch { case NonFatal(e) => callback.onFailure(new IllegalStateException("The node shuffle service is stopping", e)) }
+
+  // ---- registrations ----------------------------------------------------------------------
+
+  private def registerApplication(r: RegisterApplication): Either[String, String] =
+    if (settings.authenticate && r.key.isEmpty) {
+      Left(s"this node shuffle service authenticates every application (its spark.authenticate is true), and " +
+        s"application ${r.appId} runs without spark.authenticate: turn it on for the application")
+    } else if (!settings.authenticate && r.key.isDefined) {
+      Left(s"application ${r.appId} runs with spark.authenticate, and this node shuffle service does not " +
+        "authenticate (its spark.authenticate is false), so it would serve the application's map outputs to anyone: " +
+        "set spark.authenticate=true in the service's settings")
+    } else {
+      admit(r.appId) match {
+        case Some(why) => Left(s"application ${r.appId} cannot register: $why")
+        case None =>
+          val app = apps.computeIfAbsent(r.appId, id => new ServedApplication(id, r.key, caches, settings.maxOpenFiles))
+          if (app.key != r.key) Left(s"application ${r.appId} is registered with this node shuffle service under another key")
+          else { app.touch(); Right(settings.applicationTimeoutMs.toString) }
+      }
+    }
+
+  private def registerExecutor(r: RegisterExecutor): Either[String, String] = {
+    val app = apps.get(r.appId)
+    if (app == null) Left(s"application ${r.appId} is not registered")
+    else {
+      val dirs = r.dirs.map(new File(_))
+      dirs.iterator.map(checkDir).collectFirst { case Some(why) => why } match {
+        case Some(why) => Left(s"executor ${r.executorId} of application ${r.appId}: $why")
+        case None =>
+          app.touch()
+          app.layout.register(r.executorId, dirs.toIndexedSeq).map(_ => settings.applicationTimeoutMs.toString)
+      }
+    }
+  }
+
+  /** Why `dir` cannot be registered, or None. */
+  private def checkDir(dir: File): Option[String] = {
+    val path = dir.toPath
+    if (!dir.isAbsolute || path.normalize() != path) Some(s"$dir is not an absolute, normalised path")
+    else if (!dir.getName.startsWith(ApplicationRegistry.DirPrefix)) Some(s"$dir is not one of Sluice's dirs (sluice-*)")
+    else if (!Files.isDirectory(path, LinkOption.NOFOLLOW_LINKS)) Some(s"$dir is not a directory (or is a symbolic link)")
+    else if (path.toRealPath() != path) Some(s"$dir lies under a symbolic link (${path.toRealPath()})")
+    else if (settings.allowedRoots.nonEmpty && !settings.allowedRoots.exists(r => path.startsWith(r.toPath))) {
+      Some(s"$dir is outside the dirs this service may read (${settings.allowedRoots.mkString(", ")})")
+    } else None
+  }
+
+  // ---- removal ----------------------------------------------------------------------------
+
+  /** Removes application `appId` and its files (housekeeping thread, or the platform's); `why` goes to the log. */
+  def removeApplication(appId: String, why: String): Unit = {
+    val app = apps.remove(appId)
+    if (app != null) {
+      ApplicationRegistry.log.info(s"Removing application $appId ($why): its map outputs on this node are deleted")
+      app.remove()
+    }
+  }
+
+  /** Removes every application silent for longer than the timeout (housekeeping thread). */
+  def expireSilent(nowNanos: Long): Unit =
+    if (settings.applicationTimeoutMs > 0) {
+      val limit = settings.applicationTimeoutMs * 1000000L
+      apps.values().asScala.toList.filter(a => nowNanos - a.lastHeard > limit).foreach { a =>
+        removeApplication(a.appId, s"nothing heard of it for ${settings.applicationTimeoutMs}ms")
+      }
+    }
+
+  /** The applications registered now. */
+  def applications: Seq[ServedApplication] = apps.values().asScala.toSeq
+
+  def application(appId: String): Option[ServedApplication] = Option(apps.get(appId))
+
+  /** Removes every application (the service stops; the platform, or the next start, deletes its files). */
+  def clear(deleteFiles: Boolean): Unit = apps.keySet().asScala.toList.foreach { id =>
+    val app = apps.remove(id)
+    if (app != null) {
+      if (deleteFiles) app.remove() else app.partitions.shutdown(keepFinishedFiles = true)
+    }
+  }
+}
+
+object ApplicationRegistry {
+  private val log = org.slf4j.LoggerFactory.getLogger(classOf[ApplicationRegistry])
+
+  /** The SASL user Spark's SecurityManager names for every application. */
+  val SaslUser = "sparkSaslUser"
+
+  /** How an executor's Sluice dirs, which it registers with its node's service, begin their names. */
+  val DirPrefix = "sluice-"
+}
+
+/**
+ * A node shuffle service's own settings.
+ *
+ * @param authenticate         spark.authenticate: every application's readers authenticate with its key
+ * @param applicationTimeoutMs an application nothing is heard of for this long is removed; 0: never
+ *                             (YARN removes applications itself)
+ * @param allowedRoots         registered dirs must lie under one of these; empty: anywhere
+ */
+final case class ServiceSettings(
+    authenticate: Boolean,
+    applicationTimeoutMs: Long,
+    allowedRoots: Seq[File],
+    maxOpenFiles: Int,
+    indexCacheBytes: Long)

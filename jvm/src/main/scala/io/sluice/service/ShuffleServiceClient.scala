@@ -1,0 +1,96 @@
+package io.sluice.service
+
+import java.io.IOException
+import java.util.concurrent.TimeUnit
+
+import io.sluice.config.SluiceOptions
+import io.sluice.netty.RemoteErrors
+import io.sluice.service.ServiceMessages._
+import org.apache.spark.network.TransportContext
+import org.apache.spark.network.client.{TransportClient, TransportClientBootstrap, TransportClientFactory}
+import org.apache.spark.network.crypto.AuthClientBootstrap
+import org.apache.spark.network.sasl.SecretKeyHolder
+import org.apache.spark.network.server.NoOpRpcHandler
+import org.apache.spark.network.util.TransportConf
+
+/**
+ * How an application speaks to node shuffle services ([[ServiceMessages]]; Spark's
+ * `ExternalBlockStoreClient` plays this part for its own service): an executor registers its
+ * application and its dirs with its node's service, the driver says the application is alive,
+ * drops shuffles and ends. With spark.authenticate (`secret`), the application's key
+ * ([[ApplicationKey]]) is registered on a connection of its own, and every other message travels
+ * on a connection authenticated with it. Each call waits at most `timeoutMs`. Thread-safe.
+ */
+final class ShuffleServiceClient(
+    transportConf: TransportConf,
+    val appId: String,
+    secret: Option[SecretKeyHolder],
+    timeoutMs: Long) extends java.io.Closeable {
+
+  private val context = new TransportContext(transportConf, new NoOpRpcHandler, false, true)
+  private val plain: TransportClientFactory = context.createClientFactory(java.util.List.of[TransportClientBootstrap]())
+  private val authenticated: TransportClientFactory = secret.fold(plain) { k =>
+    context.createClientFactory(java.util.List.of[TransportClientBootstrap](
+      new AuthClientBootstrap(transportConf, appId, ApplicationKey.holder(k))))
+  }
+
+  /**
+   * Registers the application (its key with spark.authenticate) and then executor `executorId`'s
+   * `dirs` with the service at host:port; returns how long the service lets the application stay
+   * silent (ms, 0: forever). An IOException naming the service and what it said on any failure.
+   */
+  def registerExecutor(host: String, port: Int, executorId: String, dirs: Seq[String]): Long = {
+    val key = secret.map(k => ApplicationKey.derive(k.getSecretKey(appId)))
+    val once = plain.createUnmanagedClient(host, port)
+    try ask(once, host, port, RegisterApplication(appId, key))
+    catch { case e: IOException => throw failure(host, port, "refused the application", e) }
+    finally once.close()
+    val timeout = send(host, port, RegisterExecutor(appId, executorId, dirs))
+    timeout.toLongOption.getOrElse(0L)
+  }
+
+  /** Tells the service the application is alive; how long it may stay silent (ms, 0: forever). */
+  def alive(host: String, port: Int): Long = send(host, port, ApplicationAlive(appId)).toLongOption.getOrElse(0L)
+
+  /** Deletes shuffle `shuffleId`'s files on that node; how many went. */
+  def removeShuffle(host: String, port: Int, shuffleId: Int): Int =
+    send(host, port, RemoveShuffle(appId, shuffleId)).toIntOption.getOrElse(0)
+
+  /** Deletes everything the service holds of the application. */
+  def removeApplication(host: String, port: Int): Unit = send(host, port, RemoveApplication(appId))
+
+  /** The service's metrics as JSON, with the application's own entry. */
+  def status(host: String, port: Int): String = send(host, port, Status(appId))
+
+  private def send(host: String, port: Int, m: Message): String = {
+    val client =
+      try authenticated.createClient(host, port)
+      catch { case e: Exception => throw failure(host, port, "could not be reached", e) }
+    try ask(client, host, port, m)
+    catch { case e: IOException => throw failure(host, port, s"failed ${m.getClass.getSimpleName}", e) }
+  }
+
+  private def ask(client: TransportClient, host: String, port: Int, m: Message): String =
+    try ServiceMessages.decodeReply(client.sendRpcSync(ServiceMessages.encode(m), timeoutMs)).text
+    catch {
+      case e: IOException => throw e
+      case e: Exception => throw new IOException(RemoteErrors.message(Option(e.getCause).getOrElse(e)), e)
+    }
+
+  private def failure(host: String, port: Int, what: String, cause: Throwable): IOException =
+    new IOException(s"The Sluice shuffle service at $host:$port (${SluiceOptions.ServicePort.key}) $what for " +
+      s"application $appId: ${cause.getMessage}", cause)
+
+  override def close(): Unit = {
+    if (authenticated ne plain) authenticated.close()
+    plain.close()
+    context.close()
+  }
+}
+
+object ShuffleServiceClient {
+
+  /** How often a driver says its application is alive: every 30 s, or a third of the service's timeout. */
+  def aliveIntervalMs(serviceTimeoutMs: Long): Long =
+    if (serviceTimeoutMs <= 0) TimeUnit.SECONDS.toMillis(30) else math.max(1000L, math.min(30000L, serviceTimeoutMs / 3))
+}

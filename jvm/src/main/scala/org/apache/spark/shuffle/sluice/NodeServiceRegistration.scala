@@ -1,0 +1,77 @@
+package org.apache.spark.shuffle.sluice
+
+import java.io.File
+
+import scala.util.control.NonFatal
+
+import io.sluice.NodeServiceAddress
+import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.service.{ApplicationRegistry, ShuffleServiceClient}
+import org.apache.spark.internal.Logging
+import org.apache.spark.network.sasl.SecretKeyHolder
+import org.apache.spark.network.util.TransportConf
+
+/**
+ * An executor's registration with its node's Sluice shuffle service (spark.sluice.service.enabled),
+ * as Spark's BlockManager registers with its external shuffle service at start: it makes the
+ * executor's own Sluice dirs under Spark's local root dirs (outside the BlockManager's, which
+ * Spark deletes when the executor stops), registers the application and those dirs with the
+ * service, and tells the driver which service holds the application's outputs
+ * ([[rpc.NodeServices]]). Called once per executor, on the thread starting its environment.
+ */
+private[sluice] object NodeServiceRegistration extends Logging {
+
+  /** The environment variable that names the node's service address (Kubernetes: the pod's status.hostIP). */
+  val HostEnv = "SLUICE_SERVICE_HOST"
+
+  /** Where an executor writes its blocking partitions, and the service that serves them (None: the executor does). */
+  final case class Outcome(dirs: Seq[File], service: Option[NodeServiceAddress])
+
+  /** The node service's address for an executor on `executorHost`. */
+  def serviceAddress(conf: SluiceConf, executorHost: String, env: String => Option[String] = sys.env.get): NodeServiceAddress = {
+    val host = env(HostEnv).filter(_.nonEmpty).orElse(Some(conf.get(SluiceOptions.ServiceHost)).filter(_.nonEmpty))
+      .getOrElse(executorHost)
+    NodeServiceAddress(host, conf.get(SluiceOptions.ServicePort))
+  }
+
+  /** The executor's Sluice dirs: one per local root dir, named after the application and the executor. */
+  def dirsFor(roots: Seq[File], appId: String, executorId: String): Seq[File] =
+    roots.map(r => new File(r.getAbsoluteFile, s"${ApplicationRegistry.DirPrefix}$appId-$executorId").toPath.normalize().toFile)
+
+  /**
+   * Registers executor `executorId` of `appId` with its node's service when the service is on;
+   * else, or when it fails and spark.sluice.service.fallbackToExecutor allows, the executor serves
+   * its own outputs from `blockManagerDirs`. A failure otherwise stops the executor with an error
+   * naming the service.
+   */
+  def register(conf: SluiceConf, transportConf: TransportConf, appId: String, executorId: String, executorHost: String,
+      roots: Seq[File], blockManagerDirs: Seq[File], secret: Option[SecretKeyHolder], timeoutMs: Long,
+      announce: NodeServiceAddress => Unit): Outcome = {
+    if (!conf.get(SluiceOptions.ServiceEnabled)) return Outcome(blockManagerDirs, None)
+    val service = serviceAddress(conf, executorHost)
+    val dirs = dirsFor(roots, appId, executorId)
+    try {
+      dirs.foreach { d =>
+        if (!d.isDirectory && !d.mkdirs() && !d.isDirectory) throw new java.io.IOException(s"cannot create $d")
+      }
+      val client = new ShuffleServiceClient(transportConf, appId, secret, timeoutMs)
+      try client.registerExecutor(service.host, service.port, executorId, dirs.map(_.getPath))
+      finally client.close()
+      announce(service)
+      logInfo(s"Executor $executorId registered ${dirs.mkString(", ")} with the Sluice shuffle service at " +
+        s"${service.host}:${service.port}, which serves its map outputs")
+      Outcome(dirs, Some(service))
+    } catch {
+      case NonFatal(e) if conf.get(SluiceOptions.ServiceFallbackToExecutor) =>
+        logWarning(s"Executor $executorId serves its own map outputs (they die with it): ${e.getMessage} " +
+          s"(${SluiceOptions.ServiceFallbackToExecutor.key}=true)")
+        dirs.foreach(d => d.delete())
+        Outcome(blockManagerDirs, None)
+      case NonFatal(e) =>
+        throw new IllegalStateException(s"Executor $executorId could not register with the Sluice shuffle service at " +
+          s"${service.host}:${service.port} (${SluiceOptions.ServiceEnabled.key}=true): ${e.getMessage}. Start the " +
+          s"service on every node (see Sluice's docs/deploying.md), or set ${SluiceOptions.ServiceFallbackToExecutor.key}" +
+          "=true to let executors serve their own map outputs when it is not there.", e)
+    }
+  }
+}

@@ -1,0 +1,83 @@
+package org.apache.spark.shuffle.sluice
+
+import java.util.{Collections, Map => JMap}
+
+import scala.util.control.NonFatal
+
+import io.sluice.config.SluiceOptions
+import io.sluice.service.ShuffleServiceClient
+import org.apache.spark.SparkConf
+import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.api.{ShuffleDataIO, ShuffleDriverComponents, ShuffleExecutorComponents}
+import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
+import org.apache.spark.shuffle.sluice.rpc.NodeServices
+import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
+
+/**
+ * Sluice's shuffle storage plugin for Spark's driver
+ * (`spark.shuffle.sort.io.plugin.class=org.apache.spark.shuffle.sluice.SluiceShuffleDataIO`, which
+ * `sluice.configure` and `sluice conf` set): its [[SluiceShuffleDriverComponents]] tell Spark
+ * whether map outputs outlive their executor. The executor half is Spark's own local-disk one,
+ * which Sluice's shuffle manager never uses (Spark's sort shuffle would).
+ */
+class SluiceShuffleDataIO(conf: SparkConf) extends ShuffleDataIO {
+  override def driver(): ShuffleDriverComponents = new SluiceShuffleDriverComponents(conf)
+  override def executor(): ShuffleExecutorComponents = new LocalDiskShuffleDataIO(conf).executor()
+}
+
+/**
+ * The driver's side of Sluice's storage plugin (Spark's ShuffleDriverComponents). With
+ * spark.sluice.service.enabled it reports reliable storage: node shuffle services keep every map
+ * output while its node lives, so Spark's DAGScheduler keeps a lost executor's outputs registered
+ * (only a lost node, seen as a FetchFailed, unregisters them) and dynamic allocation releases idle
+ * executors without shuffle tracking. It keeps the list of services that hold the application's
+ * outputs ([[NodeServices]]) and tells them when Spark drops a shuffle and when the application
+ * ends. Without the service it reports no reliable storage and does nothing. Called by Spark on
+ * the driver (SparkContext's start and stop, the ContextCleaner's thread); thread-safe.
+ */
+class SluiceShuffleDriverComponents(conf: SparkConf) extends ShuffleDriverComponents with Logging {
+
+  private val serviceEnabled =
+    try SluiceEnvironment.sluiceConf(conf).get(SluiceOptions.ServiceEnabled)
+    catch { case NonFatal(_) => false } // the shuffle manager refuses a bad setting, naming it
+
+  @volatile private var services: Option[NodeServices] = None
+
+  override def initializeApplication(): JMap[String, String] = {
+    if (serviceEnabled) {
+      val s = new NodeServices(() => client)
+      NodeServices.ensureDriverEndpoint(s)
+      services = Some(s)
+    }
+    SluiceShuffleDriverComponents.current = Some(this)
+    Collections.emptyMap()
+  }
+
+  private lazy val client: ShuffleServiceClient = {
+    val c = SparkInternals.conf
+    val sluice = SluiceEnvironment.engineConf(c)
+    val transportConf = TransportConfOverlay(SparkInternals.transportConf(c, 1), sluice)
+    val secret = if (SparkInternals.isAuthenticationEnabled) Some(SparkInternals.secretKeyHolder) else None
+    new ShuffleServiceClient(transportConf, c.getAppId, secret, SluiceEnvironment.networkTimeoutMs(c))
+  }
+
+  override def supportsReliableStorage(): Boolean = serviceEnabled
+
+  override def removeShuffle(shuffleId: Int, blocking: Boolean): Unit = services.foreach(_.removeShuffle(shuffleId, blocking))
+
+  /** The node services holding the application's outputs (for the Sluice tab). */
+  private[sluice] def nodeServices: Option[NodeServices] = services
+
+  override def cleanupApplication(): Unit = {
+    SluiceShuffleDriverComponents.current = None
+    services.foreach(_.stop())
+    services = None
+    NodeServices.reset()
+  }
+}
+
+private[sluice] object SluiceShuffleDriverComponents {
+
+  /** The driver's components of the running application, for the Sluice tab (None without the service). */
+  @volatile private[sluice] var current: Option[SluiceShuffleDriverComponents] = None
+}

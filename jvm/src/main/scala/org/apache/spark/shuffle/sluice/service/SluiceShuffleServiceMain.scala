@@ -1,0 +1,90 @@
+package org.apache.spark.shuffle.sluice.service
+
+import java.io.{File, FileInputStream, InputStreamReader}
+import java.nio.charset.StandardCharsets
+import java.util.Properties
+import java.util.concurrent.CountDownLatch
+
+import scala.jdk.CollectionConverters._
+
+import io.sluice.config.SluiceOptions
+
+/**
+ * The Sluice shuffle service as a daemon, one per host (standalone clusters, Kubernetes'
+ * DaemonSet; YARN runs [[SluiceYarnShuffleService]] inside its NodeManagers instead), the way
+ * Spark's `ExternalShuffleService` runs beside a standalone Worker:
+ * {{{
+ *   java -cp <sluice jar>:<Spark's jars>/'*' org.apache.spark.shuffle.sluice.service.SluiceShuffleServiceMain \
+ *     [--properties-file FILE] [--conf KEY=VALUE]... [--host ADDRESS]
+ * }}}
+ * (`sluice shuffle-service` runs it). It binds spark.sluice.service.port on `--host` (default:
+ * SPARK_LOCAL_IP, else every address), prints one line `Sluice shuffle service listening on
+ * HOST:PORT` when it serves, and runs until it is stopped (SIGTERM, SIGINT); applications' files
+ * stay on disk then, for a restarted service or the platform to clean up. Applications whose
+ * driver it stops hearing from are removed after spark.sluice.service.applicationTimeout.
+ */
+object SluiceShuffleServiceMain {
+
+  private val Usage =
+    "usage: SluiceShuffleServiceMain [--properties-file FILE] [--conf KEY=VALUE]... [--host ADDRESS]"
+
+  def main(args: Array[String]): Unit = {
+    val (props, host) =
+      try parse(args.toList)
+      catch {
+        case e: IllegalArgumentException =>
+          System.err.println(s"${e.getMessage}\n$Usage")
+          sys.exit(2)
+      }
+    val service =
+      try ServiceConfiguration.service(props, host)
+      catch {
+        case e: IllegalArgumentException =>
+          System.err.println(s"Sluice shuffle service: ${e.getMessage}")
+          sys.exit(2)
+      }
+    val port = service.start()
+    val stopped = new CountDownLatch(1)
+    Runtime.getRuntime.addShutdownHook(new Thread(() => {
+      service.stop(deleteFiles = false)
+      stopped.countDown()
+    }, "sluice-service-stop"))
+    println(s"Sluice shuffle service listening on $host:$port")
+    System.out.flush()
+    stopped.await()
+  }
+
+  /** The properties (file first, then `--conf`s) and the bind address `args` give. */
+  def parse(args: List[String], env: String => Option[String] = sys.env.get): (Map[String, String], String) = {
+    var props = Map.empty[String, String]
+    var confs = Map.empty[String, String]
+    var host = env("SPARK_LOCAL_IP").filter(_.nonEmpty).getOrElse("0.0.0.0")
+    var rest = args
+    while (rest.nonEmpty) rest match {
+      case "--properties-file" :: file :: more => props = load(new File(file)); rest = more
+      case "--conf" :: kv :: more =>
+        val eq = kv.indexOf('=')
+        if (eq <= 0) throw new IllegalArgumentException(s"--conf $kv: expected KEY=VALUE")
+        confs += kv.substring(0, eq).trim -> kv.substring(eq + 1).trim
+        rest = more
+      case "--host" :: h :: more => host = h; rest = more
+      case other :: _ => throw new IllegalArgumentException(s"unknown argument $other")
+      case Nil => ()
+    }
+    val all = props ++ confs
+    all.keys.filter(k => k.startsWith("spark.sluice.") && !SluiceOptions.byKey.contains(k) &&
+      !k.startsWith("spark.sluice.io.")).foreach { k =>
+      throw new IllegalArgumentException(s"unknown setting $k (see Sluice's docs/configuration.md)")
+    }
+    (all, host)
+  }
+
+  private def load(file: File): Map[String, String] = {
+    if (!file.isFile) throw new IllegalArgumentException(s"--properties-file $file: no such file")
+    val p = new Properties()
+    val in = new InputStreamReader(new FileInputStream(file), StandardCharsets.UTF_8)
+    try p.load(in)
+    finally in.close()
+    p.stringPropertyNames().asScala.map(k => k -> p.getProperty(k).trim).toMap
+  }
+}

@@ -1,0 +1,96 @@
+package org.apache.spark.shuffle.sluice.service
+
+import java.io.File
+import java.nio.ByteBuffer
+import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.AtomicInteger
+
+import scala.jdk.CollectionConverters._
+
+import io.sluice.service.ShuffleService
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.yarn.server.api.{
+  ApplicationInitializationContext, ApplicationTerminationContext, AuxiliaryService, ContainerInitializationContext,
+  ContainerTerminationContext
+}
+
+/**
+ * The Sluice shuffle service inside a YARN NodeManager, as an auxiliary service (Spark's
+ * `YarnShuffleService` is the model): `yarn-site.xml` names it
+ * {{{
+ *   yarn.nodemanager.aux-services = ...,sluice_shuffle
+ *   yarn.nodemanager.aux-services.sluice_shuffle.class = org.apache.spark.shuffle.sluice.service.SluiceYarnShuffleService
+ *   yarn.nodemanager.aux-services.sluice_shuffle.classpath = <sluice jar>,<Spark's jars dir>/STAR
+ * }}}
+ * and its settings (`spark.sluice.service.port`, spark.authenticate, ...) go in yarn-site.xml too.
+ * It serves the map outputs of the NodeManager's containers from dirs under the NodeManager's local
+ * dirs (yarn.nodemanager.local-dirs); an application may register only while one of its containers
+ * runs on this node, and its files go when the NodeManager says it ended (stopApplication), so
+ * there is no timeout. Spark hands an application's secret only to its own shuffle service, so this
+ * one learns an application's key from the application's first executor (see ApplicationRegistry).
+ * Called by the NodeManager's service and event threads; thread-safe.
+ */
+class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService.Name) {
+
+  @volatile private var service: ShuffleService = _
+  private val containers = new ConcurrentHashMap[String, AtomicInteger]() // application id -> containers seen
+
+  override protected def serviceInit(conf: Configuration): Unit = {
+    val props = conf.iterator().asScala.map(e => e.getKey -> e.getValue).filter(e => ServiceConfiguration.relevant(e._1)).toMap
+    val localDirs = conf.getTrimmedStrings("yarn.nodemanager.local-dirs").toSeq.map(d => new File(stripScheme(d)))
+    service = ServiceConfiguration.service(props, bindHost = "0.0.0.0", admit = admit, allowedRoots = localDirs,
+      applicationTimeoutMs = Some(0L))
+    super.serviceInit(conf)
+  }
+
+  override protected def serviceStart(): Unit = {
+    val port = service.start()
+    SluiceYarnShuffleService.log.info(s"Sluice shuffle service listening on port $port")
+    super.serviceStart()
+  }
+
+  override protected def serviceStop(): Unit = {
+    try if (service != null) service.stop(deleteFiles = false) // the NodeManager deletes applications' dirs
+    finally super.serviceStop()
+  }
+
+  /** An application may register while a container of it was started here and the application has not ended. */
+  private def admit(appId: String): Option[String] =
+    if (containers.containsKey(appId)) None else Some("no container of it was started on this NodeManager")
+
+  override def initializeContainer(context: ContainerInitializationContext): Unit = {
+    val app = context.getContainerId.getApplicationAttemptId.getApplicationId.toString
+    containers.computeIfAbsent(app, _ => new AtomicInteger).incrementAndGet()
+  }
+
+  override def stopContainer(context: ContainerTerminationContext): Unit = ()
+
+  override def initializeApplication(context: ApplicationInitializationContext): Unit = ()
+
+  override def stopApplication(context: ApplicationTerminationContext): Unit = {
+    val app = context.getApplicationId.toString
+    containers.remove(app)
+    if (service != null) service.applicationEnded(app)
+  }
+
+  /** The port, as Spark's service reports its own (the NodeManager hands it to containers that ask). */
+  override def getMetaData: ByteBuffer = {
+    val b = ByteBuffer.allocate(4)
+    b.putInt(if (service == null) -1 else service.port)
+    b.flip()
+    b
+  }
+
+  /** The service's metrics, as JSON (tests, the NodeManager's logs). */
+  def status: String = if (service == null) "{}" else service.status()
+
+  private def stripScheme(dir: String): String = if (dir.startsWith("file://")) dir.stripPrefix("file://") else dir
+}
+
+object SluiceYarnShuffleService {
+
+  /** The name yarn-site.xml gives the service (yarn.nodemanager.aux-services). */
+  val Name = "sluice_shuffle"
+
+  private val log = org.slf4j.LoggerFactory.getLogger(classOf[SluiceYarnShuffleService])
+}

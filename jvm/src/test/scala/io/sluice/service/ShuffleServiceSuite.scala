@@ -1,0 +1,207 @@
+package io.sluice.service
+
+import java.io.File
+import java.nio.file.Files
+
+import io.sluice.{ShuffleEnvironment, TestingShuffleEnvironment, TransportSettings}
+import io.sluice.config.SluiceConf
+import io.sluice.netty.TestingSecretKeyHolder
+import io.sluice.partition.ResultPartitionID
+import io.sluice.partition.consumer.{GateInput, InputChannelException}
+import io.sluice.serialization.{RecordView, SpanningRecordDeserializer}
+import io.sluice.service.TestingNodeService._
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
+import org.scalatest.funsuite.AnyFunSuite
+
+class ShuffleServiceSuite extends AnyFunSuite {
+
+  /** Every record length `reader` reads of `inputs`, sorted (one deserializer per input, as the Spark reader keeps). */
+  private def read(reader: ShuffleEnvironment, inputs: Seq[GateInput]): Seq[Int] = {
+    val gate = reader.createInputGate("test reader", inputs.toIndexedSeq, waitForProducers = false)
+    try {
+      val deserializers = Array.fill(inputs.size)(new SpanningRecordDeserializer)
+      val view = new RecordView
+      val lengths = Seq.newBuilder[Int]
+      var next = gate.getNext()
+      while (next != null) {
+        val d = deserializers(next.input)
+        d.setNextBuffer(next.buffer)
+        while (d.readNext(view) == SpanningRecordDeserializer.Record) lengths += view.length
+        next.buffer.release()
+        next = gate.getNext()
+      }
+      lengths.result().sorted
+    } finally gate.close()
+  }
+
+  private def inputs(node: TestingNodeService, executorId: String, maps: Seq[Long], sp: Int, shuffle: Int = 0) =
+    maps.map(m => GateInput(ResultPartitionID(shuffle, m), sp, sp + 1, node.location(executorId)))
+
+  test("an executor's map outputs are read, exactly, through its node's service after the executor stopped") {
+    val node = new TestingNodeService()
+    try {
+      val writer = node.executor("app-1", "1")
+      val maps = Seq(11L, 12L, 13L)
+      maps.foreach(m => writeMapOutput(writer, 0, m, numSubpartitions = 4))
+      writer.shutdown() // the executor goes; its files stay for the service
+      val files = node.filesOf("app-1")
+      assert(files.count(_.getName.endsWith(".part")) == 3 && files.count(_.getName.endsWith(".index")) == 3, files)
+      val reader = node.executor("app-1", "2")
+      for (sp <- 0 until 4) assert(read(reader, inputs(node, "1", maps, sp)) == expected(maps, sp), s"subpartition $sp")
+      assert(node.service.counters.bytesSent.sum > 0)
+    } finally node.close()
+  }
+
+  test("a request for a map output the executor never wrote fails its channel, naming the partition") {
+    val node = new TestingNodeService()
+    try {
+      val writer = node.executor("app-1", "1")
+      writeMapOutput(writer, 0, 1L, 2)
+      val reader = node.executor("app-1", "2")
+      val e = intercept[InputChannelException](read(reader, inputs(node, "1", Seq(1L, 99L), 0)))
+      assert(e.getMessage.contains("shuffle 0 producer 99") && e.getMessage.contains("not found"), e.getMessage)
+    } finally node.close()
+  }
+
+  test("another application's reader is refused by the service, and gets none of the map outputs") {
+    val node = new TestingNodeService()
+    try {
+      writeMapOutput(node.executor("app-a", "1"), 0, 5L, 2)
+      // app-b registered an executor "1" too: its connections see app-b's outputs only.
+      node.executor("app-b", "1")
+      val stranger = node.executor("app-b", "2")
+      val e = intercept[InputChannelException](read(stranger, inputs(node, "1", Seq(5L), 0)))
+      assert(e.getMessage.contains("not found"), e.getMessage)
+      // A reader of an application that never registered is refused at the upgrade, naming it.
+      val unknown = new ShuffleEnvironment(node.conf, "9", node.dirsOf("app-c", "9"), None,
+        TransportSettings(node.transportConf, None, "127.0.0.1", SparkInternals.TransportPipeline, appId = Some("app-c")))
+      try {
+        val refused = intercept[InputChannelException](read(unknown, inputs(node, "1", Seq(5L), 0)))
+        assert(refused.getMessage.contains("application app-c") && refused.getMessage.contains("registered"),
+          refused.getMessage)
+      } finally unknown.shutdown()
+    } finally node.close()
+  }
+
+  test("an executor's server refuses a reader of another application that reuses its port") {
+    // Executor A of app-a goes; executor B of app-b binds the same port; a reader of app-a still
+    // holds A's location and asks B's server for (shuffle 0, map 5), which B has too.
+    val base = TestingShuffleEnvironment.apply()
+    val port = base.serverPort
+    base.shutdown()
+    def env(app: String, id: String, settings: (String, String)*) = new ShuffleEnvironment(
+      SluiceConf(TestingNodeService.Settings ++ settings), id, Seq(Files.createTempDirectory("sluice").toFile), None,
+      TransportSettings(new org.apache.spark.network.util.TransportConf("sluice",
+        new org.apache.spark.network.util.MapConfigProvider(java.util.Map.of())), None, "127.0.0.1",
+        SparkInternals.TransportPipeline, portMaxRetries = 0, appId = Some(app)))
+    val b = env("app-b", "B", "spark.sluice.network.port" -> port.toString)
+    val reader = env("app-a", "R")
+    try {
+      writeMapOutput(b, 0, 5L, 2)
+      val e = intercept[InputChannelException](read(reader,
+        Seq(GateInput(ResultPartitionID(0, 5L), 0, 1, io.sluice.partition.consumer.ProducerLocation("A", "127.0.0.1", port)))))
+      assert(e.getMessage.contains("application app-a") && e.getMessage.contains("serves application app-b only"),
+        e.getMessage)
+      assert(b.connectionManager.counters.bytesSent.sum == 0L, "app-b's server sent data to app-a's reader")
+    } finally { b.shutdown(); reader.shutdown() }
+  }
+
+  test("with spark.authenticate, the service refuses a reader holding another application's secret") {
+    val node = new TestingNodeService(authenticate = true)
+    try {
+      val secretA = Some(new TestingSecretKeyHolder("secret-of-a"))
+      val secretB = Some(new TestingSecretKeyHolder("secret-of-b"))
+      writeMapOutput(node.executor("app-a", "1", secretA), 0, 5L, 2)
+      node.executor("app-b", "1", secretB)
+      // A reader of app-b that claims to be app-a, with app-b's secret: refused by authentication.
+      val impostor = new ShuffleEnvironment(node.conf, "7", node.dirsOf("app-b", "7"), None,
+        TransportSettings(node.transportConf, secretB.map(_ -> "app-a"), "127.0.0.1", SparkInternals.TransportPipeline,
+          appId = Some("app-a")))
+      try intercept[InputChannelException](read(impostor, inputs(node, "1", Seq(5L), 0)))
+      finally impostor.shutdown()
+      // app-a's own reader, authenticated with its key, reads its output.
+      val own = node.executor("app-a", "2", secretA)
+      assert(read(own, inputs(node, "1", Seq(5L), 0)) == expected(Seq(5L), 0))
+      // A registration of app-a under another key is refused, naming the application.
+      val other = node.client("app-a", secretB)
+      try {
+        val e = intercept[java.io.IOException](other.registerExecutor("127.0.0.1", node.port, "3",
+          node.dirsOf("app-a", "3").map(_.getPath)))
+        assert(e.getMessage.contains("app-a") && e.getMessage.contains("another key"), e.getMessage)
+      } finally other.close()
+      // An application without spark.authenticate cannot register with an authenticating service.
+      val open = node.client("app-c")
+      try {
+        val e = intercept[java.io.IOException](open.registerExecutor("127.0.0.1", node.port, "1",
+          node.dirsOf("app-c", "1").map(_.getPath)))
+        assert(e.getMessage.contains("spark.authenticate"), e.getMessage)
+      } finally open.close()
+    } finally node.close()
+  }
+
+  test("a dropped shuffle's files go from every executor's dirs; an ended application's dirs go entirely") {
+    val node = new TestingNodeService()
+    try {
+      val e1 = node.executor("app-1", "1")
+      val e2 = node.executor("app-1", "2")
+      Seq(e1, e2).zipWithIndex.foreach { case (e, i) =>
+        writeMapOutput(e, 0, 10L + i, 2)
+        writeMapOutput(e, 1, 20L + i, 2)
+      }
+      e1.shutdown()
+      e2.shutdown()
+      val client = node.client("app-1")
+      try {
+        assert(client.removeShuffle("127.0.0.1", node.port, 0) == 4) // two data files, two index files
+        val left = node.filesOf("app-1").map(_.getName)
+        assert(left.nonEmpty && left.forall(_.startsWith("sluice-shuffle-1-")), left)
+        assert(client.status("127.0.0.1", node.port).contains("\"diskFiles\":4"))
+        client.removeApplication("127.0.0.1", node.port)
+      } finally client.close()
+      assert(node.root.listFiles().toSeq.filter(_.getName.startsWith("sluice-app-1-")) == Nil)
+      assert(node.service.registry.application("app-1").isEmpty)
+    } finally node.close()
+  }
+
+  test("an application nothing is heard of for the timeout is removed with its files") {
+    val node = new TestingNodeService(applicationTimeoutMs = 1000L)
+    try {
+      val e = node.executor("app-1", "1")
+      writeMapOutput(e, 0, 1L, 2)
+      e.shutdown()
+      assert(node.filesOf("app-1").nonEmpty)
+      val deadline = System.nanoTime() + 60000000000L
+      while (node.service.registry.application("app-1").isDefined && System.nanoTime() < deadline) Thread.sleep(100)
+      assert(node.service.registry.application("app-1").isEmpty, "a silent application was kept")
+      assert(node.filesOf("app-1") == Nil)
+    } finally node.close()
+  }
+
+  test("registered dirs must be Sluice's own, absolute, real and under the allowed roots") {
+    val allowed = Files.createTempDirectory("sluice-allowed").toFile
+    val node = new TestingNodeService(allowedRoots = Seq(allowed))
+    try {
+      val client = node.client("app-1")
+      def refused(dir: String): String =
+        intercept[java.io.IOException](client.registerExecutor("127.0.0.1", node.port, "1", Seq(dir))).getMessage
+      val inside = new File(allowed, "sluice-app-1-1")
+      inside.mkdirs()
+      val notSluice = new File(allowed, "blockmgr-1")
+      notSluice.mkdirs()
+      val link = new File(allowed, "sluice-link")
+      Files.createSymbolicLink(link.toPath, node.root.toPath)
+      try {
+        assert(refused("relative/sluice-x").contains("absolute"))
+        assert(refused(notSluice.getPath).contains("not one of Sluice's dirs"))
+        assert(refused(link.getPath).contains("symbolic link"))
+        assert(refused(node.dirsOf("app-1", "1").head.getPath).contains("outside the dirs"))
+        assert(refused(s"${inside.getPath}/../sluice-app-1-1").contains("normalised"))
+        client.registerExecutor("127.0.0.1", node.port, "1", Seq(inside.getPath))
+      } finally client.close()
+    } finally {
+      node.close()
+      Seq("sluice-link", "sluice-app-1-1", "blockmgr-1").foreach(n => new File(allowed, n).delete())
+      allowed.delete()
+    }
+  }
+}
