@@ -32,6 +32,11 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     MultiPartitionRequest(id, 2, creditBased = true, Vector(RequestedSubpartitions(ResultPartitionID(3, 7L), 0, 4))),
     MultiPartitionRequest(id, 0, creditBased = false,
       (0 until 3).map(i => RequestedSubpartitions(ResultPartitionID(1, i), i, i + 1))),
+    // To a node shuffle service: the producer executor travels with the inputs.
+    MultiPartitionRequest(id, 2, creditBased = true, Vector(RequestedSubpartitions(ResultPartitionID(3, 7L), 0, 4)),
+      Some("17")),
+    MultiPartitionRequest(id, 1, creditBased = true,
+      (0 until 3).map(i => RequestedSubpartitions(ResultPartitionID(1, i), i, i + 1)), Some("executor-\u00e9" * 20)),
     // More inputs than the decoder's fixed header buffer holds: a reducer reading 2000 map outputs of one executor.
     MultiPartitionRequest(id, 2, creditBased = true,
       (0 until 2000).map(i => RequestedSubpartitions(ResultPartitionID(9, i * 3L), 17, 18))))
@@ -215,13 +220,14 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     assert(io.sluice.config.SluiceConf.MaxFrameOverhead == largestHeader)
     assert(largestHeader >= NettyMessage.FrameHeaderLength + BufferResponse.HeaderLength + BufferIv.Length)
     assert(largestHeader >= NettyMessage.FrameHeaderLength + ErrorResponse.MaxLength)
-    // The request budget: the largest request still fits one frame, one more input would not.
+    // The request budget: the largest request, naming the longest producer executor id a node
+    // service is sent, still fits one frame; one more input would not.
     for (limit <- Seq(13609L, 42281L, 64L << 10, 1L << 20)) {
       val n = MultiPartitionRequest.maxInputs(limit)
       def frameOf(inputs: Int) =
         NettyMessage.FrameHeaderLength + MultiPartitionRequest(id, 2, true,
           Vector.fill(inputs)(RequestedSubpartitions(
-              ResultPartitionID(1, 1), 0, 1))).encodedLength
+              ResultPartitionID(1, 1), 0, 1)), Some("e" * MultiPartitionRequest.MaxExecutorIdBytes)).encodedLength
       assert(frameOf(n) <= limit && frameOf(n + 1) > limit, s"$n inputs at $limit")
     }
   }

@@ -114,7 +114,7 @@ class PartitionRequestServerHandlerSuite extends AnyFunSuite with NettyLeakDetec
     val rest = new Array[Byte]((length - 8).toInt)
     in.readFully(rest)
     assert(rest(0) == 4, "an RpcResponse") // Spark's message type
-    assert(new String(rest, 1 + 8 + 4, rest.length - 13, "US-ASCII") == "sluice/1 ok")
+    assert(new String(rest, 1 + 8 + 4, rest.length - 13, "US-ASCII") == "sluice/2 ok")
   }
 
   /** True when the server closes the connection (reading whatever it sent first). */

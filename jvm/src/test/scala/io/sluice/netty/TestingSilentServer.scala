@@ -37,7 +37,7 @@ final class TestingSilentServer extends AutoCloseable {
   acceptor.setDaemon(true)
   acceptor.start()
 
-  /** Reads Spark's RpcRequest frame carrying "sluice/1" and sends the RpcResponse "sluice/1 ok". */
+  /** Reads Spark's RpcRequest frame carrying the Sluice upgrade and sends its RpcResponse. */
   private def upgrade(s: Socket): Unit = {
     s.setSoTimeout(30000)
     val in = new DataInputStream(s.getInputStream)

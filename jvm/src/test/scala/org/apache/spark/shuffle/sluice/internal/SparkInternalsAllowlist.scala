@@ -70,6 +70,24 @@ object SparkInternalsAllowlist {
         "in the signatures of the IndexShuffleBlockResolver methods Sluice's resolver overrides (blocks, migration)")
     },
 
+    // ---- Storage plugin and node shuffle service ---------------------------------------------------
+    Seq(
+      Allowed("org.apache.spark.shuffle.api.ShuffleDataIO", boundary("SluiceShuffleDataIO"),
+        "spark.shuffle.sort.io.plugin.class: how a plugin tells Spark its map outputs outlive executors"),
+      Allowed("org.apache.spark.shuffle.api.ShuffleDriverComponents", boundary("SluiceShuffleDataIO", "SluiceShuffleDriverComponents"),
+        "the driver's half of the storage plugin: supportsReliableStorage, removeShuffle, cleanupApplication"),
+      Allowed("org.apache.spark.shuffle.api.ShuffleExecutorComponents", boundary("SluiceShuffleDataIO"),
+        "the storage plugin must name executor components; Sluice hands Spark's local-disk ones, which it never uses"),
+      Allowed("org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO", boundary("SluiceShuffleDataIO"),
+        "Spark's own executor components, which the sort shuffle would use and Sluice's manager never does"),
+      Allowed("org.apache.spark.network.util.TransportConf",
+        boundary("NodeServiceRegistration", "SluiceShuffleDriverComponents", "service.ServiceConfiguration"),
+        "executors and the driver speak to node shuffle services over Spark TransportContexts (the adapter builds the conf)"),
+      Allowed("org.apache.spark.network.sasl.SecretKeyHolder", boundary("NodeServiceRegistration", "SluiceEnvironment"),
+        "the application's secret, from which the node-service key is derived (the adapter hands it over)"),
+      Allowed("org.apache.spark.network.util.MapConfigProvider", boundary("service.ServiceConfiguration"),
+        "a node shuffle service builds its TransportConf from its own properties, as Spark's external shuffle service does")),
+
     // ---- Records ----------------------------------------------------------------------------------
     Seq(
       Allowed("org.apache.spark.sql.catalyst.expressions.UnsafeRow", boundary("SparkRecordSerializer", "SparkRecordDecoder"),
@@ -108,9 +126,14 @@ object SparkInternalsAllowlist {
     Seq("TransportContext", "server.TransportServer", "client.TransportClient", "client.TransportClientFactory",
       "client.RpcResponseCallback", "server.RpcHandler",
       "server.NoOpRpcHandler", "server.StreamManager", "buffer.ManagedBuffer", "crypto.AuthClientBootstrap",
-      "crypto.AuthServerBootstrap").map { c =>
+      "crypto.AuthServerBootstrap", "server.TransportServerBootstrap").map { c =>
       Allowed(s"org.apache.spark.network.$c", Seq("io.sluice.netty.**"),
         "the engine's server and clients are Spark TransportContexts, for Spark's authentication and TLS")
+    },
+    Seq("TransportContext", "client.TransportClient", "client.TransportClientFactory", "client.RpcResponseCallback",
+      "server.NoOpRpcHandler", "crypto.AuthClientBootstrap").map { c =>
+      Allowed(s"org.apache.spark.network.$c", Seq("io.sluice.service.**"),
+        "a node shuffle service's control messages are Spark RPCs on its TransportContext, authenticated as Spark's")
     },
     Seq(Allowed("org.apache.spark.unsafe.Platform", Seq("io.sluice.**"),
         "Spark's memory copies between byte arrays and network memory (Flink's MemorySegment does the same)"))).flatten
