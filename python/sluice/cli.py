@@ -57,6 +57,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args[:1] == ["bench"]:
         # Everything after `bench` belongs to sluice-bench.
         return _bench(args[1:])
+    if args[:1] == ["shuffle-service"] and not set(args[1:]) & {"-h", "--help"}:
+        # Everything after `shuffle-service` belongs to the service's JVM entry point.
+        return _shuffle_service(args[1:])
     parsed = _parser().parse_args(args)
     if parsed.command == "jar":
         print(_jar())
@@ -131,6 +134,21 @@ def _parser() -> argparse.ArgumentParser:
     run_demo.add_argument(
         "--compare", action="store_true", help="then run the same job through Spark's sort shuffle and print both times"
     )
+
+    service = commands.add_parser(
+        "shuffle-service",
+        help="run Sluice's node shuffle service on this host (one per host; spark.sluice.service.enabled)",
+        description="Runs Sluice's node shuffle service in the foreground until stopped (SIGTERM): it serves the "
+        "map outputs of every executor on this host that registers with it, so executors may go without their "
+        "outputs. Options: --properties-file FILE and --conf KEY=VALUE (spark.sluice.service.port, "
+        "spark.sluice.service.applicationTimeout, spark.authenticate, ...), --host ADDRESS to bind (default "
+        "SPARK_LOCAL_IP, else every address); --status HOST:PORT prints a running service's metrics as JSON. "
+        "SLUICE_SERVICE_JAVA_OPTS sets its JVM options (default -Xmx512m). See docs/deploying.md.",
+    )
+    service.add_argument("--properties-file", metavar="FILE", help="a properties file of settings")
+    service.add_argument("--conf", metavar="KEY=VALUE", action="append", help="one setting (repeatable)")
+    service.add_argument("--host", metavar="ADDRESS", help="the address to bind")
+    service.add_argument("--status", metavar="HOST:PORT", help="print the metrics of the service at HOST:PORT")
 
     commands.add_parser(
         "bench",
@@ -303,6 +321,19 @@ def _bench(args: List[str]) -> int:
         ) from None
     code: int = bench.main(args, prog="sluice bench")
     return code
+
+
+def _shuffle_service(args: List[str]) -> int:
+    """Replaces this process with the node shuffle service's JVM (or its --status query)."""
+    from sluice._service import service_command
+
+    try:
+        command = service_command(args)
+    except FileNotFoundError as e:
+        raise SystemExit(f"sluice shuffle-service: {e}") from None
+    sys.stdout.flush()
+    os.execv(command[0], command)
+    return 1  # not reached: execv replaces this process
 
 
 def _jar() -> str:

@@ -23,6 +23,8 @@ from sluice._jars import jar_path
 SHUFFLE_MANAGER = "org.apache.spark.shuffle.sluice.SluiceShuffleManager"
 PIPELINED_SHUFFLE_MANAGER = "org.apache.spark.shuffle.sluice.SluicePipelinedShuffleManager"
 PLUGIN = "org.apache.spark.shuffle.sluice.SluicePlugin"
+# Tells Spark whether map outputs outlive their executor (they do with Sluice's node shuffle service).
+SHUFFLE_DATA_IO = "org.apache.spark.shuffle.sluice.SluiceShuffleDataIO"
 
 PROMETHEUS_SERVLET = {
     "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
@@ -53,6 +55,7 @@ def spark_conf(*, prometheus: bool = False, **options: object) -> Dict[str, str]
         "spark.jars": jar_path(),
         "spark.shuffle.manager": SHUFFLE_MANAGER,
         "spark.shuffle.manager.incremental": PIPELINED_SHUFFLE_MANAGER,
+        "spark.shuffle.sort.io.plugin.class": SHUFFLE_DATA_IO,
         "spark.plugins": PLUGIN,
     }
     if prometheus:

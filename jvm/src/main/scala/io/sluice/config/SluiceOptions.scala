@@ -321,6 +321,15 @@ object SluiceOptions {
       |absolute path. The service only ever reads and deletes files in dirs executors registered."""
   }
 
+  val ServiceRecoveryDir: ConfigOption[String] = opt("spark.sluice.service.recoveryDir", "service_recovery_dir",
+    StringType, "", "(none)", Effect.ServiceStart) {
+    """Setting of the Sluice shuffle service daemon: a directory where it keeps its registrations
+      |(applications, their node-service keys, their executors' dirs) so that a restarted service
+      |serves the map outputs of executors registered before; empty: none, a restart forgets them
+      |(readers then fail with a FetchFailedException and Spark recomputes). On YARN the
+      |NodeManager's recovery path is used when its recovery is on."""
+  }
+
   /** Every definition, in the order the docs list them. */
   val all: Seq[ConfigOption[_]] = Seq(
     SegmentSize, NetworkMemory, SortBufferSize, BuffersPerChannel, FloatingBuffersPerGate, MaxCreditWindow,
@@ -331,7 +340,8 @@ object SluiceOptions {
     IndexCacheSize, ReadThreads,
     MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval,
-    ServiceEnabled, ServicePort, ServiceHost, ServiceFallbackToExecutor, ServiceApplicationTimeout, ServiceAllowedDirs)
+    ServiceEnabled, ServicePort, ServiceHost, ServiceFallbackToExecutor, ServiceApplicationTimeout, ServiceAllowedDirs,
+    ServiceRecoveryDir)
 
   val byKey: Map[String, ConfigOption[_]] = all.map(o => o.key -> o).toMap
 }

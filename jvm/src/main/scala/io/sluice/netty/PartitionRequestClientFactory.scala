@@ -94,7 +94,7 @@ final class PartitionRequestClientFactory(
     def bootstraps(node: Boolean): java.util.List[TransportClientBootstrap] = auth match {
       case Some((keys, app)) =>
         java.util.List.of(new AuthClientBootstrap(transportConf, app,
-          if (node) io.sluice.service.ApplicationKey.holder(keys) else keys))
+            if (node) io.sluice.service.ApplicationKey.holder(keys) else keys))
       case None => java.util.List.of()
     }
     clientFactory = context.createClientFactory(bootstraps(node = false))
@@ -218,7 +218,7 @@ final class PartitionRequestClientFactory(
           }
           override def onFailure(e: Throwable): Unit = upgraded.completeExceptionally(
             if (ch.isActive) new IOException(s"The Sluice server at $host:$port refused the connection of application " +
-              s"$appId: ${RemoteErrors.message(e)}", e)
+                s"$appId: ${RemoteErrors.message(e)}", e)
             else new IOException(
               s"The Sluice server at $host:$port closed the connection before it answered the " +
                 s"upgrade to the Sluice protocol (${e.getMessage}). A server closes the connections of a host beyond " +

@@ -74,6 +74,6 @@ object ServedApplications {
     authenticated.filter(_ != app) match {
       case Some(a) => s"a client authenticated as application $a asked for application $app's shuffle partitions; $why"
       case None => s"a reader of application $app asked for its shuffle partitions, but $why (the executor that " +
-          "served them on this port is gone and another application's server took the port)"
+        "served them on this port is gone and another application's server took the port)"
     }
 }

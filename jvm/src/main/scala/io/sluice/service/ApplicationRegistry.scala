@@ -30,6 +30,7 @@ import org.apache.spark.network.sasl.SecretKeyHolder
  * Called on the server's event loops; anything that touches the disk runs on `housekeeping` and
  * answers from there. Thread-safe.
  *
+ * @param log    where registrations are kept across restarts of the service, if anywhere
  * @param totals what the service's transport did and holds now (for `Status`)
  * @param admit  whether the host platform lets `appId` register (YARN: a container of it runs on
  *               this node); Some(why) refuses
@@ -38,6 +39,7 @@ final class ApplicationRegistry(
     settings: ServiceSettings,
     caches: ResultPartitionManager.Caches,
     housekeeping: ExecutorService,
+    log: Option[RegistrationLog],
     totals: () => ServiceTotals,
     admit: String => Option[String] = _ => None) extends ServedApplications with SecretKeyHolder {
 
@@ -57,11 +59,13 @@ final class ApplicationRegistry(
   override def connect(appId: String, authenticated: Option[String]): Either[String, PartitionSource] = {
     val app = apps.get(appId)
     if (app == null) {
-      Left(ServedApplications.refusal(appId, authenticated, "no executor of that application registered with this " +
-        "node shuffle service"))
+      Left(ServedApplications.refusal(appId, authenticated,
+          "no executor of that application registered with this " +
+            "node shuffle service"))
     } else if (settings.authenticate && !authenticated.contains(appId)) {
-      Left(ServedApplications.refusal(appId, authenticated, s"this node shuffle service serves application $appId " +
-        "to its own authenticated readers only"))
+      Left(ServedApplications.refusal(appId, authenticated,
+          s"this node shuffle service serves application $appId " +
+            "to its own authenticated readers only"))
     } else {
       app.touch()
       Right(app.source)
@@ -82,7 +86,7 @@ final class ApplicationRegistry(
         val claimed = Option(client.getClientId)
         if (settings.authenticate && !claimed.contains(m.appId) && !m.isInstanceOf[Status]) {
           callback.onFailure(new SecurityException(s"a client authenticated as ${claimed.getOrElse("nobody")} sent a " +
-            s"message for application ${m.appId}"))
+              s"message for application ${m.appId}"))
         } else dispatch(m, claimed, callback)
       }
       true
@@ -91,7 +95,8 @@ final class ApplicationRegistry(
   private def decodeOrFail(message: ByteBuffer, callback: RpcResponseCallback): Option[Message] =
     try Some(ServiceMessages.decode(message))
     catch {
-      case NonFatal(e) => callback.onFailure(new IllegalArgumentException(s"Unreadable node service message: ${e.getMessage}")); None
+      case NonFatal(e) =>
+        callback.onFailure(new IllegalArgumentException(s"Unreadable node service message: ${e.getMessage}")); None
     }
 
   private def dispatch(m: Message, authenticated: Option[String], callback: RpcResponseCallback): Unit = m match {
@@ -126,7 +131,8 @@ final class ApplicationRegistry(
   // ---- registrations ----------------------------------------------------------------------
 
   private def registerApplication(r: RegisterApplication): Either[String, String] =
-    if (settings.authenticate && r.key.isEmpty) {
+    if (!RegistrationLog.writable(r.appId)) Left(s"an application id with a tab, line break or NUL: '${r.appId}'")
+    else if (settings.authenticate && r.key.isEmpty) {
       Left(s"this node shuffle service authenticates every application (its spark.authenticate is true), and " +
         s"application ${r.appId} runs without spark.authenticate: turn it on for the application")
     } else if (!settings.authenticate && r.key.isDefined) {
@@ -137,7 +143,13 @@ final class ApplicationRegistry(
       admit(r.appId) match {
         case Some(why) => Left(s"application ${r.appId} cannot register: $why")
         case None =>
-          val app = apps.computeIfAbsent(r.appId, id => new ServedApplication(id, r.key, caches, settings.maxOpenFiles))
+          var added = false
+          val app = apps.computeIfAbsent(r.appId,
+            { id =>
+              added = true
+              new ServedApplication(id, r.key, caches, settings.maxOpenFiles)
+            })
+          if (added) log.foreach(_.record(RegistrationLog.Application(r.appId, r.key)))
           if (app.key != r.key) Left(s"application ${r.appId} is registered with this node shuffle service under another key")
           else { app.touch(); Right(settings.applicationTimeoutMs.toString) }
       }
@@ -146,13 +158,20 @@ final class ApplicationRegistry(
   private def registerExecutor(r: RegisterExecutor): Either[String, String] = {
     val app = apps.get(r.appId)
     if (app == null) Left(s"application ${r.appId} is not registered")
-    else {
+    else if (!RegistrationLog.writable(r.executorId) || !r.dirs.forall(RegistrationLog.writable)) {
+      Left(s"executor ${r.executorId} of application ${r.appId}: an id or dir with a tab, line break or NUL")
+    } else {
       val dirs = r.dirs.map(new File(_))
       dirs.iterator.map(checkDir).collectFirst { case Some(why) => why } match {
         case Some(why) => Left(s"executor ${r.executorId} of application ${r.appId}: $why")
         case None =>
           app.touch()
-          app.layout.register(r.executorId, dirs.toIndexedSeq).map(_ => settings.applicationTimeoutMs.toString)
+          app.layout.register(r.executorId, dirs.toIndexedSeq).map { _ =>
+            log.foreach(_.record(RegistrationLog.Executor(r.appId, r.executorId, r.dirs)))
+            ApplicationRegistry.log.info(s"Executor ${r.executorId} of application ${r.appId} registered " +
+              s"${dirs.mkString(", ")}")
+            settings.applicationTimeoutMs.toString
+          }
       }
     }
   }
@@ -176,8 +195,32 @@ final class ApplicationRegistry(
     val app = apps.remove(appId)
     if (app != null) {
       ApplicationRegistry.log.info(s"Removing application $appId ($why): its map outputs on this node are deleted")
+      log.foreach(_.record(RegistrationLog.Removed(appId)))
       app.remove()
     }
+  }
+
+  /**
+   * Registers again what `log` kept from before a restart (service start, before the port opens):
+   * every application with its key, and every executor whose dirs are still there; each gets a
+   * whole timeout to be heard of again.
+   */
+  def recover(): Int = log.fold(0) { l =>
+    var executors = 0
+    l.replay().foreach {
+      case RegistrationLog.Application(app, key) =>
+        apps.computeIfAbsent(app, id => new ServedApplication(id, key, caches, settings.maxOpenFiles))
+      case RegistrationLog.Executor(app, executor, dirs) =>
+        val files = dirs.map(new File(_))
+        Option(apps.get(app)).filter(_ => files.forall(f => checkDir(f).isEmpty)).foreach { a =>
+          if (a.layout.register(executor, files.toIndexedSeq).isRight) executors += 1
+        }
+      case RegistrationLog.Removed(_) => ()
+    }
+    if (apps.size > 0) {
+      ApplicationRegistry.log.info(s"Recovered ${apps.size} applications and $executors executors' dirs from ${l}")
+    }
+    executors
   }
 
   /** Removes every application silent for longer than the timeout (housekeeping thread). */
@@ -194,12 +237,20 @@ final class ApplicationRegistry(
 
   def application(appId: String): Option[ServedApplication] = Option(apps.get(appId))
 
-  /** Removes every application (the service stops; the platform, or the next start, deletes its files). */
-  def clear(deleteFiles: Boolean): Unit = apps.keySet().asScala.toList.foreach { id =>
-    val app = apps.remove(id)
-    if (app != null) {
-      if (deleteFiles) app.remove() else app.partitions.shutdown(keepFinishedFiles = true)
+  /**
+   * Forgets every application (the service stops): with `deleteFiles` their files go and the
+   * recovery log says so; without, they stay for a restarted service (which recovers them) or the
+   * platform.
+   */
+  def clear(deleteFiles: Boolean): Unit = {
+    apps.keySet().asScala.toList.foreach { id =>
+      val app = apps.remove(id)
+      if (app != null) {
+        if (deleteFiles) { log.foreach(_.record(RegistrationLog.Removed(id))); app.remove() }
+        else app.partitions.shutdown(keepFinishedFiles = true)
+      }
     }
+    log.foreach(_.close())
   }
 }
 
@@ -220,10 +271,12 @@ object ApplicationRegistry {
  * @param applicationTimeoutMs an application nothing is heard of for this long is removed; 0: never
  *                             (YARN removes applications itself)
  * @param allowedRoots         registered dirs must lie under one of these; empty: anywhere
+ * @param recoveryDir          where registrations are kept across restarts ([[RegistrationLog]]), if anywhere
  */
 final case class ServiceSettings(
     authenticate: Boolean,
     applicationTimeoutMs: Long,
     allowedRoots: Seq[File],
     maxOpenFiles: Int,
-    indexCacheBytes: Long)
+    indexCacheBytes: Long,
+    recoveryDir: Option[File] = None)

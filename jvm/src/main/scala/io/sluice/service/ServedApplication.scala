@@ -39,7 +39,7 @@ private[service] final class ServedApplication(
 
     override def prepare(producerExecutor: Option[String], inputs: IndexedSeq[RequestedSubpartitions]): Unit = {
       val executor = producerExecutor.getOrElse(throw new TransportProtocolException(
-        "a request reached a node shuffle service without naming the executor that wrote its map outputs"))
+          "a request reached a node shuffle service without naming the executor that wrote its map outputs"))
       val code = layout.codeOf(executor)
       var i = 0
       while (i < inputs.size) {

@@ -23,7 +23,8 @@ private[service] object ServiceStatus {
       "diskBytes" -> usage.values.map(_._2).sum.toString) ++
       app.flatMap(registry.application).map { a =>
         val (files, bytes) = usage.getOrElse(a.appId, (0, 0L))
-        "application" -> (s"""{"id":${quote(a.appId)},"executors":[${a.layout.executors.map(e => quote(e._1)).mkString(",")}],""" +
+        "application" -> (s"""{"id":${quote(a.appId)},"executors":[${a.layout.executors.map(e => quote(e._1)).mkString(
+            ",")}],""" +
           s""""diskFiles":$files,"diskBytes":$bytes}""")
       }
     fields.map { case (k, v) => s"${quote(k)}:$v" }.mkString("{", ",", "}")

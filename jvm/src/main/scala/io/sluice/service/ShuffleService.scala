@@ -42,14 +42,19 @@ final class ShuffleService(
   private val caches = ResultPartitionManager.Caches(
     new PartitionedFileReaderCache(PartitionedFileReaderCache.effectiveCapacity(settings.maxOpenFiles)),
     new PartitionedFileIndexCache(settings.indexCacheBytes))
-  val registry = new ApplicationRegistry(settings, caches, housekeeping, () => totals, admit)
+  val registry = new ApplicationRegistry(settings, caches, housekeeping, settings.recoveryDir.map(new RegistrationLog(_)),
+    () => totals, admit)
   private val requestedPort = conf.get(SluiceOptions.ServicePort)
   private val server = new NettyServer(conf.withSettings(SluiceOptions.Port.key -> requestedPort.toString), transportConf,
     registry, if (settings.authenticate) Some(registry) else None, bindHost, sparkPipeline, counters, portMaxRetries = 0)
   @volatile private var stopped = false
 
-  /** Binds the service's port and starts expiring silent applications; returns the port. */
+  /**
+   * Recovers the registrations kept before a restart (see [[RegistrationLog]]), binds the service's
+   * port and starts expiring silent applications; returns the port.
+   */
   def start(): Int = {
+    registry.recover()
     val port =
       try server.start()
       catch {

@@ -31,7 +31,7 @@ final class ShuffleServiceClient(
   private val plain: TransportClientFactory = context.createClientFactory(java.util.List.of[TransportClientBootstrap]())
   private val authenticated: TransportClientFactory = secret.fold(plain) { k =>
     context.createClientFactory(java.util.List.of[TransportClientBootstrap](
-      new AuthClientBootstrap(transportConf, appId, ApplicationKey.holder(k))))
+        new AuthClientBootstrap(transportConf, appId, ApplicationKey.holder(k))))
   }
 
   /**
@@ -79,7 +79,7 @@ final class ShuffleServiceClient(
 
   private def failure(host: String, port: Int, what: String, cause: Throwable): IOException =
     new IOException(s"The Sluice shuffle service at $host:$port (${SluiceOptions.ServicePort.key}) $what for " +
-      s"application $appId: ${cause.getMessage}", cause)
+        s"application $appId: ${cause.getMessage}", cause)
 
   override def close(): Unit = {
     if (authenticated ne plain) authenticated.close()

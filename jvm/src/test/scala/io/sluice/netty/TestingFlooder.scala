@@ -53,7 +53,8 @@ final class TestingFlooder(serverPort: Int, val address: String = "127.0.0.2") e
       })
     val ch = bootstrap.connect(new InetSocketAddress(InetAddress.getLoopbackAddress, serverPort)).syncUninterruptibly().channel()
     channels.add(ch)
-    val reply = sparkHandler.getClient.sendRpcSync(ByteBuffer.wrap(NettyProtocol.upgradeRequest(NettyConnectionManager.DefaultAppId)), 30000)
+    val reply = sparkHandler.getClient.sendRpcSync(
+      ByteBuffer.wrap(NettyProtocol.upgradeRequest(NettyConnectionManager.DefaultAppId)), 30000)
     assert(NettyProtocol.isUpgradeReply(reply), "the server upgraded the flooder's connection")
     val capture = new ChannelInboundHandlerAdapter {
       override def channelRead(ctx: ChannelHandlerContext, msg: AnyRef): Unit = msg match {

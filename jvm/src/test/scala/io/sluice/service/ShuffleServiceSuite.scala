@@ -3,6 +3,8 @@ package io.sluice.service
 import java.io.File
 import java.nio.file.Files
 
+import scala.jdk.CollectionConverters._
+
 import io.sluice.{ShuffleEnvironment, TestingShuffleEnvironment, TransportSettings}
 import io.sluice.config.SluiceConf
 import io.sluice.netty.TestingSecretKeyHolder
@@ -92,14 +94,14 @@ class ShuffleServiceSuite extends AnyFunSuite {
     def env(app: String, id: String, settings: (String, String)*) = new ShuffleEnvironment(
       SluiceConf(TestingNodeService.Settings ++ settings), id, Seq(Files.createTempDirectory("sluice").toFile), None,
       TransportSettings(new org.apache.spark.network.util.TransportConf("sluice",
-        new org.apache.spark.network.util.MapConfigProvider(java.util.Map.of())), None, "127.0.0.1",
+          new org.apache.spark.network.util.MapConfigProvider(java.util.Map.of())), None, "127.0.0.1",
         SparkInternals.TransportPipeline, portMaxRetries = 0, appId = Some(app)))
     val b = env("app-b", "B", "spark.sluice.network.port" -> port.toString)
     val reader = env("app-a", "R")
     try {
       writeMapOutput(b, 0, 5L, 2)
       val e = intercept[InputChannelException](read(reader,
-        Seq(GateInput(ResultPartitionID(0, 5L), 0, 1, io.sluice.partition.consumer.ProducerLocation("A", "127.0.0.1", port)))))
+          Seq(GateInput(ResultPartitionID(0, 5L), 0, 1, io.sluice.partition.consumer.ProducerLocation("A", "127.0.0.1", port)))))
       assert(e.getMessage.contains("application app-a") && e.getMessage.contains("serves application app-b only"),
         e.getMessage)
       assert(b.connectionManager.counters.bytesSent.sum == 0L, "app-b's server sent data to app-a's reader")
@@ -126,14 +128,14 @@ class ShuffleServiceSuite extends AnyFunSuite {
       val other = node.client("app-a", secretB)
       try {
         val e = intercept[java.io.IOException](other.registerExecutor("127.0.0.1", node.port, "3",
-          node.dirsOf("app-a", "3").map(_.getPath)))
+            node.dirsOf("app-a", "3").map(_.getPath)))
         assert(e.getMessage.contains("app-a") && e.getMessage.contains("another key"), e.getMessage)
       } finally other.close()
       // An application without spark.authenticate cannot register with an authenticating service.
       val open = node.client("app-c")
       try {
         val e = intercept[java.io.IOException](open.registerExecutor("127.0.0.1", node.port, "1",
-          node.dirsOf("app-c", "1").map(_.getPath)))
+            node.dirsOf("app-c", "1").map(_.getPath)))
         assert(e.getMessage.contains("spark.authenticate"), e.getMessage)
       } finally open.close()
     } finally node.close()
@@ -175,6 +177,29 @@ class ShuffleServiceSuite extends AnyFunSuite {
       assert(node.service.registry.application("app-1").isEmpty, "a silent application was kept")
       assert(node.filesOf("app-1") == Nil)
     } finally node.close()
+  }
+
+  test("a restarted service with a recovery dir serves what executors registered before the restart") {
+    val recovery = Files.createTempDirectory("sluice-recovery").toFile
+    val first = new TestingNodeService(recoveryDir = Some(recovery))
+    var second: TestingNodeService = null
+    try {
+      val writer = first.executor("app-1", "1")
+      Seq(1L, 2L).foreach(m => writeMapOutput(writer, 0, m, 3))
+      writer.shutdown()
+      first.stopForRestart()
+      val log = new File(recovery, RegistrationLog.FileName)
+      assert(java.nio.file.attribute.PosixFilePermissions.toString(
+        java.nio.file.Files.getPosixFilePermissions(log.toPath)) == "rw-------")
+      second = new TestingNodeService(recoveryDir = Some(recovery), rootDir = Some(first.root),
+        servicePort = Some(first.port))
+      assert(second.service.registry.application("app-1").exists(_.layout.codeOf("1") == 0))
+      val reader = second.executor("app-1", "2")
+      assert(read(reader, inputs(second, "1", Seq(1L, 2L), 1)) == expected(Seq(1L, 2L), 1))
+    } finally {
+      if (second != null) second.close() else first.close()
+      Files.walk(recovery.toPath).iterator().asScala.toList.reverse.foreach(p => Files.deleteIfExists(p))
+    }
   }
 
   test("registered dirs must be Sluice's own, absolute, real and under the allowed roots") {

@@ -23,14 +23,17 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
 final class TestingNodeService(
     authenticate: Boolean = false,
     applicationTimeoutMs: Long = 0L,
-    allowedRoots: Seq[File] = Nil) extends AutoCloseable {
+    allowedRoots: Seq[File] = Nil,
+    recoveryDir: Option[File] = None,
+    rootDir: Option[File] = None,
+    servicePort: Option[Int] = None) extends AutoCloseable {
 
-  val root: File = Files.createTempDirectory("sluice-node").toFile
-  val port: Int = TestingNodeService.freePort()
+  val root: File = rootDir.getOrElse(Files.createTempDirectory("sluice-node").toFile)
+  val port: Int = servicePort.getOrElse(TestingNodeService.freePort())
   val conf: SluiceConf = SluiceConf(TestingNodeService.Settings :+ (SluiceOptions.ServicePort.key -> port.toString))
   val transportConf = new TransportConf("sluice", new MapConfigProvider(java.util.Map.of()))
   val service = new ShuffleService(conf, transportConf,
-    ServiceSettings(authenticate, applicationTimeoutMs, allowedRoots, 64, 1L << 20), "127.0.0.1",
+    ServiceSettings(authenticate, applicationTimeoutMs, allowedRoots, 64, 1L << 20, recoveryDir), "127.0.0.1",
     SparkInternals.TransportPipeline)
   service.start()
   val address: NodeServiceAddress = NodeServiceAddress("127.0.0.1", port)
@@ -75,6 +78,9 @@ final class TestingNodeService(
       Files.walk(root.toPath).iterator().asScala.toList.reverse.foreach(p => Files.deleteIfExists(p))
     }
   }
+
+  /** Stops the service as a restart does (files and recovery log stay), leaving the executors made here running. */
+  def stopForRestart(): Unit = service.stop(deleteFiles = false)
 }
 
 object TestingNodeService {

@@ -99,7 +99,8 @@ final case class ChannelInput(index: Int, partitionId: ResultPartitionID, subpar
  */
 final case class ProducerLocation(executorId: String, host: String, port: Int, node: Boolean = false) {
   override def toString: String =
-    if (node) s"executor $executorId (served by the node shuffle service at $host:$port)" else s"executor $executorId ($host:$port)"
+    if (node) s"executor $executorId (served by the node shuffle service at $host:$port)"
+    else s"executor $executorId ($host:$port)"
 }
 
 /**

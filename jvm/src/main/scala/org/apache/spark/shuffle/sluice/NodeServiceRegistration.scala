@@ -68,10 +68,11 @@ private[sluice] object NodeServiceRegistration extends Logging {
         dirs.foreach(d => d.delete())
         Outcome(blockManagerDirs, None)
       case NonFatal(e) =>
-        throw new IllegalStateException(s"Executor $executorId could not register with the Sluice shuffle service at " +
-          s"${service.host}:${service.port} (${SluiceOptions.ServiceEnabled.key}=true): ${e.getMessage}. Start the " +
-          s"service on every node (see Sluice's docs/deploying.md), or set ${SluiceOptions.ServiceFallbackToExecutor.key}" +
-          "=true to let executors serve their own map outputs when it is not there.", e)
+        throw new IllegalStateException(
+          s"Executor $executorId could not register with the Sluice shuffle service at " +
+            s"${service.host}:${service.port} (${SluiceOptions.ServiceEnabled.key}=true): ${e.getMessage}. Start the " +
+            s"service on every node (see Sluice's docs/deploying.md), or set ${SluiceOptions.ServiceFallbackToExecutor.key}" +
+            "=true to let executors serve their own map outputs when it is not there.", e)
     }
   }
 }

@@ -29,7 +29,8 @@ object ServiceConfiguration {
    * the key of a bad value.
    */
   def service(props: Map[String, String], bindHost: String, admit: String => Option[String] = _ => None,
-      allowedRoots: Seq[File] = Nil, applicationTimeoutMs: Option[Long] = None): ShuffleService = {
+      allowedRoots: Seq[File] = Nil, applicationTimeoutMs: Option[Long] = None,
+      recoveryDir: Option[File] = None): ShuffleService = {
     val settings = props.filter { case (k, _) => relevant(k) }
     val sluice = SluiceConf(settings.filter(_._1.startsWith("spark.sluice.")).toSeq)
     val transportConf = TransportConfOverlay(new TransportConf("sluice", new MapConfigProvider(settings.asJava)), sluice)
@@ -43,7 +44,8 @@ object ServiceConfiguration {
       applicationTimeoutMs = applicationTimeoutMs.getOrElse(sluice.get(SluiceOptions.ServiceApplicationTimeout)),
       allowedRoots = roots.map(r => r.toPath.toAbsolutePath.normalize().toFile).toSeq,
       maxOpenFiles = sluice.get(SluiceOptions.MaxOpenPartitionFiles),
-      indexCacheBytes = sluice.get(SluiceOptions.IndexCacheSize))
+      indexCacheBytes = sluice.get(SluiceOptions.IndexCacheSize),
+      recoveryDir = recoveryDir.orElse(Some(sluice.get(SluiceOptions.ServiceRecoveryDir)).filter(_.nonEmpty).map(new File(_))))
     new ShuffleService(sluice, transportConf, serviceSettings, bindHost, SparkInternals.TransportPipeline, admit)
   }
 }

@@ -26,9 +26,19 @@ import io.sluice.config.SluiceOptions
 object SluiceShuffleServiceMain {
 
   private val Usage =
-    "usage: SluiceShuffleServiceMain [--properties-file FILE] [--conf KEY=VALUE]... [--host ADDRESS]"
+    "usage: SluiceShuffleServiceMain [--properties-file FILE] [--conf KEY=VALUE]... [--host ADDRESS]\n" +
+      "       SluiceShuffleServiceMain --status HOST:PORT [--properties-file FILE] [--conf KEY=VALUE]..."
 
   def main(args: Array[String]): Unit = {
+    // Spark's own default logging (INFO and above to stderr), unless the operator gives a configuration.
+    if (System.getProperty("log4j2.configurationFile") == null) {
+      System.setProperty("log4j2.configurationFile", "org/apache/spark/log4j2-defaults.properties")
+    }
+    val status = args.indexOf("--status")
+    if (status >= 0) {
+      if (status + 1 >= args.length) { System.err.println(Usage); sys.exit(2) }
+      sys.exit(printStatus(args(status + 1), args.patch(status, Nil, 2).toList))
+    }
     val (props, host) =
       try parse(args.toList)
       catch {
@@ -46,12 +56,30 @@ object SluiceShuffleServiceMain {
     val port = service.start()
     val stopped = new CountDownLatch(1)
     Runtime.getRuntime.addShutdownHook(new Thread(() => {
-      service.stop(deleteFiles = false)
-      stopped.countDown()
-    }, "sluice-service-stop"))
+        service.stop(deleteFiles = false)
+        stopped.countDown()
+      }, "sluice-service-stop"))
     println(s"Sluice shuffle service listening on $host:$port")
     System.out.flush()
     stopped.await()
+  }
+
+  /**
+   * Prints the metrics of the service at `address` (HOST:PORT) as JSON: registered applications and
+   * executors, connections, readers, bytes sent, queued reads, disk; 0 when it answered, 1 when not.
+   * A service with spark.authenticate answers only an application's authenticated clients.
+   */
+  private def printStatus(address: String, rest: List[String]): Int = {
+    val at = address.lastIndexOf(':')
+    val port = if (at > 0) address.substring(at + 1).toIntOption else None
+    if (port.isEmpty) { System.err.println(s"--status $address: expected HOST:PORT"); return 2 }
+    val (props, _) = parse(rest)
+    val transportConf = new org.apache.spark.network.util.TransportConf("sluice",
+      new org.apache.spark.network.util.MapConfigProvider(props.filter(e => ServiceConfiguration.relevant(e._1)).asJava))
+    val client = new io.sluice.service.ShuffleServiceClient(transportConf, "", None, 30000L)
+    try { println(client.status(address.substring(0, at), port.get)); 0 }
+    catch { case e: java.io.IOException => System.err.println(e.getMessage); 1 }
+    finally client.close()
   }
 
   /** The properties (file first, then `--conf`s) and the bind address `args` give. */
@@ -72,8 +100,9 @@ object SluiceShuffleServiceMain {
       case Nil => ()
     }
     val all = props ++ confs
-    all.keys.filter(k => k.startsWith("spark.sluice.") && !SluiceOptions.byKey.contains(k) &&
-      !k.startsWith("spark.sluice.io.")).foreach { k =>
+    all.keys.filter(k =>
+      k.startsWith("spark.sluice.") && !SluiceOptions.byKey.contains(k) &&
+        !k.startsWith("spark.sluice.io.")).foreach { k =>
       throw new IllegalArgumentException(s"unknown setting $k (see Sluice's docs/configuration.md)")
     }
     (all, host)

@@ -26,7 +26,7 @@ import org.apache.hadoop.yarn.server.api.{
  * It serves the map outputs of the NodeManager's containers from dirs under the NodeManager's local
  * dirs (yarn.nodemanager.local-dirs); an application may register only while one of its containers
  * runs on this node, and its files go when the NodeManager says it ended (stopApplication), so
- * there is no timeout. Spark hands an application's secret only to its own shuffle service, so this
+ * there is no timeout. With the NodeManager's recovery on, registrations survive its restarts. Spark hands an application's secret only to its own shuffle service, so this
  * one learns an application's key from the application's first executor (see ApplicationRegistry).
  * Called by the NodeManager's service and event threads; thread-safe.
  */
@@ -38,8 +38,10 @@ class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService
   override protected def serviceInit(conf: Configuration): Unit = {
     val props = conf.iterator().asScala.map(e => e.getKey -> e.getValue).filter(e => ServiceConfiguration.relevant(e._1)).toMap
     val localDirs = conf.getTrimmedStrings("yarn.nodemanager.local-dirs").toSeq.map(d => new File(stripScheme(d)))
+    // The NodeManager's recovery path (yarn.nodemanager.recovery.enabled) keeps registrations across its restarts.
+    val recovery = Option(getRecoveryPath).map(p => new File(stripScheme(p.toUri.toString), "sluice"))
     service = ServiceConfiguration.service(props, bindHost = "0.0.0.0", admit = admit, allowedRoots = localDirs,
-      applicationTimeoutMs = Some(0L))
+      applicationTimeoutMs = Some(0L), recoveryDir = recovery)
     super.serviceInit(conf)
   }
 

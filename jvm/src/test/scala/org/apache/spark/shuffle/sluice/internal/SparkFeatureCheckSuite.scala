@@ -56,6 +56,19 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
     SparkFeatureCheck.verify(conf("spark.dynamicAllocation.shuffleTracking.enabled" -> "false"))
   }
 
+  test("with Sluice's node shuffle service, dynamic allocation runs without shuffle tracking, through Sluice's storage plugin") {
+    val service = Seq("spark.sluice.service.enabled" -> "true",
+      SparkFeatureCheck.ShuffleDataIOKey -> SparkFeatureCheck.SluiceShuffleDataIO)
+    SparkFeatureCheck.verify(conf(service ++ Seq("spark.dynamicAllocation.enabled" -> "true",
+          "spark.dynamicAllocation.shuffleTracking.enabled" -> "false"): _*))
+    // Without Sluice's storage plugin Spark would not know the outputs are kept: refused, naming the key.
+    val m = refusal("spark.sluice.service.enabled" -> "true")
+    assert(m.contains(s"${SparkFeatureCheck.ShuffleDataIOKey}=${SparkFeatureCheck.SluiceShuffleDataIO}"), m)
+    // Dynamic allocation without tracking or service: the refusal names the service as a way out.
+    val d = refusal("spark.dynamicAllocation.enabled" -> "true", "spark.dynamicAllocation.shuffleTracking.enabled" -> "false")
+    assert(d.contains("spark.sluice.service.enabled=true"), d)
+  }
+
   test("every problem is listed in one message") {
     val m = refusal("spark.shuffle.service.enabled" -> "true", "spark.shuffle.push.enabled" -> "true",
       "spark.dynamicAllocation.enabled" -> "true", "spark.dynamicAllocation.shuffleTracking.enabled" -> "false",

@@ -74,7 +74,8 @@ object SparkInternalsAllowlist {
     Seq(
       Allowed("org.apache.spark.shuffle.api.ShuffleDataIO", boundary("SluiceShuffleDataIO"),
         "spark.shuffle.sort.io.plugin.class: how a plugin tells Spark its map outputs outlive executors"),
-      Allowed("org.apache.spark.shuffle.api.ShuffleDriverComponents", boundary("SluiceShuffleDataIO", "SluiceShuffleDriverComponents"),
+      Allowed("org.apache.spark.shuffle.api.ShuffleDriverComponents",
+        boundary("SluiceShuffleDataIO", "SluiceShuffleDriverComponents"),
         "the driver's half of the storage plugin: supportsReliableStorage, removeShuffle, cleanupApplication"),
       Allowed("org.apache.spark.shuffle.api.ShuffleExecutorComponents", boundary("SluiceShuffleDataIO"),
         "the storage plugin must name executor components; Sluice hands Spark's local-disk ones, which it never uses"),

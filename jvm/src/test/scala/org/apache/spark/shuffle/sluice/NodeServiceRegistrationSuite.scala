@@ -1,0 +1,80 @@
+package org.apache.spark.shuffle.sluice
+
+import java.io.File
+import java.nio.file.Files
+
+import io.sluice.NodeServiceAddress
+import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.service.TestingNodeService
+import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
+import org.apache.spark.shuffle.sluice.internal.SluiceLocation
+import org.apache.spark.storage.BlockManagerId
+import org.scalatest.funsuite.AnyFunSuite
+
+class NodeServiceRegistrationSuite extends AnyFunSuite {
+
+  private val transportConf = new TransportConf("sluice", new MapConfigProvider(java.util.Map.of()))
+
+  private def conf(settings: (String, String)*): SluiceConf = SluiceConf(settings)
+
+  private def register(c: SluiceConf, roots: Seq[File], announced: NodeServiceAddress => Unit = _ => ()) =
+    NodeServiceRegistration.register(c, transportConf, "app-7", "3", "127.0.0.1", roots, Seq(new File("/blockmgr")),
+      None, 30000L, announced)
+
+  test("without the service, the executor serves its outputs from the BlockManager's dirs") {
+    val out = register(conf(), Seq(new File("/nowhere")))
+    assert(out == NodeServiceRegistration.Outcome(Seq(new File("/blockmgr")), None))
+  }
+
+  test("an executor registers its own Sluice dirs under each local root, and tells the driver which service") {
+    val node = new TestingNodeService()
+    val roots = Seq(Files.createTempDirectory(node.root.toPath, "root-a").toFile,
+      Files.createTempDirectory(node.root.toPath, "root-b").toFile)
+    try {
+      var announced = Option.empty[NodeServiceAddress]
+      val out = register(conf(SluiceOptions.ServiceEnabled.key -> "true", SluiceOptions.ServicePort.key -> node.port.toString),
+        roots, a => announced = Some(a))
+      assert(out.service.contains(node.address) && announced.contains(node.address))
+      assert(out.dirs == roots.map(r => new File(r, "sluice-app-7-3")) && out.dirs.forall(_.isDirectory))
+      assert(node.service.registry.application("app-7").exists(_.layout.executors == Seq("3" -> out.dirs.toIndexedSeq)))
+    } finally node.close()
+  }
+
+  test("a service that is not there stops the executor naming it, or with the fallback, the executor serves itself") {
+    val root = Files.createTempDirectory("sluice-root").toFile
+    val port = TestingNodeService.freePort() // nothing listens there
+    val settings = Seq(SluiceOptions.ServiceEnabled.key -> "true", SluiceOptions.ServicePort.key -> port.toString)
+    try {
+      val e = intercept[IllegalStateException](register(conf(settings: _*), Seq(root)))
+      assert(
+        e.getMessage.contains(s"127.0.0.1:$port") && e.getMessage.contains(SluiceOptions.ServiceEnabled.key) &&
+          e.getMessage.contains(SluiceOptions.ServiceFallbackToExecutor.key), e.getMessage)
+      val out = register(conf(settings :+ (SluiceOptions.ServiceFallbackToExecutor.key -> "true"): _*), Seq(root))
+      assert(out == NodeServiceRegistration.Outcome(Seq(new File("/blockmgr")), None))
+      assert(!new File(root, "sluice-app-7-3").exists(), "the fallback left the unused Sluice dir behind")
+    } finally {
+      new File(root, "sluice-app-7-3").delete()
+      root.delete()
+    }
+  }
+
+  test("the service's address: SLUICE_SERVICE_HOST, else spark.sluice.service.host, else the executor's host") {
+    val c = conf(SluiceOptions.ServicePort.key -> "7400")
+    assert(NodeServiceRegistration.serviceAddress(c, "10.0.0.5", _ => None) == NodeServiceAddress("10.0.0.5", 7400))
+    val named = conf(SluiceOptions.ServicePort.key -> "7400", SluiceOptions.ServiceHost.key -> "node-1")
+    assert(NodeServiceRegistration.serviceAddress(named, "10.0.0.5", _ => None) == NodeServiceAddress("node-1", 7400))
+    assert(NodeServiceRegistration.serviceAddress(named, "10.0.0.5", Map("SLUICE_SERVICE_HOST" -> "192.168.1.9").get) ==
+      NodeServiceAddress("192.168.1.9", 7400))
+  }
+
+  test("a map output's location names its node service, and readers find the executor id, host and port in it") {
+    val original = BlockManagerId("4", "10.0.0.5", 41000, Some("rack-1"))
+    val served = BlockManagerId("4", "10.0.0.5", 41000, Some(SluiceLocation.encodeNode("192.168.1.9", 7338, Some("rack-1"))))
+    val p = SluiceLocation.producer(served)
+    assert(p.executorId == "4" && p.host == "192.168.1.9" && p.port == 7338 && p.node)
+    assert(SluiceLocation.isNodeServed(served) && !SluiceLocation.isNodeServed(original))
+    val own = SluiceLocation.producer(BlockManagerId("4", "10.0.0.5", 41000, Some(SluiceLocation.encode(45000, None))))
+    assert(own.host == "10.0.0.5" && own.port == 45000 && !own.node)
+    assert(intercept[IllegalStateException](SluiceLocation.producer(original)).getMessage.contains("no Sluice server"))
+  }
+}
