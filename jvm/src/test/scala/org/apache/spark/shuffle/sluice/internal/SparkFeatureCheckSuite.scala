@@ -63,6 +63,16 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
     assert(m.split("\n  - ").length == 4, m)
   }
 
+  test("the codec, the I/O encryption cipher and the decommissioning fallback storage are refused in the same message") {
+    val m = refusal("spark.io.compression.codec" -> "brotli", "spark.io.encryption.enabled" -> "true",
+      "spark.io.crypto.cipher.transformation" -> "AES/GCM/NoPadding", "spark.storage.decommission.enabled" -> "true",
+      "spark.storage.decommission.fallbackStorage.path" -> "s3a://bucket/fallback/")
+    assert(m.split("\n  - ").length == 4, m)
+    assert(m.contains("spark.io.compression.codec=brotli: use lz4, lzf, snappy or zstd"), m)
+    assert(m.contains("spark.io.crypto.cipher.transformation=AES/GCM/NoPadding is not supported"), m)
+    assert(m.contains("Unset spark.storage.decommission.fallbackStorage.path"), m)
+  }
+
   test("the blocking manager refuses at construction, on the driver and on executors") {
     for (isDriver <- Seq(true, false)) {
       val e = intercept[IllegalArgumentException](
