@@ -145,7 +145,7 @@ def test_the_history_server_replays_the_diagnosis(jobs: Dict[str, Any], history_
     dom = run_chromium(["--dump-dom", f"{history_server}/history/{jobs['app_id']}/sluice/"])
     assert 'id="sluice-batch"' in dom and f"Skew: reduce partition {jobs['hot_partition'][0]}" in dom
     # The application's one-line summary, kept from its event log.
-    assert tab["summary"]["summary"].startswith("Sluice summary: ") and tab["summary"]["slowest_stage_id"] is not None
+    assert tab["summary"]["line"].startswith("Sluice summary: ") and tab["summary"]["slowest_stage_id"] is not None
     assert 'id="sluice-summary"' in dom
 
 

@@ -129,7 +129,7 @@ private[sluice] object SluiceJson {
 
   /** The application's summary, posted when it ends ([[SparkListenerSluiceApplicationSummary]]). */
   def summary(s: SparkListenerSluiceApplicationSummary): JObject = JObject(
-    "summary" -> JString(s.line), "stages" -> JInt(s.stages), "bytes_shuffled" -> JLong(s.bytesShuffled),
+    "line" -> JString(s.line), "stages" -> JInt(s.stages), "bytes_shuffled" -> JLong(s.bytesShuffled),
     "bytes_remote" -> JLong(s.bytesRemote), "fetch_wait_ms" -> JLong(s.fetchWaitMs),
     "buffer_wait_ms" -> JLong(s.bufferWaitMs),
     "slowest_stage_id" -> (if (s.slowestStageId >= 0) JInt(s.slowestStageId) else JNull),

@@ -230,7 +230,7 @@ class SluiceEventPublisherSuite extends AnyFunSuite with NettyLeakDetection {
       listeners.foreach(_.onOtherEvent(back))
       val data = new ReplayedTabData(store)
       assert(data.summary.contains(s))
-      assert(data.json \ "summary" \ "summary" == JString(s.line) && data.json \ "summary" \ "slowest_stage_id" == JInt(4))
+      assert(data.json \ "summary" \ "line" == JString(s.line) && data.json \ "summary" \ "slowest_stage_id" == JInt(4))
     } finally store.close()
 
     // No stage shuffled through Sluice: still one line, without a slowest stage.
