@@ -123,7 +123,7 @@ class SlowConsumerQuery:
                     continue
                 row = sampled
                 if (
-                    row["level"] == "HIGH"
+                    row["backpressure_level"] == "HIGH"
                     and len(tasks) == 2
                     and max(r["outPoolUsage"] for r in tasks) >= 0.9
                     and all(r["backPressuredTimeMsPerSecond"] > 0 for r in tasks)
@@ -143,7 +143,7 @@ def sample_while_running(spark: SparkSession, stage: int, tasks: int) -> Optiona
 
     tracker = spark.sparkContext.statusTracker()
     while stage in tracker.getActiveStageIds():
-        [row] = sluice.backpressure(spark, stage).to_pylist()
+        [row] = sluice.backpressure(spark, stage_id=stage).to_pylist()
         if row["sampled_tasks"] >= tasks:
             return row
         time.sleep(0.2)
@@ -158,7 +158,7 @@ def sample_until_all_tasks_seen(spark: SparkSession, stage: int, tasks: int, tim
     deadline = time.monotonic() + timeout
     row: Dict[str, Any] = {}
     while time.monotonic() < deadline:
-        [row] = sluice.backpressure(spark, stage).to_pylist()
+        [row] = sluice.backpressure(spark, stage_id=stage).to_pylist()
         if row["sampled_tasks"] >= tasks:
             return row
         time.sleep(0.2)

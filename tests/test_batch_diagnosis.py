@@ -59,9 +59,11 @@ def reduce_stage(result: Dict[str, Any], group: str, table: List[Dict[str, Any]]
 
 
 def json_cause(tab: Dict[str, Any], result: Dict[str, Any], group: str) -> Dict[str, Any]:
-    batch: Dict[str, Any] = reduce_stage(result, group, tab["stages"])["batch"]
+    """The figures of ``group``'s reduce stage's batch diagnosis in the tab's JSON, with its ``cause``."""
+    stage = reduce_stage(result, group, tab["stages"])
+    batch: Dict[str, Any] = stage["batch"]
     assert batch is not None, f"{group}'s reduce stage has no batch diagnosis"
-    return batch
+    return {**batch, "cause": stage["cause"]}
 
 
 def batch_row_html(html: str, stage: int) -> str:
@@ -101,10 +103,10 @@ def test_the_tab_json_and_python_name_each_cause(jobs: Dict[str, Any]) -> None:
     # The same in Python's stage table, with its job and stage columns.
     stages = jobs["stages"]
     skew = reduce_stage(jobs, "skew", stages)
-    assert skew["batch"] and skew["batch_cause"].startswith("Skew: ") and skew["skew_ratio"] >= 4.0
+    assert skew["batch"] and skew["cause"].startswith("Skew: ") and skew["skew_ratio"] >= 4.0
     assert skew["job_group"] == "skew" and skew["job_ids"] and skew["job_ids"][0] in jobs["groups"]["skew"]["jobs"]
     assert skew["sql_execution_id"] is not None and skew["stage_name"]
-    assert reduce_stage(jobs, "balanced", stages)["batch_cause"].startswith(HEALTHY)
+    assert reduce_stage(jobs, "balanced", stages)["cause"].startswith(HEALTHY)
     assert reduce_stage(jobs, "slow", stages)["slow_executor"] == "1"
     assert reduce_stage(jobs, "slow", stages)["sql_execution_id"] is None  # an RDD job
     # One job's stages.
@@ -138,10 +140,13 @@ def test_the_history_server_replays_the_diagnosis(jobs: Dict[str, Any], history_
     tab = replayed(history_server, jobs["app_id"], completed=True)
     assert tab["replayed"] is True
     check_causes(jobs, tab)
-    live = {s["stage_id"]: s["batch"]["cause"] for s in jobs["json"]["stages"]}
-    assert {s["stage_id"]: s["batch"]["cause"] for s in tab["stages"]} == live
+    live = {s["stage_id"]: s["cause"] for s in jobs["json"]["stages"]}
+    assert {s["stage_id"]: s["cause"] for s in tab["stages"]} == live
     dom = run_chromium(["--dump-dom", f"{history_server}/history/{jobs['app_id']}/sluice/"])
     assert 'id="sluice-batch"' in dom and f"Skew: reduce partition {jobs['hot_partition'][0]}" in dom
+    # The application's one-line summary, kept from its event log.
+    assert tab["summary"]["line"].startswith("Sluice summary: ") and tab["summary"]["slowest_stage_id"] is not None
+    assert 'id="sluice-summary"' in dom
 
 
 def test_starved_network_memory_names_the_waits_for_buffers(tmp_path: Path) -> None:
@@ -150,7 +155,7 @@ def test_starved_network_memory_names_the_waits_for_buffers(tmp_path: Path) -> N
     assert batch["cause"].startswith("Waits for network buffers: "), batch
     assert batch["buffer_wait_ms"] >= 0.1 * batch["executor_run_time_ms"]
     row = reduce_stage(result, "starved", result["stages"])
-    assert row["batch_cause"] == batch["cause"] and row["buffer_wait_ms"] == batch["buffer_wait_ms"]
+    assert row["cause"] == batch["cause"] and row["buffer_wait_ms"] == batch["buffer_wait_ms"]
     assert "Waits for network buffers" in batch_row_html(result["html"], row["stage_id"])
     waited = [r for r in result["metrics"] if r["stage_id"] == row["stage_id"] and r["buffer_wait_ms"] > 0]
     assert waited, "no reduce task reports a wait for network buffers"

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 import pytest
 import sluice
-from sluice._submit import split, submit_command, submit_environment, submit_master
-from sluice.cli import connect_server_command, main, submit_command_line
+from sluice import compare
+from sluice._submit import properties, split, submit_command, submit_environment, submit_master
+from sluice.cli import conf_parser, connect_server_command, main, sluice_conf, submit_command_line
 from sluice.config import PLUGIN, SHUFFLE_MANAGER, spark_conf
 
 
@@ -31,7 +34,8 @@ def test_conf_prints_spark_submit_arguments(capsys: pytest.CaptureFixture[str]) 
     assert f"spark.shuffle.manager={SHUFFLE_MANAGER}" in confs
     assert "spark.sluice.bufferTimeout=10ms" in confs
     assert "spark.sluice.network.buffersPerChannel=4" in confs
-    assert "spark.metrics.conf.*.sink.prometheusServlet.path=/metrics/prometheus" in confs
+    for instance in ("driver", "executor"):
+        assert f"spark.metrics.conf.{instance}.sink.prometheusServlet.path=/metrics/prometheus" in confs
 
 
 def test_conf_rejects_a_bad_value() -> None:
@@ -66,8 +70,10 @@ def test_submit_merges_the_users_jars_and_plugins() -> None:
 def test_help_lists_the_commands() -> None:
     done = subprocess.run([sys.executable, "-m", "sluice.cli", "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    for command in ("jar", "conf", "submit", "demo"):
-        assert command in done.stdout
+    for command in ("jar", "conf", "submit", "doctor", "compare", "connect-server", "demo", "bench"):
+        assert f"\n  {command} " in done.stdout, command
+    unknown = subprocess.run([sys.executable, "-m", "sluice.cli", "sumbit"], capture_output=True, text=True)
+    assert unknown.returncode == 2 and "unknown command 'sumbit'" in unknown.stderr
 
 
 def test_version_prints_the_installed_version() -> None:
@@ -88,8 +94,21 @@ def test_bench_without_sluice_bench_says_how_to_install_it(monkeypatch: pytest.M
 def test_demo_help_lists_keep_ui_and_compare() -> None:
     done = subprocess.run([sys.executable, "-m", "sluice.cli", "demo", "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    for option in ("--keep-ui", "--compare", "--rows", "--partitions", "--master"):
+    for option in ("--keep-ui", "--compare", "--rounds", "--rows", "--partitions", "--master"):
         assert option in done.stdout
+
+
+def test_demo_compare_hands_its_job_to_sluice_compare() -> None:
+    from sluice import compare, demo
+
+    args = demo.compare_arguments(20_000, 4, "local[2]", 2)
+    parsed = compare.parser().parse_args(args[: args.index("--")])
+    assert parsed.rounds == 2
+    user_args = args[args.index("--") + 1 :]
+    options, application = split(user_args)
+    assert application == [demo.__file__, "--rows", "20000", "--partitions", "4"]
+    assert ("--master", "local[2]") in [(o.name, o.value) for o in options]
+    assert ("spark.sql.autoBroadcastJoinThreshold", "-1") in [o.conf() for o in options]
 
 
 def test_demo_rejects_a_bad_keep_ui() -> None:
@@ -97,9 +116,9 @@ def test_demo_rejects_a_bad_keep_ui() -> None:
         main(["demo", "--keep-ui", "0"])
 
 
-def test_demo_shows_its_ui_while_it_runs_keeps_it_open_and_compares_with_the_sort_shuffle() -> None:
-    """A tiny demo on local[2]: the UI address comes first, progress follows step by step, the
-    Sluice tab answers while --keep-ui holds the session, and --compare prints both times."""
+def test_demo_shows_its_ui_while_it_runs_and_keeps_it_open() -> None:
+    """A tiny demo on local[2]: the UI address comes first, progress follows step by step, and the
+    Sluice tab answers while --keep-ui holds the session."""
     command = [
         sys.executable,
         "-m",
@@ -113,7 +132,6 @@ def test_demo_shows_its_ui_while_it_runs_keeps_it_open_and_compares_with_the_sor
         "local[2]",
         "--keep-ui",
         "5",
-        "--compare",
     ]
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
@@ -137,9 +155,7 @@ def test_demo_shows_its_ui_while_it_runs_keeps_it_open_and_compares_with_the_sor
     assert "(Sluice tab: http" in lines[ui[0]] and lines[ui[0]].endswith("/sluice/)")
     assert [line for line in lines if line.startswith("join on key (sort-merge) ...")], lines
     assert 'id="sluice-stages"' in tab_page  # the tab answered while --keep-ui held the session
-    assert any(line.startswith("time with Sluice: ") for line in lines), lines
-    assert any(line.startswith("time with Spark's sort shuffle: ") for line in lines), lines
-    assert "same results: yes" in lines, lines
+    assert any(line.startswith("network metrics (sluice.metrics") for line in lines), lines
 
 
 def http_get(url: str) -> str:
@@ -232,13 +248,13 @@ def test_submit_takes_sluices_options_before_the_application() -> None:
         ["--buffer-timeout", "10ms", "--prometheus", "--master", "local[2]", "app.py", "--buffer-timeout", "x"],
     )
     assert "spark.sluice.bufferTimeout=10ms" in command
-    assert "spark.metrics.conf.*.sink.prometheusServlet.path=/metrics/prometheus" in command
+    assert "spark.metrics.conf.driver.sink.prometheusServlet.path=/metrics/prometheus" in command
     # Sluice's options are not passed on; the application's own arguments are untouched.
     assert command[-5:] == ["--master", "local[2]", "app.py", "--buffer-timeout", "x"]
     assert command.count("--buffer-timeout") == 1
     with pytest.raises(SystemExit, match="spark.sluice.memory.segmentSize"):
         submit_command_line("spark-submit", ["--segment-size", "3k", "app.py"])
-    with pytest.raises(SystemExit, match="usage: sluice submit"):
+    with pytest.raises(SystemExit, match="sluice submit: no application: give app.py"):
         submit_command_line("spark-submit", ["--buffer-timeout", "10ms"])
     port = submit_command_line("spark-submit", ["--sluice-port", "7070", "app.py"])
     assert "spark.sluice.network.port=7070" in port
@@ -253,3 +269,140 @@ def test_connect_server_flags_name_which_port_they_set() -> None:
             connect_server_command("spark-submit", ambiguous, {})
     with pytest.raises(SystemExit, match="--port is ambiguous"):
         submit_command_line("spark-submit", ["--port", "7070", "app.py"])
+
+
+def test_submit_help_is_real_help() -> None:
+    """`sluice submit --help` explains itself and lists Sluice's options with the unit rule, exit 0;
+    no arguments at all print the same help as a usage error."""
+    done = subprocess.run([sys.executable, "-m", "sluice.cli", "submit", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert text.startswith("usage: sluice submit [Sluice options] [spark-submit options] app.py [app arguments]")
+    for expected in ("--buffer-timeout DURATION", "--sluice-port N", "--segment-size SIZE", "--prometheus", "--yarn"):
+        assert expected in text, expected
+    assert "A bare number is refused" in " ".join(text.split())
+    assert "--spark-help" in text and "merged with Sluice's" in " ".join(text.split())
+    bare = subprocess.run([sys.executable, "-m", "sluice.cli", "submit"], capture_output=True, text=True)
+    assert bare.returncode == 2 and bare.stdout.startswith("usage: sluice submit")
+    # --spark-help hands over to spark-submit's own help.
+    assert submit_command_line("spark-submit", ["--spark-help"]) == ["spark-submit", "--help"]
+    for command in ("conf", "doctor", "compare", "connect-server", "jar", "demo"):
+        helped = subprocess.run([sys.executable, "-m", "sluice.cli", command, "--help"], capture_output=True, text=True)
+        assert helped.returncode == 0 and helped.stdout.startswith(f"usage: sluice {command}"), (command, helped)
+
+
+def test_sluice_options_after_the_application_are_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    command = submit_command_line(
+        "spark-submit", ["--master", "local[2]", "app.py", "--buffer-timeout", "10ms", "--sluice-port=7070", "--x"]
+    )
+    # The application still gets them: they may be its own.
+    assert command[-5:] == ["app.py", "--buffer-timeout", "10ms", "--sluice-port=7070", "--x"]
+    err = capsys.readouterr().err
+    assert "sluice submit: warning: --buffer-timeout comes after app.py, so it goes to the application" in err
+    assert "sluice submit: warning: --sluice-port=7070 comes after app.py" in err
+    assert "--x" not in err
+    submit_command_line("spark-submit", ["--buffer-timeout", "10ms", "app.py", "--day", "1"])
+    assert capsys.readouterr().err == ""
+
+
+def test_a_mistyped_port_gets_the_sluice_port_hint_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    hint = "--port is ambiguous here; use --sluice-port (Sluice's executor port, spark.sluice.network.port)"
+    with pytest.raises(SystemExit) as conf:
+        main(["conf", "--port", "7070"])
+    assert conf.value.code == 2 and hint in capsys.readouterr().err
+    for command in (["submit"], ["connect-server"], ["doctor", "--submit"], ["compare"]):
+        args = ["--port=7070"] + (["--", "app.py"] if command == ["compare"] else ["app.py"])
+        with pytest.raises(SystemExit, match=re.escape(hint)):
+            if command[0] == "submit":
+                submit_command_line("spark-submit", args)
+            elif command[0] == "connect-server":
+                connect_server_command("spark-submit", ["--port", "7070"], {})
+            elif command[0] == "doctor":
+                main(command + args)
+            else:
+                compare.main(args, "spark-submit", {})
+
+
+def test_a_larger_segment_raises_the_frame_length_it_needs() -> None:
+    """`--segment-size 1m` alone is accepted: the frame length the user never set rises with it, in
+    Python's check as in the JVM's (SluiceConfSuite); one the user set too small is refused, named."""
+    conf = sluice_conf(conf_parser().parse_args(["--segment-size", "1m"]), "conf")
+    assert conf["spark.sluice.memory.segmentSize"] == "1m"
+    assert "spark.sluice.network.maxFrameLength" not in conf
+    with pytest.raises(SystemExit, match=r"maxFrameLength: must be at least spark\.sluice\.memory\.segmentSize"):
+        main(["conf", "--segment-size", "1m", "--max-frame-length", "1m"])
+
+
+def test_sizes_and_durations_need_a_unit_on_the_command_line() -> None:
+    bare = ((["--buffer-timeout", "10"], "10ms or 10s"), (["--segment-size", "65536"], "65536b or 65536k"))
+    for args, example in bare:
+        with pytest.raises(SystemExit, match=f"a bare number; give its unit, e.g. {example}"):
+            main(["conf", *args])
+    # A negative value is a value, not an option.
+    command = submit_command_line("spark-submit", ["--buffer-timeout", "-1ms", "--segment-size", "64k", "app.py"])
+    assert "spark.sluice.bufferTimeout=-1ms" in command and "spark.sluice.memory.segmentSize=64k" in command
+    # Whole numbers of other kinds need none.
+    port = sluice_conf(conf_parser().parse_args(["--sluice-port", "7070"]), "conf")
+    assert port["spark.sluice.network.port"] == "7070"
+
+
+def test_conf_prints_properties_and_the_yarn_pair(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["conf", "--format", "properties", "--yarn", "--buffer-timeout", "10ms"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # What spark-submit --properties-file reads back.
+    props = tmp_properties(lines)
+    assert props["spark.jars"] == sluice.jar_path()
+    assert props["spark.shuffle.manager"] == SHUFFLE_MANAGER
+    assert props["spark.sluice.bufferTimeout"] == "10ms"
+    assert props["spark.shuffle.service.enabled"] == "false"
+    assert props["spark.dynamicAllocation.shuffleTracking.enabled"] == "true"
+    assert main(["conf", "--yarn"]) == 0
+    args = capsys.readouterr().out.splitlines()
+    assert "--conf spark.shuffle.service.enabled=false" in args
+    assert "--conf spark.dynamicAllocation.shuffleTracking.enabled=true" in args
+
+
+def tmp_properties(lines: List[str]) -> Dict[str, str]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        return properties(f.name)
+    finally:
+        os.unlink(f.name)
+
+
+SPLICE = """
+import sys
+import sluice.config
+jar = sys.argv[1]
+sluice.config.jar_path = lambda: jar  # as if Sluice were installed there
+from sluice.cli import main
+sys.exit(main(["conf", "--prometheus"]))
+"""
+
+
+def test_conf_output_splices_into_a_shell_unquoted(tmp_path: Path) -> None:
+    """`spark-submit $(sluice conf)` with a jar path holding a space and glob characters, in a
+    directory full of files a glob would match: the shell gets exactly the arguments printed."""
+    jar = tmp_path / "my venv [py3]" / "site*packages" / "sluice.jar"
+    for name in ("spark.metrics.conf.x.sink.prometheusServlet.class=y", "--conf", "a"):
+        (tmp_path / name).write_text("")
+    script = tmp_path / "splice.py"
+    script.write_text(SPLICE)
+    printed = subprocess.run(
+        [sys.executable, str(script), str(jar)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    expected = [word for line in printed for word in line.split(" ")]
+    assert not [w for w in expected if any(c in w for c in "*?[] ")], expected
+    spliced = subprocess.run(
+        ["bash", "-c", f'printf "%s\\n" $({sys.executable} {script} "$1")', "bash", str(jar)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.splitlines()
+    assert spliced == expected
+    assert expected[1] == jar.as_uri()
+    assert urllib.parse.unquote(urllib.parse.urlparse(expected[1]).path) == str(jar)

@@ -75,8 +75,9 @@ def test_a_metrics_namespace_the_user_chose_is_kept() -> None:
 def test_prometheus_switches_on_the_servlet() -> None:
     opts = options_of(sluice.configure(SparkSession.builder, prometheus=True))
     servlet = "org.apache.spark.metrics.sink.PrometheusServlet"
-    assert opts["spark.metrics.conf.*.sink.prometheusServlet.class"] == servlet
-    assert opts["spark.metrics.conf.*.sink.prometheusServlet.path"] == "/metrics/prometheus"
+    for instance in ("driver", "executor"):  # named, not `*`: no glob in `sluice conf`'s output
+        assert opts[f"spark.metrics.conf.{instance}.sink.prometheusServlet.class"] == servlet
+        assert opts[f"spark.metrics.conf.{instance}.sink.prometheusServlet.path"] == "/metrics/prometheus"
 
 
 def test_spark_conf_matches_configure() -> None:
@@ -341,9 +342,11 @@ def test_python_applies_the_jvms_rules_between_options_on_both_sides_of_every_bo
     assert sum(v == "OK" for v in jvm) and sum(v != "OK" for v in jvm)  # both sides were reached
 
 
-def test_configure_refuses_a_segment_larger_than_a_frame_before_spark_starts() -> None:
+def test_configure_refuses_a_segment_larger_than_a_frame_set_too_small_before_spark_starts() -> None:
+    # Left at its default, the frame length rises with the segment size (as SluiceConf raises it).
+    assert "spark.sluice.network.maxFrameLength" not in spark_conf(segment_size="1m")
     with pytest.raises(ValueError, match=r"spark\.sluice\.network\.maxFrameLength: must be at least") as refused:
-        spark_conf(segment_size="1m")
+        spark_conf(segment_size="1m", max_frame_length="1m")
     assert "max_frame_length and segment_size" in str(refused.value)
     assert spark_conf(segment_size="1m", max_frame_length="2m")["spark.sluice.network.maxFrameLength"] == "2m"
     with pytest.raises(ValueError, match="two segments"):

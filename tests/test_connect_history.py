@@ -210,7 +210,9 @@ def test_a_connect_client_runs_its_shuffle_on_sluice(client_result: Dict[str, An
     assert spark_written > 0 and result["records_out"] == spark_written
     assert result["records_in"] == spark_read == spark_written
     assert result["metrics_rows"] > 0 and "outPoolUsage" in result["metrics_columns"]
-    assert result["backpressure"] and all(row["level"] in ("OK", "LOW", "HIGH") for row in result["backpressure"])
+    assert result["backpressure"] and all(
+        row["backpressure_level"] in ("OK", "LOW", "HIGH") for row in result["backpressure"]
+    )
     assert {row["stage_id"] for row in result["backpressure"]} == set(per_stage(result["live"]))
 
 

@@ -47,6 +47,7 @@ def test_package_data_is_installed() -> None:
     package = Path(sluice.__file__).resolve().parent
     assert (package / "py.typed").is_file()
     assert (package / "_options.json").is_file()
+    assert (package / "_spark_rules.json").is_file()  # what `sluice doctor` checks
 
 
 def test_jar_holds_sluice_classes(jar_entries: list[str]) -> None:

@@ -41,9 +41,16 @@ def test_tab_and_json_serve(spark: Any) -> None:
     data = http_json(f"{ui_url(spark)}/sluice/json")
     assert {"executors", "stages", "tasks"} <= set(data)
     stage = next(s for s in data["stages"] if s["stage_id"] in stages and s["numRecordsIn"] > 0)
-    for key in ("level", "ratio", "root_cause", "inPoolUsage", "numBytesInLocal", "buffer_fill_rate"):
+    for key in (
+        "backpressure_level",
+        "backpressure_ratio",
+        "cause",
+        "inPoolUsage",
+        "numBytesInLocal",
+        "buffer_fill_rate",
+    ):
         assert key in stage
-    assert stage["level"] in ("OK", "LOW", "HIGH")
+    assert stage["backpressure_level"] in ("OK", "LOW", "HIGH")
     task = data["tasks"][0]
     for key in ("outPoolUsage", "numBuffersInRemote", "busyTimeMsPerSecond", "task_attempt_id"):
         assert key in task
@@ -138,7 +145,7 @@ def test_the_tab_renders_in_headless_chromium(spark: Any) -> None:
         lambda: sc.parallelize(range(100), 1).map(lambda x: (x, x)).partitionBy(1).mapPartitions(sleepy).sum(),
     )
     idle_stage = idle.running_stage()
-    assert sample_until_all_tasks_seen(spark, idle_stage, tasks=1)["level"] == "OK"
+    assert sample_until_all_tasks_seen(spark, idle_stage, tasks=1)["backpressure_level"] == "OK"
     assert idle.join() == 100
     slow = SlowConsumerQuery(spark, "ui_slow_consumer")
     try:

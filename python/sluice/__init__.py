@@ -11,13 +11,29 @@ Use :func:`configure` on a ``SparkSession.builder`` before the session starts::
 
     spark = sluice.configure(SparkSession.builder, buffer_timeout="10ms").getOrCreate()
 
-and read Flink's network metrics back as pyarrow tables with :func:`metrics` (per task),
-:func:`stages` (per stage, with the batch diagnosis), :func:`executors` and :func:`backpressure`.
+(:func:`spark_conf` gives the same settings as a dict, for a builder or a file of your own), read
+Flink's network metrics back as pyarrow tables with :func:`metrics` (per task), :func:`stages` (per
+stage, with its diagnosis), :func:`executors` and :func:`backpressure`, and check a running
+session's configuration with :func:`doctor`.
 """
 
+from sluice._doctor import Finding, doctor
 from sluice._jars import jar_path
+from sluice._typed_options import SluiceOptions
 from sluice._version import __version__
-from sluice.config import configure
+from sluice.config import configure, spark_conf
 from sluice.monitoring import backpressure, executors, metrics, stages
 
-__all__ = ["configure", "metrics", "stages", "executors", "backpressure", "jar_path", "__version__"]
+__all__ = [
+    "configure",
+    "spark_conf",
+    "SluiceOptions",
+    "metrics",
+    "stages",
+    "executors",
+    "backpressure",
+    "doctor",
+    "Finding",
+    "jar_path",
+    "__version__",
+]

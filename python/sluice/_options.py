@@ -107,12 +107,43 @@ def lookup(name: str) -> Option:
     raise ValueError(f"Unknown Sluice option {name!r}; {hint}")
 
 
-def render(option: Option, value: object) -> str:
-    """``value`` as the text the JVM parses for ``option``, after checking it is valid.
+def by_key(key: str) -> Option:
+    """The option whose Spark key is ``key``; a ValueError suggesting the closest key when there is none."""
+    table = {option.key: option for option in options().values()}
+    option = table.get(key)
+    if option is not None:
+        return option
+    close = difflib.get_close_matches(key, list(table), n=1, cutoff=0.8)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise ValueError(f"Unknown Sluice setting {key}{hint}")
+
+
+# The one rule for numbers without a unit on the command line (``require_unit``): refused for sizes
+# and durations, whose unit a bare number hides (bytes? milliseconds? seconds?).
+UNIT_RULE = (
+    "Sizes and durations need a unit: 32k, 64m, 1g (b, k, m, g, t); 10ms, 5s, 2min (us, ms, s, min, h, d). "
+    "A bare number is refused."
+)
+
+
+def render(option: Option, value: object, *, require_unit: bool = False) -> str:
+    """``value`` as the text the JVM parses for ``option``, after checking it is valid. With
+    ``require_unit``, a size or duration given as a string of digits alone is refused (the
+    command line's rule, :data:`UNIT_RULE`).
 
     Raises:
         ValueError: naming the Python option, its Spark key and the value.
     """
+    if require_unit and option.type in ("bytes", "duration") and isinstance(value, str) and _INTEGER.match(value):
+        example = (
+            f"{value.strip()}b or {value.strip()}k"
+            if option.type == "bytes"
+            else f"{value.strip()}ms or {value.strip()}s"
+        )
+        raise ValueError(
+            f"Invalid value {value!r} for Sluice option {option.python} ({option.key}): a bare number; "
+            f"give its unit, e.g. {example} ({UNIT_RULE})"
+        )
     try:
         text, number = _PARSERS[option.type](option, value)
         if number is not None:
@@ -125,7 +156,7 @@ def render(option: Option, value: object) -> str:
     return text
 
 
-def spark_settings(options: Mapping[str, object]) -> Dict[str, str]:
+def spark_settings(options: Mapping[str, object], *, require_unit: bool = False) -> Dict[str, str]:
     """Sluice options by their Python names as ``{Spark key: value}``, each checked and rendered.
 
     Raises:
@@ -134,14 +165,15 @@ def spark_settings(options: Mapping[str, object]) -> Dict[str, str]:
     settings: Dict[str, str] = {}
     for name, value in options.items():
         option = lookup(name)
-        settings[option.key] = render(option, value)
+        settings[option.key] = render(option, value, require_unit=require_unit)
     check_combinations(settings)
     return settings
 
 
 def check_combinations(settings: Mapping[str, str]) -> None:
     """Applies the JVM's rules between options (``AtLeast``) to ``{Spark key: rendered value}``, the
-    options not given at their defaults, with the JVM's message.
+    options not given at their defaults, with the JVM's message. An option not given rises to its
+    bound (the JVM raises it the same way), so only one given below its bound is refused.
 
     Raises:
         ValueError: naming the option, its value, the rule and the options' Python names.
@@ -155,8 +187,8 @@ def check_combinations(settings: Mapping[str, str]) -> None:
 
     for option in options().values():
         for rule in option.at_least:
-            if option.key not in settings and rule.reference not in settings:
-                continue  # the defaults hold (the JVM's own start-up check says so)
+            if option.key not in settings:
+                continue  # left at its default, it rises to the bound (SluiceConf does the same)
             least = rule.factor * size(rule.reference) + rule.plus
             if size(option.key) < least:
                 raw = settings.get(option.key, option.default)

@@ -95,6 +95,93 @@ def submit_command(spark_submit: str, conf: Mapping[str, str], user_args: Sequen
     return [spark_submit] + submit_arguments(merged) + kept + application
 
 
+# spark-submit's options that set a Spark setting, and the key each sets (SparkSubmitArguments).
+FLAG_KEYS = {
+    "--master": "spark.master",
+    "--deploy-mode": "spark.submit.deployMode",
+    "--name": "spark.app.name",
+    "--jars": "spark.jars",
+    "--packages": "spark.jars.packages",
+    "--py-files": "spark.submit.pyFiles",
+    "--files": "spark.files",
+    "--archives": "spark.archives",
+    "--driver-memory": "spark.driver.memory",
+    "--driver-cores": "spark.driver.cores",
+    "--driver-class-path": "spark.driver.extraClassPath",
+    "--driver-java-options": "spark.driver.extraJavaOptions",
+    "--driver-library-path": "spark.driver.extraLibraryPath",
+    "--executor-memory": "spark.executor.memory",
+    "--executor-cores": "spark.executor.cores",
+    "--num-executors": "spark.executor.instances",
+    "--total-executor-cores": "spark.cores.max",
+    "--queue": "spark.yarn.queue",
+}
+
+
+@dataclass(frozen=True)
+class ResolvedConf:
+    """A Spark configuration as spark-submit resolves it from its command line and files.
+
+    ``conf`` is the result; ``from_file`` what the properties file (``--properties-file``, else
+    ``spark-defaults.conf``) gave, and ``from_command_line`` what ``--conf`` and spark-submit's own
+    flags gave, which win over the file (so a user's ``--jars`` replaces the file's ``spark.jars``).
+    ``files`` are the files read, ``application`` the application (``app.py``, a jar, or
+    ``spark-internal`` / None for a main class of Spark's own).
+    """
+
+    conf: Dict[str, str]
+    from_file: Dict[str, str]
+    from_command_line: Dict[str, str]
+    files: Tuple[str, ...]
+    application: Optional[str]
+
+
+def defaults_file(environ: Mapping[str, str]) -> Optional[str]:
+    """The ``spark-defaults.conf`` spark-submit reads: in ``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``."""
+    conf_dir = environ.get("SPARK_CONF_DIR") or (
+        os.path.join(environ["SPARK_HOME"], "conf") if environ.get("SPARK_HOME") else None
+    )
+    return os.path.join(conf_dir, "spark-defaults.conf") if conf_dir else None
+
+
+def resolve_conf(user_args: Sequence[str], environ: Mapping[str, str]) -> ResolvedConf:
+    """The configuration spark-submit would run ``user_args`` with: its flags and ``--conf`` pairs
+    over the properties file (``--properties-file``, which replaces ``spark-defaults.conf`` unless
+    ``--load-spark-defaults`` is given; else ``spark-defaults.conf``), as SparkSubmitArguments does."""
+    options, application = split(user_args)
+    from_conf: Dict[str, str] = {}
+    from_flags: Dict[str, str] = {}
+    properties_file: Optional[str] = None
+    load_defaults = False
+    for option in options:
+        pair = option.conf()
+        if pair is not None:
+            from_conf[pair[0]] = pair[1]
+        elif option.name == "--properties-file":
+            properties_file = option.value
+        elif option.name == "--load-spark-defaults":
+            load_defaults = True
+        elif option.name in FLAG_KEYS:
+            from_flags[FLAG_KEYS[option.name]] = option.value
+    files: List[str] = []
+    defaults = defaults_file(environ)
+    if properties_file is None or load_defaults:
+        files += [defaults] if defaults and os.path.isfile(defaults) else []
+    if properties_file is not None:
+        files.append(properties_file)
+    from_file: Dict[str, str] = {}
+    for path in files:
+        from_file.update(properties(path))
+    command_line = {**from_conf, **from_flags}
+    return ResolvedConf(
+        conf={**from_file, **command_line},
+        from_file=from_file,
+        from_command_line=command_line,
+        files=tuple(files),
+        application=application[0] if application else None,
+    )
+
+
 def submit_master(user_args: Sequence[str], environ: Mapping[str, str]) -> str:
     """The master spark-submit will use, found the way spark-submit finds it.
 
@@ -102,35 +189,12 @@ def submit_master(user_args: Sequence[str], environ: Mapping[str, str]) -> str:
     ``--properties-file`` or in the ``spark-defaults.conf`` of ``SPARK_CONF_DIR`` / ``SPARK_HOME``,
     else the ``MASTER`` environment variable, else ``local[*]``.
     """
-    return _setting(user_args, environ, "--master", "spark.master") or environ.get("MASTER") or "local[*]"
+    return resolve_conf(user_args, environ).conf.get("spark.master") or environ.get("MASTER") or "local[*]"
 
 
 def deploy_mode(user_args: Sequence[str], environ: Mapping[str, str]) -> str:
     """``client`` or ``cluster``, from ``--deploy-mode`` or ``spark.submit.deployMode`` (default client)."""
-    return _setting(user_args, environ, "--deploy-mode", "spark.submit.deployMode") or "client"
-
-
-def _setting(user_args: Sequence[str], environ: Mapping[str, str], flag: str, key: str) -> Optional[str]:
-    """A setting as spark-submit resolves it: its flag, else ``--conf key=``, else the properties file."""
-    options, _ = split(user_args)
-    found: Optional[str] = None
-    from_conf: Optional[str] = None
-    properties_file: Optional[str] = None
-    for option in options:
-        pair = option.conf()
-        if option.name == flag:
-            found = option.value
-        elif pair is not None and pair[0] == key:
-            from_conf = pair[1]
-        elif option.name == "--properties-file":
-            properties_file = option.value
-    if found or from_conf:
-        return found or from_conf
-    conf_dir = environ.get("SPARK_CONF_DIR") or (
-        os.path.join(environ["SPARK_HOME"], "conf") if environ.get("SPARK_HOME") else None
-    )
-    defaults = properties_file or (os.path.join(conf_dir, "spark-defaults.conf") if conf_dir else None)
-    return properties(defaults).get(key) if defaults else None
+    return resolve_conf(user_args, environ).conf.get("spark.submit.deployMode") or "client"
 
 
 def properties(path: str) -> Dict[str, str]:

@@ -13,12 +13,16 @@ works with the ``pyspark-client`` distribution, which has none.
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Optional
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional
 
 from pyspark.sql import SparkSession
 
 from sluice import _options
 from sluice._jars import jar_path
+from sluice._typed_options import SluiceOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 SHUFFLE_MANAGER = "org.apache.spark.shuffle.sluice.SluiceShuffleManager"
 PIPELINED_SHUFFLE_MANAGER = "org.apache.spark.shuffle.sluice.SluicePipelinedShuffleManager"
@@ -26,16 +30,22 @@ PLUGIN = "org.apache.spark.shuffle.sluice.SluicePlugin"
 # Tells Spark whether map outputs outlive their executor (they do with Sluice's node shuffle service).
 SHUFFLE_DATA_IO = "org.apache.spark.shuffle.sluice.SluiceShuffleDataIO"
 
+# Spark's Prometheus servlet for the application's two metrics instances, named one by one rather
+# than as `*`, so that no printed argument is a shell glob (`spark-submit $(sluice conf)`).
 PROMETHEUS_SERVLET = {
-    "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
-    "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    f"spark.metrics.conf.{instance}.sink.prometheusServlet.{key}": value
+    for instance in ("driver", "executor")
+    for key, value in (
+        ("class", "org.apache.spark.metrics.sink.PrometheusServlet"),
+        ("path", "/metrics/prometheus"),
+    )
 }
 
 # Comma-separated lists Sluice adds itself to instead of replacing them.
 APPENDED_KEYS = ("spark.jars", "spark.plugins")
 
 
-def spark_conf(*, prometheus: bool = False, **options: object) -> Dict[str, str]:
+def spark_conf(*, prometheus: bool = False, **options: Unpack[SluiceOptions]) -> Dict[str, str]:
     """The Spark settings that run a session on Sluice, as ``{key: value}`` strings.
 
     Args:
@@ -48,9 +58,17 @@ def spark_conf(*, prometheus: bool = False, **options: object) -> Dict[str, str]
             (naming the option, its Spark key and the value).
         FileNotFoundError: when the plugin jar cannot be found.
     """
+    return settings_conf(options, prometheus=prometheus)
+
+
+def settings_conf(
+    options: Mapping[str, object], *, prometheus: bool = False, require_unit: bool = False
+) -> Dict[str, str]:
+    """:func:`spark_conf` of ``options`` (Python names), for callers holding them as a mapping (the
+    command line, which also requires units: ``require_unit``, see ``_options.UNIT_RULE``)."""
     if not isinstance(prometheus, bool):
         raise TypeError(f"prometheus must be True or False, got {prometheus!r}")
-    sluice_options = _options.spark_settings(options)
+    sluice_options = _options.spark_settings(options, require_unit=require_unit)
     conf = {
         "spark.jars": jar_path(),
         "spark.shuffle.manager": SHUFFLE_MANAGER,
@@ -64,7 +82,9 @@ def spark_conf(*, prometheus: bool = False, **options: object) -> Dict[str, str]
     return conf
 
 
-def configure(builder: SparkSession.Builder, *, prometheus: bool = False, **options: object) -> SparkSession.Builder:
+def configure(
+    builder: SparkSession.Builder, *, prometheus: bool = False, **options: Unpack[SluiceOptions]
+) -> SparkSession.Builder:
     """Sets up ``builder`` to run its session's shuffles on Sluice and returns it.
 
     Adds the plugin jar to ``spark.jars`` and Sluice's plugin to ``spark.plugins`` (keeping what
@@ -124,7 +144,7 @@ def configure(builder: SparkSession.Builder, *, prometheus: bool = False, **opti
             "session of this one."
         )
     current = builder._options
-    for key, value in spark_conf(prometheus=prometheus, **options).items():
+    for key, value in settings_conf(options, prometheus=prometheus).items():
         if key in APPENDED_KEYS:
             value = append_to_list(_as_text(current.get(key)), [value])
         builder.config(key, value)

@@ -5,12 +5,14 @@ partitions) and joined (a sort-merge join: broadcast joins are off, so both side
 shuffled), so most of the work crosses Sluice's network stack between the two executors.
 
 While it runs it prints the address of Spark's UI (and its Sluice tab) and each step's progress;
-``keep_ui_seconds`` keeps the session open afterwards so the tab can be looked at, and
-``compare`` runs the same job through Spark's own sort shuffle and prints both times.
+``keep_ui_seconds`` keeps the session open afterwards so the tab can be looked at. Run as a script
+under spark-submit (``demo.py --rows N --partitions N``), the same job runs on the session
+spark-submit configures: that is how ``sluice demo --compare`` hands it to ``sluice compare``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -28,8 +30,8 @@ from sluice.monitoring import metrics
 MASTER = "local-cluster[2,1,1024]"
 ROWS = 2_000_000
 PARTITIONS = 200
-# Rows of the untimed run before each timed one when comparing.
-WARM_UP_ROWS = 10_000
+# Rounds of `sluice demo --compare`.
+COMPARE_ROUNDS = 3
 # How long --keep-ui keeps the session open when given no number (Ctrl-C stops it earlier).
 KEEP_UI_SECONDS = 600.0
 
@@ -207,18 +209,20 @@ class Progress:
                 last = line
 
 
-def _session(master: str, app_name: str, sluice: bool) -> SparkSession:
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.sql.autoBroadcastJoinThreshold", "-1")
-        # Keep every shuffle at `partitions` partitions instead of letting AQE coalesce them.
-        .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    if sluice:
-        builder = configure(builder)
-    spark = builder.getOrCreate()
+# The demo's own settings: both sides of the join shuffled (no broadcast), and every shuffle at
+# `partitions` partitions instead of letting AQE coalesce them.
+JOB_SETTINGS = {
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def _session(master: str, app_name: str) -> SparkSession:
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in JOB_SETTINGS.items():
+        builder = builder.config(key, value)
+    spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
 
@@ -248,15 +252,12 @@ def main(
     partitions: int = PARTITIONS,
     master: str = MASTER,
     keep_ui_seconds: Optional[float] = None,
-    compare: bool = False,
 ) -> None:
     """Starts a Sluice session on ``master``, runs the demo job, prints its results and stops.
 
     Args:
         keep_ui_seconds: keep the Sluice session (and its UI) open this long after the job, or
             until Ctrl-C; None stops it at once.
-        compare: then run the same job through Spark's sort shuffle and print both times (each
-            timed run follows an untimed one on a small input, in the same session).
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.pop("SPARK_HOME", None)
@@ -264,13 +265,11 @@ def main(
     print(
         f"Sluice demo on {master}: 2 x {rows:,} rows, {partitions} shuffle partitions; starting Spark ...", flush=True
     )
-    spark = _session(master, "sluice-demo", sluice=True)
+    spark = _session(master, "sluice-demo")
     try:
         url = ui_address(spark)
         if url:
             print(f"Spark UI: {url} (Sluice tab: {url}/sluice/)", flush=True)
-        if compare:
-            warm_up(spark, rows, partitions)
         result = run_job(spark, rows, partitions, Progress(spark).step)
         print_result(result)
         print_network_metrics(spark)
@@ -278,47 +277,28 @@ def main(
             keep_ui_open(spark, keep_ui_seconds)
     finally:
         spark.stop()
-    if compare:
-        print("The same job through Spark's sort shuffle ...", flush=True)
-        sort = _session(master, "sluice-demo-sort-shuffle", sluice=False)
-        try:
-            url = ui_address(sort)
-            if url:
-                print(f"Spark UI: {url}", flush=True)
-            warm_up(sort, rows, partitions)
-            baseline = run_job(sort, rows, partitions, Progress(sort).step)
-        finally:
-            sort.stop()
-        print_comparison(result, baseline)
 
 
-def warm_up(spark: SparkSession, rows: int, partitions: int) -> None:
-    """Runs the job once on a small input, untimed, so that neither contender's time includes the
-    JVMs' first-run costs (class loading, code generation, JIT)."""
-    print("warming up (a small untimed run) ...", flush=True)
-    run_job(spark, min(rows, WARM_UP_ROWS), partitions)
+def compare_arguments(rows: int, partitions: int, master: str, rounds: int) -> List[str]:
+    """The arguments of ``sluice compare`` that run this job (as a spark-submit application) ``rounds``
+    times with each shuffle on ``master``."""
+    settings = [arg for key, value in JOB_SETTINGS.items() for arg in ("--conf", f"{key}={value}")]
+    job = [__file__, "--rows", str(rows), "--partitions", str(partitions)]
+    return ["--rounds", str(rounds), "--", "--master", master, "--name", "sluice-demo", *settings, *job]
 
 
-def print_comparison(sluice_result: DemoResult, sort_result: DemoResult) -> None:
-    same = _values(sluice_result) == _values(sort_result)
-    print(f"time with Sluice: {sluice_result.seconds:.1f}s")
-    print(f"time with Spark's sort shuffle: {sort_result.seconds:.1f}s")
-    print(f"Sluice / sort shuffle: {sluice_result.seconds / max(sort_result.seconds, 1e-9):.2f}")
-    print(f"same results: {'yes' if same else 'NO: the two shuffles computed different results'}")
-
-
-def _values(result: DemoResult) -> Tuple[object, ...]:
-    """A result's values other than its time, for comparing two runs."""
-    return (
-        result.rows,
-        result.groups,
-        result.aggregated_total,
-        result.aggregate_checksum,
-        tuple(result.top_groups),
-        result.join_rows,
-        result.join_checksum,
-    )
+def run_as_application(argv: List[str]) -> None:
+    """The job on the session spark-submit set up (whichever shuffle it chose), its results printed."""
+    parser = argparse.ArgumentParser(prog="sluice/demo.py")
+    parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--partitions", type=int, default=PARTITIONS)
+    parsed = parser.parse_args(argv)
+    spark = SparkSession.builder.getOrCreate()
+    try:
+        print_result(run_job(spark, parsed.rows, parsed.partitions))
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":
-    main()
+    run_as_application(sys.argv[1:])

@@ -3,8 +3,14 @@
 Every function reads the driver's copy of the executors' metrics (the same data as the "Sluice"
 tab of Spark's UI and its ``/sluice/json``). A classic session reads it over py4j, a Spark Connect
 session through the plugin's ``sluice-metrics`` data source on the Connect server; both give the
-same tables. Columns are snake_case, except the metrics themselves, which keep Flink's names
-(``numBytesInRemote``, ``outPoolUsage``, ...). pandas is not a dependency: with it installed,
+same tables.
+
+One naming rule for every table, the tab and its JSON (``docs/metrics.md``): a column that carries
+one of Flink's network metrics has Flink's exact name (``numBytesInRemote``, ``outPoolUsage``,
+``TotalMemorySegments``); every other column is snake_case, times end in their unit (``_ms``), and
+no column has a bare generic name (``backpressure_level``, not ``level``). Every function takes the
+session first and keyword-only filters after it, and returns rows in ascending order of their ids
+(executors by number, the driver first). pandas is not a dependency: with it installed,
 ``table.to_pandas()`` gives a DataFrame.
 """
 
@@ -102,9 +108,9 @@ LEVELS = ("OK", "LOW", "HIGH")
 BACKPRESSURE_SCHEMA = pa.schema(
     [
         ("stage_id", pa.int32()),
-        ("ratio", pa.float64()),
-        ("level", pa.string()),
-        ("root_cause", pa.string()),
+        ("backpressure_ratio", pa.float64()),
+        ("backpressure_level", pa.string()),
+        ("cause", pa.string()),
         ("suggested_buffer_timeout_ms", pa.float64()),
         ("sampled_tasks", pa.int32()),
     ]
@@ -124,11 +130,18 @@ def metrics_schema(with_latency: bool) -> Any:
     return pa.schema(fields)
 
 
-def _check_job_id(job_id: Optional[int]) -> None:
-    if job_id is not None and (isinstance(job_id, bool) or not isinstance(job_id, int)):
-        raise TypeError(f"job_id must be an int or None, got {job_id!r}")
-    if job_id is not None and job_id < 0:
-        raise ValueError(f"job_id must be >= 0, got {job_id}")
+def _check_id(name: str, value: Optional[int]) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"{name} must be an int or None, got {value!r}")
+    if value is not None and value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+def _wanted(stage: Dict[str, Any], job_id: Optional[int], stage_id: Optional[int]) -> bool:
+    """Whether a stage object of the JSON passes the ``job_id`` / ``stage_id`` filters."""
+    if stage_id is not None and int(stage["stage_id"]) != stage_id:
+        return False
+    return job_id is None or job_id in (stage.get("job_ids") or [])
 
 
 def _payload(spark: Session, wait: bool) -> Dict[str, Any]:
@@ -144,14 +157,16 @@ def _stage_columns(stage: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     if stage is None:
         return {name: None for name, _ in STAGE_COLUMNS}
     return {
-        "stage_name": stage.get("name"),
+        "stage_name": stage.get("stage_name"),
         "job_ids": list(stage.get("job_ids") or []),
         "job_group": stage.get("job_group"),
         "sql_execution_id": stage.get("sql_execution_id"),
     }
 
 
-def metrics(spark: Session, *, wait: bool = True, job_id: Optional[int] = None) -> pa.Table:
+def metrics(
+    spark: Session, *, job_id: Optional[int] = None, stage_id: Optional[int] = None, wait: bool = True
+) -> pa.Table:
     """Sluice's network metrics of every task attempt the driver heard of, one row each.
 
     Columns: ``executor_id``, ``stage_id``, ``stage_attempt_id``, ``partition_id``,
@@ -176,24 +191,29 @@ def metrics(spark: Session, *, wait: bool = True, job_id: Optional[int] = None) 
     Args:
         spark: a session started with :func:`sluice.configure`, or a Spark Connect session
             (``SparkSession.builder.remote(...)``) of a Connect server that runs Sluice.
+        job_id: only the tasks of that job's stages; None for every task.
+        stage_id: only that stage's tasks; None for every task.
         wait: first wait (about two report intervals) until the executors have reported
             everything that happened before this call; False returns what the driver has now.
-        job_id: only the tasks of that job's stages; None for every task.
 
     Returns:
-        A ``pyarrow.Table``, sorted by stage, partition and task attempt.
+        A ``pyarrow.Table``, sorted by stage, stage attempt, partition and task attempt.
 
     Raises:
-        TypeError: when ``job_id`` is not an int or None.
-        ValueError: when ``job_id`` is negative.
+        TypeError: when ``job_id`` or ``stage_id`` is not an int or None.
+        ValueError: when ``job_id`` or ``stage_id`` is negative.
         RuntimeError: when the session does not run Sluice's plugin.
     """
-    _check_job_id(job_id)
+    _check_id("job_id", job_id)
+    _check_id("stage_id", stage_id)
     payload = _payload(spark, wait)
     stages = {int(stage["stage_id"]): stage for stage in payload.get("stages", [])}
     tasks: Sequence[Dict[str, Any]] = payload.get("tasks", [])
-    if job_id is not None:
-        tasks = [t for t in tasks if job_id in (stages.get(int(t["stage_id"]), {}).get("job_ids") or [])]
+    if job_id is not None or stage_id is not None:
+        tasks = [
+            t for t in tasks if _wanted(stages.get(int(t["stage_id"]), {"stage_id": t["stage_id"]}), job_id, stage_id)
+        ]
+    tasks = sorted(tasks, key=lambda t: (t["stage_id"], t["stage_attempt_id"], t["partition_id"], t["task_attempt_id"]))
     with_latency = any(task.get("latency_total") for task in tasks)
     schema = metrics_schema(with_latency)
     columns: Dict[str, List[Any]] = {name: [] for name in schema.names}
@@ -248,10 +268,9 @@ STAGE_METRICS: Tuple[Tuple[str, Any], ...] = tuple(
     )
 )
 
-# The batch diagnosis of a batch (blocking-shuffle) stage: the cause and the figures it read (see
-# docs/metrics.md); null for pipelined stages.
+# The figures the batch diagnosis of a batch (blocking-shuffle) stage read (see docs/metrics.md); its
+# sentence is the stage's ``cause``; null for pipelined stages.
 BATCH_COLUMNS: Tuple[Tuple[str, Any], ...] = (
-    ("batch_cause", pa.string()),
     ("executor_run_time_ms", pa.int64()),
     ("fetch_wait_ms", pa.int64()),
     ("buffer_wait_ms", pa.int64()),
@@ -259,8 +278,8 @@ BATCH_COLUMNS: Tuple[Tuple[str, Any], ...] = (
     ("max_partition_id", pa.int32()),
     ("max_partition_bytes", pa.int64()),
     ("median_partition_bytes", pa.int64()),
-    ("slow_producer", pa.string()),
-    ("slow_producer_wait_ms", pa.int64()),
+    ("slow_peer", pa.string()),
+    ("slow_peer_wait_ms", pa.int64()),
     ("slow_executor", pa.string()),
     ("slow_executor_ratio", pa.float64()),
 )
@@ -275,12 +294,12 @@ STAGES_SCHEMA = pa.schema(
         ("reported_tasks", pa.int32()),
         ("running_tasks", pa.int32()),
         ("batch", pa.bool_()),
+        ("cause", pa.string()),
         *BATCH_COLUMNS,
         ("fetch_wait_share", pa.float64()),
         ("skew_ratio", pa.float64()),
-        ("root_cause", pa.string()),
-        ("level", pa.string()),
-        ("ratio", pa.float64()),
+        ("backpressure_level", pa.string()),
+        ("backpressure_ratio", pa.float64()),
         ("buffer_fill_rate", pa.float64()),
         ("suggested_buffer_timeout_ms", pa.float64()),
         *STAGE_METRICS,
@@ -299,15 +318,15 @@ def _stage_row(stage: Dict[str, Any]) -> Dict[str, Any]:
         "reported_tasks": stage.get("reported_tasks"),
         "running_tasks": stage.get("running_tasks"),
         "batch": batch is not None,
-        "root_cause": stage.get("root_cause"),
-        "level": stage.get("level"),
-        "ratio": stage.get("ratio"),
+        "cause": stage.get("cause"),
+        "backpressure_level": stage.get("backpressure_level"),
+        "backpressure_ratio": stage.get("backpressure_ratio"),
         "buffer_fill_rate": stage.get("buffer_fill_rate"),
         "suggested_buffer_timeout_ms": stage.get("suggested_buffer_timeout_ms"),
         **{name: stage.get(name) for name, _ in STAGE_METRICS},
     }
     for name, _ in BATCH_COLUMNS:
-        row[name] = None if batch is None else batch.get("cause" if name == "batch_cause" else name)
+        row[name] = None if batch is None else batch.get(name)
     run = None if batch is None else batch.get("executor_run_time_ms")
     row["fetch_wait_share"] = None if batch is None or not run else batch["fetch_wait_ms"] / run
     median = None if batch is None else batch.get("median_partition_bytes")
@@ -315,39 +334,44 @@ def _stage_row(stage: Dict[str, Any]) -> Dict[str, Any]:
     return row
 
 
-def stages(spark: Session, *, job_id: Optional[int] = None, wait: bool = True) -> pa.Table:
-    """Every stage Sluice has metrics of, one row each, newest first, with its diagnosis.
+def stages(
+    spark: Session, *, job_id: Optional[int] = None, stage_id: Optional[int] = None, wait: bool = True
+) -> pa.Table:
+    """Every stage Sluice has metrics of, one row each, with its diagnosis.
 
     Columns: ``stage_id``, ``stage_attempt_id``, ``stage_name``, ``job_ids``, ``job_group``,
     ``sql_execution_id``, ``status``, ``num_tasks``, ``reported_tasks``, ``running_tasks``;
-    ``batch`` (a blocking-shuffle stage) and, for those, the batch diagnosis: ``batch_cause`` (one
-    sentence naming the likely cause), ``executor_run_time_ms`` and ``fetch_wait_ms`` (Spark's task
-    metrics, summed), ``fetch_wait_share``, ``buffer_wait_ms`` (waits for network buffers),
-    ``spill_bytes``, ``max_partition_id`` / ``max_partition_bytes`` / ``median_partition_bytes`` /
-    ``skew_ratio`` (the reduce partition that read most), ``slow_producer`` /
-    ``slow_producer_wait_ms`` (the producing executor readers waited on, when one stands out),
-    ``slow_executor`` / ``slow_executor_ratio`` (a straggling executor); for pipelined stages
-    ``root_cause`` (the backpressure sentence), ``level``, ``ratio``, ``buffer_fill_rate`` and
-    ``suggested_buffer_timeout_ms``; then the stage's sums and highest usages under Flink's names.
+    ``batch`` (a blocking-shuffle stage) and ``cause``, the stage's one diagnosis sentence: the
+    batch diagnosis of a batch stage, the backpressure sentence of a pipelined one. For batch
+    stages, the figures the batch diagnosis read: ``executor_run_time_ms`` and ``fetch_wait_ms``
+    (Spark's task metrics, summed), ``fetch_wait_share``, ``buffer_wait_ms`` (waits for network
+    buffers), ``spill_bytes``, ``max_partition_id`` / ``max_partition_bytes`` /
+    ``median_partition_bytes`` / ``skew_ratio`` (the reduce partition that read most),
+    ``slow_peer`` / ``slow_peer_wait_ms`` (the producing executor readers waited on, when one
+    stands out), ``slow_executor`` / ``slow_executor_ratio`` (a straggling executor); then
+    ``backpressure_level`` and ``backpressure_ratio`` (the last sample; see :func:`backpressure`),
+    ``buffer_fill_rate`` and ``suggested_buffer_timeout_ms``; then the stage's sums and highest
+    usages under Flink's names.
 
     Args:
         spark: a session started with :func:`sluice.configure`, or a Spark Connect session of a
             Connect server that runs Sluice.
         job_id: only that job's stages (``job_ids`` holds it); None for every stage.
+        stage_id: only that stage; None for every stage.
         wait: as for :func:`metrics`.
 
     Returns:
-        A ``pyarrow.Table``.
+        A ``pyarrow.Table`` sorted by stage and stage attempt.
 
     Raises:
-        TypeError: when ``job_id`` is not an int or None.
-        ValueError: when ``job_id`` is negative.
+        TypeError: when ``job_id`` or ``stage_id`` is not an int or None.
+        ValueError: when ``job_id`` or ``stage_id`` is negative.
         RuntimeError: when the session does not run Sluice's plugin.
     """
-    _check_job_id(job_id)
-    rows = [_stage_row(stage) for stage in _payload(spark, wait).get("stages", [])]
-    if job_id is not None:
-        rows = [r for r in rows if job_id in r["job_ids"]]
+    _check_id("job_id", job_id)
+    _check_id("stage_id", stage_id)
+    stages = [s for s in _payload(spark, wait).get("stages", []) if _wanted(s, job_id, stage_id)]
+    rows = sorted((_stage_row(s) for s in stages), key=lambda r: (r["stage_id"], r["stage_attempt_id"]))
     return pa.Table.from_pylist(rows, schema=STAGES_SCHEMA)
 
 
@@ -364,6 +388,16 @@ EXECUTORS_SCHEMA = pa.schema(
 )
 
 
+def executor_order(executor_id: str) -> Tuple[int, int, str]:
+    """The sort key of executor ids: the driver first, then numbers in numeric order ("2" before
+    "10"), then any other id by name."""
+    if executor_id == "driver":
+        return (0, 0, "")
+    if executor_id.isdigit():
+        return (1, int(executor_id), "")
+    return (2, 0, executor_id)
+
+
 def executors(spark: Session, *, wait: bool = True) -> pa.Table:
     """Every executor that reported, one row each: its network memory under Flink's names
     (``TotalMemorySegments``, ``AvailableMemorySegments``, ``UsedMemorySegments``, of
@@ -376,63 +410,73 @@ def executors(spark: Session, *, wait: bool = True) -> pa.Table:
         wait: as for :func:`metrics`.
 
     Returns:
-        A ``pyarrow.Table`` sorted by executor id.
+        A ``pyarrow.Table`` sorted by executor id as a number ("2" before "10").
 
     Raises:
         RuntimeError: when the session does not run Sluice's plugin.
     """
     rows = [{name: e.get(name) for name in EXECUTORS_SCHEMA.names} for e in _payload(spark, wait).get("executors", [])]
-    return pa.Table.from_pylist(sorted(rows, key=lambda r: str(r["executor_id"])), schema=EXECUTORS_SCHEMA)
+    rows.sort(key=lambda r: executor_order(str(r["executor_id"])))
+    return pa.Table.from_pylist(rows, schema=EXECUTORS_SCHEMA)
 
 
-def backpressure(spark: Session, stage_id: Optional[int] = None) -> pa.Table:
+def backpressure(
+    spark: Session, *, job_id: Optional[int] = None, stage_id: Optional[int] = None, wait: bool = True
+) -> pa.Table:
     """The backpressure monitor: samples the running tasks of a stage (or of every stage) and
     classifies them as Flink does.
 
     A running stage's task threads are sampled (``spark.sluice.backpressure.numSamples`` stack
-    traces, ``delayBetweenSamples`` apart, cached for ``refreshInterval``); the ratio of samples
-    blocked on a buffer request gives the level: ``OK`` up to 0.10, ``LOW`` up to 0.5, ``HIGH``
-    above. A stage's ratio is its highest task's. Stages that no longer run keep their last
-    sample, or ratio 0 and ``OK`` with ``sampled_tasks`` 0 when none was taken. ``root_cause``
-    reads the stage's and its upstream stage's pool usages as the tables of "Flink Network Stack Vol. 2" do, and
-    ``suggested_buffer_timeout_ms`` follows from the fill rate of remote buffers (null without
-    remote pipelined input). Backpressure is a matter of pipelined stages: a batch stage's
-    ``root_cause`` says so, and :func:`stages` gives its batch diagnosis.
+    traces, ``delayBetweenSamples`` apart, cached for ``refreshInterval``); the share of samples
+    blocked on a buffer request, ``backpressure_ratio``, gives ``backpressure_level``: ``OK`` up to
+    0.10, ``LOW`` up to 0.5, ``HIGH`` above. A stage's ratio is its highest task's. Stages that no
+    longer run keep their last sample, or ratio 0 and ``OK`` with ``sampled_tasks`` 0 when none was
+    taken. ``cause`` is the stage's diagnosis, as in :func:`stages`: for a pipelined stage it reads
+    the stage's and its upstream stage's pool usages as the tables of "Flink Network Stack Vol. 2"
+    do, and ``suggested_buffer_timeout_ms`` follows from the fill rate of remote buffers (null
+    without remote pipelined input); backpressure is a matter of pipelined stages, and a batch
+    stage's ``cause`` is its batch diagnosis.
 
     Args:
         spark: a session started with :func:`sluice.configure`, or a Spark Connect session of a
             Connect server that runs Sluice.
+        job_id: only that job's stages; None for every stage.
         stage_id: one stage, or None for every stage the driver knows.
+        wait: sample the running stages and wait for the samples (a few seconds); False returns
+            the last samples the driver holds, without sampling.
 
     Returns:
-        A ``pyarrow.Table`` with columns ``stage_id``, ``ratio``, ``level``, ``root_cause``,
-        ``suggested_buffer_timeout_ms`` and ``sampled_tasks``, newest stage first.
+        A ``pyarrow.Table`` with columns ``stage_id``, ``backpressure_ratio``,
+        ``backpressure_level``, ``cause``, ``suggested_buffer_timeout_ms`` and ``sampled_tasks``,
+        sorted by stage.
 
     Raises:
-        TypeError: when ``stage_id`` is not an int or None.
-        ValueError: when ``stage_id`` is negative.
+        TypeError: when ``job_id`` or ``stage_id`` is not an int or None.
+        ValueError: when ``job_id`` or ``stage_id`` is negative.
         RuntimeError: when the session does not run Sluice's plugin.
     """
-    if stage_id is not None and (isinstance(stage_id, bool) or not isinstance(stage_id, int)):
-        raise TypeError(f"stage_id must be an int or None, got {stage_id!r}")
-    if stage_id is not None and stage_id < 0:
-        raise ValueError(f"stage_id must be >= 0, got {stage_id}")
-    wanted = -1 if stage_id is None else stage_id
-    if _connect.is_connect_session(spark):
-        payload = _connect.read_json(spark, view="backpressure", stageId=wanted)
+    _check_id("job_id", job_id)
+    _check_id("stage_id", stage_id)
+    if not wait:
+        payload = _payload(spark, False)
+    elif _connect.is_connect_session(spark):
+        payload = _connect.read_json(spark, view="backpressure", stageId=-1 if stage_id is None else stage_id)
     else:
-        payload = call_accessor(spark, "backpressureJson", wanted)
+        payload = call_accessor(spark, "backpressureJson", -1 if stage_id is None else stage_id)
     rows: List[Dict[str, Any]] = []
     for stage in payload.get("stages", []):
+        if not _wanted(stage, job_id, stage_id):
+            continue
         sample: Optional[Dict[str, Any]] = stage.get("backpressure")
         rows.append(
             {
                 "stage_id": stage["stage_id"],
-                "ratio": float(stage["ratio"]),
-                "level": stage["level"],
-                "root_cause": stage["root_cause"],
+                "backpressure_ratio": float(stage["backpressure_ratio"]),
+                "backpressure_level": stage["backpressure_level"],
+                "cause": stage["cause"],
                 "suggested_buffer_timeout_ms": stage.get("suggested_buffer_timeout_ms"),
                 "sampled_tasks": 0 if sample is None else int(sample["sampled_tasks"]),
             }
         )
+    rows.sort(key=lambda r: int(r["stage_id"]))
     return pa.Table.from_pylist(rows, schema=BACKPRESSURE_SCHEMA)

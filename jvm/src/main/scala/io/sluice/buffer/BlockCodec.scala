@@ -7,6 +7,7 @@ import java.util.Locale
 import scala.util.control.NonFatal
 
 import com.github.luben.zstd.Zstd
+import io.sluice.config.SparkSettingRules
 import com.ning.compress.lzf.util.{ChunkDecoderFactory, ChunkEncoderFactory}
 import net.jpountz.lz4.LZ4Factory
 import org.xerial.snappy.Snappy
@@ -75,8 +76,8 @@ object BlockCodec {
       case "zstd" => new ZstdCodec(zstdLevel)
       case "snappy" => new SnappyCodec
       case "lzf" => new Lzf
-      case _ => throw new IllegalArgumentException(s"Sluice cannot compress buffers with spark.io.compression.codec=" +
-          s"$value: use lz4, lzf, snappy or zstd, or set spark.shuffle.compress=false")
+      case _ => throw new IllegalArgumentException(
+          SparkSettingRules.Codec.message(Map(SparkSettingRules.CodecKey -> value).get))
     }
   }
 

@@ -2,10 +2,11 @@ package io.sluice.config
 
 /**
  * A rule between two size settings that neither's own [[Bounds]] can state: `subject` must be at
- * least `factor` × `reference` + `plus` bytes. Kept as data, like [[Bounds]]: [[SluiceConf]]
- * checks it, and [[ConfigDocs]] exports it into Python's option table, from which
- * `sluice.configure` applies the same rule with the same message before anything starts.
- * Immutable.
+ * least `factor` × `reference` + `plus` bytes. A `subject` the user did not set rises to the bound
+ * instead (its default is only a floor); one the user set below it is refused. Kept as data, like
+ * [[Bounds]]: [[SluiceConf]] applies it, and [[ConfigDocs]] exports it into Python's option table,
+ * from which `sluice.configure` applies the same rule with the same message before anything
+ * starts. A `reference` is never itself the subject of a rule. Immutable.
  *
  * @param why what the rule protects, the end of the error message
  */

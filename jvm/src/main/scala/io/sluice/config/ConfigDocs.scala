@@ -4,12 +4,15 @@ import java.nio.charset.StandardCharsets
 import java.nio.file.{Files, Path, Paths}
 
 import io.sluice.metrics.MetricNames
+import io.sluice.netty.PortRange
 
 /**
- * Renders [[SluiceOptions.all]] into three derived artefacts, `docs/configuration.md`, the Python
- * option table `python/sluice/_options.json` (with the [[AtLeast]] rules between options) and
- * `conf/sluice.conf.template`, and
- * [[MetricNames.Definitions]] into Python's metric table `python/sluice/_metrics.json`.
+ * Renders [[SluiceOptions.all]] into derived artefacts, `docs/configuration.md`, the Python
+ * option table `python/sluice/_options.json` (with the [[AtLeast]] rules between options), the
+ * typed keywords of `sluice.configure` (`python/sluice/_typed_options.py`) and
+ * `conf/sluice.conf.template`; [[SparkSettingRules]] into `python/sluice/_spark_rules.json`
+ * (what `sluice doctor` checks); and [[MetricNames.Definitions]] into Python's metric table
+ * `python/sluice/_metrics.json`.
  *
  * `main(root)` writes them under a repository root; `main(root, "--check")` fails (exit 1) when a
  * committed copy differs from what the code defines, naming the stale file.
@@ -40,7 +43,9 @@ object ConfigDocs {
       sb ++= s"| `${o.key}` | `${o.defaultString}` | `${o.pythonName}` | ${o.doc}$values$valid | " +
         s"`${o.flinkOption}` | ${o.takesEffect} |\n"
     }
-    sb ++= "\nRules between settings, checked when an executor starts and by `sluice.configure`:\n\n"
+    sb ++= "\nRules between settings, checked when an executor starts and by `sluice.configure`. A setting you\n"
+    sb ++= "leave at its default rises to its bound (a larger segment size raises the frame length with it);\n"
+    sb ++= "one you set below it is refused:\n\n"
     AtLeast.all.foreach(r =>
       sb ++= s"- `${r.subject.key}` at least ${r.formula.replace(r.reference.key, s"`${r.reference.key}`")}: ${r.why}.\n")
     sb.toString
@@ -82,6 +87,53 @@ object ConfigDocs {
       s""""spark_kind": ${str(d.sparkKind)}}"""
     }
     s"""{\n  "source": ${str(MetricNames.SourceName)},\n  "metrics": [\n${rows.mkString(",\n")}\n  ]\n}\n"""
+  }
+
+  /**
+   * The Spark settings Sluice refuses at start-up ([[SparkSettingRules]]), the Spark release line it
+   * runs on, and the port-retry setting its server's port range follows ([[PortRange]]).
+   */
+  def sparkRulesTable: String = {
+    val rules = SparkSettingRules.all.map { r =>
+      val when = r.when.map(c =>
+        s"""{"key": ${str(c.key)}, "default": ${str(c.default)}, "pattern": ${str(c.pattern)}, "negate": ${c.negate}}""")
+      s"""    {"id": ${str(r.id)},\n     "when": ${when.mkString("[\n       ", ",\n       ", "]")},\n""" +
+      s"""     "problem": ${str(r.problem)},\n     "fix": ${str(r.fix)}}"""
+    }
+    s"""{\n  "spark_line": ${str(SparkSettingRules.SparkLine)},\n""" +
+    s"""  "port_max_retries_key": ${str(PortRange.MaxRetriesKey)},\n""" +
+    s"""  "port_max_retries_default": ${PortRange.DefaultMaxRetries},\n""" +
+    s"""  "rules": [\n${rules.mkString(",\n")}\n  ]\n}\n"""
+  }
+
+  /** The Python type `sluice.configure` accepts for an option of type `tpe`. */
+  private def pythonType(tpe: ConfigType[_]): String = tpe match {
+    case ConfigType.EnumType(vs) => vs.map(v => "\"" + v + "\"").mkString("Literal[", ", ", "]")
+    case t => t.name match {
+        case "int" => "int"
+        case "double" => "float"
+        case "boolean" => "bool"
+        case "bytes" => "Union[int, str]"
+        case "duration" => "Union[int, str, datetime.timedelta]"
+        case _ => "str"
+      }
+  }
+
+  /** Every option as a typed keyword of `sluice.configure` and `sluice.spark_conf` (a TypedDict). */
+  def typedOptions: String = {
+    val sb = new StringBuilder
+    sb ++= "\"\"\"The keyword arguments of ``sluice.configure`` and ``sluice.spark_conf``, typed (generated from\n"
+    sb ++= "io.sluice.config.SluiceOptions by ``dev/gen-config``; do not edit by hand).\n\n"
+    sb ++= "Sizes are bytes as an int, or a string with a unit (``\"32k\"``, ``\"64m\"``); durations are\n"
+    sb ++= "milliseconds as an int, a ``datetime.timedelta``, or a string with a unit (``\"10ms\"``, ``\"5s\"``).\n"
+    sb ++= "\"\"\"\n\nfrom __future__ import annotations\n\nimport datetime\nfrom typing import Literal, TypedDict, Union\n\n\n"
+    sb ++= "class SluiceOptions(TypedDict, total=False):\n"
+    sb ++= "    \"\"\"Sluice's options by their Python names; see docs/configuration.md for each.\"\"\"\n\n"
+    SluiceOptions.all.foreach { o =>
+      sb ++= s"    ${o.pythonName}: ${pythonType(o.tpe)}\n"
+      sb ++= s"    \"\"\"``${o.key}``, default ``${o.defaultString}``.\"\"\"\n\n"
+    }
+    sb.toString.stripSuffix("\n")
   }
 
   def confTemplate: String = {
@@ -126,6 +178,8 @@ object ConfigDocs {
     "docs/configuration.md" -> markdown,
     "python/sluice/_options.json" -> pythonTable,
     "python/sluice/_metrics.json" -> metricsTable,
+    "python/sluice/_spark_rules.json" -> sparkRulesTable,
+    "python/sluice/_typed_options.py" -> typedOptions,
     "conf/sluice.conf.template" -> confTemplate)
 
   def main(args: Array[String]): Unit = {

@@ -27,12 +27,18 @@ final class SluiceConf private (values: Map[String, Any], val raw: Map[String, S
   }
 
   override def toString: String =
-    SluiceOptions.all.map(o => s"${o.key}=${raw.getOrElse(o.key, o.defaultString)}").mkString("SluiceConf(", ", ", ")")
+    SluiceOptions.all.map(o => s"${o.key}=${raw.getOrElse(o.key, render(o))}").mkString("SluiceConf(", ", ", ")")
+
+  private def render[T](o: ConfigOption[T]): String = o.tpe.render(get(o))
 }
 
 object SluiceConf {
 
-  /** Reads the `spark.sluice.*` entries of `settings`; other keys are ignored. */
+  /**
+   * Reads the `spark.sluice.*` entries of `settings`; other keys are ignored. A setting left at its
+   * default that an [[AtLeast]] rule puts below its bound rises to the bound (a larger segment size
+   * raises the frame length with it); one that was set is checked, and refused below it.
+   */
   def apply(settings: Iterable[(String, String)]): SluiceConf = {
     val mine = settings.filter(_._1.startsWith(ConfigOption.Prefix)).toMap
     mine.foreach { case (key, value) =>
@@ -41,10 +47,14 @@ object SluiceConf {
           suggestion(key).fold("")(s => s"; did you mean $s?"))
       }
     }
-    val values = SluiceOptions.all.map { o =>
+    val parsed = SluiceOptions.all.map { o =>
       o.key -> mine.get(o.key).map(v => o.parse(v): Any).getOrElse(o.default: Any)
     }.toMap
-    val conf = new SluiceConf(values, mine)
+    val risen = AtLeast.all.filterNot(r => mine.contains(r.subject.key)).map { r =>
+      val least = r.bound(parsed(r.reference.key).asInstanceOf[Long])
+      r.subject.key -> (math.max(parsed(r.subject.key).asInstanceOf[Long], least): Any)
+    }
+    val conf = new SluiceConf(parsed ++ risen, mine)
     checkCombinations(conf)
     conf
   }

@@ -5,6 +5,8 @@ import java.util.Locale
 import javax.crypto.Cipher
 import javax.crypto.spec.SecretKeySpec
 
+import io.sluice.config.SparkSettingRules
+
 /**
  * The key and cipher blocking partition files are encrypted with when Spark's I/O encryption is
  * on (`spark.io.encryption.enabled`): the application's I/O encryption key, which Spark gives
@@ -42,11 +44,11 @@ final class PartitionedFileCipher private (private[partition] val key: SecretKey
 object PartitionedFileCipher {
 
   /** The transformation Spark's I/O encryption supports, and so the only one Sluice accepts. */
-  val Transformation = "AES/CTR/NoPadding"
+  val Transformation: String = SparkSettingRules.CipherTransformation
 
   /** Spark's settings, named in errors. */
-  val EnabledKey = "spark.io.encryption.enabled"
-  val TransformationKey = "spark.io.crypto.cipher.transformation"
+  val EnabledKey: String = SparkSettingRules.IoEncryptionKey
+  val TransformationKey: String = SparkSettingRules.CipherTransformationKey
   val KeySizeKey = "spark.io.encryption.keySizeBits"
 
   private val random = ThreadLocal.withInitial[SecureRandom](() => new SecureRandom)
@@ -79,6 +81,5 @@ object PartitionedFileCipher {
    */
   def checkTransformation(transformation: String): Unit =
     require(transformation != null && transformation.trim.toUpperCase(Locale.ROOT) == Transformation.toUpperCase(Locale.ROOT),
-      s"$TransformationKey=$transformation is not supported: Sluice encrypts its blocking partition files with " +
-        s"$Transformation only, as Spark encrypts its own shuffle files ($EnabledKey=true)")
+      SparkSettingRules.Cipher.message(Map(TransformationKey -> String.valueOf(transformation)).get))
 }

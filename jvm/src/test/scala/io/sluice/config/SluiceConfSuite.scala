@@ -70,7 +70,11 @@ class SluiceConfSuite extends AnyFunSuite with NettyLeakDetection {
     assert(!far.contains("did you mean"))
   }
 
-  test("maxFrameLength must exceed the segment size plus headers") {
+  test("maxFrameLength left at its default rises with the segment size; set below it, it is refused") {
+    val risen = SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "1m"))
+    assert(risen.get(SluiceOptions.MaxFrameLength) == SluiceConf.minMaxFrameLength(1L << 20))
+    assert(risen.toString.contains(s"spark.sluice.network.maxFrameLength=${SluiceConf.minMaxFrameLength(1L << 20)}b"))
+    assert(SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "64k")).get(SluiceOptions.MaxFrameLength) == 1L << 20)
     val msg = rejected("spark.sluice.memory.segmentSize" -> "1m", "spark.sluice.network.maxFrameLength" -> "1m")
     assert(msg.contains("spark.sluice.network.maxFrameLength"))
     assert(msg.contains("'1m'"))

@@ -94,13 +94,6 @@ private[sluice] object SluiceEnvironment extends Logging {
       Some(PartitionedFileCipher(k, cipherTransformation(conf)))
     }
 
-  /**
-   * Refuses at start-up an I/O encryption setting Sluice cannot honour (a cipher transformation
-   * other than AES/CTR/NoPadding), naming the key; nothing to check when encryption is off.
-   */
-  def checkIoEncryption(conf: SparkConf): Unit =
-    if (ioEncryptionEnabled(conf)) PartitionedFileCipher.checkTransformation(cipherTransformation(conf))
-
   private def ioEncryptionEnabled(conf: SparkConf): Boolean = conf.getBoolean(PartitionedFileCipher.EnabledKey, false)
 
   private def cipherTransformation(conf: SparkConf): String =

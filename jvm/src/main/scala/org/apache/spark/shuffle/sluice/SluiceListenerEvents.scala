@@ -2,7 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import io.sluice.metrics.{BatchDiagnosis, ExecutorEntry}
 import org.apache.spark.scheduler.SparkListenerEvent
-import org.apache.spark.shuffle.sluice.metrics.StageView
+import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, StageView}
 
 /**
  * Sluice's own listener events: what the Sluice tab shows, posted on the driver's listener bus so
@@ -81,6 +81,9 @@ final case class SparkListenerSluiceStageMetrics(
   def bufferFillRateOption: Option[Double] = Some(bufferFillRate).filter(_ >= 0)
   def suggestedBufferTimeoutMsOption: Option[Double] = Some(suggestedBufferTimeoutMs).filter(_ >= 0)
 
+  /** The stage's one diagnosis sentence: the batch diagnosis of a batch stage, the backpressure sentence otherwise. */
+  def cause: String = if (batch) batchCause else rootCause
+
   /** The same figures regardless of when they were taken. */
   def sameFiguresAs(other: SparkListenerSluiceStageMetrics): Boolean = copy(timestampMs = 0L) == other.copy(timestampMs = 0L)
 }
@@ -137,4 +140,61 @@ final case class SparkListenerSluiceNetworkMemory(executors: Seq[SluiceExecutorM
   /** The same segments regardless of when they were reported. */
   def sameFiguresAs(other: SparkListenerSluiceNetworkMemory): Boolean =
     executors.map(_.copy(lastReportMs = 0L)) == other.executors.map(_.copy(lastReportMs = 0L))
+}
+
+/**
+ * The application in one line, posted (and logged by the driver) when it ends: the shuffle bytes
+ * Sluice moved (`bytesShuffled`: every stage's local and remote input as sent, compressed when
+ * stored compressed; `bytesRemote`: the part that crossed the network), how long reduce tasks
+ * waited for input (Spark's fetch wait) and for network buffers, and the slowest of the stages
+ * that shuffled through Sluice (wall time from submission to completion) with its [[cause]].
+ * `slowestStageId` is -1 when no stage shuffled through Sluice.
+ */
+final case class SparkListenerSluiceApplicationSummary(
+    stages: Int,
+    bytesShuffled: Long,
+    bytesRemote: Long,
+    fetchWaitMs: Long,
+    bufferWaitMs: Long,
+    slowestStageId: Int,
+    slowestStageName: String,
+    slowestStageMs: Long,
+    slowestStageCause: String,
+    timestampMs: Long)
+  extends SparkListenerEvent {
+
+  /** The driver log's line (also the History Server tab's). */
+  def line: String = {
+    def bytes(b: Long): String = if (b < (1L << 20)) f"${b / 1024.0}%.1f KiB"
+    else if (b < (1L << 30)) f"${b / 1048576.0}%.1f MiB"
+    else f"${b / 1073741824.0}%.2f GiB"
+    def secs(ms: Long): String = f"${ms / 1000.0}%.1f s"
+    val head = s"Sluice summary: ${bytes(bytesShuffled)} shuffled (${bytes(bytesRemote)} across the network) in " +
+      s"$stages stage${if (stages == 1) "" else "s"}; reduce tasks waited ${secs(fetchWaitMs)} for input and " +
+      s"${secs(bufferWaitMs)} for network buffers"
+    if (slowestStageId < 0) s"$head."
+    else s"$head; slowest stage $slowestStageId ($slowestStageName), ${secs(slowestStageMs)}: $slowestStageCause"
+  }
+}
+
+object SparkListenerSluiceApplicationSummary {
+
+  /** The summary of every stage `m` holds metrics of, at `timestampMs`. */
+  def of(m: SluiceDriverMetrics, timestampMs: Long): SparkListenerSluiceApplicationSummary = {
+    val ids = m.store.stageIds
+    val views = ids.map(m.stageView)
+    val sparkTasks = ids.flatMap(m.stages.tasksOf)
+    val slowest = views.flatMap(v => v.meta.flatMap(_.durationMs).map(v -> _)).maxByOption(_._2)
+    SparkListenerSluiceApplicationSummary(
+      stages = ids.size,
+      bytesShuffled = views.map(v => v.numBytesInLocal + v.numBytesInRemote).sum,
+      bytesRemote = views.map(_.numBytesInRemote).sum,
+      fetchWaitMs = sparkTasks.map(_.fetchWaitMs).sum,
+      bufferWaitMs = views.flatMap(_.tasks).map(_.snapshot.bufferWaitMs).sum,
+      slowestStageId = slowest.fold(-1)(_._1.stageId),
+      slowestStageName = slowest.fold("")(_._1.name),
+      slowestStageMs = slowest.fold(0L)(_._2),
+      slowestStageCause = slowest.fold("")(s => SparkListenerSluiceStageMetrics.of(s._1, timestampMs).cause),
+      timestampMs = timestampMs)
+  }
 }

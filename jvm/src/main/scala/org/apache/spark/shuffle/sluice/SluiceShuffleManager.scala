@@ -39,7 +39,6 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends SortShuff
   override protected def pipelined: Boolean = false
 
   start(conf, isDriver)
-  ShuffleMigration.checkSettings(conf)
 
   private val migration = ShuffleMigration.enabled(conf)
 

@@ -18,8 +18,8 @@ private[sluice] trait SluiceShuffleManagerBase extends ShuffleManager with Loggi
   /**
    * Start-up, on the driver and on every executor: Spark's internals are what the adapter expects
    * ([[SparkInternals.verify]], which also checks the Spark version), and the `spark.sluice.*`
-   * settings and Spark's compression settings are valid, no Spark cluster feature Sluice cannot
-   * serve is on ([[SparkFeatureCheck]]), so a bad value stops the application at
+   * settings are valid, no Spark setting Sluice cannot honour is on ([[SparkFeatureCheck]]: cluster
+   * features, codec, I/O encryption cipher), so a bad value stops the application at
    * start with an error naming the key. The executor's network stack starts with the executor when
    * Sluice's plugin runs ([[SluiceExecutorPlugin]]), else with its first shuffle task.
    */
@@ -28,7 +28,6 @@ private[sluice] trait SluiceShuffleManagerBase extends ShuffleManager with Loggi
     SparkFeatureCheck.verify(conf)
     SluiceEnvironment.sluiceConf(conf)
     SluiceEnvironment.codec(conf)
-    SluiceEnvironment.checkIoEncryption(conf)
     logInfo(s"Using Sluice for ${if (pipelined) "pipelined" else "regular"} shuffles (driver=$isDriver)")
   }
 

@@ -185,22 +185,6 @@ object SparkInternals {
   def ioEncryptionKey: Option[Array[Byte]] = env.securityManager.getIOEncryptionKey()
 
   /**
-   * The cluster features [[SparkFeatureCheck]] refuses, read through Spark's own config entries
-   * so that unset keys take Spark's defaults (shuffle tracking is on
-   * by default), and dynamic allocation counted the way Spark counts it (never in local mode).
-   */
-  def clusterFeatures(conf: SparkConf): SparkFeatureCheck.Features = {
-    import org.apache.spark.internal.config
-    SparkFeatureCheck.Features(
-      shuffleService = conf.get(config.SHUFFLE_SERVICE_ENABLED),
-      pushBasedShuffle = conf.get(config.PUSH_BASED_SHUFFLE_ENABLED),
-      dynamicAllocation = org.apache.spark.util.Utils.isDynamicAllocationEnabled(conf),
-      shuffleTracking = conf.get(config.DYN_ALLOCATION_SHUFFLE_TRACKING_ENABLED),
-      nodeService = conf.getBoolean(io.sluice.config.SluiceOptions.ServiceEnabled.key, false),
-      shuffleDataIO = conf.get(config.SHUFFLE_IO_PLUGIN_CLASS))
-  }
-
-  /**
    * Whether `serializer`'s output can be cut between records and its pieces concatenated in
    * another order (Spark's private Serializer.supportsRelocationOfSerializedObjects): then one
    * stream serves every subpartition.

@@ -10,7 +10,7 @@ package org.apache.spark.shuffle.sluice.internal
 private[sluice] object SparkVersionCheck {
 
   /** The Spark release line (major.minor) this build of Sluice was compiled and tested against. */
-  val BuiltFor: String = "4.3"
+  val BuiltFor: String = io.sluice.config.SparkSettingRules.SparkLine
 
   /** Throws when the running Spark (`org.apache.spark.SPARK_VERSION`) is not of [[BuiltFor]]. */
   def verify(): Unit = verify(org.apache.spark.SPARK_VERSION)

@@ -3,9 +3,11 @@ package org.apache.spark.shuffle.sluice.metrics
 import scala.collection.mutable
 
 import io.sluice.config.SluiceOptions
+import org.apache.spark.internal.Logging
 import org.apache.spark.scheduler.{SparkListener, SparkListenerApplicationEnd, SparkListenerEvent, SparkListenerStageCompleted}
 import org.apache.spark.shuffle.sluice.{
-  SluiceExecutorMemory, SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
+  SluiceExecutorMemory, SparkListenerSluiceApplicationSummary, SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings,
+  SparkListenerSluiceStageMetrics
 }
 
 /**
@@ -17,14 +19,15 @@ import org.apache.spark.shuffle.sluice.{
  * everything changed since the last post when a stage ends and when the application ends
  * (Celeborn's review of CELEBORN-2415 notes that throttled writes need that final flush). The
  * executors' network memory follows the same rule. Called from the executors' report handler and
- * the listener bus; thread-safe.
+ * the listener bus; thread-safe. When the application ends it also posts and logs its one-line
+ * summary ([[SparkListenerSluiceApplicationSummary]]).
  */
 private[sluice] final class SluiceEventPublisher(
     metrics: SluiceDriverMetrics,
     post: SparkListenerEvent => Unit,
     minIntervalMs: Long = SluiceEventPublisher.MinIntervalMs,
     clock: () => Long = () => System.currentTimeMillis())
-  extends SparkListener {
+  extends SparkListener with Logging {
 
   private val lastStage = mutable.Map.empty[Int, (SparkListenerSluiceStageMetrics, Long)] // guarded by this
   private var lastMemory: Option[(SparkListenerSluiceNetworkMemory, Long)] = None // guarded by this
@@ -47,7 +50,13 @@ private[sluice] final class SluiceEventPublisher(
     publishMemory(force = true)
   }
 
-  override def onApplicationEnd(event: SparkListenerApplicationEnd): Unit = flush()
+  /** Flushes, then posts and logs the application's one-line summary. */
+  override def onApplicationEnd(event: SparkListenerApplicationEnd): Unit = {
+    flush()
+    val summary = SparkListenerSluiceApplicationSummary.of(metrics, clock())
+    post(summary)
+    logInfo(summary.line)
+  }
 
   /** Posts every stage's and the executors' figures that changed since they were last posted. */
   def flush(): Unit = synchronized {

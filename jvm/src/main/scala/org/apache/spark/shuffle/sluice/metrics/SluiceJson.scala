@@ -1,15 +1,20 @@
 package org.apache.spark.shuffle.sluice.metrics
 
 import io.sluice.metrics._
-import org.apache.spark.shuffle.sluice.{SluiceExecutorMemory, SparkListenerSluiceStageMetrics}
+import org.apache.spark.shuffle.sluice.{
+  SluiceExecutorMemory, SparkListenerSluiceApplicationSummary, SparkListenerSluiceStageMetrics
+}
 import org.json4s._
 import org.json4s.jackson.JsonMethods
 
 /**
  * The JSON form of the driver's Sluice metrics, shared by the UI tab's `/sluice/json` and the
  * Python accessor: `executors` (memory segments), `stages` (sums, highest usages, backpressure,
- * root cause of a pipelined stage, the batch diagnosis of a batch one, jobs) and `tasks` (one object per task attempt, every metric under its Flink name, and
- * latency statistics when tracked). Plain values only; no NaN. Stateless.
+ * the stage's `cause`: the batch diagnosis of a batch stage, the backpressure sentence of a
+ * pipelined one; jobs) and `tasks` (one object per task attempt, every metric under its Flink
+ * name, and latency statistics when tracked). Keys follow the naming rule of docs/metrics.md:
+ * Flink's metric names where a value is that metric, snake_case for everything else, the same
+ * words as the Python tables. Plain values only; no NaN. Stateless.
  */
 private[sluice] object SluiceJson {
 
@@ -43,14 +48,15 @@ private[sluice] object SluiceJson {
   }
 
   def backPressure(b: StageBackPressure): JValue = JObject(
-    "ratio" -> num(b.ratio), "level" -> JString(b.level.name), "request_id" -> JLong(b.requestId),
+    "backpressure_ratio" -> num(b.ratio), "backpressure_level" -> JString(b.level.name), "request_id" -> JLong(b.requestId),
     "timestamp_ms" -> JLong(b.endTimestampMillis), "sampled_tasks" -> JInt(b.tasks.size),
     "num_samples" -> JInt(b.numSamples), "executors_asked" -> JInt(b.executorsAsked),
     "executors_answered" -> JInt(b.executorsAnswered),
     "tasks" -> JArray(b.tasks.map { t =>
       JObject("executor_id" -> JString(t.executorId), "partition_id" -> JInt(t.sample.key.partitionId),
         "task_attempt_id" -> JLong(t.sample.key.taskAttemptId), "blocked" -> JInt(t.sample.blocked),
-        "samples" -> JInt(t.sample.total), "ratio" -> num(t.ratio), "level" -> JString(t.level.name))
+        "samples" -> JInt(t.sample.total), "backpressure_ratio" -> num(t.ratio),
+        "backpressure_level" -> JString(t.level.name))
     }.toList))
 
   def long(v: Long): JValue = JLong(v)
@@ -60,7 +66,7 @@ private[sluice] object SluiceJson {
    * Server): the same keys in both.
    */
   def stageMetrics(m: SparkListenerSluiceStageMetrics): JObject = JObject(
-    "stage_id" -> JInt(m.stageId), "stage_attempt_id" -> JInt(m.stageAttemptId), "name" -> JString(m.name),
+    "stage_id" -> JInt(m.stageId), "stage_attempt_id" -> JInt(m.stageAttemptId), "stage_name" -> JString(m.name),
     "status" -> JString(m.status), "num_tasks" -> JInt(m.numTasks), "reported_tasks" -> JInt(m.reportedTasks),
     "running_tasks" -> JInt(m.runningTasks),
     MetricNames.NumRecordsOut -> JLong(m.numRecordsOut), MetricNames.NumRecordsIn -> JLong(m.numRecordsIn),
@@ -73,21 +79,21 @@ private[sluice] object SluiceJson {
     MetricNames.FloatingBuffersUsage -> num(m.floatingBuffersUsage),
     MetricNames.ExclusiveBuffersUsage -> num(m.exclusiveBuffersUsage),
     MetricNames.BackPressuredTimeMsPerSecond -> num(m.backPressuredTimeMsPerSecond),
-    "ratio" -> num(m.ratio), "level" -> JString(m.level), "sampled_tasks" -> JInt(m.sampledTasks),
-    "root_cause" -> JString(m.rootCause), "buffer_fill_rate" -> opt(m.bufferFillRateOption),
+    "backpressure_ratio" -> num(m.ratio), "backpressure_level" -> JString(m.level),
+    "sampled_tasks" -> JInt(m.sampledTasks), "cause" -> JString(m.cause), "buffer_fill_rate" -> opt(m.bufferFillRateOption),
     "suggested_buffer_timeout_ms" -> opt(m.suggestedBufferTimeoutMsOption), "timestamp_ms" -> JLong(m.timestampMs),
     "job_ids" -> JArray(m.jobIdList.map(JInt(_)).toList), "job_group" -> str(m.jobGroup),
     "sql_execution_id" -> (if (m.sqlExecutionId >= 0) JLong(m.sqlExecutionId) else JNull),
     "batch" -> (if (m.batch) batch(m) else JNull))
 
-  /** A batch stage's diagnosis: the cause and the figures it read (null names: none stands out). */
+  /** The figures a batch stage's diagnosis read (null names: none stands out); its sentence is the stage's `cause`. */
   def batch(m: SparkListenerSluiceStageMetrics): JObject = JObject(
-    "cause" -> JString(m.batchCause), "tasks" -> JInt(m.batchTasks), "executor_run_time_ms" -> JLong(m.executorRunTimeMs),
+    "tasks" -> JInt(m.batchTasks), "executor_run_time_ms" -> JLong(m.executorRunTimeMs),
     "fetch_wait_ms" -> JLong(m.fetchWaitMs), "buffer_wait_ms" -> JLong(m.bufferWaitMs),
     "spill_bytes" -> JLong(m.spillBytes),
     "max_partition_id" -> (if (m.maxPartitionId >= 0) JInt(m.maxPartitionId) else JNull),
     "max_partition_bytes" -> JLong(m.maxPartitionBytes), "median_partition_bytes" -> JLong(m.medianPartitionBytes),
-    "slow_producer" -> str(m.slowProducer), "slow_producer_wait_ms" -> JLong(m.slowProducerWaitMs),
+    "slow_peer" -> str(m.slowProducer), "slow_peer_wait_ms" -> JLong(m.slowProducerWaitMs),
     "slow_executor" -> str(m.slowExecutor), "slow_executor_ratio" -> num(m.slowExecutorRatio))
 
   /** A string, null when empty (or absent from an older event log). */
@@ -120,6 +126,15 @@ private[sluice] object SluiceJson {
     "stages" -> JArray(m.stageViews.map(stage).toList),
     "tasks" -> JArray(m.store.taskEntries.sortBy(e => (e.key.stageId, e.key.partitionId, e.key.taskAttemptId))
         .map(task).toList))
+
+  /** The application's summary, posted when it ends ([[SparkListenerSluiceApplicationSummary]]). */
+  def summary(s: SparkListenerSluiceApplicationSummary): JObject = JObject(
+    "line" -> JString(s.line), "stages" -> JInt(s.stages), "bytes_shuffled" -> JLong(s.bytesShuffled),
+    "bytes_remote" -> JLong(s.bytesRemote), "fetch_wait_ms" -> JLong(s.fetchWaitMs),
+    "buffer_wait_ms" -> JLong(s.bufferWaitMs),
+    "slowest_stage_id" -> (if (s.slowestStageId >= 0) JInt(s.slowestStageId) else JNull),
+    "slowest_stage_name" -> str(s.slowestStageName), "slowest_stage_ms" -> JLong(s.slowestStageMs),
+    "slowest_stage_cause" -> str(s.slowestStageCause), "timestamp_ms" -> JLong(s.timestampMs))
 
   def stages(views: Seq[StageView]): JValue = JObject("stages" -> JArray(views.map(stage).toList))
 

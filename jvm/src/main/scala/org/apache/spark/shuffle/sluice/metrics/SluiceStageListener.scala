@@ -19,8 +19,13 @@ private[sluice] final case class StageMeta(
     status: String,
     jobIds: Seq[Int] = Nil,
     jobGroup: String = "",
-    sqlExecutionId: Long = -1L) {
+    sqlExecutionId: Long = -1L,
+    submittedMs: Long = -1L,
+    completedMs: Long = -1L) {
   def isActive: Boolean = status == StageMeta.Active
+
+  /** Wall time from submission to completion, once the stage completed. */
+  def durationMs: Option[Long] = if (submittedMs >= 0 && completedMs >= submittedMs) Some(completedMs - submittedMs) else None
 }
 
 private[sluice] object StageMeta {
@@ -70,7 +75,8 @@ private[sluice] final class SluiceStageListener(store: MetricStore, maxStages: I
     val props = Option(event.properties)
     val group = props.flatMap(p => Option(p.getProperty("spark.jobGroup.id"))).getOrElse("")
     val sql = props.flatMap(p => Option(p.getProperty("spark.sql.execution.id"))).flatMap(_.toLongOption).getOrElse(-1L)
-    put(StageMeta(i.stageId, i.attemptNumber(), i.name, i.numTasks, i.parentIds, StageMeta.Active, Nil, group, sql))
+    put(StageMeta(i.stageId, i.attemptNumber(), i.name, i.numTasks, i.parentIds, StageMeta.Active, Nil, group, sql,
+        i.submissionTime.getOrElse(-1L)))
   }
 
   override def onStageCompleted(event: SparkListenerStageCompleted): Unit = {
@@ -78,7 +84,8 @@ private[sluice] final class SluiceStageListener(store: MetricStore, maxStages: I
     val status = if (i.failureReason.isDefined) StageMeta.Failed else StageMeta.Complete
     val known = stage(i.stageId)
     put(StageMeta(i.stageId, i.attemptNumber(), i.name, i.numTasks, i.parentIds, status, Nil,
-        known.fold("")(_.jobGroup), known.fold(-1L)(_.sqlExecutionId)))
+        known.fold("")(_.jobGroup), known.fold(-1L)(_.sqlExecutionId),
+        i.submissionTime.orElse(known.map(_.submittedMs)).getOrElse(-1L), i.completionTime.getOrElse(-1L)))
   }
 
   /** Keeps a successful task's Spark metrics (one per partition: the latest attempt's). */

@@ -39,22 +39,6 @@ private[sluice] object ShuffleMigration extends Logging {
     conf.getBoolean("spark.storage.decommission.enabled", false) &&
       conf.getBoolean("spark.storage.decommission.shuffleBlocks.enabled", true)
 
-  /**
-   * Refuses what Sluice cannot honour: a fallback storage for shuffle blocks. Spark's fallback
-   * storage copies only the sort shuffle's index and data files and points map outputs at a
-   * location no Sluice reader can fetch from; with it configured, part of the map outputs would
-   * be "moved" there and lost.
-   */
-  def checkSettings(conf: SparkConf): Unit =
-    if (enabled(conf) && conf.getOption("spark.storage.decommission.fallbackStorage.path").exists(_.nonEmpty)) {
-      throw new IllegalArgumentException("Sluice cannot keep shuffle data in Spark's decommissioning fallback " +
-        "storage (spark.storage.decommission.fallbackStorage.path is set while spark.storage.decommission.enabled " +
-        "and spark.storage.decommission.shuffleBlocks.enabled are on): its readers fetch map outputs from executors, " +
-        "and the fallback storage only holds the sort shuffle's files. Unset " +
-        "spark.storage.decommission.fallbackStorage.path (Sluice moves map outputs to peer executors), or set " +
-        "spark.storage.decommission.shuffleBlocks.enabled=false.")
-    }
-
   /** Sets up the driver's endpoint once (the driver, at the first shuffle, when [[enabled]]). */
   def ensureDriverEndpoint(): Unit = driverEndpoint.ensure(new Endpoint)
 

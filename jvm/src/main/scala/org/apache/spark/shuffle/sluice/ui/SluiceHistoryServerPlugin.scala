@@ -4,7 +4,8 @@ import org.apache.spark.SparkConf
 import org.apache.spark.scheduler.{SparkListener, SparkListenerEvent}
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.shuffle.sluice.{
-  SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
+  SparkListenerSluiceApplicationSummary, SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings,
+  SparkListenerSluiceStageMetrics
 }
 import org.apache.spark.status.{AppHistoryServerPlugin, ElementTrackingStore}
 import org.apache.spark.ui.SparkUI
@@ -13,7 +14,7 @@ import org.apache.spark.ui.SparkUI
  * The Sluice tab in Spark's History Server, found through
  * `META-INF/services/org.apache.spark.status.AppHistoryServerPlugin` when Sluice's jar is on the
  * History Server's class path (as Spark SQL's `SQLHistoryServerPlugin` brings its tab): a replay
- * listener keeps Sluice's events of the event log in the UI's status store, and the tab shows them
+ * listener keeps Sluice's events of the event log (the application's summary included) in the UI's status store, and the tab shows them
  * with the live tab's page. Stateless; the History Server calls it per application it loads.
  */
 class SluiceHistoryServerPlugin extends AppHistoryServerPlugin {
@@ -41,6 +42,8 @@ private[sluice] final class SluiceHistoryListener(store: ElementTrackingStore) e
       e.executors.foreach(m => SparkInternals.writeToStore(store, new SluiceExecutorMemoryEntry(m.executorId, m)))
     case e: SparkListenerSluiceSettings =>
       SparkInternals.writeToStore(store, new SluiceSettingsEntry(SluiceTabData.SingletonKey, e))
+    case e: SparkListenerSluiceApplicationSummary =>
+      SparkInternals.writeToStore(store, new SluiceSummaryEntry(SluiceTabData.SingletonKey, e))
     case _ =>
   }
 }

@@ -53,6 +53,7 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
     }
         <a href={uiLink(request, s"/${SluiceTab.Prefix}/json")}>JSON</a>
       </p>
+      {data.summary.map(s => <p id="sluice-summary"><strong>{s.line}</strong></p>).getOrElse(Seq.empty[Node])}
       <h4>Executors</h4>
       {executorsTable}
       {batchTable(stages.filter(_.batch))}
@@ -89,7 +90,7 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
         <th title="numBytesInLocal / numBytesInRemote (as sent: compressed when stored compressed)">
           Bytes in local / remote</th>
         <th>Buffers out / in local / remote</th><th>Buffer fill rate</th><th>Suggested buffer timeout</th>
-        <th title="The backpressure sentence of a pipelined stage; the batch diagnosis of a batch one">Diagnosis</th>
+        <th title="The batch diagnosis of a batch stage; the backpressure sentence of a pipelined one">Cause</th>
       </tr></thead>
       <tbody>{stages.map(v => stageRow(request, v))}</tbody>
     </table>
@@ -114,7 +115,7 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
       <td>{v.numBuffersOut} / {v.numBuffersInLocal} / {v.numBuffersInRemote}</td>
       <td>{v.bufferFillRateOption.map(pct).getOrElse("n/a (no remote input)")}</td>
       <td>{v.suggestedBufferTimeoutMsOption.map(t => f"$t%.0f ms").getOrElse("n/a")}</td>
-      <td class="sluice-root-cause">{if (v.batch) v.batchCause else v.rootCause}</td>
+      <td class="sluice-cause">{v.cause}</td>
     </tr>
   }
 
@@ -127,13 +128,13 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
     <table id="sluice-batch" class="table table-bordered table-condensed table-striped">
       <thead><tr>
         <th>Stage</th><th title="Successful tasks Spark reported">Tasks</th>
-        <th title="Spark's executor run time, summed over the tasks">Run time</th>
+        <th title="Spark's executor run time, summed over the tasks">Executor run time</th>
         <th title="Spark's fetch wait time: the reduce tasks waited for input">Fetch wait</th>
-        <th title="Time tasks waited for the executor's network memory">Waits for network buffers</th>
-        <th title="The reduce partition that read the most shuffle bytes, against the median">Largest partition</th>
+        <th title="Time tasks waited for the executor's network memory">Buffer wait</th>
+        <th title="The reduce partition that read the most shuffle bytes, against the median">Max partition</th>
         <th title="The producing executor the readers waited on most, when one stands out">Slow peer</th>
         <th title="The executor whose tasks were slowest per record read, when one stands out">Slow executor</th>
-        <th>Spill</th><th>Likely cause</th>
+        <th>Spill</th><th>Cause</th>
       </tr></thead>
       <tbody>{
       stages.map { v =>
@@ -156,7 +157,7 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
           <td>{if (v.slowProducer.isEmpty) "-" else s"executor ${v.slowProducer} (${ms(v.slowProducerWaitMs)})"}</td>
           <td>{if (v.slowExecutor.isEmpty) "-" else f"executor ${v.slowExecutor} (${v.slowExecutorRatio}%.1f×)"}</td>
           <td>{bytesToString(v.spillBytes)}</td>
-          <td class="sluice-batch-cause">{v.batchCause}</td>
+          <td class="sluice-batch-cause">{v.cause}</td>
         </tr>
       }
     }</tbody>

@@ -5,7 +5,9 @@ import scala.jdk.CollectionConverters._
 import io.sluice.config.SluiceOptions
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SluiceJson}
-import org.apache.spark.shuffle.sluice.{SluiceExecutorMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics}
+import org.apache.spark.shuffle.sluice.{
+  SluiceExecutorMemory, SparkListenerSluiceApplicationSummary, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
+}
 import org.apache.spark.status.KVUtils.KVIndexParam
 import org.apache.spark.util.kvstore.KVStore
 import org.json4s.{JArray, JBool, JObject, JValue}
@@ -24,6 +26,9 @@ private[sluice] trait SluiceTabData {
   def stages: Seq[SparkListenerSluiceStageMetrics]
   def executors: Seq[SluiceExecutorMemory]
 
+  /** The application's one-line summary, once it ended (the History Server's replay). */
+  def summary: Option[SparkListenerSluiceApplicationSummary]
+
   /** The running application's metrics, None in the History Server. */
   def live: Option[SluiceDriverMetrics]
   def json: JValue
@@ -41,6 +46,7 @@ private[sluice] final class LiveTabData(metrics: SluiceDriverMetrics) extends Sl
   }
 
   override def executors: Seq[SluiceExecutorMemory] = metrics.store.executorEntries.map(SluiceExecutorMemory.of)
+  override def summary: Option[SparkListenerSluiceApplicationSummary] = None
   override def live: Option[SluiceDriverMetrics] = Some(metrics)
   override def json: JValue = SluiceJson.all(metrics)
 }
@@ -59,17 +65,26 @@ private[sluice] final class ReplayedTabData(store: KVStore) extends SluiceTabDat
   override def executors: Seq[SluiceExecutorMemory] =
     SparkInternals.storedEntries(store, classOf[SluiceExecutorMemoryEntry]).map(_.memory).toSeq.sortBy(_.executorId)
 
+  override def summary: Option[SparkListenerSluiceApplicationSummary] =
+    SparkInternals.storedEntries(store, classOf[SluiceSummaryEntry]).headOption.map(_.summary)
+
   override def live: Option[SluiceDriverMetrics] = None
 
-  override def json: JValue = JObject(
+  override def json: JValue = JObject(List(
     "replayed" -> JBool(true),
     "report_interval_ms" -> settings.map(s => SluiceJson.long(s.reportIntervalMs)).getOrElse(SluiceJson.long(0)),
     "executors" -> JArray(executors.map(SluiceJson.executorMemory).toList),
-    "stages" -> JArray(stages.map(SluiceJson.stageMetrics).toList))
+    "stages" -> JArray(stages.map(SluiceJson.stageMetrics).toList)) ++
+    summary.map(s => "summary" -> SluiceJson.summary(s)).toList)
 }
 
 /** A stage's last replayed figures in the History Server's status store, keyed by stage id. */
 private[sluice] final class SluiceStageEntry(@KVIndexParam val stageId: Int, val metrics: SparkListenerSluiceStageMetrics)
+
+/** The application's summary in the History Server's status store (one entry). */
+private[sluice] final class SluiceSummaryEntry(
+    @KVIndexParam val key: String,
+    val summary: SparkListenerSluiceApplicationSummary)
 
 /** The application's Sluice settings in the History Server's status store (one entry). */
 private[sluice] final class SluiceSettingsEntry(

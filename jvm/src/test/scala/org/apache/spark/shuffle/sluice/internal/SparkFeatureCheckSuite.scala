@@ -58,12 +58,12 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
 
   test("with Sluice's node shuffle service, dynamic allocation runs without shuffle tracking, through Sluice's storage plugin") {
     val service = Seq("spark.sluice.service.enabled" -> "true",
-      SparkFeatureCheck.ShuffleDataIOKey -> SparkFeatureCheck.SluiceShuffleDataIO)
+      io.sluice.config.SparkSettingRules.ShuffleDataIOKey -> io.sluice.config.SparkSettingRules.SluiceShuffleDataIO)
     SparkFeatureCheck.verify(conf(service ++ Seq("spark.dynamicAllocation.enabled" -> "true",
           "spark.dynamicAllocation.shuffleTracking.enabled" -> "false"): _*))
     // Without Sluice's storage plugin Spark would not know the outputs are kept: refused, naming the key.
     val m = refusal("spark.sluice.service.enabled" -> "true")
-    assert(m.contains(s"${SparkFeatureCheck.ShuffleDataIOKey}=${SparkFeatureCheck.SluiceShuffleDataIO}"), m)
+    assert(m.contains(s"${io.sluice.config.SparkSettingRules.ShuffleDataIOKey}=${io.sluice.config.SparkSettingRules.SluiceShuffleDataIO}"), m)
     // Dynamic allocation without tracking or service: the refusal names the service as a way out.
     val d = refusal("spark.dynamicAllocation.enabled" -> "true", "spark.dynamicAllocation.shuffleTracking.enabled" -> "false")
     assert(d.contains("spark.sluice.service.enabled=true"), d)
@@ -74,6 +74,16 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
       "spark.dynamicAllocation.enabled" -> "true", "spark.dynamicAllocation.shuffleTracking.enabled" -> "false",
       "spark.decommission.enabled" -> "true", "spark.storage.decommission.enabled" -> "true")
     assert(m.split("\n  - ").length == 4, m)
+  }
+
+  test("the codec, the I/O encryption cipher and the decommissioning fallback storage are refused in the same message") {
+    val m = refusal("spark.io.compression.codec" -> "brotli", "spark.io.encryption.enabled" -> "true",
+      "spark.io.crypto.cipher.transformation" -> "AES/GCM/NoPadding", "spark.storage.decommission.enabled" -> "true",
+      "spark.storage.decommission.fallbackStorage.path" -> "s3a://bucket/fallback/")
+    assert(m.split("\n  - ").length == 4, m)
+    assert(m.contains("spark.io.compression.codec=brotli: use lz4, lzf, snappy or zstd"), m)
+    assert(m.contains("spark.io.crypto.cipher.transformation=AES/GCM/NoPadding is not supported"), m)
+    assert(m.contains("Unset spark.storage.decommission.fallbackStorage.path"), m)
   }
 
   test("the blocking manager refuses at construction, on the driver and on executors") {

@@ -101,7 +101,8 @@ object SparkInternalsAllowlist {
     // ---- Listener events, History Server ----------------------------------------------------------
     Seq(
       Allowed("org.apache.spark.scheduler.SparkListenerEvent#logEvent$",
-        boundary("SparkListenerSluiceSettings", "SparkListenerSluiceStageMetrics", "SparkListenerSluiceNetworkMemory"),
+        boundary("SparkListenerSluiceSettings", "SparkListenerSluiceStageMetrics", "SparkListenerSluiceNetworkMemory",
+          "SparkListenerSluiceApplicationSummary"),
         "a Scala event class inherits SparkListenerEvent's protected[spark] logEvent through a compiler forwarder"),
       Allowed("org.apache.spark.status.AppHistoryServerPlugin", boundary("ui.SluiceHistoryServerPlugin"),
         "the History Server's plugin SPI, found through META-INF/services"),
@@ -113,7 +114,7 @@ object SparkInternalsAllowlist {
       Allowed("org.apache.spark.util.kvstore.KVStore", boundary("ui.ReplayedTabData"),
         "holds the History Server's status store, which it reads through the adapter"),
       Allowed("org.apache.spark.util.kvstore.KVIndex",
-        boundary("ui.SluiceStageEntry", "ui.SluiceExecutorMemoryEntry", "ui.SluiceSettingsEntry"),
+        boundary("ui.SluiceStageEntry", "ui.SluiceExecutorMemoryEntry", "ui.SluiceSettingsEntry", "ui.SluiceSummaryEntry"),
         "the status store keys its entries by their @KVIndex field, as Spark's own UI entries are keyed")),
 
     // ---- The engine's transport -------------------------------------------------------------------

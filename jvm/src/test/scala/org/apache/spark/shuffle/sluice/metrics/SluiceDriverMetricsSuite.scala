@@ -44,7 +44,7 @@ class SluiceDriverMetricsSuite extends AnyFunSuite with NettyLeakDetection {
 
     val json = JsonMethods.parse(SluiceJson.render(SluiceJson.all(m)))
     val JArray(stages) = json \ "stages": @unchecked
-    assert(stages.map(s => (s \ "stage_id", s \ "level")) == List((JInt(4), JString("HIGH"))))
+    assert(stages.map(s => (s \ "stage_id", s \ "backpressure_level")) == List((JInt(4), JString("HIGH"))))
     val JArray(tasks) = json \ "tasks": @unchecked
     assert((tasks.head \ "outPoolUsage") == JDouble(1.0) && (tasks.head \ "executor_id") == JString("1"))
     assert((json \ "executors" \ "TotalMemorySegments") == JArray(List(JInt(100))))

@@ -16,7 +16,8 @@ import org.apache.spark.{SparkConf, Success}
 import org.apache.spark.shuffle.sluice.rpc.SluiceMessages
 import org.apache.spark.shuffle.sluice.ui.{ReplayedTabData, SluiceHistoryServerPlugin}
 import org.apache.spark.shuffle.sluice.{
-  SluiceExecutorMemory, SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
+  SluiceExecutorMemory, SparkListenerSluiceApplicationSummary, SparkListenerSluiceNetworkMemory, SparkListenerSluiceSettings,
+  SparkListenerSluiceStageMetrics
 }
 import org.apache.spark.status.ElementTrackingStore
 import org.apache.spark.util.JsonProtocol
@@ -183,5 +184,57 @@ class SluiceEventPublisherSuite extends AnyFunSuite with NettyLeakDetection {
     assert(!old.batch && old.jobIdList.isEmpty && old.numRecordsIn == stage.numRecordsIn)
     val oldJson = SluiceJson.stageMetrics(old)
     assert(oldJson \ "batch" == JNull && oldJson \ "job_ids" == JArray(Nil) && oldJson \ "job_group" == JNull)
+  }
+
+  test("at application end a one-line summary is posted: bytes, waits, the slowest stage and its cause; replayed") {
+    val m = new SluiceDriverMetrics(conf)
+    val r = new Recorder
+    val p = publisher(m, r)
+    def timed(stageId: Int, submitted: Long, completed: Long): StageInfo = {
+      val info = stageInfo(stageId)
+      info.submissionTime = Some(submitted)
+      info.completionTime = Some(completed)
+      info
+    }
+    m.stages.onStageSubmitted(SparkListenerStageSubmitted(timed(3, 1000L, 2000L)))
+    m.stages.onStageCompleted(SparkListenerStageCompleted(timed(3, 1000L, 2000L)))
+    m.stages.onStageSubmitted(SparkListenerStageSubmitted(timed(4, 2000L, 11000L)))
+    (0 until 8).foreach(q => m.stages.onTaskEnd(taskEnd(4, q, (q % 2).toString, 1000, if (q == 5) 20000 else 2000)))
+    m.stages.onStageCompleted(SparkListenerStageCompleted(timed(4, 2000L, 11000L)))
+    report(m, TestingSnapshots.producer(stageId = 3, outputType = "blocking").copy(running = false))
+    report(m,
+      (0 until 8).map(q =>
+        TestingSnapshots.consumer(stageId = 4, partitionId = q)
+          .copy(key = TaskKey(4, 0, q, 100L + q), running = false, bufferWaitMs = 3)): _*)
+    p.onApplicationEnd(SparkListenerApplicationEnd(0L))
+
+    val summaries = r.events.collect { case e: SparkListenerSluiceApplicationSummary => e }
+    assert(summaries.size == 1)
+    val s = summaries.head
+    val views = Seq(m.stageView(3), m.stageView(4))
+    assert(s.stages == 2 && s.bytesRemote == views.map(_.numBytesInRemote).sum && s.bytesRemote > 0)
+    assert(s.bytesShuffled == views.map(v => v.numBytesInLocal + v.numBytesInRemote).sum)
+    assert(s.fetchWaitMs == 8 && s.bufferWaitMs == 24)
+    assert(s.slowestStageId == 4 && s.slowestStageName == "stage 4" && s.slowestStageMs == 9000L)
+    assert(s.slowestStageCause.startsWith("Skew: reduce partition 5"), s.slowestStageCause)
+    assert(s.line.startsWith("Sluice summary: ") && s.line.contains("in 2 stages; reduce tasks waited 0.0 s for input"),
+      s.line)
+    assert(s.line.contains("slowest stage 4 (stage 4), 9.0 s: Skew: reduce partition 5"), s.line)
+    assert(r.events.last eq s, "the summary follows the final flush")
+
+    val store = new ElementTrackingStore(new InMemoryStore, new SparkConf)
+    try {
+      val listeners = new SluiceHistoryServerPlugin().createListeners(new SparkConf, store)
+      val back = JsonProtocol.sparkEventFromJson(JsonProtocol.sparkEventToJsonString(s))
+      assert(back == s)
+      listeners.foreach(_.onOtherEvent(back))
+      val data = new ReplayedTabData(store)
+      assert(data.summary.contains(s))
+      assert(data.json \ "summary" \ "line" == JString(s.line) && data.json \ "summary" \ "slowest_stage_id" == JInt(4))
+    } finally store.close()
+
+    // No stage shuffled through Sluice: still one line, without a slowest stage.
+    val empty = SparkListenerSluiceApplicationSummary.of(new SluiceDriverMetrics(conf), 1L)
+    assert(empty.slowestStageId == -1 && empty.line.endsWith("for network buffers."), empty.line)
   }
 }
