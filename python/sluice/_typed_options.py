@@ -103,3 +103,24 @@ class SluiceOptions(TypedDict, total=False):
 
     backpressure_refresh_interval: Union[int, str, datetime.timedelta]
     """``spark.sluice.backpressure.refreshInterval``, default ``1min``."""
+
+    service_enabled: bool
+    """``spark.sluice.service.enabled``, default ``false``."""
+
+    service_port: int
+    """``spark.sluice.service.port``, default ``7338``."""
+
+    service_host: str
+    """``spark.sluice.service.host``, default ````."""
+
+    service_fallback_to_executor: bool
+    """``spark.sluice.service.fallbackToExecutor``, default ``false``."""
+
+    service_application_timeout: Union[int, str, datetime.timedelta]
+    """``spark.sluice.service.applicationTimeout``, default ``5min``."""
+
+    service_allowed_dirs: str
+    """``spark.sluice.service.allowedDirs``, default ````."""
+
+    service_recovery_dir: str
+    """``spark.sluice.service.recoveryDir``, default ````."""
