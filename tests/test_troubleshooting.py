@@ -232,7 +232,9 @@ PASSED_ON: Dict[str, str] = {
     "SparkInternals.scala: location": (
         "Spark's FetchFailedException, carrying a channel's failure: `Reading <channel> failed` (listed)"
     ),
-    "_jvm.py: str(error)": "the JVM's own error text, from the Sluice plugin's JSON accessor",
+    "_jvm.py: str(error)": (
+        "the error SluiceMetricsAccessor answers: `Sluice's plugin is not running in this driver` (listed)"
+    ),
     "TransportConfOverlay.scala: name": (
         "a ConfigProvider's answer for a key it lacks: Spark's TransportConf catches it and uses its default"
     ),
