@@ -827,23 +827,40 @@ def test_headline_numbers_agree_with_their_json() -> None:
         for query, q in at["tpch_queries"].items():
             line = f"TPC-H Q{query} alone, {label}: **{q['ratio']:.2f}**"
             assert (line in readme) == (q["ratio"] >= headlines.SLOWER_FROM), line
-    assert "on two hosts at 10 Gbit/s links: **1.08**" in readme
+    assert "on dev/cluster at 10 Gbit/s links, one round: **1.08**" in readme
     # Read from the --cold run: its first shuffle is no longer slower (0.94), its queries are.
     assert "a fresh application's first jobs: TPC-H Q22 at SF 0.2" in readme
     assert "a fresh application's first jobs: its first shuffle" not in readme
+    # Every row names its run's rounds and load as the JSON records them; one round stands out.
+    growth = headlines.load(root, headlines.GROWTH)
+    before, after = growth["machine"]["load_before"][0], growth["machine"]["load_after"][0]
+    assert f"**1 round**, load {before:.1f} → {after:.1f} |" in readme
+    # The page lists the newer runs the table passes over, with the value each gives.
+    benchmarks = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    transport = json.loads((root / "docs" / "benchmarks" / "transport-2026-11-26.json").read_text(encoding="utf-8"))
+    assert (
+        f"{headlines._iperf3(transport) * 100:.0f} % ([2026-11-26](benchmarks/transport-2026-11-26.json)" in benchmarks
+    )
+
+
+def copy_repository_results(root: Path, to: Path) -> None:
+    """The two pages and every result file the generator reads, under ``to``."""
+    from sluice_bench import headlines
+
+    for page in headlines.PAGES:
+        (to / page).parent.mkdir(parents=True, exist_ok=True)
+        (to / page).write_text((root / page).read_text(encoding="utf-8"), encoding="utf-8")
+    for directory in headlines.SEARCHED:
+        (to / directory).mkdir(parents=True, exist_ok=True)
+        for result in (root / directory).glob("*.json"):
+            (to / directory / result.name).write_bytes(result.read_bytes())
 
 
 def test_headline_check_fails_on_an_edited_number(tmp_path: Path) -> None:
     from sluice_bench import headlines
 
     root = Path(__file__).resolve().parent.parent
-    (tmp_path / "docs" / "benchmarks").mkdir(parents=True)
-    for page in headlines.PAGES:
-        (tmp_path / page).write_text((root / page).read_text(encoding="utf-8"), encoding="utf-8")
-    for result in {h.result for h in headlines.HEADLINES} | {headlines.CLUSTER, headlines.COLD}:
-        (tmp_path / "docs" / "benchmarks" / result).write_text(
-            (root / "docs" / "benchmarks" / result).read_text(encoding="utf-8"), encoding="utf-8"
-        )
+    copy_repository_results(root, tmp_path)
     assert headlines.stale_pages(tmp_path) == []
     readme = tmp_path / "README.md"
     text = readme.read_text(encoding="utf-8")
@@ -853,6 +870,55 @@ def test_headline_check_fails_on_an_edited_number(tmp_path: Path) -> None:
     assert headlines.main(["--root", str(tmp_path), "--check"]) == 1
     assert headlines.main(["--root", str(tmp_path)]) == 0
     assert headlines.stale_pages(tmp_path) == []
+
+
+def test_headline_generator_refuses_what_the_json_does_not_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A goal the run did not record, 'quiet' over a loaded run, 'median' of one round, 'hosts' for
+    network namespaces, a newer run passed over without a reason (or a reason without one), and a
+    phrase no result file can back: each stops the generator with a message naming it."""
+    import dataclasses
+
+    from sluice_bench import headlines
+
+    root = Path(__file__).resolve().parent.parent
+    copy_repository_results(root, tmp_path)
+    original = headlines.HEADLINES
+
+    def refused(*rows: headlines.Headline) -> str:
+        monkeypatch.setattr(headlines, "HEADLINES", rows)
+        with pytest.raises(headlines.UnbackedClaim) as e:
+            headlines.render(tmp_path, "README.md")
+        assert headlines.main(["--root", str(tmp_path), "--check"]) == 1
+        assert "does not back" in capsys.readouterr().err or "records" in str(e.value)
+        return str(e.value)
+
+    tpch = next(h for h in original if h.result == headlines.TPCH["defaults"])
+    growth = next(h for h in original if h.result == headlines.GROWTH)
+    cluster = next(h for h in original if h.result == headlines.CLUSTER)
+    # The TPC-H run's load before was 2.0: not quiet.
+    assert "'quiet'" in refused(dataclasses.replace(tpch, measure=tpch.measure + ", quiet"))
+    assert "one round" in refused(dataclasses.replace(growth, measure="median " + growth.measure))
+    assert "network namespaces" in refused(dataclasses.replace(cluster, measure="two hosts at 1 Gbit/s"))
+    assert "not in" in refused(dataclasses.replace(tpch, goal="TPC-H total at most 0.85"))
+    # A newer run of the same benchmark holding the same figure: the row must name it or say why not.
+    newer = headlines.load(root, tpch.result)
+    newer["started"] = "2099-01-01T00:00:00+00:00"
+    (tmp_path / "bench" / "results" / "batch-sf1-defaults-2099.json").write_text(json.dumps(newer), encoding="utf-8")
+    assert "batch-sf1-defaults-2099.json" in refused(tpch)
+    with_reason = dataclasses.replace(tpch, newer="a reason")
+    monkeypatch.setattr(headlines, "HEADLINES", (with_reason,))
+    assert "batch-sf1-defaults-2099.json" in headlines.headlines_block(tmp_path, "docs/benchmarks.md")
+    (tmp_path / "bench" / "results" / "batch-sf1-defaults-2099.json").unlink()
+    assert "there are none" in refused(with_reason)
+    # Anywhere on a page: no result file records what else ran.
+    monkeypatch.setattr(headlines, "HEADLINES", original)
+    assert headlines.stale_pages(tmp_path) == []
+    page = tmp_path / "docs" / "benchmarks.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\nMeasured with nothing else running.\n", encoding="utf-8")
+    with pytest.raises(headlines.UnbackedClaim, match=r"docs/benchmarks.md:\d+ says 'nothing else running'"):
+        headlines.render(tmp_path, "docs/benchmarks.md")
 
 
 def test_scale_shapes_picks_shapes_of_the_chosen_groups() -> None:

@@ -52,11 +52,26 @@ class PortRangeSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
+  test("one base fits spark.port.maxRetries + 1 servers on a host, whichever application they serve; the next fails") {
+    val loopback = InetAddress.getByName("127.0.0.1")
+    val maxRetries = PortRange.DefaultMaxRetries
+    val held = scala.collection.mutable.Buffer.empty[ServerSocket]
+    def bindOne(base: Int): ServerSocket = PortRange(base, maxRetries).bind("127.0.0.1")(p => new ServerSocket(p, 50, loopback))
+    try {
+      val base = withTakenPorts(maxRetries + 1)(identity) // free again once found
+      (0 to maxRetries).foreach(_ => held += bindOne(base))
+      assert(held.map(_.getLocalPort) == (base to base + maxRetries), held.map(_.getLocalPort))
+      val e = intercept[BindException](held += bindOne(base))
+      assert(e.getMessage.contains(s"every port of spark.sluice.network.port=$base and spark.port.maxRetries=$maxRetries"),
+        e.getMessage)
+    } finally held.foreach(_.close())
+  }
+
   /**
    * Runs `body` with the first of `n` consecutive ports this JVM holds (found by trying random
    * bases until all `n` bind); the ports are released afterwards.
    */
-  private def withTakenPorts(n: Int)(body: Int => Unit): Unit = {
+  private def withTakenPorts[T](n: Int)(body: Int => T): T = {
     val loopback = InetAddress.getByName("127.0.0.1")
     def hold(from: Int): Option[Seq[ServerSocket]] = {
       val held = Seq.newBuilder[ServerSocket]
