@@ -57,6 +57,16 @@ PYTHON_ARGUMENT = (
     "as Python's own TypeError and ValueError do."
 )
 DEMO = "`sluice demo`'s own argument checks, which say what to pass instead."
+NODE_SERVICE_DETAIL = (
+    "A node shuffle service's reason for refusing a control message or a connection: it reaches the user only "
+    "inside a listed message (`Executor <id> could not register with the Sluice shuffle service`, `The Sluice "
+    "shuffle service at <host>:<port> (<key>) refused application`, `The Sluice server at <host>:<port> refused "
+    "the connection of application`, `Result partition (<id>) not found`)."
+)
+SERVICE_COMMAND = (
+    "`sluice shuffle-service`'s own argument checks (the daemon's command line), which name the argument and print "
+    "the usage."
+)
 
 EXEMPT: Dict[str, Tuple[str, ...]] = {
     INVARIANT: (
@@ -135,6 +145,9 @@ EXEMPT: Dict[str, Tuple[str, ...]] = {
         "the output flusher needs a positive buffer timeout",
         "a periodic task needs a positive interval",
         "<> channels for <> subpartitions",
+        "executor id '<>' is not 1 to <> bytes",
+        "authenticated as application <>, serving <>",
+        "no layout to find partition files with",
     ),
     LIFECYCLE: (
         "Sluice's shuffle environment is stopped",
@@ -173,6 +186,8 @@ EXEMPT: Dict[str, Tuple[str, ...]] = {
         "This is a Sluice shuffle server; it only accepts the upgrade to the Sluice protocol",
         "A spilled buffer of <> bytes does not fit a <>-byte segment",
         "<> sent a compressed buffer of raw length <>, more than a segment",
+        "a request for executor <>'s map outputs reached an executor's server",
+        "a request reached a node shuffle service without naming the executor that wrote its map outputs",
     ),
     DETAIL: (
         "<>: corrupt compressed data (<>)",
@@ -186,7 +201,6 @@ EXEMPT: Dict[str, Tuple[str, ...]] = {
         "Could not connect to <>: <>",
         "<>; waited <>ms (spark.sluice.network.bufferRequestTimeout) but the executor's other pools and gates",
         "sluice <>: <>",
-        "sluice conf: <>",
         "sluice: <>",
         "<> (on the Spark Connect server: set these on its command line)",
         "the <> data source returned <> rows instead of one",
@@ -201,19 +215,44 @@ EXEMPT: Dict[str, Tuple[str, ...]] = {
         "an index of <> buffers is larger than 2 GiB",
         "the index of <> does not describe its <> bytes",
         "The index <> ends at <>, before the <> bytes read at <>",
+        "The index file <> is unusable: <>",
     ),
     PYTHON_ARGUMENT: (
         "expected a pyspark.sql.SparkSession (classic, or a Spark Connect session), got <>",
         "sluice.configure expects a pyspark.sql.SparkSession.Builder",
         "prometheus must be True or False, got <>",
-        "job_id must be an int or None, got <>",
-        "job_id must be >= 0, got <>",
-        "stage_id must be an int or None, got <>",
-        "stage_id must be >= 0, got <>",
+        "<> must be an int or None, got <>",
+        "<> must be >= 0, got <>",
     ),
     DEMO: (
         "sluice demo: --rows and --partitions must be at least 1",
         "sluice demo: --keep-ui takes a positive number of seconds",
+    ),
+    NODE_SERVICE_DETAIL: (
+        "a client authenticated as <> sent a message for application <>",
+        "Unreadable node service message: <>",
+        "The node shuffle service is stopping",
+        "executor <> of application <> never registered with this node shuffle service",
+        "a registration of <> local dirs",
+        "unknown node service message type <>",
+        "a reply of type <>",
+        "not a Sluice node service message",
+        "node service message version <>, this Sluice reads version <>",
+        "a node service message that ends early",
+        "a text of <> bytes",
+        "cannot create <>",
+    ),
+    SERVICE_COMMAND: (
+        "<>: <> is not absolute",
+        "--conf <>: expected KEY=VALUE",
+        "unknown argument <>",
+        "unknown setting <> (see Sluice's docs/configuration.md)",
+        "--properties-file <>: no such file",
+        "sluice shuffle-service: <>",
+        "sluice shuffle-service needs a Java 17 runtime",
+        "pyspark at <> has no jars/ (pyspark-client cannot run the service)",
+        "sluice compare: <>",
+        "cannot read the event log <>: <>",
     ),
 }
 
@@ -234,6 +273,23 @@ PASSED_ON: Dict[str, str] = {
     ),
     "_jvm.py: str(error)": (
         "the error SluiceMetricsAccessor answers: `Sluice's plugin is not running in this driver` (listed)"
+    ),
+    "NettyProtocol.scala: why": (
+        "a server's reason for refusing an upgrade: `The Sluice server at <host>:<port> refused the connection "
+        "of application <app>: <why>` (listed)"
+    ),
+    "ApplicationRegistry.scala: why": (
+        "a node service's reason for refusing a registration: `The Sluice shuffle service at <host>:<port> (<key>) "
+        "refused application <app>: <why>` (listed)"
+    ),
+    "ShuffleServiceClient.scala: RemoteErrors.message(Option(e.getCause).getOrElse(e))": (
+        "the node service's own reason, carried inside `The Sluice shuffle service at <host>:<port> (<key>)` (listed)"
+    ),
+    "BlockCodec.scala: SparkSettingRules.Codec.message(Map(SparkSettingRules.CodecKey -> value).get)": (
+        "the codec rule's message: `Sluice cannot compress buffers with spark.io.compression.codec=<codec>` (listed)"
+    ),
+    "PartitionedFileCipher.scala: SparkSettingRules.Cipher.message(Map(TransformationKey -> String.valueOf(transformation)).get)": (
+        "the cipher rule's message: `spark.io.crypto.cipher.transformation=<value> is not supported` (listed)"
     ),
     "TransportConfOverlay.scala: name": (
         "a ConfigProvider's answer for a key it lacks: Spark's TransportConf catches it and uses its default"

@@ -81,8 +81,8 @@ final class ShuffleServiceClient(
     }
 
   private def failure(host: String, port: Int, what: String, cause: Throwable): IOException =
-    new IOException(s"The Sluice shuffle service at $host:$port (${SluiceOptions.ServicePort.key}) $what for " +
-        s"application $appId: ${cause.getMessage}", cause)
+    new IOException(s"The Sluice shuffle service at $host:$port (${SluiceOptions.ServicePort.key}) $what: " +
+        cause.getMessage, cause)
 
   override def close(): Unit = {
     if (authenticated ne plain) authenticated.close()
