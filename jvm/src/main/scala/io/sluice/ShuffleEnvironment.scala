@@ -40,7 +40,7 @@ final class ShuffleEnvironment(
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
-  val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize,
+  val networkBufferPool = new NetworkBufferPool(conf.numberOfPoolSegments, conf.segmentSize,
     conf.get(SluiceOptions.RequestBufferTimeout))
   private val layout = new PartitionedFileLayout(localDirs.toIndexedSeq)
   val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles), Some(layout),
@@ -64,7 +64,14 @@ final class ShuffleEnvironment(
     }
   metrics.setTransportProbe(() =>
     io.sluice.metrics.TransportSnapshot(serverPort,
-      connectionManager.numServerConnections, connectionManager.numClientConnections))
+      connectionManager.numServerConnections, connectionManager.numClientConnections, serverReads))
+
+  /** The server's reads of partition files now (metrics). */
+  private def serverReads: io.sluice.metrics.ServerReadSnapshot = {
+    val s = connectionManager.server.readScheduler
+    io.sluice.metrics.ServerReadSnapshot(s.numThreadsAlive, s.numQueued, s.waitTimeMs, s.numBuffers, s.numBuffersInUse,
+      partitionManager.fileReaders.numDescriptors)
+  }
   private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
     fileCipher)
   private val fileCounter = new AtomicInteger

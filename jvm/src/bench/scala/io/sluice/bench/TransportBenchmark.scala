@@ -150,7 +150,7 @@ final class TransportBenchmark(conf: SluiceConf) {
           "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1"))), conf)
 
   private final class Executor(val id: String) {
-    val pool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)
+    val pool = new NetworkBufferPool(conf.numberOfPoolSegments, conf.segmentSize)
     val partitions = new ResultPartitionManager
     val connections = new NettyConnectionManager(conf, transportConf, partitions, None, "127.0.0.1",
       org.apache.spark.shuffle.sluice.internal.SparkInternals.TransportPipeline)

@@ -91,9 +91,15 @@ final class TestingExecutor(
     gateFactory.create(owner, inputs, codec, waitForProducers, pipelined)
   }
 
-  /** Waits until every segment is back in the NetworkBufferPool and nothing is required; fails otherwise. */
+  /**
+   * Waits until every segment is back in the NetworkBufferPool and nothing is required, and every
+   * read buffer of the server is back; fails otherwise.
+   */
   def awaitAllBuffersBack(timeoutMs: Long = 10000): Unit = {
     val deadline = System.currentTimeMillis() + timeoutMs
+    val reads = connectionManager.server.readScheduler
+    while (reads.numBuffersInUse != 0 && System.currentTimeMillis() < deadline) Thread.sleep(10)
+    assert(reads.numBuffersInUse == 0, s"$executorId's server leaks read buffers: ${reads.numBuffersInUse} hold frames")
     while ((networkBufferPool.numberOfAvailableSegments != numSegments || networkBufferPool.numberOfRequiredSegments != 0) &&
       System.currentTimeMillis() < deadline) Thread.sleep(10)
     assert(networkBufferPool.numberOfAvailableSegments == numSegments && networkBufferPool.numberOfRequiredSegments == 0,
