@@ -193,7 +193,8 @@ object SluiceOptions {
     between(1, 1 << 20)) {
     """Most partition readers one remote host (by IP address) may hold at once on an executor's
       |Sluice server, over all its connections; a request beyond it fails with an error naming the
-      |host and this key (the reading task fails with a FetchFailedException). A host's readers are
+      |host and this key (the reading task fails and Spark retries it; the map outputs are not
+      |declared lost). A host's readers are
       |at most its running reduce tasks' gates (one reader each per regular shuffle read) or those
       |times this executor's producers (pipelined shuffles)."""
   }
