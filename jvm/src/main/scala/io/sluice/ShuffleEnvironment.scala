@@ -111,7 +111,7 @@ final class ShuffleEnvironment(
     val pool = networkBufferPool.createBufferPool(numSubpartitions + 1, max, s"pipelined result partition ($id)")
     new PipelinedResultPartition(id, numSubpartitions, pool, conf.get(SluiceOptions.MaxBuffersPerSubpartition),
       bufferRequestTimeout, p => partitionManager.unregister(p), conf.get(SluiceOptions.BufferTimeout),
-      conf.get(SluiceOptions.IdleFlushInterval), Some(outputFlusher))
+      conf.get(SluiceOptions.IdleFlushInterval), Some(outputFlusher), transport.checksumsInTransit)
   }
 
   /** Makes a partition visible to readers (blocking: once finished; pipelined: at once). */
@@ -215,11 +215,13 @@ final case class PartitionExport(file: File, length: Long, index: Array[Byte])
  * How an executor's transport is set up: Spark's TransportConf for module "sluice" (I/O mode,
  * TLS, crypto), the shared secret and application id when spark.authenticate is on, the address
  * the server binds and advertises, and the names of the handlers Spark's TransportContext puts in
- * a pipeline (which the Spark boundary knows and the engine does not), and spark.port.maxRetries
- * (how many ports above spark.sluice.network.port the server tries).
+ * a pipeline (which the Spark boundary knows and the engine does not), spark.port.maxRetries
+ * (how many ports above spark.sluice.network.port the server tries), and whether pipelined
+ * partitions' buffers cross the network with a CRC32C (spark.shuffle.streaming.checksum.enabled).
  */
 final case class TransportSettings(transportConf: TransportConf, auth: Option[(SecretKeyHolder, String)], bindHost: String,
-    sparkPipeline: SparkPipelineNames, portMaxRetries: Int = PortRange.DefaultMaxRetries)
+    sparkPipeline: SparkPipelineNames, portMaxRetries: Int = PortRange.DefaultMaxRetries,
+    checksumsInTransit: Boolean = true)
 
 object TransportSettings {
 

@@ -54,12 +54,16 @@ final class TestingExecutor(
   def clientChannelTo(server: TestingExecutor): io.netty.channel.Channel =
     connectionManager.clientFactory.connection("127.0.0.1", server.port).get.channel
 
-  /** A registered pipelined partition of `numSubpartitions` with a pool of `poolSize` buffers. */
-  def pipelinedPartition(id: ResultPartitionID, numSubpartitions: Int, poolSize: Int = -1): PipelinedResultPartition = {
+  /**
+   * A registered pipelined partition of `numSubpartitions` with a pool of `poolSize` buffers,
+   * sending a CRC32C with each buffer unless `checksums` is off.
+   */
+  def pipelinedPartition(id: ResultPartitionID, numSubpartitions: Int, poolSize: Int = -1,
+      checksums: Boolean = true): PipelinedResultPartition = {
     val size = if (poolSize > 0) poolSize else numSubpartitions + conf.get(SluiceOptions.FloatingBuffersPerGate)
     val pool = networkBufferPool.createBufferPool(math.min(numSubpartitions, size), size, s"partition $id")
     val p = new PipelinedResultPartition(id, numSubpartitions, pool, conf.get(SluiceOptions.MaxBuffersPerSubpartition),
-      conf.get(SluiceOptions.RequestBufferTimeout), partitionManager.unregister)
+      conf.get(SluiceOptions.RequestBufferTimeout), partitionManager.unregister, checksumsInTransit = checksums)
     partitionManager.registerResultPartition(p)
     p
   }

@@ -56,6 +56,15 @@ private[sluice] object SluiceEnvironment extends Logging {
     else sluice.withSettings(following.map(o => o.key -> s"${networkTimeoutMs(conf)}ms"): _*)
   }
 
+  /**
+   * Whether pipelined shuffle buffers cross the network with a CRC32C: Spark's
+   * spark.shuffle.streaming.checksum.enabled (on by default in Spark 4.3, whose built-in streaming
+   * shuffle checksums every network buffer under it).
+   */
+  def checksumsInTransit(conf: SparkConf): Boolean = conf.getBoolean(StreamingChecksumKey, true)
+
+  val StreamingChecksumKey = "spark.shuffle.streaming.checksum.enabled"
+
   /** spark.network.timeout in milliseconds (Spark's default 120s). */
   def networkTimeoutMs(conf: SparkConf): Long = conf.getTimeAsMs("spark.network.timeout", "120s")
 
@@ -103,7 +112,7 @@ private[sluice] object SluiceEnvironment extends Logging {
     val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None
     val transportConf = TransportConfOverlay(SparkInternals.transportConf(conf, cores), sluice)
     val transport = TransportSettings(transportConf, auth, host, SparkInternals.TransportPipeline,
-      conf.getInt(PortRange.MaxRetriesKey, PortRange.DefaultMaxRetries))
+      conf.getInt(PortRange.MaxRetriesKey, PortRange.DefaultMaxRetries), checksumsInTransit(conf))
     val cipher = fileCipher(conf, SparkInternals.ioEncryptionKey)
     val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, SparkInternals.localDirs, codec(conf), transport,
       cipher)
