@@ -397,6 +397,22 @@ def test_transport_parses_the_benchmarks_json_lines() -> None:
     assert [g["met"] for g in recorder.goals] == [True, False]
 
 
+def test_pipelined_checksum_reaches_the_transport_and_latency_benchmarks() -> None:
+    """``--pipelined-checksum`` sets Spark's spark.shuffle.streaming.checksum.enabled: for the JVM
+    transport benchmark and, for both contenders, in the latency benchmark's applications."""
+    assert transport.checksum_arguments(argparse.Namespace(pipelined_checksum="on")) == [
+        "--spark.shuffle.streaming.checksum.enabled",
+        "true",
+    ]
+    assert transport.checksum_arguments(argparse.Namespace(pipelined_checksum="off"))[1] == "false"
+    args = argparse.Namespace(
+        quick=True, rates=None, measure_seconds=None, memory="1024", source="scheduled", option=[]
+    )
+    for value, expected in (("on", "true"), ("off", "false")):
+        args.pipelined_checksum = value
+        assert latency.app_spec(args, 5, 5)["conf"]["spark.shuffle.streaming.checksum.enabled"] == expected
+
+
 def test_latency_goals_compare_equal_intervals_only() -> None:
     def phase(rate: int, p99: float) -> Dict[str, Any]:
         stats = {"p50_ms": p99 / 2, "p99_ms": p99, "p999_ms": p99 * 2, "mean_ms": p99 / 2}

@@ -87,7 +87,9 @@ def test_the_metric_table_is_the_jvms_and_feeds_the_python_columns() -> None:
     assert set(monitoring.FLINK_METRICS_COUNTERS) | set(monitoring.FLINK_METRICS_GAUGES) == set(task)
     assert "numBytesInRemote" in monitoring.FLINK_METRICS_COUNTERS
     assert "outPoolUsage" in monitoring.FLINK_METRICS_GAUGES
-    assert monitoring.EXECUTOR_METRICS == ("TotalMemorySegments", "AvailableMemorySegments", "UsedMemorySegments")
+    assert monitoring.EXECUTOR_METRICS[:3] == ("TotalMemorySegments", "AvailableMemorySegments", "UsedMemorySegments")
+    assert monitoring.SERVER_METRICS == monitoring.EXECUTOR_METRICS[3:]
+    assert "readQueueLength" in monitoring.SERVER_METRICS and "readWaitTimeMs" in monitoring.SERVER_METRICS
 
 
 def test_the_docs_describe_every_metric_of_the_table() -> None:

@@ -113,6 +113,14 @@ def test_executor_memory_segments(spark: Any, known_job: Tuple[List[int], Any]) 
     for e in executors:
         assert e["TotalMemorySegments"] == (64 << 20) // (32 << 10)  # network memory / segment size
         assert e["AvailableMemorySegments"] + e["UsedMemorySegments"] == e["TotalMemorySegments"]
+        # The server's read memory is an eighth of it, and its reads are reported beside it.
+        assert e["TotalReadMemorySegments"] == e["TotalMemorySegments"] // 8
+        assert 0 <= e["UsedReadMemorySegments"] <= e["TotalReadMemorySegments"]
+        assert e["readQueueLength"] >= 0 and e["readWaitTimeMs"] >= 0 and e["partitionFileDescriptors"] >= 0
+    table = sluice.executors(spark)
+    assert table.num_rows == len(executors)
+    assert set(sluice.monitoring.SERVER_METRICS) <= set(table.column_names)
+    assert table.column("TotalReadMemorySegments").to_pylist() == [(64 << 20) // (32 << 10) // 8] * table.num_rows
 
 
 def test_demo_prints_the_jobs_network_table(

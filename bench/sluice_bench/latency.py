@@ -56,6 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--memory", default="1024", help="executor memory in MiB (local-cluster[2,2,MEM])")
     parser.add_argument(
+        "--pipelined-checksum",
+        choices=("on", "off"),
+        default="on",
+        help="spark.shuffle.streaming.checksum.enabled for both contenders: a CRC32C with every network "
+        "buffer (default on, as Spark)",
+    )
+    parser.add_argument(
         "--source",
         choices=("scheduled", "driver"),
         default="scheduled",
@@ -86,6 +93,9 @@ def app_spec(args: argparse.Namespace, sluice_ms: Optional[int], builtin_ms: Opt
     return {
         "master": f"local-cluster[2,2,{args.memory}]",
         "conf": {
+            "spark.shuffle.streaming.checksum.enabled": "true"
+            if getattr(args, "pipelined_checksum", "on") == "on"
+            else "false",
             "spark.sql.shuffle.partitions": "2",
             # The map-side time stamp is a Scala UDF, which Real-Time Mode's allowlist does not list.
             "spark.sql.streaming.realTimeMode.allowlistCheck": "false",

@@ -65,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record-sizes", default=None, help="record sizes in bytes (default 100,10240; quick 10240)")
     parser.add_argument("--channels", default="1", help="channels (subpartitions) on the connection (default 1)")
     parser.add_argument("--iperf-seconds", type=int, help="seconds per iperf3 run (default 5; quick 1)")
+    parser.add_argument(
+        "--pipelined-checksum",
+        choices=("on", "off"),
+        default="on",
+        help="a CRC32C with every buffer (Spark's spark.shuffle.streaming.checksum.enabled; default on, as Spark)",
+    )
 
 
 def java_command(args: List[str]) -> List[str]:
@@ -85,6 +91,13 @@ def java_command(args: List[str]) -> List[str]:
         "io.sluice.bench.TransportBenchmark",
         *args,
     ]
+
+
+def checksum_arguments(args: argparse.Namespace) -> List[str]:
+    """``--pipelined-checksum`` as TransportBenchmark's argument: Spark's setting for a CRC32C with
+    every pipelined buffer (on unless ``off``)."""
+    enabled = getattr(args, "pipelined_checksum", "on") != "off"
+    return ["--spark.shuffle.streaming.checksum.enabled", "true" if enabled else "false"]
 
 
 def option_arguments(options: Dict[str, Any]) -> List[str]:
@@ -175,6 +188,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         ",".join(str(t) for t in TIMEOUTS),
         "--modes",
         "remote",
+        *checksum_arguments(args),
         *option_arguments(sluice_options(args)),
     ]
     recorder = Recorder(
@@ -184,6 +198,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
             "rounds": rounds,
             "quick": quick,
             "sluice_options": sluice_options(args),
+            "pipelined_checksum": getattr(args, "pipelined_checksum", "on"),
             "transport_benchmark_command": " ".join(java_command(bench_args)),
             "iperf3_command": f"iperf3 -s -1 -p PORT & iperf3 -c 127.0.0.1 -p PORT -l 32K -t {iperf_seconds} -J",
         },

@@ -60,9 +60,13 @@ FLINK_METRICS_GAUGES: Tuple[str, ...] = tuple(
     d["name"] for d in _DEFINITIONS if d["scope"] == "task" and d["spark_kind"] == "gauge"
 )
 
-# The executor's network memory, in Spark's metrics system only (Flink's *MemorySegments gauges).
+# The executor's network memory (Flink's *MemorySegments gauges) and its Sluice server's reads of
+# partition files (Sluice's), in Spark's metrics system and :func:`executors`.
 EXECUTOR_METRICS: Tuple[str, ...] = tuple(
     d["name"] for d in _DEFINITIONS if d["scope"] == "executor" and d["spark_kind"] == "gauge"
+)
+SERVER_METRICS: Tuple[str, ...] = tuple(
+    d["name"] for d in _DEFINITIONS if d["scope"] == "executor" and d["type"] == "long"
 )
 
 ID_COLUMNS: Tuple[Tuple[str, Any], ...] = (
@@ -384,6 +388,7 @@ EXECUTORS_SCHEMA = pa.schema(
         ("server_port", pa.int32()),
         ("server_connections", pa.int32()),
         ("client_connections", pa.int32()),
+        *[(name, pa.int64()) for name in SERVER_METRICS],
     ]
 )
 
@@ -401,8 +406,11 @@ def executor_order(executor_id: str) -> Tuple[int, int, str]:
 def executors(spark: Session, *, wait: bool = True) -> pa.Table:
     """Every executor that reported, one row each: its network memory under Flink's names
     (``TotalMemorySegments``, ``AvailableMemorySegments``, ``UsedMemorySegments``, of
-    ``segment_size`` bytes), ``last_report_ms``, and its transport (``server_port``, the
-    ``server_connections`` other executors opened to it, the ``client_connections`` it opened).
+    ``segment_size`` bytes), ``last_report_ms``, its transport (``server_port``, the
+    ``server_connections`` other executors opened to it, the ``client_connections`` it opened),
+    and its server's reads of partition files (``readThreads``, ``readQueueLength``,
+    ``readWaitTimeMs``, ``TotalReadMemorySegments``, ``UsedReadMemorySegments``,
+    ``partitionFileDescriptors``).
 
     Args:
         spark: a session started with :func:`sluice.configure`, or a Spark Connect session of a

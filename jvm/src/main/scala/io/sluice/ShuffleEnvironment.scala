@@ -45,7 +45,7 @@ final class ShuffleEnvironment(
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
-  val networkBufferPool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize,
+  val networkBufferPool = new NetworkBufferPool(conf.numberOfPoolSegments, conf.segmentSize,
     conf.get(SluiceOptions.RequestBufferTimeout))
   private val layout = new PartitionedFileLayout(localDirs.toIndexedSeq)
   val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles), Some(layout),
@@ -69,7 +69,14 @@ final class ShuffleEnvironment(
     }
   metrics.setTransportProbe(() =>
     io.sluice.metrics.TransportSnapshot(serverPort,
-      connectionManager.numServerConnections, connectionManager.numClientConnections))
+      connectionManager.numServerConnections, connectionManager.numClientConnections, serverReads))
+
+  /** The server's reads of partition files now (metrics). */
+  private def serverReads: io.sluice.metrics.ServerReadSnapshot = {
+    val s = connectionManager.server.readScheduler
+    io.sluice.metrics.ServerReadSnapshot(s.numThreadsAlive, s.numQueued, s.waitTimeMs, s.numBuffers, s.numBuffersInUse,
+      partitionManager.fileReaders.numDescriptors)
+  }
   private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
     fileCipher)
   private val fileCounter = new AtomicInteger
@@ -109,7 +116,7 @@ final class ShuffleEnvironment(
     val pool = networkBufferPool.createBufferPool(numSubpartitions + 1, max, s"pipelined result partition ($id)")
     new PipelinedResultPartition(id, numSubpartitions, pool, conf.get(SluiceOptions.MaxBuffersPerSubpartition),
       bufferRequestTimeout, p => partitionManager.unregister(p), conf.get(SluiceOptions.BufferTimeout),
-      conf.get(SluiceOptions.IdleFlushInterval), Some(outputFlusher))
+      conf.get(SluiceOptions.IdleFlushInterval), Some(outputFlusher), transport.checksumsInTransit)
   }
 
   /** Makes a partition visible to readers (blocking: once finished; pipelined: at once). */
@@ -216,13 +223,14 @@ final case class PartitionExport(file: File, length: Long, index: Array[Byte])
  * How an executor's transport is set up: Spark's TransportConf for module "sluice" (I/O mode,
  * TLS, crypto), the shared secret and application id when spark.authenticate is on, the address
  * the server binds and advertises, and the names of the handlers Spark's TransportContext puts in
- * a pipeline (which the Spark boundary knows and the engine does not), and spark.port.maxRetries
- * (how many ports above spark.sluice.network.port the server tries), and the application id every
- * connection names (a server serves only its own application's readers).
+ * a pipeline (which the Spark boundary knows and the engine does not), spark.port.maxRetries
+ * (how many ports above spark.sluice.network.port the server tries), whether pipelined
+ * partitions' buffers cross the network with a CRC32C (spark.shuffle.streaming.checksum.enabled),
+ * and the application id every connection names (a server serves only its own application's readers).
  */
 final case class TransportSettings(transportConf: TransportConf, auth: Option[(SecretKeyHolder, String)], bindHost: String,
     sparkPipeline: SparkPipelineNames, portMaxRetries: Int = PortRange.DefaultMaxRetries,
-    appId: Option[String] = None)
+    checksumsInTransit: Boolean = true, appId: Option[String] = None)
 
 object TransportSettings {
 

@@ -117,7 +117,7 @@ final class BlockingShuffleBenchmark(conf: SluiceConf, cipher: PartitionedFileCi
   private val dir = Files.createTempDirectory("sluice-blocking-bench").toFile
 
   private final class Executor(val id: String) {
-    val pool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)
+    val pool = new NetworkBufferPool(conf.numberOfPoolSegments, conf.segmentSize)
     val partitions = new ResultPartitionManager
     val connections = new NettyConnectionManager(conf, transportConf, partitions, None, "127.0.0.1",
       org.apache.spark.shuffle.sluice.internal.SparkInternals.TransportPipeline)

@@ -91,9 +91,11 @@ object TransportBenchmark {
     val modes = opts.getOrElse("modes", "remote").split(",").map(_.trim).toSeq
     require(modes.forall(Set("remote", "local")), s"--modes takes remote and/or local, not ${modes.mkString(",")}")
     val sluice = SluiceConf(opts.collect { case (k, v) if k.startsWith("spark.sluice.") => k -> v })
+    // Spark's setting for pipelined buffers' CRC32C in transit (on by default, as in Spark).
+    val checksums = opts.getOrElse("spark.shuffle.streaming.checksum.enabled", "true").toBoolean
 
     val configs = for (m <- modes; c <- channels; s <- sizes; t <- timeouts) yield Config(c, s, t, m == "local")
-    val bench = new TransportBenchmark(sluice)
+    val bench = new TransportBenchmark(sluice, checksums)
     try {
       val results = mutable.ArrayBuffer.empty[Result]
       if (jvmWarmup > 0) for (c <- configs) {
@@ -142,7 +144,7 @@ object TransportBenchmark {
 }
 
 /** Two executors (A produces, B consumes) that live for the whole benchmark; one connection B -> A. */
-final class TransportBenchmark(conf: SluiceConf) {
+final class TransportBenchmark(conf: SluiceConf, checksums: Boolean = true) {
   import TransportBenchmark._
 
   private val transportConf = TransportConfOverlay(new TransportConf("sluice",
@@ -150,7 +152,7 @@ final class TransportBenchmark(conf: SluiceConf) {
           "spark.sluice.io.serverThreads", "1", "spark.sluice.io.clientThreads", "1"))), conf)
 
   private final class Executor(val id: String) {
-    val pool = new NetworkBufferPool(conf.numberOfSegments, conf.segmentSize)
+    val pool = new NetworkBufferPool(conf.numberOfPoolSegments, conf.segmentSize)
     val partitions = new ResultPartitionManager
     val connections = new NettyConnectionManager(conf, transportConf, partitions, None, "127.0.0.1",
       org.apache.spark.shuffle.sluice.internal.SparkInternals.TransportPipeline)
@@ -172,7 +174,7 @@ final class TransportBenchmark(conf: SluiceConf) {
     val partition = new PipelinedResultPartition(id, c.channels,
       a.pool.createBufferPool(c.channels, poolSize, s"bench partition $id"),
       conf.get(SluiceOptions.MaxBuffersPerSubpartition), conf.get(SluiceOptions.RequestBufferTimeout), a.partitions.unregister,
-      c.bufferTimeoutMs, conf.get(SluiceOptions.IdleFlushInterval), Some(flusher)) // as ShuffleEnvironment makes them
+      c.bufferTimeoutMs, conf.get(SluiceOptions.IdleFlushInterval), Some(flusher), checksums) // as ShuffleEnvironment makes them
     a.partitions.registerResultPartition(partition)
     val consumerSide = if (c.local) a else b
     val gate = consumerSide.gates.create("bench consumer",

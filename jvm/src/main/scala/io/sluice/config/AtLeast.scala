@@ -41,8 +41,8 @@ object AtLeast {
 
   /** Every rule between settings, checked by [[SluiceConf]] and exported to Python. */
   val all: Seq[AtLeast] = Seq(
-    AtLeast(SluiceOptions.NetworkMemory, SluiceOptions.SegmentSize, 2, 0,
-      "the network buffer pool needs at least two segments"),
+    AtLeast(SluiceOptions.NetworkMemory, SluiceOptions.SegmentSize, 3, 0,
+      "the network buffer pool needs at least two segments and the server one to read into"),
     AtLeast(SluiceOptions.MaxFrameLength, SluiceOptions.SegmentSize, 1, SluiceConf.MaxFrameOverhead,
       "a frame carries one segment's buffer under the largest frame and packed-entry headers"))
 }

@@ -16,15 +16,43 @@ final class SluiceConf private (values: Map[String, Any], val raw: Map[String, S
 
   def segmentSize: Int = get(SluiceOptions.SegmentSize).toInt
 
-  /** How many memory segments the executor's NetworkBufferPool holds. */
+  /**
+   * How many memory segments the executor's network memory holds in all: those of its
+   * NetworkBufferPool ([[numberOfPoolSegments]]) and its server's read buffers ([[numberOfReadSegments]]).
+   */
   def numberOfSegments: Int = {
     val n = get(SluiceOptions.NetworkMemory) / segmentSize
-    require(n >= 2 && n <= Int.MaxValue,
-      s"${SluiceOptions.NetworkMemory.key}=${raw.getOrElse(
-          SluiceOptions.NetworkMemory.key, SluiceOptions.NetworkMemory.defaultString)} gives $n segments of " +
-        s"$segmentSize bytes; at least 2 are needed")
+    require(n >= 3 && n <= Int.MaxValue,
+      s"${SluiceOptions.NetworkMemory.key}=${rawOf(SluiceOptions.NetworkMemory)} gives $n segments of " +
+        s"$segmentSize bytes; at least 3 are needed")
     n.toInt
   }
+
+  /**
+   * The segments the executor's Sluice server reads map-output files into (spark.sluice.network.readMemory;
+   * 0: an eighth of the network memory, at least one), taken from the network memory.
+   */
+  def numberOfReadSegments: Int = {
+    val configured = get(SluiceOptions.ReadMemory)
+    if (configured == 0) math.max(1, numberOfSegments / 8)
+    else {
+      val n = configured / segmentSize
+      require(n >= 1,
+        s"${SluiceOptions.ReadMemory.key}=${rawOf(SluiceOptions.ReadMemory)} is less than one segment " +
+          s"(${SluiceOptions.SegmentSize.key}=${rawOf(SluiceOptions.SegmentSize)}): set 0 or at least one segment")
+      require(n <= numberOfSegments - 2,
+        s"${SluiceOptions.ReadMemory.key}=${rawOf(SluiceOptions.ReadMemory)} leaves " +
+          s"${math.max(0L, numberOfSegments - n)} of the ${numberOfSegments} segments of ${SluiceOptions.NetworkMemory.key}=" +
+          s"${rawOf(SluiceOptions.NetworkMemory)} to result partitions and input gates; they need at least 2: lower " +
+          s"${SluiceOptions.ReadMemory.key} or raise ${SluiceOptions.NetworkMemory.key}")
+      n.toInt
+    }
+  }
+
+  /** The segments of the executor's NetworkBufferPool: its network memory less the server's read buffers. */
+  def numberOfPoolSegments: Int = numberOfSegments - numberOfReadSegments
+
+  private def rawOf(o: ConfigOption[_]): String = raw.getOrElse(o.key, o.defaultString)
 
   override def toString: String =
     SluiceOptions.all.map(o => s"${o.key}=${raw.getOrElse(o.key, render(o))}").mkString("SluiceConf(", ", ", ")")
@@ -78,7 +106,7 @@ object SluiceConf {
 
   private def checkCombinations(conf: SluiceConf): Unit = {
     AtLeast.all.flatMap(_.violation(conf)).headOption.foreach(why => throw new IllegalArgumentException(why))
-    conf.numberOfSegments
+    conf.numberOfPoolSegments
   }
 
   private def suggestion(key: String): Option[String] = {

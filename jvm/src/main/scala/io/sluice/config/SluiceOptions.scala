@@ -193,7 +193,8 @@ object SluiceOptions {
     between(1, 1 << 20)) {
     """Most partition readers one remote host (by IP address) may hold at once on an executor's
       |Sluice server, over all its connections; a request beyond it fails with an error naming the
-      |host and this key (the reading task fails with a FetchFailedException). A host's readers are
+      |host and this key (the reading task fails and Spark retries it; the map outputs are not
+      |declared lost). A host's readers are
       |at most its running reduce tasks' gates (one reader each per regular shuffle read) or those
       |times this executor's producers (pipelined shuffles)."""
   }
@@ -202,7 +203,9 @@ object SluiceOptions {
     "max_open_partition_files", IntType, 4096, "(none: a Sluice extension)", Effect.ExecutorStart,
     between(0, 1 << 20)) {
     """Most finished map-output files an executor's Sluice server keeps open between the reduce
-      |tasks that read them, and at most a quarter of the executor's open-file limit (ulimit -n):
+      |tasks that read them, and at most as many as hold a quarter of the executor's open-file limit
+      |(ulimit -n) in descriptors, two per file (its data and its index; the executor's metric
+      |partitionFileDescriptors counts those open):
       |each kept file is opened once for many readers instead of once per reader (a job of 1500
       |maps and 400 reducers otherwise opens and closes files 600,000 times). Beyond it, files are
       |opened for each reader. A file is closed about a second after its last reader came, and at
@@ -224,9 +227,26 @@ object SluiceOptions {
   val ReadThreads: ConfigOption[Int] = opt("spark.sluice.network.readThreads", "read_threads", IntType, 0,
     "(none: Flink reads sort-merge files on the TaskManager's I/O executor, FLINK-19582)", Effect.ExecutorStart,
     between(0, 256)) {
-    """Threads per executor that read finished map-output files for remote reduce tasks: they open
-      |the files and read the stored buffers of each frame, so that Netty's event loops only write
-      |finished frames and never wait on a disk. 0 means the executor's cores, at most 4."""
+    """Most threads per executor that read finished map-output files for remote reduce tasks: they
+      |open the files and read the stored buffers of each frame, so that Netty's event loops only
+      |write finished frames and never wait on a disk. A thread starts only while reads wait for
+      |one and ends after a minute without work. 0 means the executor's cores, at least 2 and at
+      |most 32: a read served from the page cache is a memory copy that keeps a core busy. Raise it
+      |when the map outputs are on disks that need many reads in flight to reach their speed
+      |(NVMe drives, several local dirs on separate disks) and the reduce side waits for data."""
+  }
+
+  val ReadMemory: ConfigOption[Long] = opt("spark.sluice.network.readMemory", "read_memory", BytesType, 0L,
+    "taskmanager.memory.framework.off-heap.batch-shuffle.size", Effect.ExecutorStart, between(0L, 1L << 40)) {
+    """The part of spark.sluice.network.memory the executor's Sluice server reads map-output files
+      |into for remote reduce tasks: each frame read ahead of its sending takes one segment of it
+      |until it is written to the network. Reads wait while it is all in use (backpressure, not an
+      |error), so it bounds the server's read-ahead whatever the number of readers, and no reader
+      |ever waits for the task side's buffers nor they for it. 0 means an eighth of
+      |spark.sluice.network.memory (8 MiB of the default 64 MiB: 256 frames of 32 KiB, far more
+      |than a disk or a network link keeps in flight), at least one segment. The rest of
+      |spark.sluice.network.memory, at least two segments, is for result partitions and input
+      |gates."""
   }
 
   // ---- observability ------------------------------------------------------------------------
@@ -337,7 +357,7 @@ object SluiceOptions {
     MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
     RequestTimeout, HeartbeatTimeout, MaxFrameLength, MaxConnectionsPerPeer, MaxReadersPerPeer, MaxOpenPartitionFiles,
-    IndexCacheSize, ReadThreads,
+    IndexCacheSize, ReadThreads, ReadMemory,
     MetricsInterval, LatencyTrackingInterval, LatencyTrackingGranularity,
     BackpressureNumSamples, BackpressureDelay, BackpressureRefreshInterval,
     ServiceEnabled, ServicePort, ServiceHost, ServiceFallbackToExecutor, ServiceApplicationTimeout, ServiceAllowedDirs,

@@ -54,6 +54,17 @@ object MetricNames {
   val AvailableMemorySegments = "AvailableMemorySegments"
   val UsedMemorySegments = "UsedMemorySegments"
 
+  // The executor's Sluice server reading partition files for remote readers (Sluice's, beside
+  // Flink's): read threads alive, reads waiting for a thread or a read buffer, milliseconds reads
+  // waited in all, its read memory (Flink's batch-shuffle read memory) and the descriptors of the
+  // partition files it keeps open.
+  val ReadThreads = "readThreads"
+  val ReadQueueLength = "readQueueLength"
+  val ReadWaitTimeMs = "readWaitTimeMs"
+  val TotalReadMemorySegments = "TotalReadMemorySegments"
+  val UsedReadMemorySegments = "UsedReadMemorySegments"
+  val PartitionFileDescriptors = "partitionFileDescriptors"
+
   /** Latency-marker histograms (only when latency tracking is on). */
   val Latency = "latency"
 
@@ -77,6 +88,9 @@ object MetricNames {
 
   val ExecutorMetrics: Seq[String] = Seq(TotalMemorySegments, AvailableMemorySegments, UsedMemorySegments)
 
+  val ServerMetrics: Seq[String] = Seq(ReadThreads, ReadQueueLength, ReadWaitTimeMs, TotalReadMemorySegments,
+    UsedReadMemorySegments, PartitionFileDescriptors)
+
   /**
    * A metric as Python's `sluice.metrics` table and Spark's metrics system see it.
    *
@@ -87,13 +101,14 @@ object MetricNames {
    */
   final case class Definition(name: String, scope: String, valueType: String, sparkKind: String)
 
-  /** Every metric, per-task ones in [[TaskMetrics]] order, then the executor's. */
+  /** Every metric, per-task ones in [[TaskMetrics]] order, then the executor's and its server's. */
   val Definitions: Seq[Definition] =
     Usages.map(Definition(_, "task", "double", "gauge")) ++
       Counters.map(Definition(_, "task", "long", "counter")) ++
       Rates.map(Definition(_, "task", "double", "gauge")) ++
       QueueLengths.map(Definition(_, "task", "long", "gauge")) ++
       Times.map(Definition(_, "task", "double", "gauge")) ++
-      ExecutorMetrics.map(Definition(_, "executor", "int", "gauge")) :+
+      ExecutorMetrics.map(Definition(_, "executor", "int", "gauge")) ++
+      ServerMetrics.map(Definition(_, "executor", "long", "gauge")) :+
       Definition(Latency, "executor", "double", "histogram")
 }

@@ -88,9 +88,11 @@ final class ShuffleMetricRegistry(
 
   def transport: TransportSnapshot = transportProbe()
 
+  /** The network memory: the [[NetworkBufferPool]]'s segments and the server's read memory. */
   def segments: SegmentsSnapshot = {
-    val total = bufferPool.totalSegments
-    val available = bufferPool.numberOfAvailableSegments
+    val reads = transport.reads
+    val total = bufferPool.totalSegments + reads.totalSegments
+    val available = bufferPool.numberOfAvailableSegments + reads.totalSegments - reads.usedSegments
     SegmentsSnapshot(bufferPool.segmentSize, total, available, total - available)
   }
 

@@ -137,12 +137,39 @@ final case class SegmentsSnapshot(segmentSize: Int, total: Int, available: Int, 
 
 /**
  * The executor's transport: its Sluice server's port, the connections other executors opened to
- * it, and the connections it opened to others (one per remote executor). Immutable.
+ * it, and the connections it opened to others (one per remote executor); and its server's reads of
+ * partition files ([[ServerReadSnapshot]]). Immutable.
  */
-final case class TransportSnapshot(serverPort: Int, serverConnections: Int, clientConnections: Int)
+final case class TransportSnapshot(serverPort: Int, serverConnections: Int, clientConnections: Int,
+    reads: ServerReadSnapshot = ServerReadSnapshot.none)
 
 object TransportSnapshot {
   val none: TransportSnapshot = TransportSnapshot(0, 0, 0)
+}
+
+/**
+ * The executor's Sluice server reading partition files for remote readers, under the names of
+ * [[MetricNames.ServerMetrics]]: its read threads alive, the reads waiting for a thread or a read
+ * buffer, the milliseconds reads waited in all, its read memory (segments, those holding frames)
+ * and the file descriptors of the partition files it keeps open. Immutable.
+ */
+final case class ServerReadSnapshot(threads: Int, queueLength: Int, waitTimeMs: Long, totalSegments: Int,
+    usedSegments: Int, fileDescriptors: Int) {
+
+  /** The values by metric name. */
+  def values: Seq[(String, Long)] = Seq(MetricNames.ReadThreads -> threads.toLong,
+    MetricNames.ReadQueueLength -> queueLength.toLong, MetricNames.ReadWaitTimeMs -> waitTimeMs,
+    MetricNames.TotalReadMemorySegments -> totalSegments.toLong, MetricNames.UsedReadMemorySegments -> usedSegments.toLong,
+    MetricNames.PartitionFileDescriptors -> fileDescriptors.toLong)
+
+  /** This executor's and `o`'s together (the application's, on the driver). */
+  def +(o: ServerReadSnapshot): ServerReadSnapshot = ServerReadSnapshot(threads + o.threads, queueLength + o.queueLength,
+    waitTimeMs + o.waitTimeMs, totalSegments + o.totalSegments, usedSegments + o.usedSegments,
+    fileDescriptors + o.fileDescriptors)
+}
+
+object ServerReadSnapshot {
+  val none: ServerReadSnapshot = ServerReadSnapshot(0, 0, 0L, 0, 0, 0)
 }
 
 /**

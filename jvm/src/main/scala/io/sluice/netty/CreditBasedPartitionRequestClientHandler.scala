@@ -14,7 +14,9 @@ import io.sluice.partition.consumer.RemoteInputChannel
  * one AddCredit at a time while the connection is writable.
  *
  * When the connection fails or closes, every channel on it fails with an exception naming the
- * remote executor and the channel's partition.
+ * remote executor and the channel's partition. An [[ErrorResponse]] whose kind says the data is
+ * intact (the server failed for a reason of its own, or refused) fails its channel with a
+ * [[ServerFailureException]], which fails the task without blaming the producer.
  *
  * The channel map is concurrent (channels register from task threads); everything else belongs
  * to the event loop.
@@ -171,8 +173,10 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
 
   private def onError(e: ErrorResponse): Unit = e.receiverId match {
     case None =>
-      failAll(new RemoteTransportException(s"The Sluice server at $remoteAddress closed the connection: " +
-          s"${e.kind}: ${e.causeClass}: ${e.message}"))
+      val what = s"${e.kind}: ${e.causeClass}: ${e.message}"
+      failAll(
+        if (e.kind.lostData) new RemoteTransportException(s"The Sluice server at $remoteAddress closed the connection: $what")
+        else new ServerFailureException(e.kind, remoteAddress, "every channel of the connection", what))
       ctx.close()
     case Some(id) =>
       val channel = receiver(id, "ErrorResponse")
@@ -187,7 +191,8 @@ private[netty] final class CreditBasedPartitionRequestClientHandler(
           channel.onError(
             e.kind match {
               case ErrorKind.PartitionNotFound => new PartitionNotFoundException(input.partitionId, cause = remote)
-              case ErrorKind.ProducerFailed => new ProducerFailedException(input.partitionId, remote)
+              case ErrorKind.ProducerFailed => new ProducerFailedException(input.partitionId, remote, e.input)
+              case k if !k.lostData => new ServerFailureException(k, remoteAddress, channel.description, remote.getMessage)
               case _ => remote
             }, if (e.input >= 0) input.index else -1)
         }

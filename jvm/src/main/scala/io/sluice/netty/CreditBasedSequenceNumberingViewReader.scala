@@ -1,5 +1,7 @@
 package io.sluice.netty
 
+import java.util.zip.CRC32C
+
 import io.sluice.partition._
 
 /**
@@ -7,7 +9,10 @@ import io.sluice.partition._
  * CreditBasedSequenceNumberingViewReader): the subpartition view it reads, the credit its receiver
  * announced and the sequence number of the next message. It turns the in-memory buffers the view
  * hands out into BufferResponses (one credit each, with the backlog piggy-backed) and the final
- * EndOfPartition (no credit needed). A blocking partition's files are read by a
+ * EndOfPartition (no credit needed); each with the CRC32C of its bytes when the partition asks for
+ * checksums in transit (Spark's spark.shuffle.streaming.checksum.enabled, on by default, as Spark's
+ * streaming shuffle checksums its network buffers), verified by the receiving gate. A blocking
+ * partition's files are read by a
  * [[CreditBasedUnionViewReader]], never on the event loop: a request that waited for a producer
  * and finds a blocking partition fails.
  *
@@ -27,6 +32,9 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
 
   @volatile private var view: ResultSubpartitionView = _
   @volatile private var released = false
+
+  /** The CRC32C of each buffer sent, when its partition asks for checksums in transit (event loop). */
+  @volatile private var crc: CRC32C = _
   private var credit = initialCredit
   private var sequenceNumber = 0
   private var finished = false
@@ -39,6 +47,10 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
     if (partition.partitionType == ResultPartitionType.Blocking) {
       throw new IllegalArgumentException(s"Result partition $partitionId is blocking: it is read by the server's " +
         "read threads once finished, not by a reader waiting for its producer")
+    }
+    partition match {
+      case p: PipelinedResultPartition if p.checksumsInTransit => crc = new CRC32C
+      case _ =>
     }
     partition.createSubpartitionView(subpartitionStart, subpartitionEnd, this)
   }
@@ -88,8 +100,17 @@ private[netty] final class CreditBasedSequenceNumberingViewReader(
         credit -= 1
         if (credit < 0) counters.negativeCredits.increment()
       }
-      if (next.buffer == null) throw new IllegalStateException(s"$this was handed a stored buffer: ${next}")
-      val m = BufferResponse(receiverId, sequenceNumber, next.backlog, next.subpartition, next.buffer)
+      val b = next.buffer
+      if (b == null) throw new IllegalStateException(s"$this was handed a stored buffer: ${next}")
+      val c = crc
+      val m =
+        if (c == null) BufferResponse(receiverId, sequenceNumber, next.backlog, next.subpartition, b)
+        else {
+          c.reset()
+          c.update(b.nioBuffer(b.readerIndex(), b.readableBytes()))
+          BufferResponse(receiverId, sequenceNumber, next.backlog, next.subpartition, compressed = false,
+            hasChecksum = true, rawLength = -1, crc = c.getValue.toInt, payloadSize = b.readableBytes())(b)
+        }
       sequenceNumber += 1
       m
     }

@@ -15,11 +15,12 @@ import io.sluice.partition._
  * `maxPayload` bytes and a frame of `maxFrameLength`, at most [[PackedBufferResponse.MaxEntries]]
  * entries, and costs one credit; its backlog is the frames still to come.
  *
- * Frames are read on the `scheduler`'s read threads, as many ahead as the credit allows (while the
- * scheduler has read-ahead room), by one read at a time that starts where the last one ended, so
- * each input's file is opened once per reader; the event loop only writes finished frames. Credit,
- * the frames read and the state below belong to the event loop; the view and the carried entry to
- * the read in flight.
+ * Frames are read on the `scheduler`'s read threads into its read buffers, as many ahead as the
+ * credit allows and buffers are free, by one read at a time that starts where the last one ended, so
+ * each input's file is opened once per reader; stored buffers that lie back to back in a file are
+ * read in one call ([[SpilledBufferReads]]); the event loop only writes finished frames. Credit, the
+ * frames read and the state below belong to the event loop; the view, the carried entry and the
+ * reads to the read in flight.
  */
 private[netty] final class CreditBasedUnionViewReader(
     request: MultiPartitionRequest,
@@ -55,6 +56,9 @@ private[netty] final class CreditBasedUnionViewReader(
   private var carried: BufferAndBacklog = _
   private var carriedInput = -1
 
+  /** The positional reads of the frame being read (read thread). */
+  private val reads = new SpilledBufferReads
+
   /**
    * Checks every input of the request (PartitionNotFoundException for a missing one) and reads the
    * first frames. The request is not kept: the view holds its inputs compactly.
@@ -77,13 +81,12 @@ private[netty] final class CreditBasedUnionViewReader(
 
   /**
    * Submits the next read when the credit covers more frames than are read (credit-less: a few
-   * ahead) and none is in flight; beyond the first frame waiting, only while the scheduler has
-   * read-ahead room (event loop).
+   * ahead) and none is in flight (event loop).
    */
   private def scheduleRead(): Unit =
     if (!released && !reading && !lastRead && failure == null && view != null && nextPartition != null) {
       val wanted = math.min(MaxFramesPerRead, (if (creditBased) credit else MaxFramesPerRead) - ready.size)
-      if (wanted > 0 && (ready.isEmpty || scheduler.hasReadAheadRoom)) {
+      if (wanted > 0) {
         reading = true
         framesToRead = wanted
         if (!scheduler.submit(readTask, nextPartition.shuffleId, nextPartition.producerId, nextOffset)) {
@@ -94,21 +97,25 @@ private[netty] final class CreditBasedUnionViewReader(
       }
     }
 
-  /** Reads up to `framesToRead` frames, handing each to the event loop as it is read (read thread). */
-  private val readTask: Runnable = () => {
+  /**
+   * Reads up to `framesToRead` frames while read buffers are free, handing each to the event loop
+   * as it is read (read thread).
+   */
+  private val readTask: PartitionReadScheduler.Read = buffers => {
     var error: Throwable = null
     var exhausted = false
+    var starved = false
     var n = 0
     val wanted = framesToRead
     try {
-      while (!released && !exhausted && n < wanted && (n == 0 || scheduler.hasReadAheadRoom)) {
-        val f = readFrame()
+      while (!released && !exhausted && !starved && n < wanted) {
+        val f = readFrame(buffers)
         if (f == null) exhausted = true
+        else if (f eq CreditBasedUnionViewReader.NoBuffer) starved = true
         else {
           n += 1
           if (f.last) exhausted = true
-          scheduler.addReadAhead(f.reserved)
-          if (!queue.runOnLoop(() => onFrame(f))) { f.release(); scheduler.addReadAhead(-f.reserved) }
+          if (!queue.runOnLoop(() => onFrame(f))) f.release()
         }
       }
     } catch { case e: Throwable => error = e }
@@ -122,7 +129,7 @@ private[netty] final class CreditBasedUnionViewReader(
 
   /** A frame was read (event loop): it waits for the writer, or is dropped when released. */
   private def onFrame(f: ReadFrame): Unit =
-    if (released) { f.release(); scheduler.addReadAhead(-f.reserved) }
+    if (released) f.release()
     else {
       ready.add(f)
       if (ready.size == 1) queue.notifyReaderAvailable(this)
@@ -141,16 +148,19 @@ private[netty] final class CreditBasedUnionViewReader(
   }
 
   /**
-   * Takes the next frame's entries from the view and reads their stored bytes (read thread). An
-   * entry that would overrun the receiver's buffer or the frame length waits for the next frame.
+   * Takes the next frame's entries from the view and reads their stored bytes into a buffer of
+   * `buffers` (read thread). An entry that would overrun the receiver's buffer or the frame length
+   * waits for the next frame, as does one that finds no buffer free (then the frame ends, or, when
+   * it is the frame's first, [[CreditBasedUnionViewReader.NoBuffer]] ends the read).
    */
-  private def readFrame(): ReadFrame = {
+  private def readFrame(buffers: PartitionReadScheduler.Buffers): ReadFrame = {
     val v = view
     val entries = new ArrayBuffer[PackedEntry](16)
     var payload: ByteBuf = null
     var bytes = 0
     var frameBytes = NettyMessage.FrameHeaderLength + PackedBufferResponse.FixedLength
     var full = false
+    var starved = false
     try {
       while (!full && entries.size < PackedBufferResponse.MaxEntries) {
         val next = if (carried != null) carried else v.getNextBuffer()
@@ -165,15 +175,21 @@ private[netty] final class CreditBasedUnionViewReader(
           }
           val entry = if (s == null) PackedEntry.end(input, next.subpartition) else PackedEntry.of(input, s, next.subpartition)
           val size = if (s == null) 0 else s.storedLength
-          if (entries.nonEmpty && (bytes + size > maxPayload || frameBytes + entry.encodedLength + size > maxFrameLength)) {
+          if (s != null && payload == null) payload = buffers.take()
+          if (s != null && payload == null) starved = true
+          if (starved || entries.nonEmpty &&
+            (bytes + size > maxPayload || frameBytes + entry.encodedLength + size > maxFrameLength)) {
             carried = next
             carriedInput = input
             full = true
           } else {
             if (s != null) {
-              if (payload == null) payload = queue.alloc.directBuffer(math.max(size, maxPayload))
-              payload.ensureWritable(size)
-              try s.readInto(payload)
+              if (bytes + size > payload.capacity()) {
+                throw new IllegalStateException(s"A stored buffer of $size bytes does not fit the server's read " +
+                  s"buffers of ${payload.capacity()} bytes (${io.sluice.config.SluiceOptions.SegmentSize.key}): " +
+                  s"${describe} was written with a larger segment size")
+              }
+              try reads.add(s, payload)
               catch { case e: IOException => throw new UnreadablePayloadException(receiverId, e, size.toLong) }
             }
             entries += entry
@@ -182,16 +198,27 @@ private[netty] final class CreditBasedUnionViewReader(
           }
         }
       }
+      try reads.flush()
+      catch { case e: IOException => throw new UnreadablePayloadException(receiverId, e, bytes.toLong) }
+      scheduler.recordFileReads(reads.numReads, reads.numBytes)
+      reads.numReads = 0
+      reads.numBytes = 0L
       if (entries.isEmpty) {
-        if (v.isReleased) throw new ProducerFailedException(firstInput, null)
-        null
+        if (starved) CreditBasedUnionViewReader.NoBuffer
+        else {
+          if (v.isReleased) throw new ProducerFailedException(firstInput, null)
+          null
+        }
       } else {
         val f = new ReadFrame(entries.toIndexedSeq, payload, bytes,
           v.backlogFrames(maxPayload) + (if (carried != null) 1 else 0), carried == null && v.isFinished)
         payload = null
         f
       }
-    } finally if (payload != null) payload.release()
+    } finally {
+      reads.discard()
+      if (payload != null) payload.release()
+    }
   }
 
   override def getNextMessage(counters: TransportCounters): NettyMessage = {
@@ -208,7 +235,6 @@ private[netty] final class CreditBasedUnionViewReader(
     }
     val f = ready.poll()
     if (f == null) return null
-    scheduler.addReadAhead(-f.reserved)
     if (f.last) { finished = true; lastRead = true }
     if (creditBased) {
       credit -= 1
@@ -225,7 +251,7 @@ private[netty] final class CreditBasedUnionViewReader(
   override def release(manager: ResultPartitionManager): Unit = if (!released) {
     released = true
     var f = ready.poll()
-    while (f != null) { f.release(); scheduler.addReadAhead(-f.reserved); f = ready.poll() }
+    while (f != null) { f.release(); f = ready.poll() }
     val v = view
     if (v != null) v.releaseAllResources()
   }
@@ -245,13 +271,16 @@ private[netty] object CreditBasedUnionViewReader {
   /** Frames one read reads at most before other readers' reads go first. */
   val MaxFramesPerRead = 8
 
-  /** A frame read, waiting for the event loop: its entries, its payload (null: ends only) and what follows it. */
+  /**
+   * A frame read, waiting for the event loop: its entries, its payload (a read buffer of the
+   * scheduler; null: ends only) and what follows it.
+   */
   final class ReadFrame(val entries: IndexedSeq[PackedEntry], val payload: ByteBuf, val bytes: Int, val backlog: Int,
       val last: Boolean) {
 
-    /** What it holds of the scheduler's read-ahead room. */
-    def reserved: Long = if (payload == null) 0L else payload.capacity().toLong
-
     def release(): Unit = if (payload != null) payload.release()
   }
+
+  /** What [[CreditBasedUnionViewReader.readFrame]] answers when no read buffer was free for its first stored buffer. */
+  val NoBuffer: ReadFrame = new ReadFrame(IndexedSeq.empty, null, 0, 0, false)
 }

@@ -5,21 +5,36 @@ import java.nio.charset.StandardCharsets
 import io.netty.buffer.ByteBuf
 import io.sluice.netty.NettyMessage.check
 
-/** Why an [[ErrorResponse]] was sent; codes are never reused. */
-sealed abstract class ErrorKind(val code: Byte, val name: String) {
+/**
+ * Why an [[ErrorResponse]] was sent; codes are never reused. `lostData`: whether the producer's
+ * data cannot be read (the client then reports a fetch failure, and Spark recomputes the map
+ * outputs of that executor) or the server only could not serve the request now, its data intact
+ * (the client fails the reading task, and Spark retries it).
+ */
+sealed abstract class ErrorKind(val code: Byte, val name: String, val lostData: Boolean) {
   override def toString: String = name
 }
 
 object ErrorKind {
-  case object PartitionNotFound extends ErrorKind(0, "partition not found")
-  case object ProducerFailed extends ErrorKind(1, "producer failed")
-  case object ProtocolError extends ErrorKind(2, "protocol error")
-  case object Other extends ErrorKind(3, "other")
+  case object PartitionNotFound extends ErrorKind(0, "partition not found", true)
+  case object ProducerFailed extends ErrorKind(1, "producer failed", true)
+  case object ProtocolError extends ErrorKind(2, "protocol error", true)
 
-  val all: Seq[ErrorKind] = Seq(PartitionNotFound, ProducerFailed, ProtocolError, Other)
+  /** Anything else that makes the data unreadable (a file that cannot be read, a request too long). */
+  case object Other extends ErrorKind(3, "other", true)
 
-  def ofCode(code: Byte): ErrorKind =
-    all.find(_.code == code).getOrElse(throw new TransportProtocolException(s"ErrorResponse of unknown kind $code"))
+  /** The server failed for a reason of its own: an internal error, out of memory or of file descriptors. */
+  case object ServerError extends ErrorKind(4, "server error", false)
+
+  /** The server refused the request: its peer holds as many readers as one host may. */
+  case object Refused extends ErrorKind(5, "refused", false)
+
+  val all: Seq[ErrorKind] = Seq(PartitionNotFound, ProducerFailed, ProtocolError, Other, ServerError, Refused)
+
+  /** A kind this version does not know (a later server's): read as a failure to read the data, as before kinds 4 and 5. */
+  final case class Unknown(override val code: Byte) extends ErrorKind(code, s"unknown kind $code", true)
+
+  def ofCode(code: Byte): ErrorKind = all.find(_.code == code).getOrElse(Unknown(code))
 }
 
 /**
@@ -63,11 +78,15 @@ object ErrorResponse extends NettyMessage.Type {
   override def minBodyLength: Int = FixedLength
   override def maxBodyLength: Int = MaxLength
 
-  /** The error of one channel, from the exception that ended it (naming the input a missing partition was). */
+  /**
+   * The error of one channel, from the exception that ended it (naming the input a missing
+   * partition or a failed producer was).
+   */
   def apply(receiverId: InputChannelID, kind: ErrorKind, cause: Throwable): ErrorResponse =
     ErrorResponse(Some(receiverId), kind, classNameOf(cause), messageOf(cause),
       cause match {
         case p: io.sluice.partition.PartitionNotFoundException => p.input
+        case p: io.sluice.partition.ProducerFailedException => p.input
         case _ => -1
       })
 

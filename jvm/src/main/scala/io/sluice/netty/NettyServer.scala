@@ -25,7 +25,8 @@ import org.apache.spark.network.util.TransportConf
  * maxReadersPerPeer readers ([[PeerLimits]]).
  *
  * Remote readers' partition files are opened and read on the server's [[PartitionReadScheduler]]
- * (spark.sluice.network.readThreads), never on an event loop. Thread-safe: [[start]] and
+ * (spark.sluice.network.readThreads), into its share of the network memory
+ * (spark.sluice.network.readMemory), never on an event loop. Thread-safe: [[start]] and
  * [[shutdown]] are synchronized; the connection callbacks run on the connections' event loops.
  *
  * @param transportConf Spark's settings for module "sluice", Sluice's thread counts laid over
@@ -79,7 +80,7 @@ final class NettyServer(
       context.createServer(bindHost, port, bootstraps)
     }
     scheduler = new PartitionReadScheduler(PartitionReadScheduler.threads(conf.get(SluiceOptions.ReadThreads)),
-      server.getPort.toString)
+      server.getPort.toString, conf.numberOfReadSegments, segmentSize)
     server.getPort
   }
 

@@ -17,9 +17,9 @@ import org.slf4j.LoggerFactory
  * connection take turns. Error responses go first.
  *
  * A failure while serving one reader fails that reader only (an ErrorResponse for its receiver,
- * the reader removed and its view released) and the others go on: its view throwing, its partition
- * released, its stored payload unreadable by its read thread ([[UnreadablePayloadException]];
- * nothing of the frame went out). Only a write that failed for the connection itself (a broken
+ * of the kind [[PartitionRequestQueue.kindOf]] gives it, the reader removed and its view released)
+ * and the others go on: its view throwing, its partition released, its stored payload unreadable
+ * by its read thread ([[UnreadablePayloadException]]; nothing of the frame went out). Only a write that failed for the connection itself (a broken
  * socket) or a protocol violation closes the connection.
  *
  * Confined to the connection's event loop; other threads only hand readers over
@@ -62,7 +62,7 @@ private[netty] final class PartitionRequestQueue(
   def register(reader: NetworkSequenceViewReader): Boolean = {
     if (!peer.tryAddReader()) {
       counters.readersRefused.increment()
-      sendError(ErrorResponse(reader.receiverId, ErrorKind.Other, new PeerLimitException(peer.readerLimitMessage)))
+      sendError(ErrorResponse(reader.receiverId, ErrorKind.Refused, new PeerLimitException(peer.readerLimitMessage)))
       false
     } else {
       readers.put(reader.receiverId, reader)
@@ -91,6 +91,10 @@ private[netty] final class PartitionRequestQueue(
   /** Fails one request: its reader goes, the receiver gets an ErrorResponse. */
   def failReader(reader: NetworkSequenceViewReader, kind: ErrorKind, cause: Throwable): Unit = {
     if (readers.get(reader.receiverId) eq reader) {
+      if (kind == ErrorKind.ServerError) {
+        log.warn(s"Could not serve ${reader.describe} to ${ctx.channel().remoteAddress()}; its reader fails: $cause",
+          cause)
+      }
       remove(reader)
       if (reader.registeredAsAvailable) { available.remove(reader); reader.registeredAsAvailable = false }
       sendError(ErrorResponse(reader.receiverId, kind, cause))
@@ -237,7 +241,10 @@ private[netty] final class PartitionRequestQueue(
     releaseAll()
     val ch = ctx.channel()
     if (ch.isActive) {
-      val kind = if (cause.isInstanceOf[TransportProtocolException]) ErrorKind.ProtocolError else ErrorKind.Other
+      val kind =
+        if (cause.isInstanceOf[TransportProtocolException]) ErrorKind.ProtocolError
+        else if (ResourceExhaustion(cause)) ErrorKind.ServerError
+        else ErrorKind.Other
       ctx.writeAndFlush(ErrorResponse.connectionWide(kind, cause)).addListener(ChannelFutureListener.CLOSE)
     }
   }
@@ -261,9 +268,18 @@ private[netty] object PartitionRequestQueue {
   /** Payload bytes written before one flush (a few buffers: fewer system calls, same latency). */
   val MaxBytesPerFlush: Long = 128L << 10
 
+  /**
+   * How a reader's failure is reported: a missing partition or failed producer as such, a peer
+   * limit as a refusal, and a failure of the server's own (out of memory or of file descriptors, or
+   * anything but an IOException: a bug) as a server error, which the client does not blame on the
+   * producer; an IOException (a file that cannot be read) says the data cannot be read.
+   */
   def kindOf(e: Throwable): ErrorKind = e match {
     case _: PartitionNotFoundException => ErrorKind.PartitionNotFound
     case _: ProducerFailedException => ErrorKind.ProducerFailed
-    case _ => ErrorKind.Other
+    case _: PeerLimitException => ErrorKind.Refused
+    case _ if ResourceExhaustion(e) => ErrorKind.ServerError
+    case _: IOException => ErrorKind.Other
+    case _ => ErrorKind.ServerError
   }
 }

@@ -42,6 +42,11 @@ final class PartitionedFileReader private[partition] (val file: PartitionedFile,
 
   def refCnt: Int = math.max(0, refs.get())
 
+  /** File descriptors this reader holds now: the data file's, and the index file's once opened (0 once closed). */
+  def numDescriptors: Int = synchronized {
+    if (refs.get() <= 0) 0 else 1 + (if (indexChannel != null) 1 else 0)
+  }
+
   /** Copies `length` bytes at `offset` into `target` at its writer index, which it advances. */
   def read(offset: Long, length: Int, target: ByteBuf): Unit = {
     PartitionedFileReader.probe(file, "read")

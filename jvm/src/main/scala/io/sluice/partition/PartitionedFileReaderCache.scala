@@ -9,7 +9,8 @@ import java.lang.management.ManagementFactory
  * hundred bytes each. With it, a file is opened once for every reader that comes while it is kept.
  *
  * It keeps at most `capacity` files (spark.sluice.network.maxOpenPartitionFiles, bounded by the
- * process's open-file limit, see [[PartitionedFileReaderCache.effectiveCapacity]]). When full, a file
+ * process's open-file limit counted in descriptors, two per kept file, see
+ * [[PartitionedFileReaderCache.effectiveCapacity]]; [[numDescriptors]] counts those held). When full, a file
  * that is not kept is opened for its reader alone, and nothing kept is dropped for it: a stage's
  * reducers all read the executor's map outputs in the same order, a scan that would make a
  * least-recently-used cache smaller than the scan drop every file just before its next reader came.
@@ -95,6 +96,13 @@ final class PartitionedFileReaderCache(val capacity: Int) {
   /** Files kept open now. */
   def size: Int = synchronized(open.size)
 
+  /** File descriptors the kept files hold now (a data file's, and its index file's once read). */
+  def numDescriptors: Int = synchronized {
+    var n = 0
+    open.values().forEach(k => n += k.reader.numDescriptors)
+    n
+  }
+
   /** Drops every kept reader (the executor stops). */
   def clear(): Unit = {
     val all = synchronized {
@@ -110,14 +118,22 @@ final class PartitionedFileReaderCache(val capacity: Int) {
 object PartitionedFileReaderCache {
 
   /**
-   * `configured` bounded by a quarter of this process's open-file limit (where the JVM can tell):
-   * kept files must leave room for Spark's sockets, jars and spill files.
+   * `configured` bounded so that the kept files hold at most a quarter of this process's
+   * open-file limit (where the JVM can tell) in descriptors, [[DescriptorsPerFile]] each: they
+   * must leave room for Spark's sockets, jars and spill files.
    */
   def effectiveCapacity(configured: Int): Int = ManagementFactory.getOperatingSystemMXBean match {
     case unix: com.sun.management.UnixOperatingSystemMXBean =>
-      math.max(0L, math.min(configured.toLong, unix.getMaxFileDescriptorCount / 4)).toInt
+      capacityFor(configured, unix.getMaxFileDescriptorCount)
     case _ => configured
   }
+
+  /** `configured` files, at most a quarter of `maxDescriptors` in descriptors. */
+  private[partition] def capacityFor(configured: Int, maxDescriptors: Long): Int =
+    math.max(0L, math.min(configured.toLong, maxDescriptors / 4 / DescriptorsPerFile)).toInt
+
+  /** Descriptors one kept file holds at most: its data file's and its index file's. */
+  val DescriptorsPerFile = 2
 
   /**
    * Releases every one of `readers`, each independently of the others: a release that throws (its

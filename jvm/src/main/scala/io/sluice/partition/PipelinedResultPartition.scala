@@ -17,7 +17,9 @@ import io.sluice.writer.OutputFlusher
  *
  * With `idleFlushIntervalMs` >= 0 a record for an idle reader is flushed at once, at most once per
  * interval per subpartition; a record that comes inside the interval is flushed by `flusher` when
- * the interval ends (a deferred idle flush), not left for the buffer timeout.
+ * the interval ends (a deferred idle flush), not left for the buffer timeout. With
+ * `checksumsInTransit` (Spark's spark.shuffle.streaming.checksum.enabled) the server sends each of
+ * its buffers with the CRC32C of its bytes, which the remote reader verifies.
  */
 final class PipelinedResultPartition(
     partitionId: ResultPartitionID,
@@ -28,7 +30,8 @@ final class PipelinedResultPartition(
     onReleased: PipelinedResultPartition => Unit = _ => (),
     val bufferTimeoutMs: Long = -1L,
     idleFlushIntervalMs: Long = -1L,
-    flusher: Option[OutputFlusher] = None)
+    flusher: Option[OutputFlusher] = None,
+    val checksumsInTransit: Boolean = true)
   extends BufferWritingResultPartition(partitionId, ResultPartitionType.Pipelined, numSubpartitions, bufferPool) {
 
   private val subpartitions = Array.tabulate(numSubpartitions)(new PipelinedSubpartition(_, this))

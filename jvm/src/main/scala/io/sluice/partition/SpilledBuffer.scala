@@ -15,7 +15,7 @@ import io.netty.channel.{DefaultFileRegion, FileRegion}
  * readable whatever the view did since. Immutable.
  */
 final class SpilledBuffer private[partition] (
-    file: PartitionedFile,
+    private[partition] val file: PartitionedFile,
     reader: PartitionedFileReader,
     val offset: Long,
     val storedLength: Int,
@@ -47,7 +47,7 @@ final class SpilledBuffer private[partition] (
   def toFileRegion: FileRegion = new SpilledBuffer.Region(acquireReader(), offset, storedLength)
 
   /** A reference to a reader of the file, which the caller releases. */
-  private def acquireReader(): PartitionedFileReader = {
+  private[partition] def acquireReader(): PartitionedFileReader = {
     file.checkReadable()
     if (reader != null && reader.tryRetain()) reader else PartitionedFileReader.open(file)
   }

@@ -42,7 +42,7 @@ final class UnionResultSubpartitionView private (
     if (v == null) return null
     val next = v.getNextBuffer()
     if (next == null) {
-      if (v.isReleased) throw new ProducerFailedException(partitionId(current), v.failureCause)
+      if (v.isReleased) throw new ProducerFailedException(partitionId(current), v.failureCause, current)
       return null
     }
     last = current
@@ -59,11 +59,15 @@ final class UnionResultSubpartitionView private (
     val open = view
     if (open != null) return open
     val id = partitionId(current)
-    val v = manager.getPartition(id) match {
-      case Some(s: SortMergeResultPartition) => s.createSubpartitionView(starts(current), ends(current), listener, readers)
-      case Some(other) => other.createSubpartitionView(starts(current), ends(current), listener)
-      case None => throw new ProducerFailedException(id, null) // checked at open: released since
-    }
+    val v =
+      try manager.getPartition(id) match {
+          case Some(s: SortMergeResultPartition) => s.createSubpartitionView(starts(current), ends(current), listener, readers)
+          case Some(other) => other.createSubpartitionView(starts(current), ends(current), listener)
+          case None => throw new ProducerFailedException(id, null, current) // checked at open: released since
+        }
+      catch {
+        case e: ProducerFailedException if e.input < 0 => throw new ProducerFailedException(id, e.getCause, current)
+      }
     view = v
     // Released meanwhile: one of the two threads sees the other's write and releases the view.
     if (released) { view = null; v.releaseAllResources(); null }
@@ -143,6 +147,7 @@ object UnionResultSubpartitionView {
    * partition registered in `manager`). Throws PartitionNotFoundException for the first missing
    * one (naming its position in `inputs`), IllegalArgumentException for a pipelined one, ProducerFailedException for one released,
    * IndexOutOfBoundsException for a range the partition does not have; nothing is opened here.
+   * A ProducerFailedException, here or from [[getNextBuffer]], names the input's position too.
    * `sharedFiles`: the views read through the manager's kept file handles (only for the server's
    * read threads, never a task thread, which an interrupt could make close a shared handle).
    */
@@ -180,7 +185,7 @@ object UnionResultSubpartitionView {
           throw new IllegalArgumentException(s"Result partition ($id) is pipelined: its subpartitions are requested " +
             "one channel each, not together with others")
         }
-        if (p.isReleased) throw new ProducerFailedException(id, p.failureCause)
+        if (p.isReleased) throw new ProducerFailedException(id, p.failureCause, input)
         if (!p.isFinished) {
           throw new IllegalStateException(s"$p is not complete yet; blocking partitions are read once finished")
         }

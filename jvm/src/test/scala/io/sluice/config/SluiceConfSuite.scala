@@ -98,7 +98,23 @@ class SluiceConfSuite extends AnyFunSuite with NettyLeakDetection {
     assert(rejected("spark.sluice.network.maxFrameLength" -> "33k").contains("'33k'"))
   }
 
-  test("network memory must hold at least two segments") {
+  test("the server's read memory is taken from the network memory: an eighth by default, or as set") {
+    val d = SluiceConf.defaults
+    assert(d.numberOfSegments == 2048 && d.numberOfReadSegments == 256 && d.numberOfPoolSegments == 1792)
+    val small = SluiceConf(Seq("spark.sluice.network.memory" -> "96k"))
+    assert(small.numberOfReadSegments == 1 && small.numberOfPoolSegments == 2, "at least one to read into")
+    val set = SluiceConf(Seq("spark.sluice.network.readMemory" -> "1m"))
+    assert(set.numberOfReadSegments == 32 && set.numberOfPoolSegments == 2016)
+    val all = rejected("spark.sluice.network.readMemory" -> "64m", "spark.sluice.network.memory" -> "64m")
+    assert(all.contains("spark.sluice.network.readMemory=64m") && all.contains("spark.sluice.network.memory=64m") &&
+        all.contains("leaves 0 of the 2048"), all)
+    assert(SluiceConf(Seq("spark.sluice.network.readMemory" -> "4032k")).numberOfPoolSegments == 2048 - 126)
+    assert(SluiceConf(Seq("spark.sluice.network.readMemory" -> "65472k")).numberOfPoolSegments == 2, "two are enough")
+    val tiny = rejected("spark.sluice.network.readMemory" -> "16k")
+    assert(tiny.contains("spark.sluice.network.readMemory=16k") && tiny.contains("less than one segment"), tiny)
+  }
+
+  test("network memory must hold at least three segments") {
     val msg = rejected("spark.sluice.memory.segmentSize" -> "64k", "spark.sluice.network.memory" -> "64k",
       "spark.sluice.network.maxFrameLength" -> "1m")
     assert(msg.contains("spark.sluice.network.memory"))

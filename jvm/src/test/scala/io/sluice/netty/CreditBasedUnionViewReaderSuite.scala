@@ -60,18 +60,28 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
           assert(remoteChannel(gate).numBuffersReceived < outputs.map(_.file.numBuffers(0)).sum, "small outputs packed")
           reader.close()
         }
-        assertOpenedOncePerReaderOffTheLoop(io.asScala.toSeq, outputs, readers = 2)
+        assertOpenedOncePerReaderOffTheLoop(io.asScala.toSeq, outputs, readers = 2, a)
       }
     }
   }
 
-  /** Every file of `outputs` opened once per reader, each stored buffer read once per reader, all on read threads. */
-  private def assertOpenedOncePerReaderOffTheLoop(io: Seq[Io], outputs: Seq[SortMergeResultPartition], readers: Int): Unit = {
+  /** Stored bytes of subpartition 0 of `p`. */
+  private def storedBytes(p: SortMergeResultPartition): Long = p.file.subpartitionSizes(0)
+
+  /**
+   * Every file of `outputs` opened once per reader, its stored bytes read once per reader in at most
+   * one call per stored buffer (fewer where buffers lie back to back), all on read threads.
+   */
+  private def assertOpenedOncePerReaderOffTheLoop(io: Seq[Io], outputs: Seq[SortMergeResultPartition], readers: Int,
+      server: TestingExecutor): Unit = {
     val files = outputs.map(_.file).toSet
     val ours = io.filter(e => files.contains(e.file))
     val opens = ours.filter(_.what == "open").groupBy(_.file).map { case (f, es) => f -> es.size }
     assert(opens.keySet == files && opens.values.forall(_ == readers), s"opens per file for $readers readers: $opens")
-    assert(ours.count(_.what == "read") == readers * outputs.map(_.file.numBuffers(0)).sum, "each stored buffer read once")
+    val scheduler = server.connectionManager.server.readScheduler
+    assert(scheduler.numBytesRead == readers * outputs.map(storedBytes).sum, "each stored byte read once per reader")
+    assert(ours.count(_.what == "read") == scheduler.numFileReads)
+    assert(scheduler.numFileReads <= readers * outputs.map(_.file.numBuffers(0)).sum, "at most one read per stored buffer")
     val threads = ours.map(_.thread).distinct
     assert(
       threads.forall(t =>
@@ -93,7 +103,36 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
           assert(reader.readAll() == outputs.indices.map(i => (i.toLong, 0) -> records(i)).toMap)
           reader.close()
         }
-        assertOpenedOncePerReaderOffTheLoop(io.asScala.toSeq, outputs, readers = 2)
+        assertOpenedOncePerReaderOffTheLoop(io.asScala.toSeq, outputs, readers = 2, a)
+      }
+    }
+  }
+
+  test("stored buffers that lie back to back in a file are read in one call") {
+    withReaderAndProducer() { (a, b) =>
+      // Each output: a small buffer in each of its two subpartitions, one after the other in its
+      // file; the reducer reads both (a range, as Spark's AQE asks for coalesced partitions).
+      val outputs = (0 until 12).map { i =>
+        val p = a.blockingPartition(ResultPartitionID(47, i), 2, None)
+        TestingRecords.writeMany(p, 0, 2, 100)
+        TestingRecords.writeMany(p, 1, 3, 100)
+        p.finish()
+        p
+      }
+      recordingIo { io =>
+        val gate = b.gate("reducer", outputs.map(p => GateInput(p.partitionId, 0, 2, a.location)))
+        val reader = new TestingGateReader(gate)
+        assert(reader.readAll().values.sum == outputs.size * 5)
+        val frames = remoteChannel(gate).numBuffersReceived
+        reader.close()
+        val scheduler = a.connectionManager.server.readScheduler
+        val reads = io.asScala.count(e => e.what == "read" && outputs.exists(_.file eq e.file))
+        assert(outputs.map(_.file.numBuffersTotal).sum == 2 * outputs.size, "two stored buffers per output")
+        // One read per output, and one more for each frame that ends between an output's two buffers.
+        assert(frames > 1 && reads >= outputs.size && reads <= outputs.size + frames - 1,
+          s"$reads reads for ${outputs.size} outputs in $frames frames")
+        assert(scheduler.numFileReads == reads)
+        assert(scheduler.numBytesRead == outputs.map(_.file.size).sum, "every stored byte read once")
       }
     }
   }

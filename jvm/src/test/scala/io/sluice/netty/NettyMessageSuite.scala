@@ -210,11 +210,24 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     assert(Ping.Id != Pong.Id && (0 to 6).forall(i => i != Ping.Id && i != Pong.Id), "new ids, never reused")
   }
 
+  test("error kinds: codes never reused, whether the data is lost, and a later server's kind read as lost data") {
+    assert(ErrorKind.all.map(_.code) == (0 to 5).map(_.toByte))
+    assert(ErrorKind.all.filterNot(_.lostData) == Seq(ErrorKind.ServerError, ErrorKind.Refused))
+    val later = encode(ErrorResponse(Some(id), ErrorKind.Other, "c", "m"))
+    later(NettyMessage.FrameHeaderLength + 1 + InputChannelID.Length) = 77
+    val body = later.length - NettyMessage.FrameHeaderLength
+    val decoded = ErrorResponse.decode(Unpooled.wrappedBuffer(later, NettyMessage.FrameHeaderLength, body), body)
+    assert(decoded.kind == ErrorKind.Unknown(77) && decoded.kind.lostData && decoded.message == "m")
+  }
+
   test("an ErrorResponse names the input of a missing partition; the frame limit covers the largest frame a server builds") {
     val missing = ErrorResponse(id, ErrorKind.PartitionNotFound,
       new io.sluice.partition.PartitionNotFoundException(ResultPartitionID(3, 4), input = 7))
     assert(missing.input == 7 && missing.message.contains("input 7"))
     assert(ErrorResponse(id, ErrorKind.Other, new RuntimeException("x")).input == -1)
+    val failed = ErrorResponse(id, ErrorKind.ProducerFailed,
+      new io.sluice.partition.ProducerFailedException(ResultPartitionID(3, 4), null, input = 5))
+    assert(failed.input == 5 && failed.message.contains("input 5"), failed)
     // The config check's overhead is exactly the largest header: a full table of encrypted entries.
     val largestHeader = NettyMessage.FrameHeaderLength + PackedBufferResponse.MaxHeaderLength
     assert(io.sluice.config.SluiceConf.MaxFrameOverhead == largestHeader)

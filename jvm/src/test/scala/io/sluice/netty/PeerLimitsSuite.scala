@@ -70,7 +70,7 @@ class PeerLimitsSuite extends AnyFunSuite {
         val closed = flooder.closedByServer(raw, 200)
         assert(closed.size == 7, s"${closed.size} of 10 raw connections closed by the server")
         flooder.errors.asScala.foreach { e =>
-          assert(e.kind == ErrorKind.Other && e.causeClass == classOf[PeerLimitException].getName)
+          assert(e.kind == ErrorKind.Refused && e.causeClass == classOf[PeerLimitException].getName)
           assert(e.message.contains("127.0.0.2") && e.message.contains(s"${SluiceOptions.MaxReadersPerPeer.key}=16"), e.message)
         }
         assert(a.counters.readersRefused.sum == 20)

@@ -54,12 +54,16 @@ final class TestingExecutor(
   def clientChannelTo(server: TestingExecutor): io.netty.channel.Channel =
     connectionManager.clientFactory.connection("127.0.0.1", server.port).get.channel
 
-  /** A registered pipelined partition of `numSubpartitions` with a pool of `poolSize` buffers. */
-  def pipelinedPartition(id: ResultPartitionID, numSubpartitions: Int, poolSize: Int = -1): PipelinedResultPartition = {
+  /**
+   * A registered pipelined partition of `numSubpartitions` with a pool of `poolSize` buffers,
+   * sending a CRC32C with each buffer unless `checksums` is off.
+   */
+  def pipelinedPartition(id: ResultPartitionID, numSubpartitions: Int, poolSize: Int = -1,
+      checksums: Boolean = true): PipelinedResultPartition = {
     val size = if (poolSize > 0) poolSize else numSubpartitions + conf.get(SluiceOptions.FloatingBuffersPerGate)
     val pool = networkBufferPool.createBufferPool(math.min(numSubpartitions, size), size, s"partition $id")
     val p = new PipelinedResultPartition(id, numSubpartitions, pool, conf.get(SluiceOptions.MaxBuffersPerSubpartition),
-      conf.get(SluiceOptions.RequestBufferTimeout), partitionManager.unregister)
+      conf.get(SluiceOptions.RequestBufferTimeout), partitionManager.unregister, checksumsInTransit = checksums)
     partitionManager.registerResultPartition(p)
     p
   }
@@ -91,9 +95,15 @@ final class TestingExecutor(
     gateFactory.create(owner, inputs, codec, waitForProducers, pipelined)
   }
 
-  /** Waits until every segment is back in the NetworkBufferPool and nothing is required; fails otherwise. */
+  /**
+   * Waits until every segment is back in the NetworkBufferPool and nothing is required, and every
+   * read buffer of the server is back; fails otherwise.
+   */
   def awaitAllBuffersBack(timeoutMs: Long = 10000): Unit = {
     val deadline = System.currentTimeMillis() + timeoutMs
+    val reads = connectionManager.server.readScheduler
+    while (reads.numBuffersInUse != 0 && System.currentTimeMillis() < deadline) Thread.sleep(10)
+    assert(reads.numBuffersInUse == 0, s"$executorId's server leaks read buffers: ${reads.numBuffersInUse} hold frames")
     while ((networkBufferPool.numberOfAvailableSegments != numSegments || networkBufferPool.numberOfRequiredSegments != 0) &&
       System.currentTimeMillis() < deadline) Thread.sleep(10)
     assert(networkBufferPool.numberOfAvailableSegments == numSegments && networkBufferPool.numberOfRequiredSegments == 0,

@@ -493,6 +493,7 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
         for (_ <- 0 until 3) assert(sameRecords(readThroughCache(ps(0), 0, 3), expected(0)))
         // A kept reader holds two handles once a view read through it: the data's and the index's.
         assert(cache.size == 1 && openUnder(dir) == 2, "one reader kept for the readers to come")
+        assert(cache.numDescriptors == 2, "the kept file's descriptors are counted")
         assert(cache.acquire(ps(0).file) eq first, "still the handle the first reader opened")
         first.release()
 
@@ -502,6 +503,7 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
         assert(cache.size == 2 && openUnder(dir) == 4)
         assert(sameRecords(readThroughCache(ps(2), 0, 3), expected(2)))
         assert(cache.size == 2 && openUnder(dir) == 4, "the file beyond the capacity was closed after its reader")
+        assert(cache.numDescriptors == 4)
         assert(cache.acquire(ps(0).file) eq first, "the kept files stay")
         first.release()
 
@@ -525,17 +527,19 @@ abstract class SortMergeResultPartitionBehaviours(hashBasedLayout: Boolean) exte
         ps(2).release(null)
         assert(cache.size == 0 && openUnder(dir) == 0)
         ps.foreach(_.release(null))
-        assert(cache.size == 0 && openUnder(dir) == 0 && dir.listFiles().isEmpty)
+        assert(cache.size == 0 && openUnder(dir) == 0 && dir.listFiles().isEmpty && cache.numDescriptors == 0)
       }
     }
   }
 
-  test("the kept files are bounded by a quarter of the process's open-file limit") {
+  test("the kept files' descriptors, two each, are bounded by a quarter of the process's open-file limit") {
+    assert(PartitionedFileReaderCache.capacityFor(Int.MaxValue, 1024) == 128, "256 descriptors: 128 files of two")
+    assert(PartitionedFileReaderCache.capacityFor(100, 1024) == 100)
     java.lang.management.ManagementFactory.getOperatingSystemMXBean match {
       case unix: com.sun.management.UnixOperatingSystemMXBean =>
         val limit = unix.getMaxFileDescriptorCount
         assert(limit >= 64, s"open-file limit $limit")
-        assert(PartitionedFileReaderCache.effectiveCapacity(Int.MaxValue) == limit / 4)
+        assert(PartitionedFileReaderCache.effectiveCapacity(Int.MaxValue) == limit / 4 / 2)
         assert(PartitionedFileReaderCache.effectiveCapacity(16) == 16)
       case other => cancel(s"no open-file limit to read from $other")
     }

@@ -4,19 +4,24 @@ import java.io.IOException
 import java.nio.channels.ClosedByInterruptException
 import java.util.concurrent.TimeoutException
 
+import io.sluice.netty.ResourceExhaustion
+
 /**
  * How the gate sorts what a channel throws (Spark's split between a FetchFailedException and any
  * other task failure): a fetch failure (lost producer, missing partition, corrupt or unreadable
  * bytes, a broken connection, a timeout; all IOExceptions or TimeoutExceptions) becomes an
  * [[InputChannelException]], which the Spark layer reports as a FetchFailed so Spark recomputes
  * the map output; an interrupt (the task is being killed) an InterruptedException; anything else
- * (an OutOfMemoryError, a bug in the reader) is thrown as itself and fails the task, so Spark
- * does not recompute healthy map outputs for it. Stateless; any thread.
+ * is thrown as itself and fails the task, so Spark retries it without recomputing healthy map
+ * outputs: an OutOfMemoryError, a bug in the reader, this process out of file descriptors
+ * ([[ResourceExhaustion]], though Java reports it as an IOException), and a remote server failing
+ * for a reason of its own or refusing ([[ServerFailureException]]). Stateless; any thread.
  */
 private[consumer] object ChannelFailure {
 
-  /** Whether `e` says the data could not be fetched, rather than that the reader failed. */
+  /** Whether `e` says the data could not be fetched, rather than that the reader or the server failed. */
   def isFetchFailure(e: Throwable): Boolean = e match {
+    case _ if ResourceExhaustion(e) => false
     case _: IOException | _: TimeoutException => true
     case _ => false
   }

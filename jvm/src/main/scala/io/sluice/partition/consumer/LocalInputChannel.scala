@@ -100,7 +100,8 @@ final class LocalInputChannel(
       try u.getNextBuffer()
       catch {
         case e: ProducerFailedException =>
-          throw new InputChannelException(this, e, inputs(math.min(u.currentInput, inputs.size - 1)).index)
+          throw new InputChannelException(this, e,
+            inputs(if (e.input >= 0 && e.input < inputs.size) e.input else math.min(u.currentInput, inputs.size - 1)).index)
       }
     if (next == null) null
     else {

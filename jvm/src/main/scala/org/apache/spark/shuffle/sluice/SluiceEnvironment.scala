@@ -67,6 +67,15 @@ private[sluice] object SluiceEnvironment extends Logging {
     case None => SparkInternals.mapOutputLocation(env.serverPort)
   }
 
+  /**
+   * Whether pipelined shuffle buffers cross the network with a CRC32C: Spark's
+   * spark.shuffle.streaming.checksum.enabled (on by default in Spark 4.3, whose built-in streaming
+   * shuffle checksums every network buffer under it).
+   */
+  def checksumsInTransit(conf: SparkConf): Boolean = conf.getBoolean(StreamingChecksumKey, true)
+
+  val StreamingChecksumKey = "spark.shuffle.streaming.checksum.enabled"
+
   /** spark.network.timeout in milliseconds (Spark's default 120s). */
   def networkTimeoutMs(conf: SparkConf): Long = conf.getTimeAsMs("spark.network.timeout", "120s")
 
@@ -107,7 +116,7 @@ private[sluice] object SluiceEnvironment extends Logging {
     val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None
     val transportConf = TransportConfOverlay(SparkInternals.transportConf(conf, cores), sluice)
     val transport = TransportSettings(transportConf, auth, host, SparkInternals.TransportPipeline,
-      conf.getInt(PortRange.MaxRetriesKey, PortRange.DefaultMaxRetries), Some(conf.getAppId))
+      conf.getInt(PortRange.MaxRetriesKey, PortRange.DefaultMaxRetries), checksumsInTransit(conf), Some(conf.getAppId))
     val cipher = fileCipher(conf, SparkInternals.ioEncryptionKey)
     val node = NodeServiceRegistration.register(sluice, transportConf, conf.getAppId, SparkInternals.executorId, host,
       SparkInternals.localRootDirs, SparkInternals.localDirs, auth.map(_._1),

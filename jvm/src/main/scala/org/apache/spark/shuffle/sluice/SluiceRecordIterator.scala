@@ -18,7 +18,8 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
  * mismatch, corrupt frame, an input ending inside a record) is thrown here, on the task thread,
  * as a FetchFailedException for the map output it concerns (for a channel that reads many, one of
  * them not fully read yet: Spark then recomputes that executor's outputs), so Spark recomputes
- * it; any other error (an OutOfMemoryError, a bug) fails the task as itself.
+ * it; any other error (an OutOfMemoryError, a bug, a server's own failure or refusal) fails the
+ * task as itself, and Spark retries it.
  */
 private[sluice] final class SluiceRecordIterator(
     gate: SingleInputGate,

@@ -14,6 +14,12 @@ class SluiceEnvironmentSuite extends AnyFunSuite with NettyLeakDetection {
   private def heartbeat(settings: (String, String)*): Long =
     SluiceEnvironment.engineConf(new SparkConf(false).setAll(settings)).get(SluiceOptions.HeartbeatTimeout)
 
+  test("pipelined buffers carry a CRC32C as Spark's spark.shuffle.streaming.checksum.enabled says, on by default") {
+    assert(SluiceEnvironment.checksumsInTransit(new SparkConf()))
+    assert(!SluiceEnvironment.checksumsInTransit(new SparkConf().set("spark.shuffle.streaming.checksum.enabled", "false")))
+    assert(SluiceEnvironment.StreamingChecksumKey == "spark.shuffle.streaming.checksum.enabled")
+  }
+
   test("the heartbeat timeout follows spark.network.timeout unless Sluice's own option is set") {
     assert(heartbeat() == 120000L, "Spark's default spark.network.timeout")
     assert(heartbeat("spark.network.timeout" -> "30s") == 30000L)

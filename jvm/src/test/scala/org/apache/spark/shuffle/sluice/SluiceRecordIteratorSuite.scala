@@ -22,7 +22,8 @@ import org.scalatest.funsuite.AnyFunSuite
 /**
  * The reduce task's record reader over a gate of scripted channels: decode state is held for the
  * inputs being read, not for every map output; an input cut inside a record is a FetchFailed for
- * that map output; an error that is not about fetching reaches the task as itself.
+ * that map output; an error that is not about fetching (the reader's, this executor's, a server's
+ * own) reaches the task as itself, so Spark retries the task and keeps the producer's outputs.
  */
 class SluiceRecordIteratorSuite extends AnyFunSuite with NettyLeakDetection {
   import SluiceRecordIteratorSuite._
@@ -100,7 +101,12 @@ class SluiceRecordIteratorSuite extends AnyFunSuite with NettyLeakDetection {
   for {
     (what, error) <- Seq[(String, () => Throwable)](
       "an OutOfMemoryError" -> (() => new OutOfMemoryError("Java heap space (test)")),
-      "a bug in the reader" -> (() => new IllegalStateException("a bug (test)")))
+      "a bug in the reader" -> (() => new IllegalStateException("a bug (test)")),
+      "this executor out of file descriptors" ->
+        (() => new java.nio.file.FileSystemException("/spill", null, "Too many open files (test)")),
+      "a server's own failure" -> (() =>
+        new io.sluice.netty.ServerFailureException(io.sluice.netty.ErrorKind.ServerError, "127.0.0.1:7337",
+          "channel 1", "java.lang.OutOfMemoryError: Direct buffer memory (test)")))
     how <- Seq(Thrown, Wrapped, SetError)
   } test(s"$what raised in a channel ($how) reaches the task as itself, not as a FetchFailed") {
     withNetworkBufferPool(16, 4096) { global =>

@@ -117,7 +117,8 @@ private[sluice] object SluiceJson {
 
   def executor(e: ExecutorEntry): JValue = JObject(executorMemory(SluiceExecutorMemory.of(e)).obj ++ List(
     "server_port" -> JInt(e.transport.serverPort), "server_connections" -> JInt(e.transport.serverConnections),
-    "client_connections" -> JInt(e.transport.clientConnections)))
+    "client_connections" -> JInt(e.transport.clientConnections)) ++
+    e.transport.reads.values.map { case (name, v) => name -> JLong(v) })
 
   /** Everything the driver holds. */
   def all(m: SluiceDriverMetrics): JValue = JObject(

@@ -2,7 +2,9 @@ package org.apache.spark.shuffle.sluice.metrics
 
 import com.codahale.metrics.{Counter, Gauge, Histogram, MetricRegistry, Reservoir, Snapshot, UniformSnapshot}
 import io.sluice.config.SluiceConf
-import io.sluice.metrics.{ExecutorAggregate, LatencyHistogram, MetricNames, MetricStore, ShuffleMetricRegistry}
+import io.sluice.metrics.{
+  ExecutorAggregate, LatencyHistogram, MetricNames, MetricStore, ServerReadSnapshot, ShuffleMetricRegistry
+}
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
 
 /**
@@ -11,7 +13,8 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
  * exported as `<spark.metrics.namespace, else the application id>.<executor id>.sluice.<name>`,
  * whichever way Sluice was switched on. They are the
  * memory segments; the task I/O counters summed over every task and their ...PerSecond rates;
- * the highest pool usage and time share among the running tasks; summed queue lengths; and, once
+ * the highest pool usage and time share among the running tasks; summed queue lengths; the Sluice
+ * server's reads of partition files (summed over executors on the driver); and, once
  * any task tracks latency, a `latency` histogram of every marker's age. Per-task values go to the
  * driver (Sluice tab, `sluice.metrics`) instead, since Spark tasks are too many and too
  * short-lived to be metric scopes of their own.
@@ -32,6 +35,7 @@ private[sluice] final class SluiceMetricsSource(registry: MetricRegistry, values
     gauge[Int](MetricNames.TotalMemorySegments)(values.segments._1)
     gauge[Int](MetricNames.AvailableMemorySegments)(values.segments._2)
     gauge[Int](MetricNames.UsedMemorySegments) { val (t, a) = values.segments; t - a }
+    MetricNames.ServerMetrics.foreach(name => gauge[Long](name)(values.reads.values.find(_._1 == name).fold(0L)(_._2)))
     MetricNames.Counters.foreach { name =>
       registry.register(name, new Counter { override def getCount: Long = values.total(name) })
     }
@@ -79,6 +83,9 @@ private[sluice] object SluiceMetricsSource {
     def total(counter: String): Long
     def aggregate: ExecutorAggregate
     def latency: Option[LatencyHistogram]
+
+    /** The Sluice server's reads ([[MetricNames.ServerMetrics]]). */
+    def reads: ServerReadSnapshot
   }
 
   /**
@@ -93,6 +100,7 @@ private[sluice] object SluiceMetricsSource {
     override def total(counter: String): Long = metrics().map(_.totals.getOrElse(counter, 0L)).getOrElse(0L)
     override def aggregate: ExecutorAggregate = metrics().map(_.aggregate).getOrElse(ExecutorAggregate.empty)
     override def latency: Option[LatencyHistogram] = metrics().flatMap(_.executorLatency)
+    override def reads: ServerReadSnapshot = metrics().fold(ServerReadSnapshot.none)(_.transport.reads)
   }
 
   /**
@@ -111,6 +119,8 @@ private[sluice] object SluiceMetricsSource {
       ExecutorAggregate(store.runningTasks, rates)
     }
     override def latency: Option[LatencyHistogram] = None
+    override def reads: ServerReadSnapshot =
+      store.executorEntries.map(_.transport.reads).foldLeft(ServerReadSnapshot.none)(_ + _)
   }
 
   /** A Dropwizard histogram that reads Sluice's latency window instead of keeping its own. */

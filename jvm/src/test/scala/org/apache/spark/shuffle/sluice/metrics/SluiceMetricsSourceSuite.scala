@@ -19,9 +19,10 @@ class SluiceMetricsSourceSuite extends AnyFunSuite with NettyLeakDetection {
   test("every metric is registered under its Flink name; before the network stack starts it reads the configured memory") {
     val r = new MetricRegistry
     new SluiceMetricsSource(r, new SluiceMetricsSource.ExecutorValues(() => None, SluiceConf.defaults)).register()
-    val expected = MetricNames.ExecutorMetrics ++ MetricNames.TaskMetrics
+    val expected = MetricNames.ExecutorMetrics ++ MetricNames.ServerMetrics ++ MetricNames.TaskMetrics
     assert(r.getNames.asScala.toSet == expected.toSet)
     assert(gauge(r, MetricNames.TotalMemorySegments) == 2048 && gauge(r, MetricNames.UsedMemorySegments) == 0)
+    assert(gauge(r, MetricNames.ReadQueueLength) == 0L && gauge(r, MetricNames.TotalReadMemorySegments) == 0L)
     assert(counter(r, MetricNames.NumRecordsOut) == 0L)
     assert(!r.getNames.contains(MetricNames.Latency))
   }
@@ -30,16 +31,20 @@ class SluiceMetricsSourceSuite extends AnyFunSuite with NettyLeakDetection {
     val store = new MetricStore()
     val busy = TestingSnapshots.producer(stageId = 1, outPoolUsage = 0.75).copy(backPressuredTimeMsPerSecond = 300)
     store.add(ExecutorSnapshot("1", 10, SegmentsSnapshot(32768, 100, 90, 10), Seq(busy),
-        Map(MetricNames.NumRecordsOut -> 1000L), Map("numRecordsOutPerSecond" -> 50.0)))
+        Map(MetricNames.NumRecordsOut -> 1000L), Map("numRecordsOutPerSecond" -> 50.0),
+        TransportSnapshot(7001, 1, 1, ServerReadSnapshot(2, 3, 40L, 16, 5, 8))))
     store.add(ExecutorSnapshot("2", 10, SegmentsSnapshot(32768, 100, 60, 40),
         Seq(TestingSnapshots.producer(stageId = 1, partitionId = 1, outPoolUsage = 0.25)),
-        Map(MetricNames.NumRecordsOut -> 500L), Map("numRecordsOutPerSecond" -> 25.0)))
+        Map(MetricNames.NumRecordsOut -> 500L), Map("numRecordsOutPerSecond" -> 25.0),
+        TransportSnapshot(7002, 1, 1, ServerReadSnapshot(1, 1, 2L, 16, 0, 2))))
     val r = new MetricRegistry
     val source = new SluiceMetricsSource(r, new SluiceMetricsSource.ClusterValues(store))
     source.register()
     source.registerLatencyIfTracked()
     assert(gauge(r, MetricNames.TotalMemorySegments) == 200 && gauge(r, MetricNames.AvailableMemorySegments) == 150)
     assert(gauge(r, MetricNames.UsedMemorySegments) == 50)
+    assert(gauge(r, MetricNames.ReadQueueLength) == 4L && gauge(r, MetricNames.ReadWaitTimeMs) == 42L)
+    assert(gauge(r, MetricNames.UsedReadMemorySegments) == 5L && gauge(r, MetricNames.PartitionFileDescriptors) == 10L)
     assert(counter(r, MetricNames.NumRecordsOut) == 1500L)
     assert(gauge(r, "numRecordsOutPerSecond") == 75.0)
     assert(gauge(r, MetricNames.OutPoolUsage) == 0.75)
