@@ -86,6 +86,9 @@ class SluiceOptions(TypedDict, total=False):
     read_threads: int
     """``spark.sluice.network.readThreads``, default ``0``."""
 
+    read_memory: Union[int, str]
+    """``spark.sluice.network.readMemory``, default ``0b``."""
+
     metrics_report_interval: Union[int, str, datetime.timedelta]
     """``spark.sluice.metrics.reportInterval``, default ``1s``."""
 

@@ -82,11 +82,13 @@ object SparkInternalsAllowlist {
       Allowed("org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO", boundary("SluiceShuffleDataIO"),
         "Spark's own executor components, which the sort shuffle would use and Sluice's manager never does"),
       Allowed("org.apache.spark.network.util.TransportConf",
-        boundary("NodeServiceRegistration", "SluiceShuffleDriverComponents", "service.ServiceConfiguration"),
+        boundary("NodeServiceRegistration", "SluiceShuffleDriverComponents", "service.ServiceConfiguration",
+          "service.SluiceShuffleServiceMain"),
         "executors and the driver speak to node shuffle services over Spark TransportContexts (the adapter builds the conf)"),
       Allowed("org.apache.spark.network.sasl.SecretKeyHolder", boundary("NodeServiceRegistration", "SluiceEnvironment"),
         "the application's secret, from which the node-service key is derived (the adapter hands it over)"),
-      Allowed("org.apache.spark.network.util.MapConfigProvider", boundary("service.ServiceConfiguration"),
+      Allowed("org.apache.spark.network.util.MapConfigProvider",
+        boundary("service.ServiceConfiguration", "service.SluiceShuffleServiceMain"),
         "a node shuffle service builds its TransportConf from its own properties, as Spark's external shuffle service does")),
 
     // ---- Records ----------------------------------------------------------------------------------
