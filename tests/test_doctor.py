@@ -114,7 +114,7 @@ def test_what_the_jvm_refuses_is_each_an_error_with_its_fix(tmp_path: Path, caps
         out,
         "spark.dynamicAllocation.shuffleTracking.enabled",
         "error",
-        "without an external shuffle service",
+        "without a shuffle service",
         "spark.dynamicAllocation.shuffleTracking.enabled=true",
     )
     one(out, "spark.io.compression.codec", "error", "codec=brotli", "use lz4, lzf, snappy or zstd")

@@ -70,6 +70,7 @@ SERVICE_COMMAND = (
 
 EXEMPT: Dict[str, Tuple[str, ...]] = {
     INVARIANT: (
+        "a read scheduler of <> buffers",
         "map-side combine without an aggregator",
         "no more shuffle records",
         "<> ended before the end of <>",
@@ -174,7 +175,6 @@ EXEMPT: Dict[str, Tuple[str, ...]] = {
     WIRE: (
         "<> for unknown receiver <> from <>",
         "<> reported a failure of input <> to <>, which requested <>",
-        "ErrorResponse of unknown kind <>",
         "<>; closing the connection",
         "<>; refused",
         "<> requested a second partition for receiver <>",
