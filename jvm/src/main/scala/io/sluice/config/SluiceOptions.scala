@@ -43,6 +43,17 @@ object SluiceOptions {
       |segments, sorted apart when spilled."""
   }
 
+  val RecordSpillThreshold: ConfigOption[Long] = opt("spark.sluice.memory.recordSpillThreshold",
+    "record_spill_threshold", BytesType, 5L << 20,
+    "(none: Flink's SpillingAdaptiveSpanningRecordDeserializer spills records above 5 MiB)", Effect.TaskStart,
+    atLeast(64L << 10)) {
+    """A record that spans network buffers is gathered in the reduce task's heap while its buffers
+      |arrive; one larger than this, or one that would take the records a task is gathering at once
+      |beyond this together, is gathered in a file in Spark's local dirs instead (deleted when read),
+      |so a task's heap for partial records stays within this however many executors it reads
+      |records from at once."""
+  }
+
   val BuffersPerChannel: ConfigOption[Int] = opt("spark.sluice.network.buffersPerChannel",
     "buffers_per_channel", IntType, 2, "taskmanager.network.memory.buffers-per-channel",
     Effect.TaskStart, between(1, 1024)) {
@@ -285,7 +296,7 @@ object SluiceOptions {
 
   /** Every definition, in the order the docs list them. */
   val all: Seq[ConfigOption[_]] = Seq(
-    SegmentSize, NetworkMemory, SortBufferSize, BuffersPerChannel, FloatingBuffersPerGate,
+    SegmentSize, NetworkMemory, SortBufferSize, RecordSpillThreshold, BuffersPerChannel, FloatingBuffersPerGate,
     MaxCreditWindow, MaxChannelsInFlightPerGate, MaxRequiredBuffersPerGate,
     MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
