@@ -307,6 +307,7 @@ def summarize_setting(
             {c: [r["heavy"].get("executor_cpu_ns", 0) for r in results[c]] for c in CONTENDERS},
             s["heavy_shuffle_write_bytes"]["sort"],
         )
+        s["heavy_cpu_by_thread"] = {c: cpu_by_thread([r["heavy"] for r in results[c]]) for c in CONTENDERS}
         goals += time_and_cpu_goals(f"{label}: {job_name(spec)} job", s["heavy_ratio"], s["heavy_cpu"]["ratio"])
     if spec["tpch"] is not None:
         queries = [str(q) for q in spec["tpch"]["queries"]]
@@ -344,6 +345,13 @@ def summarize_setting(
         )
         goals += time_and_cpu_goals(f"{label}: TPC-H total", s["tpch_ratio"], s["tpch_cpu"]["ratio"])
     return s, goals
+
+
+def cpu_by_thread(runs: List[Dict[str, Any]]) -> Dict[str, float]:
+    """The median CPU seconds of each kind of executor thread over ``runs`` (a kind missing from a
+    run counts 0 there): where a contender's executor CPU went."""
+    kinds = sorted({k for r in runs for k in r.get("executor_cpu_by_thread", {})})
+    return {k: median([r.get("executor_cpu_by_thread", {}).get(k, 0.0) for r in runs]) for k in kinds}
 
 
 def job_name(spec: Dict[str, Any]) -> str:
@@ -405,6 +413,10 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
                 f"(ratio {s['heavy_ratio']:.2f}; sort shuffle wrote {written:.2f} GB)"
             )
             print(f"{job} job: {_cpu_text(s.get('heavy_cpu'))}")
+            by_thread = s.get("heavy_cpu_by_thread") or {}
+            for kind in sorted({k for v in by_thread.values() for k in v}):
+                sl, so = (by_thread.get(c, {}).get(kind, 0.0) for c in CONTENDERS)
+                print(f"  executor CPU s, {kind:>15}: Sluice {sl:6.2f}, sort {so:6.2f}")
         if "tpch_queries" in s:
             columns = f"{'query':>6} {'sluice s':>9} {'sort s':>8} {'ratio':>6} {'sort MB':>8}"
             print(f"{columns} {'cpu s sl/sort':>14} {'cpu':>5}")
