@@ -311,6 +311,34 @@ def test_executor_cpu_comes_from_proc_less_the_benchmarks_sampler(tmp_path: Path
     assert session.cpu_used({}, {}) is None
 
 
+def test_executor_cpu_by_kind_of_thread(tmp_path: Path) -> None:
+    """Each executor thread's CPU goes to its kind (tasks, JIT, Sluice's own threads, Spark's shuffle
+    transport...); what threads that ended between two samples used is ``ended``."""
+    from sluice_bench import session
+
+    backend = ["java", session.EXECUTOR_MAIN, "--driver-url", "spark://x@h:7001", "--app-id", "app-1"]
+    threads = {
+        20: ("Executor task l", 500, 100),
+        21: ("C2 CompilerThre", 80, 0),
+        22: ("sluice-partitio", 30, 10),
+        23: ("sluice-server-4", 20, 0),
+        24: ("shuffle-client-", 5, 5),
+        25: ("sluice-metrics-", 3, 1),
+        26: ("Signal Dispatch", 1, 0),
+    }
+    fake_proc(tmp_path, 20, backend, 900, 100, threads)
+    ticks = os.sysconf("SC_CLK_TCK")
+    before = session.executor_thread_cpu("app-1", str(tmp_path), driver_port="7001")
+    assert before["tasks"] == pytest.approx(600 / ticks) and before["total"] == pytest.approx(1000 / ticks)
+    assert before["jit"] == pytest.approx(80 / ticks) and before["sluice reads"] == pytest.approx(40 / ticks)
+    assert before["sluice network"] == pytest.approx(20 / ticks) and before["spark shuffle"] == pytest.approx(
+        10 / ticks
+    )
+    assert before["sluice metrics"] == pytest.approx(4 / ticks) and before["other"] == pytest.approx(1 / ticks)
+    after = dict(before, tasks=before["tasks"] + 2.0, total=before["total"] + 3.0)
+    assert session.thread_cpu_used(before, after) == {"tasks": pytest.approx(2.0), "ended": pytest.approx(1.0)}
+
+
 def test_histogram_quantiles_and_merging(tmp_path: Path) -> None:
     h = from_buckets([[0, 1, 50], [1000, 1016, 49], [10000, 10160, 1]])
     assert h.count == 100

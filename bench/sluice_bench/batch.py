@@ -14,7 +14,10 @@ denominator for both, so the Sluice / sort ratio of CPU per GB is the ratio of t
 Spark's own task CPU time (``executorCpuTime``, which leaves out the network threads) is reported
 beside it.
 
-``--short`` runs short queries instead (see :mod:`sluice_bench.short`).
+``--short`` runs short queries instead (see :mod:`sluice_bench.short`). ``--job sha2`` measures a
+CPU-bound job instead of the heavy one (SHA-256 of every row on both sides of the shuffle, about
+1.5 GB through the shuffle at its default rows): with ``--no-tpch`` it tells what Sluice's own threads
+cost a job whose tasks want every core; its result is ``batch-sha2.json``.
 
 Goals, in each setting: heavy job and TPC-H total at most 0.80 of the sort shuffle's time;
 executor CPU per GB shuffled at most 0.80 of the sort shuffle's.
@@ -37,6 +40,8 @@ from sluice_bench.stats import goal, median, ratio, spread
 CONTENDERS = ("sluice", "sort")
 HEAVY_ROWS = 8_000_000  # about 1 GB of shuffle writes with the sort shuffle (lz4): 125 bytes a row
 QUICK_HEAVY_ROWS = 200_000
+# The sha2 job's rows: about 100 bytes a row before compression, so about 1.5 GB through the shuffle.
+SHA2_ROWS = 15_000_000
 DUCKDB_QUERIES = (1, 6)
 GB = 1e9
 # The settings a run compares in: what each adds to the applications' Spark configuration.
@@ -59,6 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=float, help="TPC-H scale factor (default 1; quick 0.01)")
     parser.add_argument("--queries", help="TPC-H queries to run, e.g. 1,3,6 (default all 22)")
     parser.add_argument("--no-heavy", action="store_true", help="skip the heavy job")
+    parser.add_argument(
+        "--job",
+        choices=("heavy", "sha2"),
+        default="heavy",
+        help="the shuffle job measured beside TPC-H: heavy (group and join, about 1 GB) or sha2 (CPU-bound: "
+        f"SHA-256 of every row before and after the shuffle, {SHA2_ROWS:,} rows by default)",
+    )
     parser.add_argument("--no-tpch", action="store_true", help="skip TPC-H")
     parser.add_argument("--no-duckdb", action="store_true", help="skip checking queries against DuckDB")
     parser.add_argument(
@@ -95,7 +107,8 @@ def parse_settings(text: str) -> List[str]:
 def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]:
     """The applications' spec in ``setting`` (one of :data:`SETTINGS`)."""
     quick = bool(args.quick)
-    rows = args.heavy_rows or (QUICK_HEAVY_ROWS if quick else HEAVY_ROWS)
+    job = getattr(args, "job", "heavy")
+    rows = args.heavy_rows or (QUICK_HEAVY_ROWS if quick else SHA2_ROWS if job == "sha2" else HEAVY_ROWS)
     scale = args.scale or (0.01 if quick else 1.0)
     queries = [int(q) for q in args.queries.split(",")] if args.queries else sorted(tpch.QUERIES)
     spec: Dict[str, Any] = {
@@ -105,7 +118,7 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
         "sluice_options": sluice_options(args),
         # build_session applies these to the sort shuffle's runs only.
         "builtin_conf": sort_conf(args),
-        "heavy": None if args.no_heavy else {"rows": rows, "partitions": 16},
+        "heavy": None if args.no_heavy else {"rows": rows, "partitions": 16, "job": job},
         "tpch": None,
         "scale": scale,
     }
@@ -117,7 +130,7 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
 
 def result_name(args: argparse.Namespace) -> str:
     if not getattr(args, "short", False):
-        return "batch"
+        return "batch-sha2" if getattr(args, "job", "heavy") == "sha2" else "batch"
     return short.COLD_NAME if getattr(args, "cold", False) else short.NAME
 
 
@@ -161,7 +174,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         sort_answers = results[settings[0]]["sort"][0].get("tpch", {})
         check_duckdb(sort_answers, Path(first["tpch"]["data_dir"]), recorder, duck)
     summarize(results, recorder, specs)
-    path, chart = save_result(recorder, args.out, "batch", draw)
+    path, chart = save_result(recorder, args.out, result_name(args), draw)
     print_summary(recorder, path, chart)
     if recorder.mismatches:
         print("\nANSWER MISMATCHES: Sluice's answers differ from the reference; the timings are void:")
@@ -286,6 +299,7 @@ def summarize_setting(
             c: median([r["heavy"]["shuffle_write_bytes"] for r in results[c]]) for c in CONTENDERS
         }
         s["heavy_ratio"] = ratio(heavy["sluice"]["median"], heavy["sort"]["median"])
+        s["job"] = job_name(spec)
         for metric in METRICS:
             s[f"heavy_{metric}"] = {c: median([r["heavy"].get(metric, 0) for r in results[c]]) for c in CONTENDERS}
         s["heavy_cpu"] = cpu_report(
@@ -293,7 +307,8 @@ def summarize_setting(
             {c: [r["heavy"].get("executor_cpu_ns", 0) for r in results[c]] for c in CONTENDERS},
             s["heavy_shuffle_write_bytes"]["sort"],
         )
-        goals += time_and_cpu_goals(f"{label}: heavy job", s["heavy_ratio"], s["heavy_cpu"]["ratio"])
+        s["heavy_cpu_by_thread"] = {c: cpu_by_thread([r["heavy"] for r in results[c]]) for c in CONTENDERS}
+        goals += time_and_cpu_goals(f"{label}: {job_name(spec)} job", s["heavy_ratio"], s["heavy_cpu"]["ratio"])
     if spec["tpch"] is not None:
         queries = [str(q) for q in spec["tpch"]["queries"]]
         per_query: Dict[str, Any] = {}
@@ -330,6 +345,18 @@ def summarize_setting(
         )
         goals += time_and_cpu_goals(f"{label}: TPC-H total", s["tpch_ratio"], s["tpch_cpu"]["ratio"])
     return s, goals
+
+
+def cpu_by_thread(runs: List[Dict[str, Any]]) -> Dict[str, float]:
+    """The median CPU seconds of each kind of executor thread over ``runs`` (a kind missing from a
+    run counts 0 there): where a contender's executor CPU went."""
+    kinds = sorted({k for r in runs for k in r.get("executor_cpu_by_thread", {})})
+    return {k: median([r.get("executor_cpu_by_thread", {}).get(k, 0.0) for r in runs]) for k in kinds}
+
+
+def job_name(spec: Dict[str, Any]) -> str:
+    """The measured shuffle job's name (``--job``): heavy or sha2."""
+    return str((spec.get("heavy") or {}).get("job", "heavy"))
 
 
 def setting_summaries(result: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
@@ -380,11 +407,16 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
         if "heavy" in s:
             h = s["heavy"]
             written = s["heavy_shuffle_write_bytes"]["sort"] / GB
+            job = s.get("job", "heavy")
             print(
-                f"heavy job: Sluice {h['sluice']['median']:.1f}s, sort {h['sort']['median']:.1f}s "
+                f"{job} job: Sluice {h['sluice']['median']:.1f}s, sort {h['sort']['median']:.1f}s "
                 f"(ratio {s['heavy_ratio']:.2f}; sort shuffle wrote {written:.2f} GB)"
             )
-            print(f"heavy job: {_cpu_text(s.get('heavy_cpu'))}")
+            print(f"{job} job: {_cpu_text(s.get('heavy_cpu'))}")
+            by_thread = s.get("heavy_cpu_by_thread") or {}
+            for kind in sorted({k for v in by_thread.values() for k in v}):
+                sl, so = (by_thread.get(c, {}).get(kind, 0.0) for c in CONTENDERS)
+                print(f"  executor CPU s, {kind:>15}: Sluice {sl:6.2f}, sort {so:6.2f}")
         if "tpch_queries" in s:
             columns = f"{'query':>6} {'sluice s':>9} {'sort s':>8} {'ratio':>6} {'sort MB':>8}"
             print(f"{columns} {'cpu s sl/sort':>14} {'cpu':>5}")

@@ -55,6 +55,28 @@ def heavy_job(spark: SparkSession, rows: int, partitions: int) -> List[List[Any]
     return plain_rows([list(r) for r in out.collect()])
 
 
+def sha2_job(spark: SparkSession, rows: int, partitions: int) -> List[List[Any]]:
+    """A CPU-bound shuffle: each row's SHA-256 (a 64-character hex string) computed before the
+    shuffle, beside its key and id; the rows repartitioned by key; a SHA-256 of every row computed
+    again after it; reduced to checksums. About 100 bytes a row cross the shuffle, and hashing, not
+    the shuffle, takes most of the time: on two cores every thread a shuffle adds competes with the
+    tasks for the CPU."""
+    df = spark.range(0, rows, 1, partitions).select(
+        F.pmod(F.xxhash64("id"), F.lit(max(1, rows // 4))).alias("k"),
+        F.col("id"),
+        F.sha2(F.col("id").cast("string"), 256).alias("h"),
+    )
+    hashed = df.repartition(partitions, "k").select(
+        "k", F.sha2(F.concat_ws(":", F.col("h"), F.col("id").cast("string")), 256).alias("h2")
+    )
+    out = hashed.agg(F.count(F.lit(1)).alias("rows"), F.sum("k").alias("keys"), F.bit_xor(F.xxhash64("h2")).alias("x"))
+    return plain_rows([list(r) for r in out.collect()])
+
+
+# The measured job of ``sluice bench batch`` (``--job``): its name -> the job.
+SHUFFLE_JOBS: Dict[str, Callable[[SparkSession, int, int], List[List[Any]]]] = {"heavy": heavy_job, "sha2": sha2_job}
+
+
 # --- TPC-H ----------------------------------------------------------------------------------
 
 
@@ -72,7 +94,8 @@ def _query_job(spark: SparkSession, number: int) -> Callable[[], List[List[Any]]
 
 
 def run_batch(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
-    """``spec``: ``heavy`` ({rows, partitions} or null), ``tpch`` ({data_dir, queries} or null)."""
+    """``spec``: ``heavy`` ({rows, partitions, job} or null; ``job`` one of :data:`SHUFFLE_JOBS`, the
+    heavy job when absent), ``tpch`` ({data_dir, queries} or null)."""
     out: Dict[str, Any] = {"contender": contender}
     heavy: Optional[Dict[str, Any]] = spec.get("heavy")
     query_spec: Optional[Dict[str, Any]] = spec.get("tpch")
@@ -83,14 +106,15 @@ def run_batch(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
     broadcast_default = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     warm_rows = max(10_000, int((heavy or {"rows": 500_000})["rows"]) // 50)
-    heavy_job(spark, warm_rows, int((heavy or {"partitions": 8})["partitions"]))
+    shuffle_job = SHUFFLE_JOBS[str((heavy or {}).get("job", "heavy"))]
+    shuffle_job(spark, warm_rows, int((heavy or {"partitions": 8})["partitions"]))
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", broadcast_default or "10485760")
     if query_spec is not None:
         register_tpch(spark, query_spec["data_dir"])
         run_query(spark, 3)
     if heavy is not None:
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-        out["heavy"] = timed(spark, "heavy", lambda: heavy_job(spark, int(heavy["rows"]), int(heavy["partitions"])))
+        out["heavy"] = timed(spark, "heavy", lambda: shuffle_job(spark, int(heavy["rows"]), int(heavy["partitions"])))
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", broadcast_default or "10485760")
     if query_spec is not None:
         queries: Dict[str, Any] = {}

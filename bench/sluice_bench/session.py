@@ -163,7 +163,8 @@ def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: floa
     """Runs ``job`` in job group ``group``, after :func:`release_finished_jobs` (``pause_s``); its seconds,
     answer, Spark's shuffle metrics and the CPU seconds its executor processes used meanwhile
     (``executor_process_cpu_s``, see :func:`executor_cpu_seconds`; absent when no executor process
-    was found on this machine), and the driver's (``driver_process_cpu_s``): on a machine with few
+    was found on this machine), by kind of thread (``executor_cpu_by_thread``, see
+    :func:`executor_thread_cpu`), and the driver's (``driver_process_cpu_s``): on a machine with few
     cores the driver's scheduling and metrics take CPU from the executors."""
     release_finished_jobs(spark, pause_s)
     spark.sparkContext.setJobGroup(group, group)
@@ -171,10 +172,12 @@ def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: floa
     port = str(spark.sparkContext.getConf().get("spark.driver.port", ""))
     driver = driver_pid(spark)
     cpu_before = executor_cpu_seconds(app, driver_port=port)
+    threads_before = executor_thread_cpu(app, driver_port=port)
     driver_before = process_cpu_seconds(driver)
     started = time.monotonic()
     answer = job()
     seconds = time.monotonic() - started
+    threads_after = executor_thread_cpu(app, driver_port=port)
     cpu_after = executor_cpu_seconds(app, driver_port=port)
     driver_after = process_cpu_seconds(driver)
     spark.sparkContext.setJobGroup("", "")
@@ -184,6 +187,7 @@ def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: floa
     if cpu is not None:
         out["executor_process_cpu_s"] = round(cpu, 3)
         out["executor_processes"] = len(cpu_before)
+        out["executor_cpu_by_thread"] = thread_cpu_used(threads_before, threads_after)
     out["driver_process_cpu_s"] = round(driver_after - driver_before, 3)
     return out
 
@@ -263,6 +267,61 @@ def executor_cpu_seconds(app_id: str, proc: str = "/proc", driver_port: str = ""
         except (OSError, ValueError, IndexError):
             continue
     return out
+
+
+# What each executor thread is, by the start of its name as /proc shows it (15 characters): the
+# tasks, the JIT, the collector, Sluice's own threads, Spark's shuffle transport and its RPC.
+THREAD_KINDS = (
+    ("tasks", ("Executor task",)),
+    ("jit", ("C1 CompilerThre", "C2 CompilerThre")),
+    ("gc", ("GC Thread", "G1 ", "VM Thread")),
+    ("sluice network", ("sluice-server", "sluice-client", "sluice-boss")),
+    ("sluice reads", ("sluice-partitio",)),
+    ("sluice metrics", ("sluice-metrics", "sluice-backpres")),
+    ("sluice other", ("sluice-",)),
+    ("spark shuffle", ("shuffle-server", "shuffle-client", "shuffle-boss")),
+    ("spark rpc", ("rpc-", "dispatcher-", "netty-rpc", "executor-heart")),
+)
+
+
+def thread_kind(comm: str) -> str:
+    """The kind (:data:`THREAD_KINDS`) of an executor thread named ``comm``; ``other`` if none."""
+    for kind, prefixes in THREAD_KINDS:
+        if comm.startswith(prefixes):
+            return kind
+    return "other"
+
+
+def executor_thread_cpu(app_id: str, proc: str = "/proc", driver_port: str = "") -> Dict[str, float]:
+    """The CPU seconds the live threads of ``app_id``'s executors used so far, by
+    :func:`thread_kind`, and ``total`` (every thread, ended ones included: the difference of two
+    samples' totals less their kinds' is what threads that ended in between used)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: Dict[str, float] = {"total": 0.0}
+    for pid in executor_pids(app_id, proc, driver_port):
+        try:
+            with open(f"{proc}/{pid}/stat") as f:
+                out["total"] += stat_cpu_ticks(f.read()) / ticks
+            tasks = os.listdir(f"{proc}/{pid}/task")
+        except (OSError, ValueError, IndexError):
+            continue
+        for tid in tasks:
+            try:
+                with open(f"{proc}/{pid}/task/{tid}/comm") as f:
+                    kind = thread_kind(f.read().strip())
+                with open(f"{proc}/{pid}/task/{tid}/stat") as f:
+                    out[kind] = out.get(kind, 0.0) + stat_cpu_ticks(f.read()) / ticks
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def thread_cpu_used(before: Dict[str, float], after: Dict[str, float]) -> Dict[str, float]:
+    """What each kind of thread used between two :func:`executor_thread_cpu` samples; ``ended``:
+    threads that ended in between (a JIT compiler thread, a connector)."""
+    used = {k: round(v - before.get(k, 0.0), 3) for k, v in after.items() if k != "total"}
+    used["ended"] = round(after.get("total", 0.0) - before.get("total", 0.0) - sum(used.values()), 3)
+    return {k: v for k, v in used.items() if abs(v) >= 0.001}
 
 
 def cpu_used(before: Dict[int, float], after: Dict[int, float]) -> Optional[float]:

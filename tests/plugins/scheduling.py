@@ -39,6 +39,7 @@ GROUPS_FILE = "SLUICE_TEST_GROUPS_FILE"
 # executor start 55, the demo 55. Every other module takes seconds.
 LONGEST_FIRST = (
     "tests/test_cluster.py",
+    "tests/test_many_executors.py",
     IN_PROCESS,
     "tests/test_yarn.py",
     "tests/test_real_shapes.py::test_wide",

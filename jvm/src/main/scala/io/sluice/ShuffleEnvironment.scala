@@ -119,6 +119,15 @@ final class ShuffleEnvironment(
       conf.get(SluiceOptions.IdleFlushInterval), Some(outputFlusher), transport.checksumsInTransit)
   }
 
+  /**
+   * A new file (not created yet) in one of the local dirs, for a record a reduce task gathers on
+   * disk because it spans buffers beyond spark.sluice.memory.recordSpillThreshold ([[SpilledRecord]]).
+   */
+  def recordSpillFile(): File = {
+    val dir = localDirs(java.util.concurrent.ThreadLocalRandom.current().nextInt(localDirs.size))
+    new File(dir, s"sluice-record-${java.util.UUID.randomUUID()}.spill")
+  }
+
   /** Makes a partition visible to readers (blocking: once finished; pipelined: at once). */
   def registerPartition(p: ResultPartition): Unit = partitionManager.registerResultPartition(p)
 

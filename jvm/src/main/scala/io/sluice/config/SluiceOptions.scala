@@ -43,6 +43,17 @@ object SluiceOptions {
       |segments, sorted apart when spilled."""
   }
 
+  val RecordSpillThreshold: ConfigOption[Long] = opt("spark.sluice.memory.recordSpillThreshold",
+    "record_spill_threshold", BytesType, 5L << 20,
+    "(none: Flink's SpillingAdaptiveSpanningRecordDeserializer spills records above 5 MiB)", Effect.TaskStart,
+    atLeast(64L << 10)) {
+    """A record that spans network buffers is gathered in the reduce task's heap while its buffers
+      |arrive; one larger than this, or one that would take the records a task is gathering at once
+      |beyond this together, is gathered in a file in Spark's local dirs instead (deleted when read),
+      |so a task's heap for partial records stays within this however many executors it reads
+      |records from at once."""
+  }
+
   val BuffersPerChannel: ConfigOption[Int] = opt("spark.sluice.network.buffersPerChannel",
     "buffers_per_channel", IntType, 2, "taskmanager.network.memory.buffers-per-channel",
     Effect.TaskStart, between(1, 1024)) {
@@ -74,13 +85,24 @@ object SluiceOptions {
   }
 
   val MaxChannelsInFlightPerGate: ConfigOption[Int] = opt("spark.sluice.network.maxChannelsInFlightPerGate",
-    "max_channels_in_flight_per_gate", IntType, 128, "taskmanager.network.memory.read-buffer.required-per-gate.max",
+    "max_channels_in_flight_per_gate", IntType, 128, "(none: Spark's spark.reducer.maxReqsInFlight)",
     Effect.TaskStart, between(1, 65536)) {
-    """Most channels of one input gate of a regular shuffle that are requested and not yet finished
-      |(FLINK-30473 bounds a gate's required buffers the same way). A regular gate has one channel per
-      |executor it reads map outputs from, so this bounds the executors read from at once; the gate's
-      |exclusive buffers are at most this times buffersPerChannel. Further channels are requested as
-      |earlier ones finish. Pipelined gates request all their channels at once."""
+    """Most channels of one input gate of a regular shuffle that are requested and not yet finished.
+      |A regular gate has one channel per executor it reads map outputs from, so this bounds the
+      |executors read from at once (each a request its producer's server serves); further channels
+      |are requested as earlier ones finish. Pipelined gates request all their channels at once."""
+  }
+
+  val MaxRequiredBuffersPerGate: ConfigOption[Int] = opt("spark.sluice.network.maxRequiredBuffersPerGate",
+    "max_required_buffers_per_gate", IntType, 16, "taskmanager.network.memory.read-buffer.required-per-gate.max",
+    Effect.TaskStart, between(1, 65536)) {
+    """Most exclusive buffers one input gate of a regular shuffle takes from the executor's network
+      |memory (buffersPerChannel per remote channel in flight; they are required: a gate waits for
+      |them). A gate whose channels in flight would need more reads with floating buffers only, as
+      |Flink does past the same threshold (FLINK-30473): its remote channels take no exclusive buffer,
+      |each keeps one credit from the gate's floating pool while it has data to come and more as its
+      |sender's backlog asks, so a gate holds at most this plus maxCreditWindow buffers however many
+      |executors it reads from."""
   }
 
   val MaxBuffersPerSubpartition: ConfigOption[Int] = opt("spark.sluice.network.maxBuffersPerSubpartition",
@@ -352,8 +374,8 @@ object SluiceOptions {
 
   /** Every definition, in the order the docs list them. */
   val all: Seq[ConfigOption[_]] = Seq(
-    SegmentSize, NetworkMemory, SortBufferSize, BuffersPerChannel, FloatingBuffersPerGate, MaxCreditWindow,
-    MaxChannelsInFlightPerGate,
+    SegmentSize, NetworkMemory, SortBufferSize, RecordSpillThreshold, BuffersPerChannel, FloatingBuffersPerGate,
+    MaxCreditWindow, MaxChannelsInFlightPerGate, MaxRequiredBuffersPerGate,
     MaxBuffersPerSubpartition,
     RequestBufferTimeout, BufferTimeout, IdleFlushInterval, CreditBased, Port, ServerThreads, ClientThreads, ConnectTimeout,
     RequestTimeout, HeartbeatTimeout, MaxFrameLength, MaxConnectionsPerPeer, MaxReadersPerPeer, MaxOpenPartitionFiles,

@@ -293,4 +293,4 @@ object NetworkBufferPool {
 /** A pool or a gate needs more network memory than the executor has: it could never fit. */
 final class InsufficientNetworkBuffersException(msg: String)
   extends java.io.IOException(msg + "; raise spark.sluice.network.memory or lower " +
-    "spark.sluice.network.buffersPerChannel / floatingBuffersPerGate / maxChannelsInFlightPerGate")
+    "spark.sluice.network.buffersPerChannel / floatingBuffersPerGate / maxRequiredBuffersPerGate")

@@ -8,12 +8,13 @@ import org.apache.spark.unsafe.Platform
  * channel (Flink's SpillingAdaptiveSpanningRecordDeserializer): a record that lies entirely in the
  * current buffer is returned in place, without copying; one that starts in this buffer and ends
  * in a later one is gathered into an array, taken with the first such record, that grows to the
- * largest record seen ([[clear]] keeps it for the next input, [[release]] drops it). It never
- * blocks: when the current buffer ends inside a record it answers
- * [[SpanningRecordDeserializer.NeedMoreData]] and continues with the next buffer. One per input
- * being read; single-threaded.
+ * largest record seen ([[clear]] keeps it for the next input, [[release]] drops it), as far as the
+ * reader's [[SpanningRecordBudget]] allows; a record beyond it is gathered in a file
+ * ([[SpilledRecord]]) and read from there in place. It never blocks: when the current buffer ends
+ * inside a record it answers [[SpanningRecordDeserializer.NeedMoreData]] and continues with the
+ * next buffer. One per input being read; single-threaded.
  */
-final class SpanningRecordDeserializer {
+final class SpanningRecordDeserializer(budget: SpanningRecordBudget = SpanningRecordBudget.unbounded()) {
   import SpanningRecordDeserializer._
 
   private var buffer: ByteBuf = _
@@ -27,6 +28,12 @@ final class SpanningRecordDeserializer {
   private var spanning = EmptySpan
   private var spanningLength = -1 // payload length of the spanning frame, once its header is complete
   private var spanningFilled = 0
+
+  // A spanning record beyond the budget goes to `spill`'s file; `spilledOut`: one was handed out,
+  // mapped, and is dropped at the next call.
+  private var spill: SpilledRecord = _
+  private var spilling = false
+  private var spilledOut = false
 
   /** Starts reading `buf` (its readable bytes). The caller keeps it alive until NeedMoreData. */
   def setNextBuffer(buf: ByteBuf): Unit = {
@@ -42,6 +49,7 @@ final class SpanningRecordDeserializer {
 
   /** Reads the next element into `view`: Record, LatencyMarker, or NeedMoreData. */
   def readNext(view: RecordView): Int = {
+    if (spilledOut) { spilledOut = false; spill.reset() }
     if (headerFilled > 0 || spanningLength >= 0) return continueSpanning(view)
     val remaining = limit - position
     if (remaining >= RecordFraming.HeaderSize) {
@@ -81,7 +89,15 @@ final class SpanningRecordDeserializer {
       val len = frameHeader
       spanningLength = -1
       headerFilled = 0
-      emit(len, spanning, Platform.BYTE_ARRAY_OFFSET, payload, view)
+      if (!spilling) emit(len, spanning, Platform.BYTE_ARRAY_OFFSET, payload, view)
+      else {
+        spilling = false
+        spilledOut = true
+        val at =
+          try spill.map()
+          catch { case e: java.io.IOException => throw SpilledRecord.failed(spill.file, payload, e) }
+        emit(len, null, at, payload, view)
+      }
     }
   }
 
@@ -90,16 +106,36 @@ final class SpanningRecordDeserializer {
   private def startSpanning(len: Int): Unit = {
     val payload = payloadLength(len)
     frameHeader = len
-    if (spanning.length < payload) spanning = new Array[Byte](math.max(payload, spanning.length * 2))
+    spilling = spanning.length < payload && !growSpanning(payload)
+    if (spilling && spill == null) spill = SpilledRecord.open(budget, payload)
     spanningLength = payload
     spanningFilled = 0
     headerFilled = RecordFraming.HeaderSize
   }
 
+  /**
+   * Grows the array to hold `payload` bytes (doubling, within the budget's threshold), if the
+   * budget has room for it; false, leaving it as it is, when the record must go to disk.
+   */
+  private def growSpanning(payload: Int): Boolean = {
+    if (payload > budget.threshold) return false
+    val doubled = math.min(math.max(payload.toLong, spanning.length * 2L), math.min(budget.threshold, MaxArray))
+    val size =
+      if (budget.tryReserve(doubled - spanning.length)) doubled
+      else if (budget.tryReserve(payload.toLong - spanning.length)) payload.toLong
+      else return false
+    spanning = new Array[Byte](size.toInt) // replaces the old array: the budget counts the difference
+    true
+  }
+
   private def copyPayload(): Unit = {
     val n = math.min(spanningLength - spanningFilled, limit - position)
     if (n > 0) {
-      Platform.copyMemory(null, address + position, spanning, Platform.BYTE_ARRAY_OFFSET + spanningFilled, n)
+      if (!spilling) Platform.copyMemory(null, address + position, spanning, Platform.BYTE_ARRAY_OFFSET + spanningFilled, n)
+      else {
+        try spill.append(buffer, buffer.readerIndex() + position, n)
+        catch { case e: java.io.IOException => throw SpilledRecord.failed(spill.file, spanningLength, e) }
+      }
       spanningFilled += n
       position += n
     }
@@ -130,13 +166,32 @@ final class SpanningRecordDeserializer {
   /** Whether the current buffer has unread bytes. */
   def hasUnreadData: Boolean = position < limit
 
-  /** Forgets everything read (the input failed or ended); keeps the spanning array. Does not release the buffer. */
+  /**
+   * Forgets everything read (the input failed or ended) and deletes the spill file, if any; keeps
+   * the spanning array. Does not release the buffer.
+   */
   def clear(): Unit = {
     buffer = null; position = 0; limit = 0; headerFilled = 0; spanningLength = -1; spanningFilled = 0
+    spilling = false; spilledOut = false
+    if (spill != null) {
+      val s = spill
+      spill = null
+      s.close()
+    }
   }
 
   /** [[clear]], and drops the spanning array. */
-  def release(): Unit = { clear(); spanning = EmptySpan }
+  def release(): Unit = {
+    clear()
+    budget.release(spanning.length.toLong)
+    spanning = EmptySpan
+  }
+
+  /** Whether the record being gathered, or the one last handed out, is in a file (tests). */
+  def isSpilling: Boolean = spilling || spilledOut
+
+  /** The file spilled records are gathered in while one is, else null (tests). */
+  def spillFile: java.io.File = if (spill == null) null else spill.file
 
   /** Bytes of the array spanning records are gathered in (0 until the first such record). */
   def spanningCapacity: Int = spanning.length
@@ -160,6 +215,9 @@ object SpanningRecordDeserializer {
   final val NeedMoreData = 3
 
   private val EmptySpan = new Array[Byte](0)
+
+  /** The largest array the JVM allocates. */
+  private val MaxArray = Int.MaxValue - 8L
 
   private val LittleEndian = java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN
 }

@@ -19,9 +19,15 @@ import org.scalatest.funsuite.AnyFunSuite
  */
 class FloatingBufferSuite extends AnyFunSuite with NettyLeakDetection {
 
-  private final class Client(exclusive: Int, floating: Int) {
+  /**
+   * A channel with `exclusive` exclusive buffers (0: floating only, its first credit a buffer of
+   * the pool) and a gate pool of `floating`; with `poolDry` every pool buffer is taken by someone
+   * else ([[othersBuffers]]) when the channel is requested.
+   */
+  private final class Client(exclusive: Int, floating: Int, poolDry: Boolean = false) {
     val networkBufferPool = new NetworkBufferPool(64, 4096)
     val pool = networkBufferPool.createBufferPool(1, floating, "test gate floating buffers")
+    val othersBuffers = if (poolDry) Seq.fill(floating)(pool.requestBuffer()) else Nil
     val gate = new SingleInputGate("test gate", networkBufferPool, pool, None, 10000L, 10000L)
     val counters = new TransportCounters
     val handler = new CreditBasedPartitionRequestClientHandler("the server", counters)
@@ -32,7 +38,7 @@ class FloatingBufferSuite extends AnyFunSuite with NettyLeakDetection {
     gate.setChannels(Array[InputChannel](channel))
     channel.requestSubpartitions()
     private var nextSeq = 0
-    assert(wire.readOutbound[PartitionRequest]().credit == exclusive)
+    assert(wire.readOutbound[PartitionRequest]().credit == (if (exclusive > 0) exclusive else if (poolDry) 0 else 1))
 
     /** The server sends one buffer, with `backlog` more behind it. */
     def send(backlog: Int): Unit = {
@@ -134,6 +140,38 @@ class FloatingBufferSuite extends AnyFunSuite with NettyLeakDetection {
     assert(c.announced().isEmpty, "a swap is no new credit")
     Seq.fill(4)(c.take()).foreach(_.buffer.release())
     assert(c.pool.numUsedBuffers == 0)
+    c.close()
+  }
+
+  test("without exclusive buffers (past maxRequiredBuffersPerGate) the first credit is a floating buffer, and the " +
+    "channel keeps one credit while its sender has data to come, whatever the backlog says") {
+    val c = new Client(exclusive = 0, floating = 4) // the request carried one floating buffer as credit
+    assert(c.channel.numExclusiveBuffers == 0 && c.pool.numUsedBuffers == 1)
+    c.send(backlog = 0) // a packed sender's backlog is a lower bound: more may follow
+    assert(c.announced() == Seq(1), "one credit again although the backlog is 0")
+    c.take().buffer.release()
+    c.send(backlog = 2)
+    assert(c.announced() == Seq(2), "then as much as the backlog asks")
+    Seq.fill(2)(c.send(backlog = 0)) // the window holds three unread buffers now
+    assert(c.channel.numCreditOverruns == 0 && c.channel.numBuffersReceived == 4)
+    assert(c.announced() == Seq(1), "still one credit, so the sender is never left without")
+    Seq.fill(3)(c.take()).foreach(_.buffer.release())
+    c.close()
+  }
+
+  test("without exclusive buffers, a dry pool at request time: the request carries no credit, and the buffer the " +
+    "channel waited for is announced after it") {
+    val c = new Client(exclusive = 0, floating = 2, poolDry = true)
+    assert(c.announced().isEmpty)
+    c.othersBuffers.head.release() // back to the pool, which hands it to the waiting channel
+    assert(c.channel.numFloatingBuffersAvailable == 1)
+    c.wire.runPendingTasks()
+    assert(c.announced() == Seq(1), "announced once the request was out")
+    c.send(backlog = 0)
+    c.take().buffer.release()
+    c.othersBuffers.tail.foreach(_.release())
+    c.wire.runPendingTasks()
+    assert(c.announced() == Seq(1))
     c.close()
   }
 }

@@ -15,6 +15,13 @@ import io.sluice.netty.TransportProtocolException
  * without waiting. An exclusive buffer the task releases comes back as new credit, or takes the
  * place of a floating one, which goes back to the gate's pool.
  *
+ * A channel of a gate that reads with floating buffers only (`exclusiveBuffersPerChannel = 0`,
+ * past spark.sluice.network.maxRequiredBuffersPerGate, as Flink past FLINK-30473's threshold) has
+ * no exclusive buffer: its initial credit is a floating buffer ([[takeInitialFloating]]) and, while
+ * it has data to come, it keeps at least one credit whatever the backlog says, so its sender is
+ * never left without credit and every channel gets its turn at the gate's pool (its listeners are
+ * served in order).
+ *
  * Credit-less channels (`creditBased = false`) hold no buffer here; the manager only counts what
  * they receive.
  *
@@ -73,6 +80,26 @@ private[consumer] final class BufferManager(
   }
 
   /**
+   * The initial credit of a channel without exclusive buffers: one floating buffer if the gate's
+   * pool has one now, else none and the manager listens for one (announced when it comes, once
+   * the request is out: see [[RemoteInputChannel]]). Counts what it returns as announced.
+   */
+  def takeInitialFloating(): Int = {
+    val c = synchronized {
+      if (released) 0
+      else {
+        numRequiredBuffers = 1
+        requestFloatingLocked()
+        val got = unannouncedCredit
+        unannouncedCredit = 0
+        got
+      }
+    }
+    creditsAnnounced.set(c.toLong)
+    c
+  }
+
+  /**
    * A free buffer for an arriving payload (credit-based): a floating one first. None free means
    * the sender exceeded its credit, a protocol error. Null when released.
    */
@@ -96,15 +123,19 @@ private[consumer] final class BufferManager(
    * or the pool is empty (then wait as its listener). A
    * backlog of 0 counts too: it lowers the requirement, so exclusive buffers coming back push
    * floating ones out again ([[recycleExclusive]]), as in Flink. Returns whether the caller should
-   * announce credit now ([[announce]], outside every lock).
+   * announce credit now ([[announce]], outside every lock). `ended`: every input of the channel
+   * has arrived, nothing more will (a channel without exclusive buffers then stops asking).
    */
-  def onBufferReceived(backlog: Int, unread: Int): Boolean = {
+  def onBufferReceived(backlog: Int, unread: Int, ended: Boolean = false): Boolean = {
     val n = buffersReceived.incrementAndGet()
     if (!creditBased) false
     else synchronized {
       if (n > creditsAnnounced.get) creditOverruns.incrementAndGet()
       window.onBufferReceived(backlog, unread, n)
       numRequiredBuffers = window.required(backlog, exclusiveBuffersPerChannel, unread + 1)
+      // Without exclusive buffers a backlog of 0 (a lower bound for a packed channel) must not leave
+      // the sender without credit while data may follow.
+      if (exclusiveBuffersPerChannel == 0 && !ended && numRequiredBuffers == 0) numRequiredBuffers = 1
       requestFloatingLocked()
       shouldAnnounceLocked()
     }

@@ -18,15 +18,19 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  * executor: one [[LocalInputChannel]] over every input produced in this executor, one packed
  * [[RemoteInputChannel]] over every input of each other executor (one request, one credit stream,
  * many map outputs per frame; more when one request would exceed spark.sluice.network.maxFrameLength),
- * so its channels and requests grow with the executors it reads from, not with the map outputs. A pipelined gate has one channel per input. Each gate has a floating
- * buffer pool:
+ * so its channels and requests grow with the executors it reads from, not with the map outputs. A
+ * pipelined gate has one channel per input. Each gate has a floating buffer pool:
  *  - credit-based: at least 1 and at most max(floatingBuffersPerGate, maxCreditWindow -
  *    buffersPerChannel) buffers, on top of the buffersPerChannel exclusive ones of each remote
  *    channel in flight; each channel's [[CreditWindow]] starts at buffersPerChannel +
  *    floatingBuffersPerGate and grows into the rest while the channel runs dry with data at its sender;
+ *  - credit-based, for a regular gate whose remote channels in flight would need more exclusive
+ *    buffers than maxRequiredBuffersPerGate: none at all (Flink past FLINK-30473's threshold), the
+ *    pool up to max(floatingBuffersPerGate, maxCreditWindow), every channel's credit floating, so
+ *    the gate's memory does not grow with the executors it reads;
  *  - credit-less: no exclusive buffers, so the pool may grow to floatingBuffersPerGate +
- *    buffersPerChannel x remote channels in flight (the same total as with credit), shared by
- *    every channel.
+ *    buffersPerChannel x remote channels in flight (the same total as with credit, and as bounded),
+ *    shared by every channel.
  * A regular gate has at most maxChannelsInFlightPerGate channels in flight; a pipelined one has
  * every channel in flight (see [[SingleInputGate]]). Creating a gate takes only its floating
  * pool's minimum: channels and their exclusive buffers come with its first read.
@@ -49,7 +53,8 @@ final class InputGateFactory(
   private val bufferRequestTimeoutMs = conf.get(SluiceOptions.RequestBufferTimeout)
   private val maxChannelsInFlight = conf.get(SluiceOptions.MaxChannelsInFlightPerGate)
   private val maxInputsPerRequest = MultiPartitionRequest.maxInputs(conf.get(SluiceOptions.MaxFrameLength))
-  private val maxFloatingPerGate = math.max(floatingPerGate, conf.get(SluiceOptions.MaxCreditWindow) - buffersPerChannel)
+  private val maxRequiredPerGate = conf.get(SluiceOptions.MaxRequiredBuffersPerGate)
+  private val maxCreditWindow = conf.get(SluiceOptions.MaxCreditWindow)
 
   /**
    * A gate with a LocalInputChannel for inputs whose producer.executorId == localExecutorId and a
@@ -66,11 +71,14 @@ final class InputGateFactory(
     val window = if (waitForProducers) SingleInputGate.AllAtOnce else maxChannelsInFlight
     val groups = channelGroups(inputs, pipelined)
     val numRemote = groups.count(_._1.executorId != localExecutorId)
-    val remoteInFlight = math.min(numRemote, window)
+    val exclusive = math.min(buffersPerChannel.toLong * math.min(numRemote, window), Int.MaxValue.toLong).toInt
+    // Flink's threshold (FLINK-30473): past it, a regular gate's channels take no exclusive buffer.
+    val exclusivePerChannel = if (!pipelined && exclusive > maxRequiredPerGate) 0 else buffersPerChannel
     val (required, max) =
       if (numRemote == 0) (0, 1)
-      else if (creditBased) (1, math.max(1, maxFloatingPerGate))
-      else (1, math.max(1L, floatingPerGate + buffersPerChannel.toLong * remoteInFlight).min(Int.MaxValue).toInt)
+      else if (!creditBased) (1, math.max(1, floatingPerGate + math.min(exclusive, maxRequiredPerGate)))
+      else if (exclusivePerChannel == 0) (1, math.max(1, math.max(floatingPerGate, maxCreditWindow)))
+      else (1, math.max(1, math.max(floatingPerGate, maxCreditWindow - buffersPerChannel)))
     val pool = networkBufferPool.createBufferPool(required, max, s"input gate of $owner", bufferRequestTimeoutMs)
     val gate =
       try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs, window,
@@ -95,7 +103,7 @@ final class InputGateFactory(
         if (producer.executorId == localExecutorId) {
           new LocalInputChannel(gate, i, group, producer, partitionManager, waitForProducers)
         } else {
-          new RemoteInputChannel(gate, i, group, producer, connect, creditBased, buffersPerChannel, waitForProducers,
+          new RemoteInputChannel(gate, i, group, producer, connect, creditBased, exclusivePerChannel, waitForProducers,
             bufferRequestTimeoutMs, packed = !pipelined)
         }
       }.toArray

@@ -21,7 +21,9 @@ import io.sluice.partition.ResultPartitionID
  * Credit-based (the default): the channel's [[BufferManager]] owns `exclusiveBuffersPerChannel`
  * exclusive buffers, announced as the request's initial credit. Each buffer that arrives names the
  * sender's backlog; the manager then takes floating buffers from the gate's pool to cover it and
- * the channel announces as credit only the buffers it actually got.
+ * the channel announces as credit only the buffers it actually got. A channel of a gate that reads
+ * with floating buffers only (`exclusiveBuffersPerChannel = 0`) starts with a floating buffer as
+ * its credit instead, and keeps one while it has data to come (see [[BufferManager]]).
  *
  * Credit-less (`creditBased = false`): no exclusive buffers and no credit; the decoder takes a
  * buffer of the gate's pool for each arriving buffer and stalls the whole connection when there
@@ -80,7 +82,7 @@ final class RemoteInputChannel(
 
   // ---- request -------------------------------------------------------------------------------
 
-  /** Exclusive segments the channel takes when requested (its initial credit); 0 when credit-less. */
+  /** Exclusive segments the channel takes when requested (its initial credit); 0 when credit-less or floating only. */
   def numExclusiveSegmentsNeeded: Int = if (creditBased) exclusiveBuffersPerChannel else 0
 
   /**
@@ -88,7 +90,11 @@ final class RemoteInputChannel(
    * through the gate, waiting for them, then as [[requestSubpartitions(segments)]].
    */
   override def requestSubpartitions(): Unit = requestSubpartitions(
-    if (creditBased) gate.awaitExclusiveSegments(exclusiveBuffersPerChannel) else java.util.Collections.emptyList())
+    if (numExclusiveSegmentsNeeded > 0) gate.awaitExclusiveSegments(numExclusiveSegmentsNeeded)
+    else java.util.Collections.emptyList())
+
+  /** Credit-based without exclusive buffers: its credit comes from the gate's floating pool only. */
+  private def floatingOnly: Boolean = creditBased && exclusiveBuffersPerChannel == 0
 
   /**
    * Takes `segments` as exclusive buffers (credit-based; the gate got them from its reserve),
@@ -102,7 +108,6 @@ final class RemoteInputChannel(
       s"$description takes $numExclusiveSegmentsNeeded exclusive segments, not ${segments.size}")
     val taken = synchronized(!released && buffers.takeExclusive(segments))
     if (!taken) { if (!segments.isEmpty) gate.recycleExclusiveSegments(segments); return }
-    val initialCredit = segments.size
     val c =
       try connect(producer)
       catch {
@@ -116,12 +121,15 @@ final class RemoteInputChannel(
           return
       }
     // Under the monitor: a release from another thread (the gate closing) either comes first, and
-    // nothing is requested, or finds the client and sends its Cancel after the request.
+    // nothing is requested, or finds the client and sends its Cancel after the request. Credit
+    // announced before the request is out is dropped (no client yet): announced after it.
     synchronized {
       if (released) return
-      client = c
+      val initialCredit = if (floatingOnly) buffers.takeInitialFloating() else segments.size
       c.requestSubpartitions(this, initialCredit, creditBased, waitForProducer)
+      client = c
     }
+    if (floatingOnly && buffers.numUnannouncedCredit > 0) announceCredit()
   }
 
   // ---- from the connection (event loop) -----------------------------------------------------
@@ -198,7 +206,7 @@ final class RemoteInputChannel(
           received.addPacked(r, inputs)
           if (inputsEnded.cardinality() == inputs.size) ended = true
           gate.numBuffersInRemote.increment()
-          announce = buffers.onBufferReceived(r.backlog, unread)
+          announce = buffers.onBufferReceived(r.backlog, unread, ended)
         }
       }
     }

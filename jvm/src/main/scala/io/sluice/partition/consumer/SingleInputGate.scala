@@ -119,6 +119,9 @@ final class SingleInputGate(
   /** Exclusive segments the gate holds: owned by its channels, or idle for its next ones. */
   def numExclusiveSegmentsHeld: Int = window.numExclusiveSegmentsHeld
 
+  /** Network segments the gate holds besides its (at most two) scratch ones: exclusive and floating. */
+  def numNetworkSegmentsHeld: Int = window.numExclusiveSegmentsHeld + floatingBuffers.numRequestedSegments
+
   // ---- requesting channels (task thread) --------------------------------------------------------
 
   /**

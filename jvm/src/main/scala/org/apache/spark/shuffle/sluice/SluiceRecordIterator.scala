@@ -2,7 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import io.sluice.metrics.{LatencyStats, SimpleCounter}
 import io.sluice.partition.consumer.{InputBuffer, InputChannelException, SingleInputGate}
-import io.sluice.serialization.{CorruptFrameException, RecordView, SpanningRecordDeserializer}
+import io.sluice.serialization.{CorruptFrameException, RecordView, SpanningRecordBudget, SpanningRecordDeserializer}
 import org.apache.spark.TaskContext
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
@@ -14,7 +14,8 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
  * age of latency markers when latency tracking is on). An input's deserialiser is taken from a
  * small pool at its first buffer and goes back at its end (the gate tells it), when the decoder
  * also drops the input's stream: decode state is held for the inputs in flight, not for every
- * map output read. Any failure of a channel (lost producer, missing partition, checksum
+ * map output read; their records that span buffers share the `spanning` budget, beyond which
+ * they are gathered on disk. Any failure of a channel (lost producer, missing partition, checksum
  * mismatch, corrupt frame, an input ending inside a record) is thrown here, on the task thread,
  * as a FetchFailedException for the map output it concerns (for a channel that reads many, one of
  * them not fully read yet: Spark then recomputes that executor's outputs), so Spark recomputes
@@ -29,7 +30,8 @@ private[sluice] final class SluiceRecordIterator(
     context: TaskContext,
     metrics: ShuffleReadMetricsReporter,
     numRecordsIn: Option[SimpleCounter] = None,
-    latency: Option[LatencyStats] = None) extends Iterator[Product2[Any, Any]] {
+    latency: Option[LatencyStats] = None,
+    spanning: SpanningRecordBudget = SpanningRecordBudget.unbounded()) extends Iterator[Product2[Any, Any]] {
 
   private val recordsIn = numRecordsIn.orNull
   private val latencyStats = latency.orNull
@@ -126,7 +128,7 @@ private[sluice] final class SluiceRecordIterator(
 
   private def begin(in: Int): Unit = {
     val d = idleDeserializers.poll()
-    deserializers(in) = if (d != null) d else new SpanningRecordDeserializer
+    deserializers(in) = if (d != null) d else new SpanningRecordDeserializer(spanning)
     numLive += 1
   }
 

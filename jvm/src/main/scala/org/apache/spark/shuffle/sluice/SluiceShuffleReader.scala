@@ -4,6 +4,7 @@ import io.sluice.ShuffleEnvironment
 import io.sluice.config.SluiceOptions
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.{GateInput, ProducerLocation}
+import io.sluice.serialization.SpanningRecordBudget
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.sluice.internal.{SluiceLocation, SparkInternals}
@@ -50,9 +51,11 @@ private[sluice] final class SluiceShuffleReader[K, C](
         val group = SluiceTaskMetrics.group(environment, context)
         val gate = environment.createInputGate(owner, inputs, waitForProducers = pipelined)
         group.foreach(_.attachInputGate(gate))
+        val spanning = new SpanningRecordBudget(environment.conf.get(SluiceOptions.RecordSpillThreshold),
+          () => environment.recordSpillFile())
         val iterator = new SluiceRecordIterator(gate, outputs, dep.shuffleId,
           SparkRecordDecoder(dep.serializer, outputs.size), context, readMetrics,
-          group.map(_.numRecordsIn), SluiceTaskMetrics.latencyStats(environment, context, group))
+          group.map(_.numRecordsIn), SluiceTaskMetrics.latencyStats(environment, context, group), spanning)
         context.addTaskCompletionListener[Unit](_ => iterator.close())
         iterator
       }
