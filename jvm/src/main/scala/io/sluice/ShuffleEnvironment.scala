@@ -62,9 +62,13 @@ final class ShuffleEnvironment(
     catch {
       case e: Throwable => outputFlusher.shutdown(); throw e
     }
+  metrics.setExecutorCounters(() =>
+    Seq(io.sluice.metrics.MetricNames.IndexBytesRead -> partitionManager.indexCache.indexBytesRead,
+      io.sluice.metrics.MetricNames.IndexBytesNeeded -> partitionManager.indexCache.indexBytesNeeded))
   metrics.setTransportProbe(() =>
     io.sluice.metrics.TransportSnapshot(serverPort,
-      connectionManager.numServerConnections, connectionManager.numClientConnections))
+      connectionManager.numServerConnections, connectionManager.numClientConnections,
+      connectionManager.counters.connectionsOpened.sum()))
   private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
     fileCipher)
   private val fileCounter = new AtomicInteger

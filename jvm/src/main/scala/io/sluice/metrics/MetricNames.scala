@@ -54,6 +54,11 @@ object MetricNames {
   val AvailableMemorySegments = "AvailableMemorySegments"
   val UsedMemorySegments = "UsedMemorySegments"
 
+  // Executor-wide index reads (Sluice's): bytes read from partition files' index files, and bytes of
+  // index the readers asked for (their ranges' directory and entries, from the heap or the file).
+  val IndexBytesRead = "indexBytesRead"
+  val IndexBytesNeeded = "indexBytesNeeded"
+
   /** Latency-marker histograms (only when latency tracking is on). */
   val Latency = "latency"
 
@@ -77,6 +82,9 @@ object MetricNames {
 
   val ExecutorMetrics: Seq[String] = Seq(TotalMemorySegments, AvailableMemorySegments, UsedMemorySegments)
 
+  /** The executor's own counters (not summed over tasks), exported beside the task counters' totals. */
+  val ExecutorCounters: Seq[String] = Seq(IndexBytesRead, IndexBytesNeeded)
+
   /**
    * A metric as Python's `sluice.metrics` table and Spark's metrics system see it.
    *
@@ -94,6 +102,7 @@ object MetricNames {
       Rates.map(Definition(_, "task", "double", "gauge")) ++
       QueueLengths.map(Definition(_, "task", "long", "gauge")) ++
       Times.map(Definition(_, "task", "double", "gauge")) ++
-      ExecutorMetrics.map(Definition(_, "executor", "int", "gauge")) :+
+      ExecutorMetrics.map(Definition(_, "executor", "int", "gauge")) ++
+      ExecutorCounters.map(Definition(_, "executor", "long", "counter")) :+
       Definition(Latency, "executor", "double", "histogram")
 }

@@ -137,9 +137,11 @@ final case class SegmentsSnapshot(segmentSize: Int, total: Int, available: Int, 
 
 /**
  * The executor's transport: its Sluice server's port, the connections other executors opened to
- * it, and the connections it opened to others (one per remote executor). Immutable.
+ * it, the connections it holds to others (one per remote executor), and how many it opened since it
+ * started (a closed one opened again counts twice). Immutable.
  */
-final case class TransportSnapshot(serverPort: Int, serverConnections: Int, clientConnections: Int)
+final case class TransportSnapshot(serverPort: Int, serverConnections: Int, clientConnections: Int,
+    clientConnectionsOpened: Long = 0L)
 
 object TransportSnapshot {
   val none: TransportSnapshot = TransportSnapshot(0, 0, 0)
