@@ -22,7 +22,7 @@ class RequestFrameLimitSuite extends AnyFunSuite with NettyLeakDetection {
     (0 until n).map { i =>
       val p = e.blockingPartition(ResultPartitionID(shuffle, i), 1, None, poolSize = 1)
       TestingRecords.writeMany(p, 0, records, size)
-      p.finish()
+      e.finish(p)
       p
     }
 
@@ -110,7 +110,7 @@ class RequestFrameLimitSuite extends AnyFunSuite with NettyLeakDetection {
         // segment of payload: the largest frame there is) or more frames if packing fell short.
         val p = a.blockingPartition(ResultPartitionID(34, 1), 511, None, poolSize = 4)
         for (s <- 0 until 511) TestingRecords.write(p, s, TestingRecords.record(1, s, 0, 124))
-        p.finish()
+        a.finish(p)
         assert((0 until 511).forall(s => p.file.numBuffers(s) == 1 && p.file.buffer(s, 0).storedLength == 128),
           "one stored buffer of 128 bytes per subpartition")
         val gate = b.gate("reducer", Vector(GateInput(p.partitionId, 0, 511, a.location)))
