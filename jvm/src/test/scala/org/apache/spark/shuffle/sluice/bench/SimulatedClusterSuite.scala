@@ -44,6 +44,26 @@ class SimulatedClusterSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
+  test("executors holding 1,800 map outputs each keep no descriptor per output, and none once readers are idle") {
+    assume(ProcessResources.isSupported, "needs Linux's /proc")
+    withSimulatedCluster(2) { cluster =>
+      // 30 shuffles of 120 maps, all kept: 3,600 map outputs, two files each (data and index).
+      (1 to 30).foreach(_ => cluster.runShuffle(maps = 120, reducers = 7, recordsPerBlock = 1, recordSize = 16))
+      val read = cluster.measure()
+      assert(read.executors.forall(_.maps == 1800) && read.executors.map(_.reducers).sum == 7 * 30, read)
+      // The server keeps files open between readers, and closes those no reader asked for during
+      // PartitionedFileReaderCache.IdleMs.
+      val deadline = System.nanoTime() + 60L * 1000000000L
+      var idle = cluster.measure()
+      while (idle.executors.exists(_.fdFiles > 0) && System.nanoTime() < deadline) {
+        Thread.sleep(500)
+        idle = cluster.measure()
+      }
+      assert(idle.executors.forall(_.fdFiles == 0), s"partition files open while no reader reads: $idle")
+      assert(idle.otherDescriptorsPerExecutor <= MaxOtherDescriptorsPerExecutor, idle)
+    }
+  }
+
   for (cache <- Seq("0", "64k", "256k", "4m")) {
     test(s"index bytes read stay within 1.2 x what readers need with a $cache index cache (200 maps x 100 reducers)") {
       // Each executor keeps 100 map outputs of 100 reduce partitions: ~2.4 KB of index each. A 64k
