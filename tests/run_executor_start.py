@@ -3,8 +3,8 @@ base it is given: after a job without a shuffle, both executors (one host, one f
 ``spark.sluice.network.port``) already report a running Sluice server, on two ports at or above
 the base, and a connection to the other's server (the driver named it in a report's reply), and
 no task has used Sluice yet; a shuffle between them then runs on those same servers and
-connections and is exact. Prints what it saw as JSON. Run in its own process (see test_executor_start.py):
-``python tests/run_executor_start.py --port 41000 --out r.json``.
+connections (no executor opens another) and is exact. Prints what it saw as JSON. Run in its own
+process (see test_executor_start.py): ``python tests/run_executor_start.py --port 41000 --out r.json``.
 """
 
 from __future__ import annotations
@@ -31,8 +31,19 @@ def _ports(snapshot: Dict[str, Any]) -> List[int]:
 
 
 def _connections(snapshot: Dict[str, Any], kind: str) -> List[int]:
-    """Each executor's Sluice connections of ``kind`` (``client``: opened to other servers; ``server``: accepted)."""
+    """Each executor's Sluice connections of ``kind`` (``client``: held to other servers; ``server``:
+    accepted)."""
     return [int(e.get(f"{kind}_connections", 0)) for e in snapshot.get("executors", []) if e["executor_id"] != "driver"]
+
+
+def _opened(snapshot: Dict[str, Any]) -> List[int]:
+    """How many connections each executor's client opened since it started (a closed one opened
+    again counts twice)."""
+    return [
+        int(e.get("client_connections_opened", 0))
+        for e in snapshot.get("executors", [])
+        if e["executor_id"] != "driver"
+    ]
 
 
 def _remote_bytes(snapshot: Dict[str, Any]) -> int:
@@ -76,7 +87,8 @@ def main(argv: List[str]) -> int:
                 "stages_before_any_shuffle": len(before.get("stages", [])),
                 "client_connections_before_any_shuffle": _connections(before, "client"),
                 "server_connections_before_any_shuffle": _connections(before, "server"),
-                "client_connections_after_a_shuffle": _connections(after, "client"),
+                "client_connections_opened_before_any_shuffle": _opened(before),
+                "client_connections_opened_after_a_shuffle": _opened(after),
                 "ports_after_a_shuffle": _ports(after),
                 "remote_bytes": _remote_bytes(after),
                 "got": got,

@@ -11,7 +11,7 @@ Scenarios:
                  holds its channels, and the original is killed once the copy succeeds
   cancel         a job group cancelled with interrupts while its reducers read, then a second job
                  on the same materialised shuffle (its map stage skipped)
-  many_shuffles  30 shuffles of 120 maps each kept referenced: open files of the executors, then
+  many_shuffles  3 shuffles of 120 maps each kept referenced: open files of the executors, then
                  the references dropped and the driver's GC run until ContextCleaner unregisters
                  the shuffles and their partition files are deleted
   sigstop        one executor SIGSTOPped while the reduce stage reads from it, Spark's default
@@ -151,7 +151,7 @@ def cancel(spark: SparkSession) -> Dict[str, Any]:
 
 # --- many shuffles ---------------------------------------------------------------------------
 
-SHUFFLES, MAPS = 30, 120
+SHUFFLES, MAPS = 3, 120
 
 
 def many_shuffles(spark: SparkSession, local_dirs: str, shuffles: int = SHUFFLES, maps: int = MAPS) -> Dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Set
 import pytest
 import sluice
 import sluice_bench
-from sluice_bench import batch, cluster, connections, jobs, latency, scale, session, short, tpch, transport
+from sluice_bench import batch, cluster, connections, jobs, latency, scale, session, short, simulated, tpch, transport
 from sluice_bench._jars import bench_jar_path
 from sluice_bench.args import parse_size
 from sluice_bench.compare import difference, plain, plain_rows
@@ -820,6 +820,8 @@ def test_the_benchmark_jar_holds_the_benchmark_classes() -> None:
         classes = {name for name in archive.namelist() if name.endswith(".class")}
     for name in (
         "io/sluice/bench/TransportBenchmark",
+        "io/sluice/bench/SimulatedClusterBenchmark",
+        "org/apache/spark/shuffle/sluice/bench/SimulatedCluster",
         "org/apache/spark/shuffle/sluice/bench/ExecutorProbe",
         "org/apache/spark/shuffle/sluice/bench/ScheduledRateStream",
         "org/apache/spark/shuffle/sluice/bench/LatencyProbeWriter",
@@ -977,3 +979,112 @@ def test_scale_shapes_picks_shapes_of_the_chosen_groups() -> None:
         scale.plan(scale_args(groups="wide", shapes="1500x400,4000x100"))
     with pytest.raises(SystemExit, match="MAPSxREDUCERS"):
         scale.plan(scale_args(groups="wide", shapes="1500 by 400"))
+
+
+def simulated_args(**values: Any) -> argparse.Namespace:
+    defaults: Dict[str, Any] = dict(quick=False, rounds=None, option=[], simulated=True, executors=None)
+    return argparse.Namespace(**dict(defaults, **values))
+
+
+def test_scale_simulated_runs_each_executor_count_in_a_jvm_then_the_index_shape() -> None:
+    plans = simulated.plans(simulated_args())
+    assert [(g, a[:2]) for g, a in plans] == [
+        ("width", ["--executors", "16"]),
+        ("width", ["--executors", "64"]),
+        ("width", ["--executors", "256"]),
+        ("index", ["--executors", "2"]),
+    ]
+    index = plans[-1][1]
+    assert index[index.index("--maps") + 1] == "4000" and index[index.index("--reducers") + 1] == "1000"
+    assert index[index.index("--index-cache-sizes") + 1] == "0,1m,32m,1g"
+    assert [a[1] for g, a in simulated.plans(simulated_args(quick=True)) if g == "width"] == ["4", "8"]
+    options = simulated.plans(simulated_args(executors="3", option=["buffers_per_channel=4"]))[0][1]
+    assert options == ["--executors", "3", "--spark.sluice.network.buffersPerChannel", "4"]
+    for bad in ("a,b", "1", ""):
+        if bad:
+            with pytest.raises(BenchError, match="--executors"):
+                simulated.plans(simulated_args(executors=bad))
+    assert scale.result_name(simulated_args()) == simulated.NAME
+    command = simulated.java_command(["--executors", "2"])
+    assert command[0] == "java" and simulated.MAIN in command and "-Xmx3g" in command
+
+
+def fake_simulated_run(group: str, executors: int, cache: str, ratio: float, prepared: int) -> Dict[str, Any]:
+    stats = {"median": 10.0, "max": 20.0, "min": 5.0}
+    return {
+        "kind": "run",
+        "group": group,
+        "executors": executors,
+        "maps": 4 * executors,
+        "reducers": 2 * executors,
+        "reduce_executors": executors,
+        "prepare_peers": executors - 1,
+        "index_cache_size": cache,
+        "start_s": 1.0,
+        "map_s": 2.0,
+        "reduce_s": 3.0,
+        "index_bytes_read": int(ratio * 1000),
+        "index_bytes_needed": 1000,
+        "index_read_ratio": ratio,
+        "heap_retained_per_executor": 1 << 20,
+        "other_descriptors_per_executor": 6.0,
+        "read_from": 100,
+        "read_from_prepared": prepared,
+        "buffers_and_threads_back": True,
+        "per_executor": {
+            k: stats
+            for k in (
+                "threads",
+                "fd_files",
+                "fd_sockets",
+                "client_connections",
+                "peak_gate_bytes",
+                "index_cache_bytes",
+            )
+        },
+    }
+
+
+def test_scale_simulated_summary_goals_and_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recorder = Recorder(simulated.NAME, "sluice bench scale --simulated", {"rounds": 1})
+    recorder.runs += [
+        fake_simulated_run("width", 16, "33554432", 0.4, 100),
+        fake_simulated_run("width", 64, "33554432", 0.5, 100),
+        fake_simulated_run("index", 2, "0", 1.0, 0),
+        fake_simulated_run("index", 2, "1m", 1.1, 0),
+    ]
+    simulated.summarize(recorder)
+    assert recorder.summary["width"]["64"]["prepared_fraction"] == 1.0
+    assert recorder.summary["index"]["1m"]["ratio"] == 1.1
+    assert [g["met"] for g in recorder.goals] == [True, True, True]
+    recorder.runs.append(fake_simulated_run("index", 2, "1g", 1.3, 0))
+    recorder.runs[1] = fake_simulated_run("width", 64, "33554432", 0.5, 90)
+    simulated.summarize(recorder)
+    assert [(g["goal"], g["met"]) for g in recorder.goals][:2] == [
+        ("index bytes read / needed, worst cache size", False),
+        ("executors read from with a prepared connection, 64 executors", False),
+    ]
+    result = clean_floats(recorder.result())
+    assert scale.draw(tmp_path / "scale-simulated.png", result).is_file()
+    simulated.print_summary(recorder, tmp_path / "x.json", tmp_path / "x.png")
+    assert "MISSED" in capsys.readouterr().out
+
+
+def test_scale_simulated_jvm_prints_what_the_summary_reads() -> None:
+    """A tiny run of SimulatedClusterBenchmark itself: three executors, then one at two index cache sizes."""
+    runs = []
+    for args in (
+        ["--executors", "3", "--maps", "6", "--reducers", "3"],
+        ["--executors", "2", "--maps", "8", "--reducers", "4", "--index-cache-sizes", "0,1m"],
+    ):
+        done = subprocess.run(simulated.java_command(args), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs += simulated.parse_runs(done.stdout)
+    assert [(r["executors"], r["index_cache_size"]) for r in runs] == [(3, "33554432"), (2, "0"), (2, "1m")]
+    recorder = Recorder(simulated.NAME, "test", {"rounds": 1})
+    recorder.runs += [dict(r, group="width" if r["executors"] == 3 else "index") for r in runs]
+    simulated.summarize(recorder)
+    width = recorder.summary["width"]["3"]
+    assert width["buffers_and_threads_back"] and width["prepared_fraction"] == 1.0, runs[0]
+    assert len(runs[0]["executor_figures"]) == 3 and all(e["records"] > 0 for e in runs[0]["executor_figures"])
+    assert recorder.summary["index"]["0"]["ratio"] == 1.0 and all(g["met"] for g in recorder.goals), recorder.goals

@@ -265,21 +265,3 @@ def test_shuffle_20_times_the_network_memory_spills_and_completes(starved_pool_a
     assert counters["numBytesOut"] >= 20 * (1 << 20), counters
     assert counters["numBytesInRemote"] > 0
     assert report["files"]["sluice"] and not report["files"]["sort"]
-
-
-def test_thousands_of_map_outputs_per_executor_at_the_smallest_frame_limit() -> None:
-    """1500 maps by 200 reducers at the smallest spark.sluice.network.maxFrameLength the check
-    accepts with 4 KiB segments (13609 bytes: a request's 9-byte frame header and 25 fixed bytes
-    leave room for 678 map outputs of 20 bytes): one executor holds at least 750 of the outputs, so
-    each reducer on the other splits the outputs it reads from there over several requests, and
-    the answer is the exact one (before, past the frame limit, every stage attempt failed)."""
-    options = {"segment_size": "4k", "max_frame_length": str(4096 + 9513)}
-    report = run_app("sluice", options, names=["wide_fan_in"], master="local-cluster[2,2,2048]")
-    assert not report["errors"], report["errors"]
-    assert report["answers"]["wide_fan_in"] == workloads.wide_fan_in_expected()
-    counters = report["counters"]
-    assert "error" not in counters, counters
-    readers = counters["readers"]
-    # Reducers read their own executor's outputs locally and the other's over split requests.
-    assert max(r["numPartitionRequests"] for r in readers) >= 2, readers[:3]
-    assert report["files"]["sluice"] and not report["files"]["sort"]

@@ -238,27 +238,6 @@ def spill_heavy_expected() -> Answer:
     return [[SPILL_KEYS, SPILL_ROWS, SPILL_ROWS * (SPILL_ROWS - 1) // 2, SPILL_KEYS * 64]]
 
 
-# More map outputs on one executor than one request can name at the smallest frame limit (678,
-# see test_blocking_shuffle's frame-limit test): of 1500 maps, one of the two executors holds at
-# least 750 however the tasks fall, so a reducer on the other needs several requests for them. The
-# cost is the map tasks (4000 of them took a minute and a half more), not the reducers.
-WIDE_MAPS = 1500
-WIDE_REDUCERS = 200
-
-
-def wide_fan_in(spark: SparkSession) -> Answer:
-    """1500 map tasks by 200 reduce partitions, every map output holding data for every reducer:
-    each reduce task reads about 750 map outputs of each executor. The answer is known without Spark."""
-    spark.conf.set("spark.sql.shuffle.partitions", str(WIDE_REDUCERS))
-    df = spark.range(0, WIDE_MAPS * WIDE_REDUCERS, 1, WIDE_MAPS)
-    return _sorted_rows(df.groupBy((F.col("id") % WIDE_REDUCERS).alias("k")).agg(F.count("*"), F.sum("id")))
-
-
-def wide_fan_in_expected() -> Answer:
-    total = WIDE_REDUCERS * WIDE_MAPS * (WIDE_MAPS - 1) // 2  # the sum of every key's multiples of WIDE_REDUCERS
-    return sorted(([k, WIDE_MAPS, WIDE_MAPS * k + total] for k in range(WIDE_REDUCERS)), key=repr)
-
-
 # A subset of TPC-H: shuffle-heavy queries written from the TPC-H specification with its
 # validation parameters, over tables tpchgen-cli generated (see test_cluster.py). Q3 keeps every
 # group (no LIMIT, whose cut could fall between equal values), so the whole answer is compared.
@@ -321,7 +300,7 @@ def tpch_workloads(data_dir: str) -> Dict[str, Workload]:
     return {name: query(name) for name in TPCH_QUERIES}
 
 
-# The workloads every configuration runs (spill_heavy, marked_records, wide_fan_in run alone: see their tests).
+# The workloads every configuration runs (spill_heavy and marked_records run alone: see their tests).
 WORKLOADS: Dict[str, Workload] = {
     "df_group_by": df_group_by,
     "df_join": df_join,
@@ -344,7 +323,6 @@ WORKLOADS: Dict[str, Workload] = {
 EXTRA_WORKLOADS: Dict[str, Workload] = {
     "spill_heavy": spill_heavy,
     "marked_records": marked_records,
-    "wide_fan_in": wide_fan_in,
 }
 
 # Settings every workload starts from (each may change its own on top).

@@ -235,6 +235,42 @@ def scale_chart(path: Path, groups: Dict[str, Dict[str, Optional[float]]], subti
     return _save(fig, path)
 
 
+def simulated_chart(
+    path: Path,
+    counts: List[int],
+    figures: Dict[str, List[float]],
+    ratios: Dict[str, float],
+    target: float,
+    subtitle: str,
+) -> Path:
+    """Per-executor figures against the number of simulated executors (one line each: flat is the
+    goal), and index bytes read over needed per index cache size against the goal."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for name, values in figures.items():
+        left.plot(counts, values, marker="o", label=name)
+    left.set_xscale("log", base=2)
+    left.set_xticks(counts)
+    left.set_xticklabels([str(c) for c in counts])
+    left.set_yscale("symlog", linthresh=1.0)
+    left.set_ylim(bottom=0)
+    left.set_xlabel("executors")
+    left.set_ylabel("per executor")
+    left.set_title("what one executor holds as the cluster widens", fontsize=10)
+    left.legend(fontsize=8)
+    names = list(ratios)
+    right.bar(names, [ratios[n] for n in names], color=COLORS["sluice"])
+    right.axhline(target, color="#d62728", linestyle="--", label=f"goal {target}")
+    for i, n in enumerate(names):
+        right.text(i, ratios[n], f"{ratios[n]:.2f}", ha="center", va="bottom")
+    right.set_xlabel("index cache size")
+    right.set_ylabel("index bytes read / needed")
+    right.set_title("index reads, 2 executors", fontsize=10)
+    right.legend()
+    fig.suptitle(f"sluice bench scale --simulated: {subtitle}", fontsize=10)
+    return _save(fig, path)
+
+
 def _number(value: Optional[float]) -> float:
     return float("nan") if value is None else float(value)
 

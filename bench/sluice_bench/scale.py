@@ -21,6 +21,8 @@ CPU seconds from ``/proc``, over the sort shuffle's shuffle write bytes of the s
 With ``--floor`` a third contender runs every job through a shuffle that moves nothing
 (``DiscardingShuffleManager``: the map side computed and drained, nothing read): the job's cost
 to Spark without any shuffle cost, so ``floor_s / sort_s`` bounds the ratio any shuffle can reach.
+With ``--simulated``, instead: a cluster of 16, 64 and 256 executors simulated in one JVM, and index
+reads at 4,000 maps x 1,000 reducers (``sluice_bench.simulated``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from sluice_bench import charts
+from sluice_bench import charts, simulated
 from sluice_bench.apps import run_alternating_apps
 from sluice_bench.args import sluice_options
 from sluice_bench.batch import CPU_GOAL, GB, cpu_report
@@ -69,6 +71,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also run every job through a shuffle that moves nothing (the floor: what the job costs Spark "
         "without any shuffle cost; its answers are not checked), reported as floor_s and floor / sort",
+    )
+    parser.add_argument(
+        "--simulated",
+        action="store_true",
+        help="instead: a cluster of 16, 64 and 256 executors simulated in one JVM (per-executor heap, gate "
+        "memory, index reads, connections, descriptors, threads) and index reads at 4,000 maps x 1,000 "
+        "reducers at index cache sizes from 0 to 1g; saved as scale-simulated.json (see sluice_bench.simulated)",
+    )
+    parser.add_argument(
+        "--executors",
+        help="with --simulated: the executor counts, e.g. 16,64,256 (default; quick 4,8)",
     )
     parser.add_argument(
         "--shapes",
@@ -220,7 +233,7 @@ def only_shapes(apps: List[Apps], shapes: str) -> List[Apps]:
 
 
 def result_name(args: argparse.Namespace) -> str:
-    return plan(args)[0]
+    return simulated.NAME if getattr(args, "simulated", False) else plan(args)[0]
 
 
 def failed_app(spec: Dict[str, Any]) -> Callable[[str, str], Dict[str, Any]]:
@@ -234,6 +247,8 @@ def failed_app(spec: Dict[str, Any]) -> Callable[[str, str], Dict[str, Any]]:
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
+    if getattr(args, "simulated", False):
+        return simulated.run(args, argv)
     name, apps = plan(args)
     settings = {
         "rounds": max(a.rounds for a in apps),
@@ -258,6 +273,8 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
 
 def draw(path: Path, result: Dict[str, Any]) -> Path:
     """The chart of a result (also from a saved JSON: ``sluice bench scale --replot``)."""
+    if result.get("benchmark") == simulated.NAME:
+        return simulated.draw(path, result)
     groups = {name: {"sluice": v["sluice_s"], "sort": v["sort_s"]} for name, v in result["summary"]["configs"].items()}
     return charts.scale_chart(path, groups, subtitle_of(result))
 

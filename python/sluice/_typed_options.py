@@ -23,6 +23,9 @@ class SluiceOptions(TypedDict, total=False):
     sort_buffer_size: Union[int, str]
     """``spark.sluice.memory.sortBufferSize``, default ``16m``."""
 
+    record_spill_threshold: Union[int, str]
+    """``spark.sluice.memory.recordSpillThreshold``, default ``5m``."""
+
     buffers_per_channel: int
     """``spark.sluice.network.buffersPerChannel``, default ``2``."""
 
@@ -34,6 +37,9 @@ class SluiceOptions(TypedDict, total=False):
 
     max_channels_in_flight_per_gate: int
     """``spark.sluice.network.maxChannelsInFlightPerGate``, default ``128``."""
+
+    max_required_buffers_per_gate: int
+    """``spark.sluice.network.maxRequiredBuffersPerGate``, default ``16``."""
 
     max_buffers_per_subpartition: int
     """``spark.sluice.network.maxBuffersPerSubpartition``, default ``10``."""

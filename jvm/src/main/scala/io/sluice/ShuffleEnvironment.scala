@@ -67,9 +67,13 @@ final class ShuffleEnvironment(
     catch {
       case e: Throwable => outputFlusher.shutdown(); throw e
     }
+  metrics.setExecutorCounters(() =>
+    Seq(io.sluice.metrics.MetricNames.IndexBytesRead -> partitionManager.indexCache.indexBytesRead,
+      io.sluice.metrics.MetricNames.IndexBytesNeeded -> partitionManager.indexCache.indexBytesNeeded))
   metrics.setTransportProbe(() =>
     io.sluice.metrics.TransportSnapshot(serverPort,
-      connectionManager.numServerConnections, connectionManager.numClientConnections, serverReads))
+      connectionManager.numServerConnections, connectionManager.numClientConnections, serverReads,
+      connectionManager.counters.connectionsOpened.sum()))
 
   /** The server's reads of partition files now (metrics). */
   private def serverReads: io.sluice.metrics.ServerReadSnapshot = {

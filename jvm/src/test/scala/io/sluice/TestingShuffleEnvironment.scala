@@ -40,10 +40,13 @@ object TestingShuffleEnvironment {
   /** What a reader saw: record lengths and latency markers (createdAt, stage, index). */
   final case class Read(records: Seq[Int], markers: Seq[(Long, Int, Int)])
 
-  /** Reads the gate to its end, calling `onRecord` / `onMarker` as the task thread would. */
+  /**
+   * Reads the gate to its end, calling `onRecord` / `onMarker` as the task thread would: one
+   * deserialiser per input, as the Spark layer's reader keeps (a packed channel carries many).
+   */
   def drain(g: SingleInputGate, onRecord: () => Unit = () => (),
       onMarker: (Long, Int, Int) => Unit = (_, _, _) => ()): Read = {
-    val deserializers = Array.fill(g.numberOfChannels)(new SpanningRecordDeserializer)
+    val deserializers = Array.fill(g.numberOfInputs)(new SpanningRecordDeserializer)
     val view = new RecordView
     val records = ArrayBuffer.empty[Int]
     val markers = ArrayBuffer.empty[(Long, Int, Int)]

@@ -23,8 +23,8 @@ import org.apache.spark.unsafe.Platform
  * Throughput of a blocking partition with and without Spark's I/O encryption (a benchmark, never
  * a test): executor A's producer writes `--megabytes` of records into a sort-merge partition file
  * (encrypting each buffer as it is staged, when on), then a consumer reads the whole partition
- * through one gate with one channel per subpartition: from executor B over loopback (`remote`: the
- * file's bytes go to the socket as FileRegions, zero-copy, and B's gate decrypts them) or in A
+ * through one gate with one channel per subpartition: from executor B over loopback (`remote`: A's
+ * read threads send the file's bytes as they lie in it, and B's gate decrypts them) or in A
  * itself (`local`: read from the file into the gate's buffer, then decrypted). Every record is
  * deserialised. The file is read right after it was written, so from the page cache: what is
  * measured is CPU and memory bandwidth, where encryption's cost shows, not the disk. Phase

@@ -243,7 +243,8 @@ object SluiceOptions {
       |it just wrote there). Every reduce task reads its range of every map output's index: a job of
       |1500 maps and 400 reducers otherwise opens and reads index files 600,000 times. An index
       |larger than an eighth of it is read from its file for each reader, as are indexes that
-      |do not fit while the ones kept are being read. 0 reads every index from its file."""
+      |do not fit while the ones kept are being read: each such reader reads only its own range.
+      |0 reads every index from its file."""
   }
 
   val ReadThreads: ConfigOption[Int] = opt("spark.sluice.network.readThreads", "read_threads", IntType, 0,

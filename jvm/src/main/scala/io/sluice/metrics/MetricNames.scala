@@ -64,6 +64,10 @@ object MetricNames {
   val TotalReadMemorySegments = "TotalReadMemorySegments"
   val UsedReadMemorySegments = "UsedReadMemorySegments"
   val PartitionFileDescriptors = "partitionFileDescriptors"
+  // Executor-wide index reads (Sluice's): bytes read from partition files' index files, and bytes of
+  // index the readers asked for (their ranges' directory and entries, from the heap or the file).
+  val IndexBytesRead = "indexBytesRead"
+  val IndexBytesNeeded = "indexBytesNeeded"
 
   /** Latency-marker histograms (only when latency tracking is on). */
   val Latency = "latency"
@@ -91,6 +95,9 @@ object MetricNames {
   val ServerMetrics: Seq[String] = Seq(ReadThreads, ReadQueueLength, ReadWaitTimeMs, TotalReadMemorySegments,
     UsedReadMemorySegments, PartitionFileDescriptors)
 
+  /** The executor's own counters (not summed over tasks), exported beside the task counters' totals. */
+  val ExecutorCounters: Seq[String] = Seq(IndexBytesRead, IndexBytesNeeded)
+
   /**
    * A metric as Python's `sluice.metrics` table and Spark's metrics system see it.
    *
@@ -109,6 +116,7 @@ object MetricNames {
       QueueLengths.map(Definition(_, "task", "long", "gauge")) ++
       Times.map(Definition(_, "task", "double", "gauge")) ++
       ExecutorMetrics.map(Definition(_, "executor", "int", "gauge")) ++
-      ServerMetrics.map(Definition(_, "executor", "long", "gauge")) :+
+      ServerMetrics.map(Definition(_, "executor", "long", "gauge")) ++
+      ExecutorCounters.map(Definition(_, "executor", "long", "counter")) :+
       Definition(Latency, "executor", "double", "histogram")
 }

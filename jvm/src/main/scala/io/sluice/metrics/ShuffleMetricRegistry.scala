@@ -81,6 +81,11 @@ final class ShuffleMetricRegistry(
     }
   }
 
+  @volatile private var executorCounters: () => Seq[(String, Long)] = () => Nil
+
+  /** Where the executor's own counters ([[MetricNames.ExecutorCounters]]) come from, read with [[totals]]. */
+  def setExecutorCounters(probe: () => Seq[(String, Long)]): Unit = executorCounters = probe
+
   @volatile private var transportProbe: () => TransportSnapshot = () => TransportSnapshot.none
 
   /** Where the executor's transport state comes from, once its server runs. */
@@ -96,7 +101,7 @@ final class ShuffleMetricRegistry(
     SegmentsSnapshot(bufferPool.segmentSize, total, available, total - available)
   }
 
-  /** Executor totals of every counter (finished and live tasks), read now. */
+  /** Executor totals of every task counter (finished and live tasks) and the executor's own counters, read now. */
   def totals: Map[String, Long] = {
     val sums = lock.synchronized {
       val s = finishedTotals.clone()
@@ -107,7 +112,7 @@ final class ShuffleMetricRegistry(
       }
       s
     }
-    MetricNames.Counters.zip(sums).toMap
+    MetricNames.Counters.zip(sums).toMap ++ executorCounters()
   }
 
   /**

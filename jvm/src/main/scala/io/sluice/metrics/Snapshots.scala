@@ -137,11 +137,12 @@ final case class SegmentsSnapshot(segmentSize: Int, total: Int, available: Int, 
 
 /**
  * The executor's transport: its Sluice server's port, the connections other executors opened to
- * it, and the connections it opened to others (one per remote executor); and its server's reads of
- * partition files ([[ServerReadSnapshot]]). Immutable.
+ * it, the connections it holds to others (one per remote executor) and how many it opened since it
+ * started (a closed one opened again counts twice); and its server's reads of partition files
+ * ([[ServerReadSnapshot]]). Immutable.
  */
 final case class TransportSnapshot(serverPort: Int, serverConnections: Int, clientConnections: Int,
-    reads: ServerReadSnapshot = ServerReadSnapshot.none)
+    reads: ServerReadSnapshot = ServerReadSnapshot.none, clientConnectionsOpened: Long = 0L)
 
 object TransportSnapshot {
   val none: TransportSnapshot = TransportSnapshot(0, 0, 0)

@@ -81,7 +81,15 @@ final class NettyConnectionManager(
    * manager's own server), see [[PartitionRequestClientFactory.prepareConnection]].
    */
   def prepareConnection(host: String, port: Int): Boolean =
-    !(host == bindHost && started && port == server.port) && clientFactory.prepareConnection(host, port)
+    !isOwnServer(host, port) && clientFactory.prepareConnection(host, port)
+
+  /**
+   * Starts opening the connection to the Sluice server at (host, port) for a reader that will need
+   * it, see [[PartitionRequestClientFactory.connectAhead]].
+   */
+  def connectAhead(host: String, port: Int): Boolean = !isOwnServer(host, port) && clientFactory.connectAhead(host, port)
+
+  private def isOwnServer(host: String, port: Int): Boolean = host == bindHost && started && port == server.port
 
   /** Connections the server serves Sluice on now. */
   def numServerConnections: Int = server.numConnections

@@ -47,6 +47,9 @@ final class PartitionRequestClient private[netty] (
 
   def isActive: Boolean = channel.isActive
 
+  /** The connection's local address (its socket's side on this executor), or null once closed. */
+  def localAddress: java.net.SocketAddress = channel.localAddress()
+
   /** Channels currently reading over this connection. */
   def numChannels: Int = handler.numChannels
 

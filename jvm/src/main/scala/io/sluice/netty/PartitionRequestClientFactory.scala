@@ -137,10 +137,18 @@ final class PartitionRequestClientFactory(
    * running. A failed attempt is forgotten: the next reader tries again. Returns whether an attempt
    * was started.
    */
-  def prepareConnection(host: String, port: Int): Boolean = {
+  def prepareConnection(host: String, port: Int): Boolean =
+    connections.size < PartitionRequestClientFactory.MaxPreparedConnections && connectAhead(host, port)
+
+  /**
+   * Starts opening the connection to (host, port) on a connector thread for a reader that will need
+   * it (an input gate's producers, when the gate is created), so channels whose turn comes later
+   * find it open; as [[prepareConnection]], without its bound (a reader connects to its producers
+   * anyway). Returns whether an attempt was started.
+   */
+  def connectAhead(host: String, port: Int): Boolean = {
     val key = (host, port)
-    if (shutDown || clientFactory == null || connections.size >= PartitionRequestClientFactory.MaxPreparedConnections ||
-      connections.containsKey(key)) return false
+    if (shutDown || clientFactory == null || connections.containsKey(key)) return false
     val fresh = new CompletableFuture[PartitionRequestClient]()
     if (connections.putIfAbsent(key, fresh) != null) return false
     startConnecting(key, fresh, node = false)
@@ -278,10 +286,12 @@ object PartitionRequestClientFactory {
 
   /**
    * Connections [[PartitionRequestClientFactory.prepareConnection]] opens ahead of any reader: past
-   * this many held, the first reader of a server opens its connection itself, so a large cluster
-   * does not connect every executor pair only because they exist.
+   * this many held, a server's first reader's gate opens it ([[PartitionRequestClientFactory.connectAhead]]),
+   * so a large cluster does not connect every executor pair only because they exist. The driver
+   * names each executor the peers after it in its list (see the Spark boundary's PeerServers), so
+   * every executor gets about this many prepared connections from others.
    */
-  val MaxPreparedConnections = 16
+  val MaxPreparedConnections = 64
 
   /** spark.sluice.network.connectTimeout, with 0 (follow spark.network.timeout) as Spark's default. */
   def connectTimeoutMs(conf: SluiceConf): Long = {

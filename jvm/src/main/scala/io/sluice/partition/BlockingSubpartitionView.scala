@@ -11,8 +11,8 @@ import java.util.concurrent.atomic.AtomicReference
  * The view takes a [[PartitionedFileReader]] on its first buffer (the server's kept one when it
  * reads for a remote consumer, through `readers`, else one of its own), reads the range's entries
  * of the file's index through it ([[PartitionedFileIndexRange]]), and drops both when it hands out
- * the end, sees the partition released, or is released itself; FileRegions still being sent keep
- * the handle open until Netty is done with them. A read error (file gone, I/O error) is thrown to
+ * the end, sees the partition released, or is released itself; a buffer it handed out still reads
+ * through the handle while a read holds it, else through one of its own. A read error (file gone, I/O error) is thrown to
  * this view's consumer only. Used by one thread at a time; [[releaseAllResources]] may come from
  * another.
  */

@@ -17,7 +17,7 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
   private var buffers = new Array[Int](4)
   private var subpartitions = new Array[Int](4)
   private var codes = new Array[Int](4) // PartitionedFileLayout.code; -1: the path is in `paths`
-  private var encrypted = new Array[Byte](4)
+  private var flags = new Array[Byte](4) // Encrypted, IndexLoadGranted
   private var ivs: Array[Long] = _ // two longs per entry, once an encrypted file came
   private var paths: java.util.HashMap[java.lang.Long, File] = _ // files the layout cannot name (tests)
   private var index = new Array[Int](8) // entry + 1 (0: empty), linear probing
@@ -44,7 +44,18 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
   def fileLength(e: Int): Long = lengths(e)
   def numBuffers(e: Int): Int = buffers(e)
   def numSubpartitions(e: Int): Int = subpartitions(e)
-  def iv(e: Int): Option[BufferIv] = if (encrypted(e) == 0) None else Some(BufferIv(ivs(2 * e), ivs(2 * e + 1)))
+  def iv(e: Int): Option[BufferIv] =
+    if ((flags(e) & FinishedPartitionTable.Encrypted) == 0) None else Some(BufferIv(ivs(2 * e), ivs(2 * e + 1)))
+
+  /**
+   * Whether the file of entry `e` is rebuilt for its readers for the first time, so a reader may load
+   * its whole index into the cache ([[PartitionedFile.restore]]): true once per entry.
+   */
+  def grantIndexLoad(e: Int): Boolean = {
+    val first = (flags(e) & FinishedPartitionTable.IndexLoadGranted) == 0
+    flags(e) = (flags(e) | FinishedPartitionTable.IndexLoadGranted).toByte
+    first
+  }
 
   /** The data file of entry `e`. */
   def path(e: Int, layout: Option[PartitionFileLocator]): File = {
@@ -61,7 +72,7 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
     buffers(n) = file.numBuffersTotal
     subpartitions(n) = file.numSubpartitions
     codes(n) = code
-    encrypted(n) = 0
+    flags(n) = 0
     if (code < 0) {
       if (paths == null) paths = new java.util.HashMap()
       paths.put(producerId, file.path)
@@ -70,7 +81,7 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
       if (ivs == null) ivs = new Array[Long](2 * producerIds.length)
       ivs(2 * n) = iv.high
       ivs(2 * n + 1) = iv.low
-      encrypted(n) = 1
+      flags(n) = FinishedPartitionTable.Encrypted
     }
     var b = home(producerId)
     while (index(b) != 0) b = next(b)
@@ -93,7 +104,7 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
       while (index(lb) != last + 1) lb = next(lb)
       index(lb) = e + 1
       producerIds(e) = producerIds(last); lengths(e) = lengths(last); buffers(e) = buffers(last)
-      subpartitions(e) = subpartitions(last); codes(e) = codes(last); encrypted(e) = encrypted(last)
+      subpartitions(e) = subpartitions(last); codes(e) = codes(last); flags(e) = flags(last)
       if (ivs != null) { ivs(2 * e) = ivs(2 * last); ivs(2 * e + 1) = ivs(2 * last + 1) }
     }
     n = last
@@ -135,7 +146,7 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
     buffers = java.util.Arrays.copyOf(buffers, capacity)
     subpartitions = java.util.Arrays.copyOf(subpartitions, capacity)
     codes = java.util.Arrays.copyOf(codes, capacity)
-    encrypted = java.util.Arrays.copyOf(encrypted, capacity)
+    flags = java.util.Arrays.copyOf(flags, capacity)
     if (ivs != null) ivs = java.util.Arrays.copyOf(ivs, 2 * capacity)
   }
 
@@ -149,4 +160,9 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
       e += 1
     }
   }
+}
+
+private object FinishedPartitionTable {
+  private val Encrypted: Byte = 1
+  private val IndexLoadGranted: Byte = 2
 }

@@ -37,7 +37,8 @@ final class PartitionedFile private (
     initialWriter: Option[PartitionedFileWriter],
     adoptedBuffers: Int,
     adoptedLength: Long,
-    indexCache: PartitionedFileIndexCache) {
+    indexCache: PartitionedFileIndexCache,
+    mayLoadIndex: Boolean) {
 
   /** The writer until the file is finished; an adopted file never had one. */
   @volatile private var writer: PartitionedFileWriter = initialWriter.orNull
@@ -57,6 +58,8 @@ final class PartitionedFile private (
   @volatile private[partition] var partition: AnyRef = _
   private val ivOrNull = fileIv.orNull
   private val indexKey = if (indexCache == null) null else PartitionedFileIndexCache.key(path)
+  // Whether a reader of this file may still load its whole index into the cache (at most one, once).
+  private val indexLoad = new java.util.concurrent.atomic.AtomicBoolean(mayLoadIndex)
 
   // ---- writing (producer thread) -------------------------------------------------------------
 
@@ -122,9 +125,16 @@ final class PartitionedFile private (
    */
   def numBuffers(start: Int, end: Int): Int = {
     checkReadable()
-    val kept = if (indexCache == null) null else indexCache.get(indexKey)
-    if (kept != null) PartitionedFileIndexRange.count(kept, indexPath, totalBuffers, start, end)
-    else withIndexChannel(PartitionedFileIndexRange.count(_, indexPath, totalBuffers, start, end))
+    val c = indexCache
+    val kept = if (c == null) null else c.get(indexKey)
+    if (c != null) c.countNeeded(PartitionedFileIndexRange.CountBytes)
+    if (kept != null) {
+      kept.serve(PartitionedFileIndexRange.CountBytes)
+      PartitionedFileIndexRange.count(kept.bytes, indexPath, totalBuffers, start, end)
+    } else {
+      if (c != null) c.countRead(PartitionedFileIndexRange.CountBytes)
+      withIndexChannel(PartitionedFileIndexRange.count(_, indexPath, totalBuffers, start, end))
+    }
   }
 
   /** The `i`-th buffer of `subpartition` (reads the index file: for tests and tools, not per buffer). */
@@ -152,22 +162,45 @@ final class PartitionedFile private (
 
   /**
    * The index entries of subpartitions [start, end): from the index the [[PartitionedFileIndexCache]]
-   * keeps, or read through `indexChannel` (a reader's, opened only then), whole when the cache
-   * can keep it.
+   * keeps, else read through `indexChannel` (a reader's, opened only then): the whole index when
+   * this is the file's first reader and the cache reserved room for it, otherwise the range alone.
+   * A file's index is thus read whole at most once by its readers (a second load after the cache
+   * dropped it would read it whole for readers that need little of it).
    */
   private[partition] def readIndexRange(start: Int, end: Int, indexChannel: () => FileChannel): PartitionedFileIndexRange = {
     checkReadable()
     val c = indexCache
-    var index = if (c == null) null else c.get(indexKey)
-    if (index == null && c != null && c.admits(PartitionedFileIndex.indexFileLength(numSubpartitions, totalBuffers))) {
-      index = PartitionedFileIndexRange.load(indexChannel(), indexPath, numSubpartitions, totalBuffers)
-      keep(index)
-    }
-    if (index != null) PartitionedFileIndexRange.of(index, indexPath, numSubpartitions, totalBuffers, start, end)
-    else PartitionedFileIndexRange.read(indexChannel(), indexPath, numSubpartitions, totalBuffers, start, end)
+    if (c == null) return PartitionedFileIndexRange.read(indexChannel(), indexPath, numSubpartitions, totalBuffers, start, end)
+    val kept = c.get(indexKey)
+    val range =
+      if (kept != null) {
+        val r = PartitionedFileIndexRange.of(kept.bytes, indexPath, numSubpartitions, totalBuffers, start, end)
+        kept.serve(r.bytesInFile)
+        r
+      } else {
+        val length = PartitionedFileIndex.indexFileLength(numSubpartitions, totalBuffers)
+        val reservation =
+          if (c.admits(length.toLong) && indexLoad.compareAndSet(true, false)) c.reserve(indexKey, length) else null
+        if (reservation == null) {
+          val r = PartitionedFileIndexRange.read(indexChannel(), indexPath, numSubpartitions, totalBuffers, start, end)
+          c.countRead(r.bytesInFile)
+          r
+        } else {
+          val index =
+            try PartitionedFileIndexRange.load(indexChannel(), indexPath, numSubpartitions, totalBuffers)
+            catch { case e: Throwable => reservation.cancel(); throw e }
+          c.countRead(length.toLong)
+          reservation.fill(index) // dropped if the file was deleted meanwhile: its delete removed the reservation
+          val r = PartitionedFileIndexRange.of(index, indexPath, numSubpartitions, totalBuffers, start, end)
+          reservation.entry.serve(r.bytesInFile)
+          r
+        }
+      }
+    c.countNeeded(range.bytesInFile)
+    range
   }
 
-  /** Leaves the whole index file's bytes with the cache, unless the file is deleted (any thread). */
+  /** Leaves the whole index file's bytes, which the writer holds, with the cache, unless the file is deleted (any thread). */
   private def keep(index: Array[Byte]): Unit = {
     val c = indexCache
     if (c != null && index != null && !deleted) {
@@ -253,11 +286,12 @@ object PartitionedFile {
 
   /**
    * The finished file at `path` whose totals the [[ResultPartitionManager]] kept (the rest is in
-   * its index file): readable at once, never written.
+   * its index file): readable at once, never written. `mayLoadIndex`: whether one of its readers may
+   * load the whole index into `indexCache` (only the first object rebuilt for a file may).
    */
   private[partition] def restore(path: File, numSubpartitions: Int, iv: Option[BufferIv], numBuffers: Int,
-      length: Long, indexCache: PartitionedFileIndexCache): PartitionedFile =
-    new PartitionedFile(path, numSubpartitions, iv, None, numBuffers, length, indexCache)
+      length: Long, indexCache: PartitionedFileIndexCache, mayLoadIndex: Boolean = true): PartitionedFile =
+    new PartitionedFile(path, numSubpartitions, iv, None, numBuffers, length, indexCache, mayLoadIndex)
 
   /**
    * The finished file at `path` found on disk, its totals read from its index file's header (a
@@ -266,7 +300,8 @@ object PartitionedFile {
    */
   private[partition] def openFinished(path: File, indexCache: PartitionedFileIndexCache): PartitionedFile = {
     val h = PartitionedFileIndex.readHeader(path, indexPathOf(path))
-    new PartitionedFile(path, h.numSubpartitions, h.iv, None, h.numBuffers, h.fileLength, indexCache)
+    new PartitionedFile(path, h.numSubpartitions, h.iv, None, h.numBuffers, h.fileLength, indexCache,
+      mayLoadIndex = true)
   }
 
   /**
@@ -281,7 +316,7 @@ object PartitionedFile {
     val index = new PartitionedFileIndex(numSubpartitions)
     val iv = cipher.map(_.newFileIv())
     val writer = new PartitionedFileWriter(path, indexPathOf(path), index, codec, cipher.map(_.newBufferCipher()), iv)
-    new PartitionedFile(path, numSubpartitions, iv, Some(writer), 0, 0L, indexCache)
+    new PartitionedFile(path, numSubpartitions, iv, Some(writer), 0, 0L, indexCache, mayLoadIndex = false)
   }
 
   /**
@@ -304,6 +339,6 @@ object PartitionedFile {
         if (!e.isInstanceOf[java.nio.file.FileAlreadyExistsException]) indexPath.delete()
         throw e
     }
-    new PartitionedFile(path, d.numSubpartitions, d.iv, None, d.numBuffers, d.fileLength, indexCache)
+    new PartitionedFile(path, d.numSubpartitions, d.iv, None, d.numBuffers, d.fileLength, indexCache, mayLoadIndex = false)
   }
 }

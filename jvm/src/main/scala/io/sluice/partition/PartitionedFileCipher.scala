@@ -16,7 +16,7 @@ import io.sluice.config.SparkSettingRules
  *
  * Each stored buffer is encrypted on its own, with the counter starting at an IV of its own (see
  * [[BufferIv]]), so any buffer can be decrypted without the rest of the file and the stored bytes
- * can travel to a remote reader as they lie in the file (zero-copy); the reader decrypts. CTR
+ * can travel to a remote reader as they lie in the file; the reader decrypts. CTR
  * keeps the length, so encryption costs no space. Confidentiality only, as in Spark: CTR
  * authenticates nothing. The CRC32C the producer keeps of each buffer (taken before encryption,
  * verified after decryption) catches a corrupted byte and a wrong key or IV, not a forger.

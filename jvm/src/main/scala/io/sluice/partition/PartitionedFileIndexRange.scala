@@ -21,6 +21,9 @@ private[partition] final class PartitionedFileIndexRange private (
   /** Stored buffers of the range. */
   val size: Int = directory(directory.length - 1) - directory(0)
 
+  /** Bytes of the index file the range occupies: its directory entries and its buffers' entries (what [[PartitionedFileIndexRange.read]] reads). */
+  def bytesInFile: Long = 4L * directory.length + EntrySize.toLong * size
+
   /** The subpartition of entry `i`, searching forward from subpartition `from` (<= the answer). */
   def subpartitionOf(i: Int, from: Int): Int = {
     var sp = from
@@ -42,6 +45,9 @@ private[partition] final class PartitionedFileIndexRange private (
 }
 
 private[partition] object PartitionedFileIndexRange {
+
+  /** Bytes of the index file a [[count]] reads: two directory entries. */
+  val CountBytes = 8L
 
   /**
    * Reads the range [start, end) of the index file `path` (through `channel`) of a finished file

@@ -11,11 +11,10 @@ import io.netty.buffer.ByteBuf
  * One reader's read-only handle of a [[PartitionedFile]] (the file channels Flink's
  * PartitionedFileReader owns: the data's, and the index file's once a view reads its entries),
  * opened by [[PartitionedFileReader.open]], reference counted: the [[BlockingSubpartitionView]] that opened it
- * holds one reference until it has read its range or is released, and every FileRegion still on
- * its way through a Netty connection holds another; the channel is closed when the last goes.
+ * holds one reference until it has read its range or is released, and every read of one of its
+ * buffers holds another while it reads; the channel is closed when the last goes.
  *
- * Reads are positional, so the view's thread and the event loop sending its regions never share a
- * position. A thread interrupted in a read closes this channel (Java NIO's interruptible
+ * Reads are positional, so threads reading the same handle never share a position. A thread interrupted in a read closes this channel (Java NIO's interruptible
  * channels): this reader fails with ClosedByInterruptException, other readers of the file keep
  * their own channels. Thread-safe.
  */
@@ -79,12 +78,6 @@ final class PartitionedFileReader private[partition] (val file: PartitionedFile,
   private def closeIndex(): Unit = synchronized {
     if (indexChannel != null) { indexChannel.close(); indexChannel = null }
   }
-
-  /**
-   * The channel itself, for a FileRegion that sends from it with sendfile while it holds a
-   * reference ([[SpilledBuffer.toFileRegion]]); never closed through this.
-   */
-  private[partition] def fileChannel: FileChannel = channel
 
   override def toString: String = s"PartitionedFileReader(${file.path.getName}, refCnt=$refCnt)"
 }

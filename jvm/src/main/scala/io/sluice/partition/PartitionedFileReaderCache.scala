@@ -23,7 +23,7 @@ import java.lang.management.ManagementFactory
  * from (Spark interrupts cancelled tasks), which must not break the other readers of a shared one.
  *
  * Each kept reader holds one reference of its own (see [[PartitionedFileReader]]): a reader that is
- * dropped (idle, or its file deleted) stays open until the views (and FileRegions) that took it have
+ * dropped (idle, or its file deleted) stays open until the views (and reads) that took it have
  * released it, and then closes. Thread-safe; the lock covers map updates only, never a system call.
  */
 final class PartitionedFileReaderCache(val capacity: Int) {

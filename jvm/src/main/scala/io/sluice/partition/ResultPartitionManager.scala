@@ -128,7 +128,7 @@ final class ResultPartitionManager(
       val p = if (held == null) null else held.get()
       if (p != null) return p
       val file = PartitionedFile.restore(t.path(e, layout), t.numSubpartitions(e), t.iv(e), t.numBuffers(e),
-        t.fileLength(e), indexCache)
+        t.fileLength(e), indexCache, t.grantIndexLoad(e))
       val rebuiltNow = SortMergeResultPartition.adopt(id, file, noMemory)
       file.partition = rebuiltNow // a kept reader of the file keeps the partition, and so this entry
       rebuilt.put(id, new ResultPartitionManager.Rebuilt(id, rebuiltNow, collected))
@@ -243,7 +243,10 @@ final class ResultPartitionManager(
     val held = rebuilt.remove(id)
     val p = if (held == null) null else held.get()
     if (p != null) p.release(cause) // deletes the files and drops the server's kept reader
-    else PartitionedFile.deleteFiles(path) // nobody holds the file: no reader of it is kept
+    else { // nobody holds the file: no reader of it is kept, but the cache may still hold its index
+      indexCache.remove(PartitionedFileIndexCache.key(path))
+      PartitionedFile.deleteFiles(path)
+    }
   }
 
   /** Removes a partition that released itself (a fully consumed pipelined one). */

@@ -1,7 +1,6 @@
 package io.sluice.partition
 
 import io.netty.buffer.ByteBuf
-import io.netty.channel.{DefaultFileRegion, FileRegion}
 
 /**
  * One buffer of a blocking partition as it lies in the partition's file (Flink's
@@ -38,14 +37,6 @@ final class SpilledBuffer private[partition] (
     finally r.release()
   }
 
-  /**
-   * The stored bytes as a Netty FileRegion, holding a reference to the file's reader until Netty
-   * releases it. It is a DefaultFileRegion over the reader's channel, so both of Netty's transports
-   * send it with sendfile(2): epoll only does so for a DefaultFileRegion (any other region is
-   * copied through the heap, 8 KiB at a time), NIO hands the socket to FileChannel.transferTo.
-   */
-  def toFileRegion: FileRegion = new SpilledBuffer.Region(acquireReader(), offset, storedLength)
-
   /** A reference to a reader of the file, which the caller releases. */
   private[partition] def acquireReader(): PartitionedFileReader = {
     file.checkReadable()
@@ -54,20 +45,4 @@ final class SpilledBuffer private[partition] (
 
   override def toString: String =
     s"SpilledBuffer(${file.path.getName}@$offset, $storedLength b, raw $rawLength${if (iv != null) ", encrypted" else ""})"
-}
-
-object SpilledBuffer {
-
-  /**
-   * A DefaultFileRegion over part of a partition file that does not own the channel: it holds a
-   * reference to its [[PartitionedFileReader]] and drops it when Netty releases the region (sent, or
-   * discarded with a closed connection) instead of closing the channel, which other regions and the
-   * view may still read. A file that ends before the region does fails the write, and with it the
-   * connection, as a failed socket would (the frame's header is out and its payload cannot follow).
-   */
-  private final class Region(reader: PartitionedFileReader, offset: Long, length: Int)
-    extends DefaultFileRegion(reader.fileChannel, offset, length.toLong) {
-
-    override protected def deallocate(): Unit = reader.release()
-  }
 }

@@ -9,8 +9,7 @@ import io.sluice.{NettyLeakDetection, TestingThreads}
 import io.sluice.config.SluiceOptions
 import io.sluice.netty.TestingExecutor.{withExecutors, withReaderAndProducer}
 import io.sluice.partition.{
-  PartitionedFile, PartitionedFileReader, PartitionNotFoundException, PartitionReadScheduler, ResultPartitionID,
-  SortMergeResultPartition
+  PartitionedFileReader, PartitionNotFoundException, PartitionReadScheduler, ResultPartitionID, SortMergeResultPartition
 }
 import io.sluice.partition.consumer.{GateInput, InputChannelException, RemoteInputChannel, SingleInputGate}
 import org.scalatest.funsuite.AnyFunSuite
@@ -23,13 +22,16 @@ import org.scalatest.funsuite.AnyFunSuite
  */
 class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetection {
 
-  /** One open or read of a partition file: which file, what, on which thread. */
-  private final case class Io(file: PartitionedFile, what: String, thread: Thread)
+  /**
+   * One open or read of a partition file: which file (by path: readers read a partition the
+   * executor rebuilt over the producer's file), what, on which thread.
+   */
+  private final case class Io(file: java.io.File, what: String, thread: Thread)
 
   /** Records every open and read of a partition file in this JVM while `body` runs. */
   private def recordingIo[T](body: ConcurrentLinkedQueue[Io] => T): T = {
     val seen = new ConcurrentLinkedQueue[Io]()
-    PartitionedFileReader.ioListener = (f, what) => seen.add(Io(f, what, Thread.currentThread()))
+    PartitionedFileReader.ioListener = (f, what) => seen.add(Io(f.path, what, Thread.currentThread()))
     try body(seen)
     finally PartitionedFileReader.ioListener = null
   }
@@ -39,7 +41,7 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
     val p = e.blockingPartition(id, 2, None)
     TestingRecords.writeMany(p, 0, records, size)
     TestingRecords.writeMany(p, 1, 1, 64)
-    p.finish()
+    e.finish(p)
     p
   }
 
@@ -51,7 +53,6 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
       // Tiny outputs (many per frame) and outputs of several segments (a file open across frames).
       def records(i: Int): Int = if (i % 7 == 0) 30 else 1 + i % 3
       val outputs = (0 until 40).map(i => output(a, ResultPartitionID(40, i), records(i), 400))
-      val files = outputs.map(_.file).toSet
       recordingIo { io =>
         for (round <- 0 until 2) { // a second reader opens every file again, once
           val gate = b.gate(s"reducer $round", outputs.map(p => GateInput(p.partitionId, 0, 1, a.location)))
@@ -74,7 +75,7 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
    */
   private def assertOpenedOncePerReaderOffTheLoop(io: Seq[Io], outputs: Seq[SortMergeResultPartition], readers: Int,
       server: TestingExecutor): Unit = {
-    val files = outputs.map(_.file).toSet
+    val files = outputs.map(_.file.path).toSet
     val ours = io.filter(e => files.contains(e.file))
     val opens = ours.filter(_.what == "open").groupBy(_.file).map { case (f, es) => f -> es.size }
     assert(opens.keySet == files && opens.values.forall(_ == readers), s"opens per file for $readers readers: $opens")
@@ -216,7 +217,7 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
         val e = intercept[InputChannelException](reader.readAll())
         assert(e.getCause.isInstanceOf[PartitionNotFoundException], e.toString)
         assert(remoteChannel(gate).numBuffersReceived == 0 && reader.recordsRead.get == 0, "nothing was sent")
-        assert(!io.asScala.exists(e => present.exists(_.file eq e.file)), "no file was opened or read")
+        assert(!io.asScala.exists(e => present.exists(_.file.path == e.file)), "no file was opened or read")
         reader.close()
       }
     }

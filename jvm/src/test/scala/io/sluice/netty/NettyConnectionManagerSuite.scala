@@ -61,7 +61,7 @@ class NettyConnectionManagerSuite extends AnyFunSuite with NettyLeakDetection {
       val pipelined = a.pipelinedPartition(ResultPartitionID(1, 0), 1)
       val blocking = a.blockingPartition(ResultPartitionID(1, 1), 1, codec)
       TestingRecords.writeMany(blocking, 0, 300, 700)
-      blocking.finish()
+      a.finish(blocking)
       val reader = new TestingGateReader(b.gate("r",
           Vector(GateInput(pipelined.partitionId, 0, 1, a.location),
             GateInput(blocking.partitionId, 0, 1, a.location)), codec))

@@ -67,7 +67,7 @@ class PartitionRequestClientFactorySuite extends AnyFunSuite with NettyLeakDetec
         // A real read runs on it: a map output of A read by a gate of B.
         val p = a.blockingPartition(ResultPartitionID(1, 0), 1, None)
         TestingRecords.writeMany(p, 0, 10, 64)
-        p.finish()
+        a.finish(p)
         val reader = new TestingGateReader(b.gate("r", Vector(GateInput(p.partitionId, 0, 1, a.location))))
         assert(reader.readAll() == Map((0L, 0) -> 10))
         reader.close()

@@ -8,10 +8,9 @@ import org.scalatest.funsuite.AnyFunSuite
 
 /**
  * One reader's failure on the server stays that reader's: two readers share a connection, the
- * partition of one breaks mid-stream, and the other still receives every buffer over the same
- * connection, which stays open. A file that fails in the middle of a payload it is sending with
- * sendfile cannot leave the frame whole: that closes the connection, and every reader on it fails
- * naming the server, none with a wrong record.
+ * partition of one breaks mid-stream, or its file is cut short under its open reader, and the
+ * other still receives every buffer over the same connection, which stays open: a frame's stored
+ * buffers are read before any of it is sent, so a read that fails fails only its reader.
  */
 class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
 
@@ -19,7 +18,7 @@ class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
   private val recordSize = 1000
 
   private val breakages: Seq[(String, SortMergeResultPartition => TestingExecutor => Unit)] = Seq(
-    "its file is deleted" -> (p => _ => p.file.delete()),
+    "its file is deleted" -> (p => a => a.served(p.partitionId).file.delete()),
     "its partition is released" -> (p =>
       a =>
         a.partitionManager.releasePartition(p.partitionId,
@@ -95,7 +94,7 @@ class PartitionRequestQueueSuite extends AnyFunSuite with NettyLeakDetection {
       : (SortMergeResultPartition, SortMergeResultPartition, TestingGateReader, TestingGateReader) = {
     val good = a.blockingPartition(ResultPartitionID(1, 0), 1, None)
     val bad = a.blockingPartition(ResultPartitionID(1, 1), 1, None)
-    Seq(good, bad).foreach { p => TestingRecords.writeMany(p, 0, records, recordSize); p.finish() }
+    Seq(good, bad).foreach { p => TestingRecords.writeMany(p, 0, records, recordSize); a.finish(p) }
     val goodReader = new TestingGateReader(b.gate("good", Vector(GateInput(good.partitionId, 0, 1, a.location))))
     val badReader = new TestingGateReader(b.gate("bad", Vector(GateInput(bad.partitionId, 0, 1, a.location))))
     for (_ <- 0 until 100) assert(badReader.readOne())

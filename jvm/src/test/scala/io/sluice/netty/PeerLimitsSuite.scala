@@ -52,7 +52,7 @@ class PeerLimitsSuite extends AnyFunSuite {
     withExecutors(a, b) {
       try {
         val blocking = (0 until 3).map(i => a.blockingPartition(ResultPartitionID(1, i), 2, None))
-        blocking.foreach { p => for (s <- 0 until 2) TestingRecords.writeMany(p, s, 400, 200); p.finish() }
+        blocking.foreach { p => for (s <- 0 until 2) TestingRecords.writeMany(p, s, 400, 200); a.finish(p) }
         val pipelined = a.pipelinedPartition(ResultPartitionID(2, 5), 2)
 
         // The flood: one Sluice connection holding 16 readers (the partitions' ids are guessable; some
@@ -115,7 +115,7 @@ class PeerLimitsSuite extends AnyFunSuite {
     withExecutors(a, b, c) {
       val p = a.blockingPartition(ResultPartitionID(1, 0), 1, None)
       TestingRecords.writeMany(p, 0, 300, 200)
-      p.finish()
+      a.finish(p)
       val first = new TestingGateReader(b.gate("b", Vector(GateInput(p.partitionId, 0, 1, a.location))))
       assert(first.readAll() == Map((0L, 0) -> 300))
       first.close()

@@ -18,8 +18,11 @@ import org.apache.spark.unsafe.Platform
 
 /**
  * One simulated executor for transport tests: its own NetworkBufferPool, ResultPartitionManager
- * and NettyConnectionManager on loopback, so several of them in one JVM talk over real TCP.
- * Small 4 KiB segments make tests move many buffers quickly.
+ * and NettyConnectionManager on loopback, so several of them in one JVM talk over real TCP. Its
+ * blocking partitions take the production path: written into its local dir's layout, then
+ * finished and registered ([[finish]]) as the Spark layer's writer does, so readers get them from
+ * the finished-partition table and the index cache. Small 4 KiB segments make tests move many
+ * buffers quickly. (Many executors with production environments: the bench's SimulatedCluster.)
  */
 final class TestingExecutor(
     val executorId: String,
@@ -32,7 +35,11 @@ final class TestingExecutor(
 
   val conf: SluiceConf = SluiceConf(TestingExecutor.DefaultSettings ++ settings)
   val networkBufferPool = new NetworkBufferPool(numSegments, conf.segmentSize)
-  val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles))
+  private val spillDir: File = Files.createTempDirectory(s"sluice-$executorId").toFile
+  // As ShuffleEnvironment builds it: finished partitions kept as table rows over this layout, the index cache.
+  private val layout = new PartitionedFileLayout(IndexedSeq(spillDir))
+  val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles), Some(layout),
+    conf.get(SluiceOptions.IndexCacheSize))
 
   /** `transportSettings` over the defaults, or a TransportConf made by Spark (sparkTransportConf). */
   val transportConf: TransportConf = TransportConfOverlay(
@@ -45,7 +52,6 @@ final class TestingExecutor(
   val location: ProducerLocation = ProducerLocation(executorId, "127.0.0.1", port)
   val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
     fileCipher)
-  private lazy val spillDir: File = Files.createTempDirectory(s"sluice-$executorId").toFile
   TestingExecutor.running.put(port, this)
 
   def counters: TransportCounters = connectionManager.counters
@@ -68,16 +74,32 @@ final class TestingExecutor(
     p
   }
 
-  /** A registered, not yet written blocking partition spilling to a temp dir (encrypted with `fileCipher`, if any). */
+  /**
+   * A blocking partition to be written by the test, in this executor's local dir (encrypted with
+   * `fileCipher`, if any), made as ShuffleEnvironment makes one; readers see it once [[finish]]ed.
+   */
   def blockingPartition(
       id: ResultPartitionID, numSubpartitions: Int, codec: Option[BlockCodec], poolSize: Int = 4): SortMergeResultPartition = {
     val pool = networkBufferPool.createBufferPool(1, poolSize, s"partition $id")
-    val file = PartitionedFile.create(new File(spillDir, s"${id.shuffleId}-${id.producerId}-${System.nanoTime()}.data"),
-      numSubpartitions, codec, fileCipher)
-    val p = new SortMergeResultPartition(id, numSubpartitions, pool, file, conf.get(SluiceOptions.RequestBufferTimeout))
+    val file = PartitionedFile.create(layout.writtenFile(id), numSubpartitions, codec, fileCipher, partitionManager.indexCache)
+    new SortMergeResultPartition(id, numSubpartitions, pool, file, conf.get(SluiceOptions.RequestBufferTimeout))
+  }
+
+  /**
+   * Finishes `p` and registers it, as the Spark layer's writer does when its map task succeeds: the
+   * manager keeps it as a finished-partition table row, and readers get a partition rebuilt over its
+   * file (see [[served]]).
+   */
+  def finish(p: SortMergeResultPartition): SortMergeResultPartition = {
+    p.finish()
     partitionManager.registerResultPartition(p)
     p
   }
+
+  /** The partition this executor serves for `id` (rebuilt from its table row unless readers hold it). */
+  def served(id: ResultPartitionID): SortMergeResultPartition =
+    partitionManager.getPartition(id).collect { case s: SortMergeResultPartition => s }
+      .getOrElse(throw new AssertionError(s"$executorId serves no blocking partition $id"))
 
   /**
    * A gate over `inputs`, pipelined (one channel per input) when `waitForProducers` is set or any
@@ -121,7 +143,8 @@ final class TestingExecutor(
     TestingExecutor.running.remove(port, this)
     connectionManager.shutdown()
     partitionManager.shutdown()
-    if (spillDir.exists()) { Option(spillDir.listFiles()).foreach(_.foreach(_.delete())); spillDir.delete() }
+    Option(spillDir.listFiles()).foreach(_.foreach(_.delete()))
+    spillDir.delete()
   }
 }
 

@@ -37,7 +37,7 @@ class TlsTransportSuite extends AnyFunSuite {
       val pipelined = a.pipelinedPartition(ResultPartitionID(1, 0), 1)
       val blocking = a.blockingPartition(ResultPartitionID(1, 1), 1, None)
       TestingRecords.writeMany(blocking, 0, 200, 300)
-      blocking.finish()
+      a.finish(blocking)
       val reader = new TestingGateReader(b.gate("r",
           Vector(GateInput(pipelined.partitionId, 0, 1, viaRelay),
             GateInput(blocking.partitionId, 0, 1, viaRelay))))

@@ -48,6 +48,17 @@ class FinishedPartitionTableSuite extends AnyFunSuite {
     assert(t.totalBytes == model.keys.map(_ * 10 + 1).sum)
   }
 
+  test("a file's first rebuild alone may load its index, whatever moves in the table; the IV stays its own") {
+    val t = new FinishedPartitionTable(2)
+    (1L to 4L).foreach(p => t.add(p, fileOf(2, p), 0))
+    assert(t.grantIndexLoad(t.entryOf(4)) && !t.grantIndexLoad(t.entryOf(4)), "once")
+    assert(t.remove(2)) // the last entry (producer 4) moves into the hole
+    assert(!t.grantIndexLoad(t.entryOf(4)), "the grant moved with its entry")
+    assert(t.grantIndexLoad(t.entryOf(3)) && t.iv(t.entryOf(3)) == Some(BufferIv(3, ~3L)), "and the IV did not change")
+    t.add(2, fileOf(2, 2), 0)
+    assert(t.grantIndexLoad(t.entryOf(2)), "a file registered again is a new file")
+  }
+
   test("a file the layout cannot name keeps its path") {
     val t = new FinishedPartitionTable(1)
     val odd = new File("/elsewhere/shuffle-1-4.data")

@@ -48,6 +48,64 @@ class PartitionedFileIndexCacheSuite extends AnyFunSuite with NettyLeakDetection
     assert(!new PartitionedFileIndexCache(0).put(a, new Array[Byte](1)))
   }
 
+  test("room is reserved before an index is loaded: kept when filled, given back when cancelled or its file goes") {
+    val cache = new PartitionedFileIndexCache(800)
+    val (a, b) = (key("/x/a"), key("/x/b"))
+    val r = cache.reserve(a, 100)
+    assert(r != null && cache.size == 100 && cache.get(a) == null, "reserved, not readable before it is filled")
+    assert(cache.reserve(a, 100) == null, "being loaded: another reader reads its own range")
+    r.fill(new Array[Byte](100))
+    assert(cache.get(a) != null && cache.size == 100)
+    cache.reserve(b, 100).cancel()
+    assert(cache.size == 100 && cache.numEntries == 1)
+    val gone = cache.reserve(b, 100)
+    cache.remove(b) // its file was deleted while it loaded
+    gone.fill(new Array[Byte](100))
+    assert(cache.get(b) == null && cache.size == 100)
+    assert(cache.reserve(key("/x/big"), 101) == null, "larger than an eighth of the budget")
+  }
+
+  test("an index a reader loaded makes room for another only once readers took its length in ranges from it") {
+    val cache = new PartitionedFileIndexCache(800)
+    val loaded = (0 until 8).map { i =>
+      val r = cache.reserve(key(s"/x/$i"), 100)
+      r.fill(new Array[Byte](100))
+      r.entry
+    }
+    loaded(0).serve(60)
+    Thread.sleep(PartitionedFileIndexCache.IdleMs + 100)
+    assert(cache.reserve(key("/x/new"), 100) == null, "idle, but none paid for its load yet")
+    loaded(0).serve(40)
+    assert(cache.reserve(key("/x/new"), 100) != null, "the first paid for its load: it makes room")
+    assert(cache.get(key("/x/0")) == null && cache.get(key("/x/1")) != null && cache.size == 800)
+  }
+
+  test("a file's readers load its whole index at most once; the counters show what was read for what was needed") {
+    withTempDir { dir =>
+      val cache = new PartitionedFileIndexCache(1 << 20)
+      val f = file(dir, "p.data", 3, null) // 6 buffers, 2 per subpartition
+      val length = f.indexPath.length()
+      assert(length == PartitionedFileIndex.HeaderSize + 4 * 4 + 20 * 6)
+      def read(file: PartitionedFile, start: Int, end: Int): Int = {
+        val r = PartitionedFileReader.open(file)
+        try r.readIndexRange(start, end, keepIndexOpen = false).size
+        finally r.release()
+      }
+      val first = PartitionedFile.restore(f.path, 3, None, f.numBuffersTotal, f.size, cache)
+      assert(read(first, 0, 2) == 4)
+      assert(cache.indexBytesRead == length && cache.indexBytesNeeded == 4 * 3 + 20 * 4, "loaded whole for its range")
+      assert(read(first, 2, 3) == 2 && cache.indexBytesRead == length, "the next range from the heap")
+      cache.remove(PartitionedFileIndexCache.key(f.path)) // dropped
+      assert(read(first, 1, 2) == 2 && cache.indexBytesRead == length + 4 * 2 + 20 * 2, "then by range alone")
+      assert(cache.numEntries == 0, "not loaded a second time")
+      val later = PartitionedFile.restore(f.path, 3, None, f.numBuffersTotal, f.size, cache, mayLoadIndex = false)
+      assert(read(later, 0, 3) == 6 && cache.numEntries == 0, "a file rebuilt again never loads it")
+      assert(cache.indexBytesNeeded == (4 * 3 + 20 * 4) + (4 * 2 + 20 * 2) * 2 + (4 * 4 + 20 * 6))
+      assert(cache.indexBytesRead == length + (4 * 2 + 20 * 2) + (4 * 4 + 20 * 6))
+      f.delete()
+    }
+  }
+
   test("readers take their ranges from the index the writer left in the cache, never from the index file") {
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withTempDir { dir =>

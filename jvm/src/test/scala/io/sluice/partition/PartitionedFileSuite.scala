@@ -1,7 +1,6 @@
 package io.sluice.partition
 
-import java.io.{ByteArrayOutputStream, File}
-import java.nio.channels.Channels
+import java.io.File
 
 import io.netty.buffer.{ByteBuf, Unpooled}
 import io.sluice.NettyLeakDetection
@@ -53,27 +52,6 @@ class PartitionedFileSuite extends AnyFunSuite with NettyLeakDetection {
       f.delete()
       assert(!f.path.exists() && !f.indexPath.exists(), "deleted with its index")
       intercept[java.io.IOException](f.numBuffers(0))
-    }
-  }
-
-  test("a spilled buffer goes to a channel as a file region, from any position") {
-    withTempDir { dir =>
-      val f = PartitionedFile.create(new File(dir, "p.data"), 1, Some(BlockCodec.forSparkCodec("zstd", 1)))
-      val data = Array.tabulate(5000)(j => (j % 13).toByte)
-      val b = buf(data); f.write(0, b); b.release()
-      f.finishWriting()
-      val s = f.buffer(0, 0)
-      assert(s.isCompressed && s.rawLength == 5000 && s.storedLength < 5000)
-      val region = s.toFileRegion
-      assert(region.count() == s.storedLength)
-      val out = new ByteArrayOutputStream()
-      val ch = Channels.newChannel(out)
-      var pos = 0L
-      while (pos < region.count()) pos += region.transferTo(ch, pos)
-      assert(region.transferred() == region.count())
-      assert(out.toByteArray.sameElements(read(s)))
-      assert(region.release())
-      f.delete()
     }
   }
 

@@ -1,8 +1,11 @@
 package io.sluice.partition
 
+import java.util.concurrent.{CountDownLatch, TimeUnit}
+
 import scala.collection.mutable.ArrayBuffer
 
-import io.sluice.NettyLeakDetection
+import io.netty.buffer.{ByteBufUtil, Unpooled}
+import io.sluice.{NettyLeakDetection, TestingThread}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.memory.TestingBufferPools._
 import io.sluice.partition.TestingFileHandles.openUnder
@@ -108,7 +111,7 @@ class UnionResultSubpartitionViewSuite extends AnyFunSuite with NettyLeakDetecti
     }
   }
 
-  test("released from another thread mid-read: the current view goes, nothing more is opened") {
+  test("released from another thread mid-read: the read under way ends, its handle closes, nothing more is opened") {
     assume(TestingFileHandles.isSupported, "needs /proc/self/fd")
     withNetworkBufferPool(64, 4096) { global =>
       withTempDir { dir =>
@@ -116,11 +119,38 @@ class UnionResultSubpartitionViewSuite extends AnyFunSuite with NettyLeakDetecti
         val ps = outputs(global, dir, manager, 3, records = 5)
         val u = UnionResultSubpartitionView.open(manager, ps.map(p => (p.partitionId, 0, 2)),
           new TestingAvailabilityListener, sharedFiles = false)
-        assert(u.getNextBuffer().spilled != null && openUnder(dir) == 1)
-        val releaser = new io.sluice.TestingThread("releaser")(u.releaseAllResources())
-        releaser.join()
-        assert(u.isReleased && u.openInput == -1 && openUnder(dir) == 0)
-        assert(u.getNextBuffer() == null && openUnder(dir) == 0)
+        val opening = new CountDownLatch(1)
+        val proceed = new CountDownLatch(1)
+        recordingOpens { opened =>
+          val recording = PartitionedFileReader.ioListener
+          // The reader stops inside its first getNextBuffer, as it opens input 0's file.
+          PartitionedFileReader.ioListener = (f, what) => {
+            recording(f, what)
+            if (what == "open" && opening.getCount > 0) { opening.countDown(); proceed.await(60, TimeUnit.SECONDS) }
+          }
+          val reader = new TestingThread("reader")(u.getNextBuffer())
+          assert(opening.await(60, TimeUnit.SECONDS), "the reader is opening input 0's file")
+          assert(u.openInput == 0 && openUnder(dir) == 0)
+          new TestingThread("releaser")(u.releaseAllResources()).join()
+          assert(u.isReleased && u.openInput == -1, "the view being read is released at once")
+          proceed.countDown()
+          val got = reader.join()
+          assert(openUnder(dir) == 0, "the handle the reader opened after the release is closed")
+          if (got != null) {
+            // A buffer handed out after all is readable through a handle of its own, and exact.
+            assert(got.spilled != null && u.lastInput == 0)
+            val bytes = Unpooled.buffer(got.spilled.storedLength)
+            try {
+              got.spilled.readInto(bytes)
+              val onDisk = java.nio.file.Files.readAllBytes(ps(0).file.path.toPath)
+              assert(ByteBufUtil.getBytes(bytes).sameElements(
+                  onDisk.slice(got.spilled.offset.toInt, got.spilled.offset.toInt + got.spilled.storedLength)))
+            } finally bytes.release()
+            assert(openUnder(dir) == 0)
+          }
+          assert(u.getNextBuffer() == null && u.openInput == -1 && openUnder(dir) == 0)
+          assert(opened.map(_.path).distinct == Seq(ps(0).file.path), "no input after the first was opened")
+        }
         ps.foreach(p => manager.releasePartition(p.partitionId, null))
       }
     }

@@ -7,7 +7,10 @@ import io.sluice.memory.{BufferRecycler, MemorySegment, NetworkBuffer, NetworkBu
  * The scratch buffers of one [[SingleInputGate]]: unpooled segments, counted in the network
  * memory, taken when the gate starts reading. A [[LocalInputChannel]] reads spilled local data
  * into one, the gate's [[InputBufferDecoder]] decompresses into the other. Each is lent to one
- * buffer at a time: the task releases the slice it was handed before asking for the next.
+ * buffer at a time: the task releases the slice it was handed before asking for the next. A
+ * segment goes back to the executor when its last reference does: the gate's own, dropped at
+ * [[close]], and the slice the task may still hold (a gate closed by another thread, e.g. a killed
+ * task's completion listener, while its task reads).
  *
  * Taken by the gate's task thread; closed from any thread. The monitor guards both.
  */
@@ -17,9 +20,12 @@ private[consumer] final class GateScratchBuffers(
     bufferRequestTimeoutMs: Long,
     decoder: InputBufferDecoder) {
 
-  private var segments: java.util.List[MemorySegment] = java.util.Collections.emptyList()
   private var readScratch: NetworkBuffer = _
   private var closed = false
+
+  // Gives a scratch segment back to the executor once the last reference to its buffer is gone.
+  private val giveBack: BufferRecycler = (segment: MemorySegment) =>
+    networkBufferPool.recycleUnpooledSegments(java.util.List.of(segment))
 
   /**
    * Takes the segments the gate needs: one to read into when `readBuffer` (some local channel
@@ -33,12 +39,9 @@ private[consumer] final class GateScratchBuffers(
     val taken = networkBufferPool.requestUnpooledSegments(n, bufferRequestTimeoutMs, s"$owner (scratch buffers)")
     val open = synchronized {
       if (!closed) {
-        segments = taken
         var i = 0
-        if (readBuffer) { readScratch = new NetworkBuffer(taken.get(i), GateScratchBuffers.NoRecycle); i += 1 }
-        if (decoder.needsDecompressScratch) {
-          decoder.decompressScratch = new NetworkBuffer(taken.get(i), GateScratchBuffers.NoRecycle)
-        }
+        if (readBuffer) { readScratch = new NetworkBuffer(taken.get(i), giveBack); i += 1 }
+        if (decoder.needsDecompressScratch) decoder.decompressScratch = new NetworkBuffer(taken.get(i), giveBack)
       }
       !closed
     }
@@ -57,27 +60,15 @@ private[consumer] final class GateScratchBuffers(
   }
 
   /**
-   * Drops the gate's own references to its scratch buffers (a slice the task still holds keeps
-   * its own) and returns their segments, which the caller gives back to the executor once its
-   * channels are released. Idempotent: a second close returns none.
+   * Drops the gate's own references to its scratch buffers: a segment goes back to the executor
+   * now, or when the task releases the slice it still holds. Idempotent.
    */
-  def close(): java.util.List[MemorySegment] = {
-    val (s, buffers) = synchronized {
-      val s = segments
+  def close(): Unit = {
+    val buffers = synchronized {
       val b = if (closed) Nil else Seq(readScratch, decoder.decompressScratch).filter(_ != null)
       closed = true
-      segments = java.util.Collections.emptyList()
-      (s, b)
+      b
     }
     buffers.foreach(_.release())
-    s
-  }
-}
-
-private object GateScratchBuffers {
-
-  /** Scratch segments stay with the gate; releasing their last slice must not recycle them. */
-  object NoRecycle extends BufferRecycler {
-    override def recycle(segment: MemorySegment): Unit = ()
   }
 }

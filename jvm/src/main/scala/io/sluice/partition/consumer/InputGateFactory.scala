@@ -111,6 +111,9 @@ final class InputGateFactory(
         in.producer.executorId == localExecutorId &&
           partitionManager.isBlocking(in.partitionId))
       gate.setChannels(channels, readsSpilledLocally)
+      // Every executor the gate reads from gets its connection opened now, on the connector threads,
+      // so a channel whose turn in the window comes later finds it open.
+      groups.foreach { case (p, _) => if (p.executorId != localExecutorId) connectionManager.connectAhead(p.host, p.port) }
       gate
     } catch {
       case e: Throwable =>

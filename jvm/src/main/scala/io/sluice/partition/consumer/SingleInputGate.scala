@@ -316,7 +316,7 @@ final class SingleInputGate(
    */
   def close(): Unit = if (!closed) {
     closed = true
-    val scratchSegments = scratch.close()
+    scratch.close()
     channelsWithData.synchronized(channelsWithData.notifyAll())
     var error: Throwable = null
     channels.foreach { c =>
@@ -325,7 +325,6 @@ final class SingleInputGate(
     }
     window.close()
     floatingBuffers.lazyDestroy()
-    networkBufferPool.recycleUnpooledSegments(scratchSegments)
     if (error != null) throw error
   }
 

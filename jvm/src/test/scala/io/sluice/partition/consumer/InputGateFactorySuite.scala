@@ -47,13 +47,13 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       val parts = (0 until 2).map { i =>
         val p = a.blockingPartition(ResultPartitionID(2, i), 3, lz4)
         for (s <- 0 until 3) TestingRecords.writeMany(p, s, 400, 100 + 50 * s) // several spills through a 4-buffer pool
-        p.finish()
+        a.finish(p)
         assert(p.numSpills > 1)
         p
       }
       val localToo = b.blockingPartition(ResultPartitionID(2, 9), 3, lz4)
       TestingRecords.writeMany(localToo, 1, 300, 200)
-      localToo.finish()
+      b.finish(localToo)
       for (round <- 1 to 2) {
         val inputs =
           parts.map(p => GateInput(p.partitionId, 1, 3, a.location)) :+ GateInput(localToo.partitionId, 1, 2, b.location)
@@ -75,7 +75,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       val remote = a.blockingPartition(ResultPartitionID(4, 0), 2, lz4)
       val local = b.blockingPartition(ResultPartitionID(4, 1), 2, lz4)
       for (p <- Seq(remote, local); s <- 0 until 2) TestingRecords.writeMany(p, s, 300, 500 + 100 * s)
-      Seq(remote, local).foreach(_.finish())
+      a.finish(remote); b.finish(local)
       val gate = b.gate("reader",
         Vector(GateInput(remote.partitionId, 0, 2, a.location),
           GateInput(local.partitionId, 0, 2, b.location)), lz4)
@@ -106,7 +106,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       for (codec <- Seq(None, lz4)) {
         val p = a.blockingPartition(ResultPartitionID(3, if (codec.isEmpty) 0 else 1), 1, codec)
         TestingRecords.writeMany(p, 0, 200, 300)
-        p.finish()
+        a.finish(p)
         val raf = new RandomAccessFile(p.file.path, "rw")
         try { raf.seek(raf.length() / 2); val x = raf.read(); raf.seek(raf.length() / 2); raf.write(x ^ 0x5a) }
         finally raf.close()
@@ -136,7 +136,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       e: TestingExecutor, id: ResultPartitionID, n: Int, codec: Option[BlockCodec]): SortMergeResultPartition = {
     val p = e.blockingPartition(id, 2, codec)
     (0 until n).foreach(i => TestingRecords.write(p, i % 2, marked(i)))
-    p.finish()
+    e.finish(p)
     assert(p.numSpills > 1, "several regions")
     p
   }
@@ -258,7 +258,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       val parts = (0 until 300).map { i =>
         val p = a.blockingPartition(ResultPartitionID(11, i), 4, None, poolSize = 2)
         for (s <- 0 until 4) TestingRecords.writeMany(p, s, count(i), 100 + (i % 4) * 500)
-        p.finish()
+        a.finish(p)
         p
       }
       val gates = (0 until 4).map(s => b.gate(s"reducer $s", parts.map(p => GateInput(p.partitionId, s, s + 1, a.location))))
@@ -288,13 +288,13 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       val remote = for ((a, e) <- producers.zipWithIndex; i <- 0 until 8) yield {
         val p = a.blockingPartition(ResultPartitionID(12, e * 100L + i), 1, None)
         TestingRecords.writeMany(p, 0, 20, 300)
-        p.finish()
+        a.finish(p)
         (a, p)
       }
       val local = (0 until 3).map { i =>
         val p = b.blockingPartition(ResultPartitionID(12, 1000L + i), 1, None)
         TestingRecords.writeMany(p, 0, 20, 300)
-        p.finish()
+        b.finish(p)
         (b, p)
       }
       val inputs = (remote ++ local).map { case (e, p) => GateInput(p.partitionId, 0, 1, e.location) }
@@ -322,7 +322,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
     withExecutors(a, b) {
       val p = a.blockingPartition(ResultPartitionID(13, 0), 2, None)
       for (s <- 0 until 2) TestingRecords.writeMany(p, s, 50, 200)
-      p.finish()
+      a.finish(p)
       val gate = b.gate("lazy", (0 until 2).map(s => GateInput(p.partitionId, s, s + 1, a.location)))
       assert(gate.numChannelsRequested == 0)
       assert(b.connectionManager.numClientConnections == 0 && a.counters.activeReaders.get == 0)
@@ -346,7 +346,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
       val (left, right) =
         (a.blockingPartition(ResultPartitionID(14, 0), 1, None), a.blockingPartition(ResultPartitionID(14, 1), 1, None))
       // Far more data than the unread gate's pool holds: requested, it would fill the pool and stall the connection.
-      Seq(left, right).foreach { p => TestingRecords.writeMany(p, 0, 400, 1000); p.finish() }
+      Seq(left, right).foreach { p => TestingRecords.writeMany(p, 0, 400, 1000); a.finish(p) }
       val unread = new TestingGateReader(b.gate("join right side", Vector(GateInput(right.partitionId, 0, 1, a.location))))
       val read = new TestingGateReader(b.gate("join left side", Vector(GateInput(left.partitionId, 0, 1, a.location))))
       // Had the unread gate requested its partition, its data would fill its pool and stall the
@@ -366,7 +366,7 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
     withExecutors(a, b) {
       val p = a.blockingPartition(ResultPartitionID(15, 0), 3, None)
       for (s <- 0 until 3) TestingRecords.writeMany(p, s, 100, 500)
-      p.finish()
+      a.finish(p)
       val other = b.networkBufferPool.createBufferPool(11, 11, "another task's partition")
       val gate = b.gate("patient", (0 until 3).map(s => GateInput(p.partitionId, s, s + 1, a.location)))
       val reader = new TestingGateReader(gate)

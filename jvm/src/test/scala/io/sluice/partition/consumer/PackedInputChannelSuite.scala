@@ -21,7 +21,7 @@ class PackedInputChannelSuite extends AnyFunSuite with NettyLeakDetection {
       e: TestingExecutor, id: ResultPartitionID, records: Int => Int, size: Int => Int): SortMergeResultPartition = {
     val p = e.blockingPartition(id, 3, None)
     for (s <- 0 until 3) TestingRecords.writeMany(p, s, records(s), size(s))
-    p.finish()
+    e.finish(p)
     p
   }
 

@@ -22,7 +22,7 @@ class RequestFrameLimitSuite extends AnyFunSuite with NettyLeakDetection {
     (0 until n).map { i =>
       val p = e.blockingPartition(ResultPartitionID(shuffle, i), 1, None, poolSize = 1)
       TestingRecords.writeMany(p, 0, records, size)
-      p.finish()
+      e.finish(p)
       p
     }
 
@@ -39,33 +39,39 @@ class RequestFrameLimitSuite extends AnyFunSuite with NettyLeakDetection {
     a.awaitAllBuffersBack(); b.awaitAllBuffersBack()
   }
 
-  test("at a 64k frame limit a gate reads 3,300 outputs of one executor over split requests; a second gate is untouched") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B")
-    withExecutors(a, b) {
-      val limit = b.conf.get(SluiceOptions.MaxFrameLength)
-      assert(limit == (64L << 10))
-      val wide = outputs(a, 30, 3300)
-      val small = outputs(a, 31, 5, records = 20, size = 300)
-      val other = new TestingGateReader(b.gate("second reducer", inputsOf(small, a)))
-      assert(other.readOne(), "the second gate reads over the connection first")
-      val connection = b.clientChannelTo(a)
-      val gate = b.gate("wide reducer", inputsOf(wide, a))
-      val channels = remoteChannels(gate)
-      val perRequest = MultiPartitionRequest.maxInputs(limit)
-      assert(perRequest < 3300 && channels.size == (3300 + perRequest - 1) / perRequest, s"${channels.size} channels")
-      assert(channels.map(_.inputs.size).sum == 3300 && channels.forall(_.inputs.size <= perRequest))
-      assert(channels.flatMap(_.inputs.map(_.index)) == (0 until 3300), "every input once, in order")
-      val reader = new TestingGateReader(gate)
-      assert(reader.readAll() == wide.map(p => (p.partitionId.producerId, 0) -> 1).toMap, "every record of every output")
-      assert((0 until 3300).forall(gate.hasInputEnded))
-      assert(gate.numPartitionRequests == channels.size && gate.peakChannelsInFlight <= gate.maxChannelsInFlight)
-      assert(other.readAll().values.sum == 100, "the second gate read every record too")
-      assert(a.counters.protocolErrors.sum == 0 && b.counters.protocolErrors.sum == 0, "no frame beyond the limit")
-      assert(connection.isActive && (b.clientChannelTo(a) eq connection), "one connection throughout")
-      reader.close()
-      other.close()
-      finish(a, b)
+  // The default limit, and the smallest one the configuration accepts with 4 KiB segments (a
+  // request's frame then holds 678 map outputs).
+  for ((what, limitSetting, n) <-
+      Seq(("a 64k", None, 3300), ("the smallest accepted", Some(SluiceConf.minMaxFrameLength(4096L)), 1500))) {
+    test(s"at $what frame limit a gate reads $n outputs of one executor over split requests; a second gate is untouched") {
+      val settings = limitSetting.map(l => SluiceOptions.MaxFrameLength.key -> l.toString).toMap
+      val a = new TestingExecutor("A", settings)
+      val b = new TestingExecutor("B", settings)
+      withExecutors(a, b) {
+        val limit = b.conf.get(SluiceOptions.MaxFrameLength)
+        assert(limit == limitSetting.getOrElse(64L << 10))
+        val wide = outputs(a, 30, n)
+        val small = outputs(a, 31, 5, records = 20, size = 300)
+        val other = new TestingGateReader(b.gate("second reducer", inputsOf(small, a)))
+        assert(other.readOne(), "the second gate reads over the connection first")
+        val connection = b.clientChannelTo(a)
+        val gate = b.gate("wide reducer", inputsOf(wide, a))
+        val channels = remoteChannels(gate)
+        val perRequest = MultiPartitionRequest.maxInputs(limit)
+        assert(perRequest < n && channels.size == (n + perRequest - 1) / perRequest, s"${channels.size} channels")
+        assert(channels.map(_.inputs.size).sum == n && channels.forall(_.inputs.size <= perRequest))
+        assert(channels.flatMap(_.inputs.map(_.index)) == (0 until n), "every input once, in order")
+        val reader = new TestingGateReader(gate)
+        assert(reader.readAll() == wide.map(p => (p.partitionId.producerId, 0) -> 1).toMap, "every record of every output")
+        assert((0 until n).forall(gate.hasInputEnded))
+        assert(gate.numPartitionRequests == channels.size && gate.peakChannelsInFlight <= gate.maxChannelsInFlight)
+        assert(other.readAll().values.sum == 100, "the second gate read every record too")
+        assert(a.counters.protocolErrors.sum == 0 && b.counters.protocolErrors.sum == 0, "no frame beyond the limit")
+        assert(connection.isActive && (b.clientChannelTo(a) eq connection), "one connection throughout")
+        reader.close()
+        other.close()
+        finish(a, b)
+      }
     }
   }
 
@@ -110,7 +116,7 @@ class RequestFrameLimitSuite extends AnyFunSuite with NettyLeakDetection {
         // segment of payload: the largest frame there is) or more frames if packing fell short.
         val p = a.blockingPartition(ResultPartitionID(34, 1), 511, None, poolSize = 4)
         for (s <- 0 until 511) TestingRecords.write(p, s, TestingRecords.record(1, s, 0, 124))
-        p.finish()
+        a.finish(p)
         assert((0 until 511).forall(s => p.file.numBuffers(s) == 1 && p.file.buffer(s, 0).storedLength == 128),
           "one stored buffer of 128 bytes per subpartition")
         val gate = b.gate("reducer", Vector(GateInput(p.partitionId, 0, 511, a.location)))

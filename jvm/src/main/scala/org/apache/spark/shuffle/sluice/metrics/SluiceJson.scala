@@ -117,7 +117,10 @@ private[sluice] object SluiceJson {
 
   def executor(e: ExecutorEntry): JValue = JObject(executorMemory(SluiceExecutorMemory.of(e)).obj ++ List(
     "server_port" -> JInt(e.transport.serverPort), "server_connections" -> JInt(e.transport.serverConnections),
-    "client_connections" -> JInt(e.transport.clientConnections)) ++
+    "client_connections" -> JInt(e.transport.clientConnections),
+    "client_connections_opened" -> JLong(e.transport.clientConnectionsOpened),
+    MetricNames.IndexBytesRead -> JLong(e.totals.getOrElse(MetricNames.IndexBytesRead, 0L)),
+    MetricNames.IndexBytesNeeded -> JLong(e.totals.getOrElse(MetricNames.IndexBytesNeeded, 0L))) ++
     e.transport.reads.values.map { case (name, v) => name -> JLong(v) })
 
   /** Everything the driver holds. */

@@ -12,9 +12,10 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
  * [[SluiceMetricsSource.publish]] registers as the source `sluice` ([[MetricNames.SourceName]]):
  * exported as `<spark.metrics.namespace, else the application id>.<executor id>.sluice.<name>`,
  * whichever way Sluice was switched on. They are the
- * memory segments; the task I/O counters summed over every task and their ...PerSecond rates;
- * the highest pool usage and time share among the running tasks; summed queue lengths; the Sluice
- * server's reads of partition files (summed over executors on the driver); and, once
+ * memory segments; the task I/O counters summed over every task and their ...PerSecond rates; the
+ * executor's own counters (index bytes read and needed); the highest pool usage and time share
+ * among the running tasks; summed queue lengths; the Sluice server's reads of partition files
+ * (summed over executors on the driver); and, once
  * any task tracks latency, a `latency` histogram of every marker's age. Per-task values go to the
  * driver (Sluice tab, `sluice.metrics`) instead, since Spark tasks are too many and too
  * short-lived to be metric scopes of their own.
@@ -36,7 +37,7 @@ private[sluice] final class SluiceMetricsSource(registry: MetricRegistry, values
     gauge[Int](MetricNames.AvailableMemorySegments)(values.segments._2)
     gauge[Int](MetricNames.UsedMemorySegments) { val (t, a) = values.segments; t - a }
     MetricNames.ServerMetrics.foreach(name => gauge[Long](name)(values.reads.values.find(_._1 == name).fold(0L)(_._2)))
-    MetricNames.Counters.foreach { name =>
+    (MetricNames.Counters ++ MetricNames.ExecutorCounters).foreach { name =>
       registry.register(name, new Counter { override def getCount: Long = values.total(name) })
     }
     MetricNames.Rates.foreach(name => gauge[Double](name)(values.aggregate.rate(name)))

@@ -7,7 +7,10 @@ import org.apache.spark.shuffle.sluice.rpc.SluiceMessages.SluiceServer
 /**
  * The driver's list of the executors' Sluice servers, as their reports announce them, from which
  * each executor learns its peers and connects to them before its first reduce task reads from them.
- * Called by the driver plugin's report handler (Spark's RPC threads); thread-safe.
+ * An answer names the `maxPeers` executors that announced theirs after the asking one (the list
+ * read as a ring), so every executor is named to about as many peers as it is named of, however
+ * many executors there are; the rest connect when a reduce task's gate names them. Called by the
+ * driver plugin's report handler (Spark's RPC threads); thread-safe.
  *
  * @param maxPeers the most servers one answer names
  */
@@ -20,7 +23,9 @@ private[sluice] final class PeerServers(maxPeers: Int = PeerServers.MaxPeers) {
     synchronized {
       server.foreach(s => servers(s.executorId) = s)
       servers.filterInPlace((id, _) => live.contains(id) || id == executorId)
-      servers.valuesIterator.filter(_.executorId != executorId).take(maxPeers).toSeq
+      val all = servers.valuesIterator.toIndexedSeq
+      val own = all.indexWhere(_.executorId == executorId) // -1 (not announced yet): from the first
+      (1 to all.size).iterator.map(i => all((own + i) % all.size)).filter(_.executorId != executorId).take(maxPeers).toSeq
     }
 
   def size: Int = synchronized(servers.size)

@@ -63,7 +63,8 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
           "spark.dynamicAllocation.shuffleTracking.enabled" -> "false"): _*))
     // Without Sluice's storage plugin Spark would not know the outputs are kept: refused, naming the key.
     val m = refusal("spark.sluice.service.enabled" -> "true")
-    assert(m.contains(s"${io.sluice.config.SparkSettingRules.ShuffleDataIOKey}=${io.sluice.config.SparkSettingRules.SluiceShuffleDataIO}"), m)
+    assert(m.contains(
+        s"${io.sluice.config.SparkSettingRules.ShuffleDataIOKey}=${io.sluice.config.SparkSettingRules.SluiceShuffleDataIO}"), m)
     // Dynamic allocation without tracking or service: the refusal names the service as a way out.
     val d = refusal("spark.dynamicAllocation.enabled" -> "true", "spark.dynamicAllocation.shuffleTracking.enabled" -> "false")
     assert(d.contains("spark.sluice.service.enabled=true"), d)

@@ -19,12 +19,31 @@ class SluiceMetricsSourceSuite extends AnyFunSuite with NettyLeakDetection {
   test("every metric is registered under its Flink name; before the network stack starts it reads the configured memory") {
     val r = new MetricRegistry
     new SluiceMetricsSource(r, new SluiceMetricsSource.ExecutorValues(() => None, SluiceConf.defaults)).register()
-    val expected = MetricNames.ExecutorMetrics ++ MetricNames.ServerMetrics ++ MetricNames.TaskMetrics
+    val expected = MetricNames.ExecutorMetrics ++ MetricNames.ServerMetrics ++ MetricNames.ExecutorCounters ++
+      MetricNames.TaskMetrics
     assert(r.getNames.asScala.toSet == expected.toSet)
     assert(gauge(r, MetricNames.TotalMemorySegments) == 2048 && gauge(r, MetricNames.UsedMemorySegments) == 0)
     assert(gauge(r, MetricNames.ReadQueueLength) == 0L && gauge(r, MetricNames.TotalReadMemorySegments) == 0L)
-    assert(counter(r, MetricNames.NumRecordsOut) == 0L)
+    assert(counter(r, MetricNames.NumRecordsOut) == 0L && counter(r, MetricNames.IndexBytesRead) == 0L)
     assert(!r.getNames.contains(MetricNames.Latency))
+  }
+
+  test("the executor's own counters are exported as counters, from its registry's probe or the reports' totals") {
+    val pool = new io.sluice.memory.NetworkBufferPool(4, 4096)
+    val registry = new ShuffleMetricRegistry("1", pool)
+    var read = 0L
+    registry.setExecutorCounters(() => Seq(MetricNames.IndexBytesRead -> read, MetricNames.IndexBytesNeeded -> 2 * read))
+    val r = new MetricRegistry
+    new SluiceMetricsSource(r, new SluiceMetricsSource.ExecutorValues(() => Some(registry), SluiceConf.defaults)).register()
+    read = 300L
+    assert(counter(r, MetricNames.IndexBytesRead) == 300L && counter(r, MetricNames.IndexBytesNeeded) == 600L)
+    val store = new MetricStore()
+    store.add(registry.tick())
+    store.add(ExecutorSnapshot("2", 10, SegmentsSnapshot(4096, 4, 4, 0), Nil, Map(MetricNames.IndexBytesRead -> 5L)))
+    val cluster = new MetricRegistry
+    new SluiceMetricsSource(cluster, new SluiceMetricsSource.ClusterValues(store)).register()
+    assert(counter(cluster, MetricNames.IndexBytesRead) == 305L && counter(cluster, MetricNames.IndexBytesNeeded) == 600L)
+    pool.destroy()
   }
 
   test("on a cluster the driver publishes the application's values from the executors' reports") {

@@ -28,6 +28,17 @@ class PeerServersSuite extends AnyFunSuite {
     assert(named.size == 2 && !named.exists(_.executorId == "5"))
   }
 
+  test("answers name the servers announced after the asker's, so every executor is named to maxPeers others") {
+    val peers = new PeerServers(maxPeers = 3)
+    val ids = (1 to 8).map(_.toString)
+    ids.foreach(i => peers.announce(Some(server(i)), i, ids.toSet))
+    val named = ids.map(i => i -> peers.announce(None, i, ids.toSet).map(_.executorId))
+    assert(named.toMap.apply("2") == Seq("3", "4", "5") && named.toMap.apply("7") == Seq("8", "1", "2"))
+    val namedTo = named.flatMap(_._2).groupBy(identity).view.mapValues(_.size).toMap
+    assert(namedTo == ids.map(_ -> 3).toMap, "each server is named to as many executors as an answer names")
+    assert(peers.announce(None, "9", ids.toSet) == Seq("1", "2", "3").map(server), "one not announced: from the first")
+  }
+
   test("the messages that carry the servers survive Sluice's RPC encoding") {
     val reply = SluiceMessages.ReportReply(Nil, Seq(server("1")))
     assert(RpcPayload.decode(RpcPayload.encode(reply)) == reply)
