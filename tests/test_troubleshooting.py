@@ -70,6 +70,8 @@ SERVICE_COMMAND = (
 
 EXEMPT: Dict[str, Tuple[str, ...]] = {
     INVARIANT: (
+        "a spill threshold of <> bytes",
+        "an unbounded spanning record budget never spills",
         "a read scheduler of <> buffers",
         "map-side combine without an aggregator",
         "no more shuffle records",
