@@ -87,7 +87,8 @@ final class NettyConnectionManager(
    * Starts opening the connection to the Sluice server at (host, port) for a reader that will need
    * it, see [[PartitionRequestClientFactory.connectAhead]].
    */
-  def connectAhead(host: String, port: Int): Boolean = !isOwnServer(host, port) && clientFactory.connectAhead(host, port)
+  def connectAhead(host: String, port: Int, node: Boolean = false): Boolean =
+    !isOwnServer(host, port) && clientFactory.connectAhead(host, port, node)
 
   private def isOwnServer(host: String, port: Int): Boolean = host == bindHost && started && port == server.port
 

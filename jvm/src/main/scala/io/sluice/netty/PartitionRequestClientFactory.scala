@@ -144,14 +144,14 @@ final class PartitionRequestClientFactory(
    * Starts opening the connection to (host, port) on a connector thread for a reader that will need
    * it (an input gate's producers, when the gate is created), so channels whose turn comes later
    * find it open; as [[prepareConnection]], without its bound (a reader connects to its producers
-   * anyway). Returns whether an attempt was started.
+   * anyway). `node`: the server is a node shuffle service. Returns whether an attempt was started.
    */
-  def connectAhead(host: String, port: Int): Boolean = {
+  def connectAhead(host: String, port: Int, node: Boolean = false): Boolean = {
     val key = (host, port)
     if (shutDown || clientFactory == null || connections.containsKey(key)) return false
     val fresh = new CompletableFuture[PartitionRequestClient]()
     if (connections.putIfAbsent(key, fresh) != null) return false
-    startConnecting(key, fresh, node = false)
+    startConnecting(key, fresh, node)
     true
   }
 

@@ -117,7 +117,7 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
         val p = a.blockingPartition(ResultPartitionID(47, i), 2, None)
         TestingRecords.writeMany(p, 0, 2, 100)
         TestingRecords.writeMany(p, 1, 3, 100)
-        p.finish()
+        a.finish(p)
         p
       }
       recordingIo { io =>
@@ -127,7 +127,7 @@ class CreditBasedUnionViewReaderSuite extends AnyFunSuite with NettyLeakDetectio
         val frames = remoteChannel(gate).numBuffersReceived
         reader.close()
         val scheduler = a.connectionManager.server.readScheduler
-        val reads = io.asScala.count(e => e.what == "read" && outputs.exists(_.file eq e.file))
+        val reads = io.asScala.count(e => e.what == "read" && outputs.exists(_.file.path == e.file))
         assert(outputs.map(_.file.numBuffersTotal).sum == 2 * outputs.size, "two stored buffers per output")
         // One read per output, and one more for each frame that ends between an output's two buffers.
         assert(frames > 1 && reads >= outputs.size && reads <= outputs.size + frames - 1,

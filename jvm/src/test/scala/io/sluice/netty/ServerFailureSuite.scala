@@ -7,8 +7,8 @@ import io.sluice.NettyLeakDetection
 import io.sluice.config.SluiceOptions
 import io.sluice.netty.TestingExecutor.withReaderAndProducer
 import io.sluice.partition.{
-  PartitionedFile, PartitionedFileReader, PartitionReadScheduler, ProducerFailedException, ResultPartitionID,
-  SortMergeResultPartition
+  PartitionedFile, PartitionedFileReader, PartitionNotFoundException, PartitionReadScheduler, ProducerFailedException,
+  ResultPartitionID, SortMergeResultPartition
 }
 import io.sluice.partition.consumer.{GateInput, InputChannelException}
 import org.scalatest.funsuite.AnyFunSuite
@@ -25,7 +25,7 @@ class ServerFailureSuite extends AnyFunSuite with NettyLeakDetection {
   private def output(e: TestingExecutor, id: ResultPartitionID, records: Int, size: Int): SortMergeResultPartition = {
     val p = e.blockingPartition(id, 2, None)
     TestingRecords.writeMany(p, 0, records, size)
-    p.finish()
+    e.finish(p)
     p
   }
 
@@ -52,9 +52,9 @@ class ServerFailureSuite extends AnyFunSuite with NettyLeakDetection {
   } test(s"$what on the server fails the reading task as itself, not as a fetch failure; a retry reads everything") {
     withReaderAndProducer() { (a, b) =>
       val outputs = (0 until 6).map(i => output(a, ResultPartitionID(60, i), 20, 300))
-      val victim = outputs(3).file
+      val victim = outputs(3).file.path // readers read a partition rebuilt over this file
       val injected = new AtomicInteger
-      injecting((f, how) => if ((f eq victim) && how == io && injected.getAndIncrement() == 0) throw fault(f)) {
+      injecting((f, how) => if (f.path == victim && how == io && injected.getAndIncrement() == 0) throw fault(f)) {
         val reader = new TestingGateReader(b.gate("reducer", inputs(outputs, a)))
         val e = intercept[ServerFailureException](reader.readAll())
         reader.close()
@@ -73,8 +73,8 @@ class ServerFailureSuite extends AnyFunSuite with NettyLeakDetection {
   test("a file that cannot be read is a fetch failure naming the input it holds") {
     withReaderAndProducer() { (a, b) =>
       val outputs = (0 until 6).map(i => output(a, ResultPartitionID(61, i), 20, 300))
-      val victim = outputs(4).file
-      injecting((f, how) => if ((f eq victim) && how == "read") throw new java.io.IOException("bad sector (injected)")) {
+      val victim = outputs(4).file.path
+      injecting((f, how) => if (f.path == victim && how == "read") throw new java.io.IOException("bad sector (injected)")) {
         val gate = b.gate("reducer", inputs(outputs, a))
         val reader = new TestingGateReader(gate)
         val e = intercept[InputChannelException](reader.readAll())
@@ -107,13 +107,19 @@ class ServerFailureSuite extends AnyFunSuite with NettyLeakDetection {
       withReaderAndProducer() { (a, b) =>
         // Three frames per output: the server cannot read far ahead of a paused reader.
         val outputs = (0 until 10).map(i => output(a, ResultPartitionID(63, i), 40, 300))
-        def fail(): Unit = outputs(7).release(new RuntimeException("lost (test)")) // still registered: failed, not gone
+        // Released as a lost executor's outputs are: gone before the request, or failed under its reader.
+        def fail(): Unit = a.partitionManager.releasePartition(outputs(7).partitionId, new RuntimeException("lost (test)"))
         if (when == "before the request") fail()
         val gate = b.gate("reducer", inputs(outputs, a))
         val reader = new TestingGateReader(gate)
         if (when != "before the request") { assert(reader.readOne()); fail() }
         val e = intercept[InputChannelException](reader.readAll())
-        assert(e.getCause.isInstanceOf[ProducerFailedException] && e.getMessage.contains("lost (test)"), e.getMessage)
+        val lost = e.getCause match {
+          case _: PartitionNotFoundException => true
+          case _: ProducerFailedException => true // its reader released it: "released"
+          case _ => false
+        }
+        assert(lost, e.getMessage)
         assert(gate.inputToBlame(e) == 7, s"blamed input ${gate.inputToBlame(e)}: ${e.getMessage}")
         reader.close()
       }

@@ -47,7 +47,7 @@ object TestingBigRecords {
           while (j < size) { record(j) = byteAt(i, j); j += 1 }
           part.emitRecord(0, record, Platform.BYTE_ARRAY_OFFSET, size)
           part.emitRecord(0, record, Platform.BYTE_ARRAY_OFFSET, 100)
-          part.finish()
+          p.finish(part)
           GateInput(part.partitionId, 0, 1, p.location)
         }
       }

@@ -113,7 +113,9 @@ final class InputGateFactory(
       gate.setChannels(channels, readsSpilledLocally)
       // Every executor the gate reads from gets its connection opened now, on the connector threads,
       // so a channel whose turn in the window comes later finds it open.
-      groups.foreach { case (p, _) => if (p.executorId != localExecutorId) connectionManager.connectAhead(p.host, p.port) }
+      groups.foreach { case (p, _) =>
+        if (p.executorId != localExecutorId) connectionManager.connectAhead(p.host, p.port, p.node)
+      }
       gate
     } catch {
       case e: Throwable =>

@@ -46,7 +46,7 @@ class GateBuffersSuite extends AnyFunSuite with NettyLeakDetection {
       val parts: Seq[(TestingExecutor, SortMergeResultPartition)] = producers.zipWithIndex.map { case (p, i) =>
         val part = p.blockingPartition(ResultPartitionID(41, i), reducers, None, poolSize = 2)
         for (r <- 0 until reducers) TestingRecords.writeMany(part, r, 6, 1500) // ~9 KB: three 4 KiB buffers
-        part.finish()
+        p.finish(part)
         (p, part)
       }
       val gates = (0 until reducers).map(r =>
@@ -107,7 +107,7 @@ class GateBuffersSuite extends AnyFunSuite with NettyLeakDetection {
       val parts = producers.zipWithIndex.map { case (p, i) =>
         val part = p.blockingPartition(ResultPartitionID(42, i), 2, None, poolSize = 2)
         for (r <- 0 until 2) TestingRecords.writeMany(part, r, 12, 1800) // ~22 KB: six buffers per channel
-        part.finish()
+        p.finish(part)
         (p, part)
       }
       val gates = (0 until 2).map(r =>
