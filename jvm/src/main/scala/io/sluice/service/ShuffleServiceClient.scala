@@ -43,8 +43,11 @@ final class ShuffleServiceClient(
     val key = secret.map(k => ApplicationKey.derive(k.getSecretKey(appId)))
     val once = plain.createUnmanagedClient(host, port)
     try ask(once, host, port, RegisterApplication(appId, key))
-    catch { case e: IOException => throw failure(host, port, "refused the application", e) }
-    finally once.close()
+    catch {
+      case e: IOException =>
+        throw new IOException(s"The Sluice shuffle service at $host:$port (${SluiceOptions.ServicePort.key}) refused " +
+            s"application $appId: ${e.getMessage}", e)
+    } finally once.close()
     val timeout = send(host, port, RegisterExecutor(appId, executorId, dirs))
     timeout.toLongOption.getOrElse(0L)
   }
@@ -65,9 +68,9 @@ final class ShuffleServiceClient(
   private def send(host: String, port: Int, m: Message): String = {
     val client =
       try authenticated.createClient(host, port)
-      catch { case e: Exception => throw failure(host, port, "could not be reached", e) }
+      catch { case e: Exception => throw failure(host, port, s"could not be reached by application $appId", e) }
     try ask(client, host, port, m)
-    catch { case e: IOException => throw failure(host, port, s"failed ${m.getClass.getSimpleName}", e) }
+    catch { case e: IOException => throw failure(host, port, s"failed ${m.getClass.getSimpleName} of application $appId", e) }
   }
 
   private def ask(client: TransportClient, host: String, port: Int, m: Message): String =

@@ -58,7 +58,9 @@ class SluiceShuffleDriverComponents(conf: SparkConf) extends ShuffleDriverCompon
     val sluice = SluiceEnvironment.engineConf(c)
     val transportConf = TransportConfOverlay(SparkInternals.transportConf(c, 1), sluice)
     val secret = if (SparkInternals.isAuthenticationEnabled) Some(SparkInternals.secretKeyHolder) else None
-    new ShuffleServiceClient(transportConf, c.getAppId, secret, SluiceEnvironment.networkTimeoutMs(c))
+    // Messages to services are small: a dead service must not hold the application's stop for spark.network.timeout.
+    new ShuffleServiceClient(transportConf, c.getAppId, secret,
+      math.min(SluiceEnvironment.networkTimeoutMs(c), SluiceShuffleDriverComponents.MaxMessageWaitMs))
   }
 
   override def supportsReliableStorage(): Boolean = serviceEnabled
@@ -77,6 +79,9 @@ class SluiceShuffleDriverComponents(conf: SparkConf) extends ShuffleDriverCompon
 }
 
 private[sluice] object SluiceShuffleDriverComponents {
+
+  /** The longest the driver waits for one node service's answer (a removal, a heartbeat). */
+  val MaxMessageWaitMs = 10000L
 
   /** The driver's components of the running application, for the Sluice tab (None without the service). */
   @volatile private[sluice] var current: Option[SluiceShuffleDriverComponents] = None
