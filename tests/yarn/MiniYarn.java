@@ -3,8 +3,10 @@
  * (Hadoop's MiniYARNCluster, set up as Spark's own BaseYarnClusterSuite does), on loopback.
  *
  *   java -cp <hadoop-client-minicluster, hadoop-client-api, hadoop-client-runtime> \
- *       tests/yarn/MiniYarn.java <HADOOP_CONF_DIR> <node managers> <memory MiB per node manager>
+ *       tests/yarn/MiniYarn.java <HADOOP_CONF_DIR> <node managers> <memory MiB per node manager> [SITE_XML]
  *
+ * SITE_XML, when given, is a yarn-site.xml whose properties the cluster's NodeManagers read too
+ * (an auxiliary service and its settings, as a platform team writes them), over the ones below.
  * Run from the directory the cluster's work files go to (MiniYARNCluster writes under ./target:
  * the NodeManagers' local and log dirs, hence the containers'). Writes yarn-site.xml and
  * core-site.xml into HADOOP_CONF_DIR, prints "READY <ResourceManager address>" and runs until its
@@ -17,14 +19,15 @@ import java.io.OutputStream;
 import java.io.PrintWriter;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.server.MiniYARNCluster;
 
 public final class MiniYarn {
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 3) {
-      System.err.println("usage: MiniYarn <HADOOP_CONF_DIR> <node managers> <memory MiB per node manager>");
+    if (args.length != 3 && args.length != 4) {
+      System.err.println("usage: MiniYarn <HADOOP_CONF_DIR> <node managers> <memory MiB per node manager> [SITE_XML]");
       System.exit(2);
     }
     File confDir = new File(args[0]);
@@ -56,6 +59,13 @@ public final class MiniYarn {
     // Loopback only.
     conf.set("yarn.nodemanager.hostname", "127.0.0.1");
     conf.set("yarn.resourcemanager.hostname", "127.0.0.1");
+    if (args.length == 4) {
+      File site = new File(args[3]);
+      if (!site.isFile()) {
+        throw new IllegalArgumentException("no such yarn-site.xml: " + site);
+      }
+      conf.addResource(new Path(site.getAbsoluteFile().toURI()));
+    }
 
     MiniYARNCluster cluster = new MiniYARNCluster("sluice-yarn", 1, nodeManagers, 1);
     Runtime.getRuntime().addShutdownHook(new Thread(cluster::stop, "mini-yarn-stop"));

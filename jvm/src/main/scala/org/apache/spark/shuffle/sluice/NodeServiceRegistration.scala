@@ -1,6 +1,8 @@
 package org.apache.spark.shuffle.sluice
 
 import java.io.File
+import java.nio.file.Files
+import java.nio.file.attribute.PosixFilePermissions
 
 import scala.util.control.NonFatal
 
@@ -39,6 +41,16 @@ private[sluice] object NodeServiceRegistration extends Logging {
     roots.map(r => new File(r.getAbsoluteFile, s"${ApplicationRegistry.DirPrefix}$appId-$executorId").toPath.normalize().toFile)
 
   /**
+   * Lets the service, which may run as another user of the application dirs' group (YARN's
+   * NodeManager under the LinuxContainerExecutor), list `dir` and delete a dropped shuffle's files
+   * in it: rwxrwx---, as Spark's DiskBlockManager makes its dirs when its external shuffle service
+   * removes blocks (SPARK-37618). The files in it stay as the executor's umask makes them.
+   */
+  private[sluice] def shareWithService(dir: File): Unit =
+    try Files.setPosixFilePermissions(dir.toPath, PosixFilePermissions.fromString("rwxrwx---"))
+    catch { case _: UnsupportedOperationException => () } // not a POSIX file system
+
+  /**
    * Registers executor `executorId` of `appId` with its node's service when the service is on;
    * else, or when it fails and spark.sluice.service.fallbackToExecutor allows, the executor serves
    * its own outputs from `blockManagerDirs`. A failure otherwise stops the executor with an error
@@ -53,6 +65,7 @@ private[sluice] object NodeServiceRegistration extends Logging {
     try {
       dirs.foreach { d =>
         if (!d.isDirectory && !d.mkdirs() && !d.isDirectory) throw new java.io.IOException(s"cannot create $d")
+        shareWithService(d)
       }
       val client = new ShuffleServiceClient(transportConf, appId, secret, timeoutMs)
       try client.registerExecutor(service.host, service.port, executorId, dirs.map(_.getPath))

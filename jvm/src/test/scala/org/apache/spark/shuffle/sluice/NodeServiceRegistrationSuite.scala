@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import java.io.File
 import java.nio.file.Files
+import java.nio.file.attribute.PosixFilePermissions
 
 import io.sluice.NodeServiceAddress
 import io.sluice.config.{SluiceConf, SluiceOptions}
@@ -36,6 +37,9 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
         roots, a => announced = Some(a))
       assert(out.service.contains(node.address) && announced.contains(node.address))
       assert(out.dirs == roots.map(r => new File(r, "sluice-app-7-3")) && out.dirs.forall(_.isDirectory))
+      // The service may run as another user of the dirs' group (YARN's NodeManager): it lists them and deletes in them.
+      assert(out.dirs.map(d => PosixFilePermissions.toString(Files.getPosixFilePermissions(d.toPath))).distinct ==
+        Seq("rwxrwx---"))
       assert(node.service.registry.application("app-7").exists(_.layout.executors == Seq("3" -> out.dirs.toIndexedSeq)))
     } finally node.close()
   }

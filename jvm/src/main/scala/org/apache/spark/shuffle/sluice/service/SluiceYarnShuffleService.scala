@@ -3,43 +3,50 @@ package org.apache.spark.shuffle.sluice.service
 import java.io.File
 import java.nio.ByteBuffer
 import java.util.concurrent.ConcurrentHashMap
-import java.util.concurrent.atomic.AtomicInteger
 
 import scala.jdk.CollectionConverters._
 
 import io.sluice.service.ShuffleService
 import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
 import org.apache.hadoop.yarn.server.api.{
   ApplicationInitializationContext, ApplicationTerminationContext, AuxiliaryService, ContainerInitializationContext,
   ContainerTerminationContext
 }
+import org.apache.spark.internal.Logging
 
 /**
  * The Sluice shuffle service inside a YARN NodeManager, as an auxiliary service (Spark's
- * `YarnShuffleService` is the model): `yarn-site.xml` names it
+ * `YarnShuffleService` is the model). `yarn-site.xml` names it and gives it a class loader of its
+ * own over the plugin jar and Spark's jars (a `:`-separated class path, `dir/STAR` for a dir's jars):
  * {{{
  *   yarn.nodemanager.aux-services = ...,sluice_shuffle
  *   yarn.nodemanager.aux-services.sluice_shuffle.class = org.apache.spark.shuffle.sluice.service.SluiceYarnShuffleService
- *   yarn.nodemanager.aux-services.sluice_shuffle.classpath = <sluice jar>,<Spark's jars dir>/STAR
+ *   yarn.nodemanager.aux-services.sluice_shuffle.classpath = <sluice jar>:<Spark's jars dir>/STAR
  * }}}
  * and its settings (`spark.sluice.service.port`, spark.authenticate, ...) go in yarn-site.xml too.
- * It serves the map outputs of the NodeManager's containers from dirs under the NodeManager's local
- * dirs (yarn.nodemanager.local-dirs); an application may register only while one of its containers
- * runs on this node, and its files go when the NodeManager says it ended (stopApplication), so
- * there is no timeout. With the NodeManager's recovery on, registrations survive its restarts. Spark hands an application's secret only to its own shuffle service, so this
- * one learns an application's key from the application's first executor (see ApplicationRegistry).
- * Called by the NodeManager's service and event threads; thread-safe.
+ * It serves map outputs from dirs under the NodeManager's local dirs (yarn.nodemanager.local-dirs);
+ * an application may register once the NodeManager started a container of it, and its files go
+ * when the NodeManager says it ended (stopApplication), so there is no timeout. With the
+ * NodeManager's recovery on, registrations survive its restarts. Spark hands an application's
+ * secret only to its own shuffle service, so this one learns an application's key from the
+ * application's first executor (see ApplicationRegistry). Called by the NodeManager's service and
+ * event threads; thread-safe.
  */
-class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService.Name) {
+class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService.Name) with Logging {
 
   @volatile private var service: ShuffleService = _
-  private val containers = new ConcurrentHashMap[String, AtomicInteger]() // application id -> containers seen
+  private val started = ConcurrentHashMap.newKeySet[String]() // applications a container of which was started here
 
   override protected def serviceInit(conf: Configuration): Unit = {
+    // Under the NodeManager's isolated class loader (the classpath setting) this is also where
+    // Spark's default log4j2 profile comes into effect for the service's own logging.
+    logInfo(s"Starting the Sluice shuffle service ($getName)")
     val props = conf.iterator().asScala.map(e => e.getKey -> e.getValue).filter(e => ServiceConfiguration.relevant(e._1)).toMap
-    val localDirs = conf.getTrimmedStrings("yarn.nodemanager.local-dirs").toSeq.map(d => new File(stripScheme(d)))
-    // The NodeManager's recovery path (yarn.nodemanager.recovery.enabled) keeps registrations across its restarts.
-    val recovery = Option(getRecoveryPath).map(p => new File(stripScheme(p.toUri.toString), "sluice"))
+    val localDirs = conf.getTrimmedStrings("yarn.nodemanager.local-dirs").toSeq.map(d => localFile(new Path(d)))
+    // The NodeManager's recovery path (yarn.nodemanager.recovery.enabled; a qualified file: path) keeps
+    // registrations across its restarts.
+    val recovery = Option(getRecoveryPath).map(p => new File(localFile(p), "sluice"))
     service = ServiceConfiguration.service(props, bindHost = "0.0.0.0", admit = admit, allowedRoots = localDirs,
       applicationTimeoutMs = Some(0L), recoveryDir = recovery)
     super.serviceInit(conf)
@@ -47,7 +54,7 @@ class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService
 
   override protected def serviceStart(): Unit = {
     val port = service.start()
-    SluiceYarnShuffleService.log.info(s"Sluice shuffle service listening on port $port")
+    logInfo(s"Sluice shuffle service listening on port $port")
     super.serviceStart()
   }
 
@@ -58,11 +65,10 @@ class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService
 
   /** An application may register while a container of it was started here and the application has not ended. */
   private def admit(appId: String): Option[String] =
-    if (containers.containsKey(appId)) None else Some("no container of it was started on this NodeManager")
+    if (started.contains(appId)) None else Some("no container of it was started on this NodeManager")
 
   override def initializeContainer(context: ContainerInitializationContext): Unit = {
-    val app = context.getContainerId.getApplicationAttemptId.getApplicationId.toString
-    containers.computeIfAbsent(app, _ => new AtomicInteger).incrementAndGet()
+    started.add(context.getContainerId.getApplicationAttemptId.getApplicationId.toString)
   }
 
   override def stopContainer(context: ContainerTerminationContext): Unit = ()
@@ -71,7 +77,7 @@ class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService
 
   override def stopApplication(context: ApplicationTerminationContext): Unit = {
     val app = context.getApplicationId.toString
-    containers.remove(app)
+    started.remove(app)
     if (service != null) service.applicationEnded(app)
   }
 
@@ -86,13 +92,12 @@ class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService
   /** The service's metrics, as JSON (tests, the NodeManager's logs). */
   def status: String = if (service == null) "{}" else service.status()
 
-  private def stripScheme(dir: String): String = if (dir.startsWith("file://")) dir.stripPrefix("file://") else dir
+  /** A local path as the NodeManager writes it (`/x`, `file:/x`, `file:///x`) as a file. */
+  private def localFile(path: Path): File = new File(path.toUri.getPath)
 }
 
 object SluiceYarnShuffleService {
 
   /** The name yarn-site.xml gives the service (yarn.nodemanager.aux-services). */
   val Name = "sluice_shuffle"
-
-  private val log = org.slf4j.LoggerFactory.getLogger(classOf[SluiceYarnShuffleService])
 }
