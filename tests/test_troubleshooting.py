@@ -61,7 +61,7 @@ def test_the_refusals_and_setting_errors_are_all_listed() -> None:
         "cannot run with",
         "was built for Spark",
         "Sluice cannot compress buffers",
-        "Sluice cannot keep shuffle data",
+        "in Spark's fallback storage, but this executor has none",
         "sluice.configure cannot switch on Sluice",
         "A SparkContext is already running",
         "must be at least",

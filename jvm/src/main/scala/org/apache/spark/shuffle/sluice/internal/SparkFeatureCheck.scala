@@ -19,7 +19,8 @@ import org.apache.spark.shuffle.sluice.SluiceShuffleManager
  * Without this check the external shuffle service setting makes the application hang while its
  * executors retry a service that is not there (local-cluster) or lose outputs silently. (Decommissioning
  * is served: Sluice's block resolver migrates finished map outputs, see ShuffleMigration.) Every problem is named with
- * its key and what to set instead, all in one message. Stateless; called by the blocking manager
+ * its key and what to set instead, all in one message. (Sluice's storage plugin is required where
+ * it must act on the driver: for the node service, and to delete the fallback storage's copies.) Stateless; called by the blocking manager
  * in every JVM before anything else starts.
  */
 private[sluice] object SparkFeatureCheck {
@@ -31,7 +32,8 @@ private[sluice] object SparkFeatureCheck {
       dynamicAllocation: Boolean,
       shuffleTracking: Boolean,
       nodeService: Boolean = false,
-      shuffleDataIO: String = DefaultShuffleDataIO)
+      shuffleDataIO: String = DefaultShuffleDataIO,
+      fallbackStorage: Boolean = false)
 
   /** Spark's key of the shuffle storage plugin, its default, and Sluice's. */
   val ShuffleDataIOKey = "spark.shuffle.sort.io.plugin.class"
@@ -68,6 +70,12 @@ private[sluice] object SparkFeatureCheck {
     if (f.nodeService && f.shuffleDataIO != SluiceShuffleDataIO) {
       found += s"spark.sluice.service.enabled=true with $ShuffleDataIOKey=${f.shuffleDataIO}: Spark learns that the " +
         s"node shuffle service keeps map outputs from Sluice's storage plugin. Set $ShuffleDataIOKey=$SluiceShuffleDataIO " +
+        "(sluice.configure and sluice conf do)."
+    }
+    if (f.fallbackStorage && f.shuffleDataIO != SluiceShuffleDataIO) {
+      found += s"spark.storage.decommission.fallbackStorage.path with $ShuffleDataIOKey=${f.shuffleDataIO}: the map " +
+        "outputs decommissioning executors copy to the fallback storage are deleted by Sluice's storage plugin when " +
+        s"Spark drops their shuffle and when the application ends. Set $ShuffleDataIOKey=$SluiceShuffleDataIO " +
         "(sluice.configure and sluice conf do)."
     }
     if (f.dynamicAllocation && !f.shuffleTracking && !f.nodeService) {

@@ -18,6 +18,9 @@ import org.apache.spark.storage.BlockManagerId
  * travels in the location's topology info. So the receiving executor asks this small driver
  * endpoint instead, which points the MapStatus at the executor's Sluice location
  * ([[SparkInternals.mapOutputLocation]]), and answers whether the driver still knows the shuffle.
+ * A decommissioning executor that copied a map output to Spark's fallback storage asks it the same
+ * way, for the fallback storage's location ([[SparkInternals.fallbackStorageLocation]]); the
+ * endpoint notes such shuffles, whose copies the driver deletes when Spark drops them.
  *
  * One endpoint per application, set up on the driver with the first shuffle when executors may
  * move shuffle blocks. Messages travel as [[RpcPayload]] bytes. Thread-safe.
@@ -39,22 +42,6 @@ private[sluice] object ShuffleMigration extends Logging {
     conf.getBoolean("spark.storage.decommission.enabled", false) &&
       conf.getBoolean("spark.storage.decommission.shuffleBlocks.enabled", true)
 
-  /**
-   * Refuses what Sluice cannot honour: a fallback storage for shuffle blocks. Spark's fallback
-   * storage copies only the sort shuffle's index and data files and points map outputs at a
-   * location no Sluice reader can fetch from; with it configured, part of the map outputs would
-   * be "moved" there and lost.
-   */
-  def checkSettings(conf: SparkConf): Unit =
-    if (enabled(conf) && conf.getOption("spark.storage.decommission.fallbackStorage.path").exists(_.nonEmpty)) {
-      throw new IllegalArgumentException("Sluice cannot keep shuffle data in Spark's decommissioning fallback " +
-        "storage (spark.storage.decommission.fallbackStorage.path is set while spark.storage.decommission.enabled " +
-        "and spark.storage.decommission.shuffleBlocks.enabled are on): its readers fetch map outputs from executors, " +
-        "and the fallback storage only holds the sort shuffle's files. Unset " +
-        "spark.storage.decommission.fallbackStorage.path (Sluice moves map outputs to peer executors), or set " +
-        "spark.storage.decommission.shuffleBlocks.enabled=false.")
-    }
-
   /** Sets up the driver's endpoint once (the driver, at the first shuffle, when [[enabled]]). */
   def ensureDriverEndpoint(): Unit = driverEndpoint.ensure(new Endpoint)
 
@@ -71,7 +58,20 @@ private[sluice] object ShuffleMigration extends Logging {
     RpcPayload.decode(Await.result(future, timeoutMs.millis + 5.seconds)).asInstanceOf[MapOutputMovedReply].shuffleKnown
   }
 
-  def reset(): Unit = driverEndpoint.reset()
+  /**
+   * Shuffles some map output of which was pointed at Spark's fallback storage (driver): their
+   * copies are deleted when Spark drops them. Noted before the driver checks that it knows the
+   * shuffle, so a copy made while the shuffle is being dropped is not forgotten.
+   */
+  private val inFallbackStorage = java.util.concurrent.ConcurrentHashMap.newKeySet[Int]()
+
+  /** Whether shuffle `shuffleId` has copies in the fallback storage; forgets it (the driver drops the shuffle). */
+  def takeFallbackShuffle(shuffleId: Int): Boolean = inFallbackStorage.remove(shuffleId)
+
+  def reset(): Unit = {
+    driverEndpoint.reset()
+    inFallbackStorage.clear()
+  }
 
   /** The driver's endpoint; Spark hands it one message at a time. */
   private final class Endpoint extends SparkInternals.DriverEndpoint {
@@ -81,6 +81,7 @@ private[sluice] object ShuffleMigration extends Logging {
     override def receiveAndReply(message: Array[Byte], reply: SparkInternals.RpcReply): Unit =
       RpcPayload.decode(message) match {
         case MapOutputMoved(shuffleId, mapId, location) =>
+          if (location == SparkInternals.fallbackStorageLocation) inFallbackStorage.add(shuffleId)
           val known = SparkInternals.updateMapOutput(shuffleId, mapId, location)
           logInfo(s"Map output $mapId of shuffle $shuffleId moved to $location" +
             (if (known) "" else s" after shuffle $shuffleId was unregistered"))
