@@ -39,7 +39,9 @@ def main() -> None:
     try:
         realapps.wait_for(lambda: len(executors(spark)) >= 2 or None, 240, interval=0.5)
         rows = spark.range(0, ROWS, numPartitions=6).select((F.col("id") % KEYS).alias("k"), "id")
-        counted = rows.repartition(4, "k").groupBy("k").agg(F.count("id").alias("n")).collect()
+        # `query` stays referenced until the application stops, so Spark keeps its shuffle registered.
+        query = rows.repartition(4, "k").groupBy("k").agg(F.count("id").alias("n"))
+        counted = query.collect()
         result["answer_ok"] = sorted((int(r["k"]), int(r["n"])) for r in counted) == [
             (k, sum(1 for i in range(ROWS) if i % KEYS == k)) for k in range(KEYS)
         ]
@@ -62,7 +64,7 @@ def main() -> None:
         page = sessions.http_get(f"{url}/sluice/")
         result["page_has_table"] = 'id="sluice-node-services"' in page
         result["page_rows"] = [
-            [attribute(tag, "data-service"), attribute(tag, "data-executors")]
+            [attribute(tag, "data-service"), attribute(tag, "data-executors"), attribute(tag, "data-map-outputs")]
             for tag in re.findall(r'<tr[^>]*class="sluice-node-service"[^>]*>', page)
         ]
     finally:

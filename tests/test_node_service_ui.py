@@ -11,6 +11,8 @@ import nodeservice
 import pytest
 import sessions
 
+MAPS = 6  # run_node_service_ui.py's map tasks
+
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[nodeservice.NodeService]:
@@ -36,6 +38,9 @@ def test_the_json_shows_the_service_its_figures_and_whom_it_serves(
     assert s["registered_applications"] == 1 and s["registered_executors"] == 2, s
     assert sorted(s["application_executors"]) == ui_run["executors"] == ["0", "1"], (s, ui_run["executors"])
     assert s["bytes_sent"] > 0, s
+    # The one shuffle's MAPS map outputs, written by both executors, are all the service's.
+    (shuffle,) = s["shuffles"]
+    assert s["map_outputs"] == shuffle["map_outputs"] == MAPS, s
     assert s["disk_files"] > 0 and s["disk_bytes"] >= s["application_disk_bytes"] > 0, s
     for key in ("connections", "readers", "queued_reads", "application_disk_files"):
         assert isinstance(s[key], int) and s[key] >= 0, (key, s)
@@ -48,4 +53,6 @@ def test_the_json_shows_the_service_its_figures_and_whom_it_serves(
 
 def test_the_tab_renders_the_services_table(ui_run: Dict[str, Any], service: nodeservice.NodeService) -> None:
     assert ui_run["page_has_table"]
-    assert ui_run["page_rows"] == [[f"127.0.0.1:{service.port}", "0,1"]], ui_run["page_rows"]
+    ((where, executors, map_outputs),) = ui_run["page_rows"]
+    assert (where, executors) == (f"127.0.0.1:{service.port}", "0,1"), ui_run["page_rows"]
+    assert map_outputs == f"{ui_run['node_services']['services'][0]['shuffles'][0]['shuffle_id']}:{MAPS}", map_outputs

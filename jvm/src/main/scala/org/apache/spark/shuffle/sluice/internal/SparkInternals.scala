@@ -180,6 +180,27 @@ object SparkInternals {
   }
 
   /**
+   * The map outputs node shuffle services serve, as the driver's MapOutputTracker has them: (service
+   * host, port) -> shuffle id -> how many of that shuffle's map outputs it serves. The driver only;
+   * walks every registered map output (the Sluice tab, when shown).
+   */
+  private[sluice] def nodeServedMapOutputs: Map[(String, Int), Map[Int, Int]] = mapOutputTracker match {
+    case master: MapOutputTrackerMaster =>
+      val counts = scala.collection.mutable.Map.empty[((String, Int), Int), Int]
+      master.shuffleStatuses.foreach { case (shuffleId, status) =>
+        status.withMapStatuses(_.foreach { s =>
+          if (s != null && SluiceLocation.isNodeServed(s.location)) {
+            val p = SluiceLocation.producer(s.location)
+            val key = ((p.host, p.port), shuffleId)
+            counts(key) = counts.getOrElse(key, 0) + 1
+          }
+        })
+      }
+      counts.toSeq.groupBy(_._1._1).map { case (service, c) => service -> c.map { case ((_, id), n) => id -> n }.toMap }
+    case _ => Map.empty
+  }
+
+  /**
    * Has every BlockManager drop shuffle `shuffleId` (the driver, when Spark's ContextCleaner drops
    * it): each executor's shuffle manager unregisters it. Waits for them when `blocking`.
    */

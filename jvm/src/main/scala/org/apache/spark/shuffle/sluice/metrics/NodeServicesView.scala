@@ -4,6 +4,7 @@ import scala.util.control.NonFatal
 
 import io.sluice.NodeServiceAddress
 import org.apache.spark.shuffle.sluice.SluiceShuffleDriverComponents
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.shuffle.sluice.rpc.NodeServices
 import org.json4s._
 import org.json4s.jackson.JsonMethods
@@ -11,18 +12,23 @@ import org.json4s.jackson.JsonMethods
 /**
  * The node shuffle services of a running application as the Sluice tab and its JSON show them:
  * each service with its own figures from its last `Status` answer (registered applications and
- * executors, connections, readers, bytes sent, queued reads, disk), and which executors' map
- * outputs each serves, as the executors' reports say (live ones) and as the service says (every
+ * executors, connections, readers, bytes sent, queued reads, disk), which of the application's map
+ * outputs it serves (per shuffle, as the driver's MapOutputTracker has them), and which executors'
+ * map outputs it serves, as the executors' reports say (live ones) and as the service says (every
  * executor of the application that registered with it, gone ones too). Built on the driver from
- * [[NodeServices]] and [[SluiceDriverMetrics]] when the tab or its JSON is shown. Immutable.
+ * [[NodeServices]], [[SluiceDriverMetrics]] and the MapOutputTracker when the tab or its JSON is
+ * shown. Immutable.
  */
 private[sluice] final case class NodeServicesView(services: Seq[NodeServiceView], executors: Seq[NodeServedExecutor]) {
   def isEmpty: Boolean = services.isEmpty && executors.isEmpty
 }
 
-/** One node service: where it listens, its last status and when it came (None: none yet, or unreadable). */
+/**
+ * One node service: where it listens, its last status and when it came (None: none yet, or
+ * unreadable), and how many of the application's map outputs it serves, per shuffle id.
+ */
 private[sluice] final case class NodeServiceView(host: String, port: Int, statusAtMs: Option[Long],
-    status: Option[NodeServiceStatus])
+    status: Option[NodeServiceStatus], mapOutputs: Map[Int, Int] = Map.empty)
 
 /**
  * A service's figures (its `Status` JSON): totals over every application it serves, and this
@@ -55,18 +61,28 @@ private[sluice] object NodeServicesView {
   def current(metrics: SluiceDriverMetrics): NodeServicesView = {
     val services = SluiceShuffleDriverComponents.current.flatMap(_.nodeServices)
     services.foreach(_.refreshStatuses())
-    of(services, metrics)
+    val mapOutputs =
+      if (services.isEmpty) Map.empty[NodeServiceAddress, Map[Int, Int]]
+      else
+        try SparkInternals.nodeServedMapOutputs.map { case ((h, p), n) => NodeServiceAddress(h, p) -> n }
+        catch { case NonFatal(_) => Map.empty[NodeServiceAddress, Map[Int, Int]] } // stopping
+    of(services, metrics, mapOutputs)
   }
 
-  /** The view of `services` (None: the application runs no node service) and the executors' reports. */
-  def of(services: Option[NodeServices], metrics: SluiceDriverMetrics): NodeServicesView = {
+  /**
+   * The view of `services` (None: the application runs no node service), the executors' reports,
+   * and `mapOutputs`: service -> shuffle id -> how many of that shuffle's map outputs it serves.
+   */
+  def of(services: Option[NodeServices], metrics: SluiceDriverMetrics,
+      mapOutputs: Map[NodeServiceAddress, Map[Int, Int]] = Map.empty): NodeServicesView = {
     val statuses = services.map(_.lastStatuses).getOrElse(Map.empty)
     val reported = metrics.nodeServedExecutors
-    val addresses = (services.map(_.known).getOrElse(Set.empty) ++ statuses.keySet ++ reported.values).toSeq
-      .sortBy(a => (a.host, a.port))
+    val addresses = (services.map(_.known).getOrElse(Set.empty) ++ statuses.keySet ++ reported.values ++
+      mapOutputs.keySet).toSeq.sortBy(a => (a.host, a.port))
     val views = addresses.map { a =>
       val last = statuses.get(a)
-      NodeServiceView(a.host, a.port, last.map(_.atMs), last.flatMap(l => NodeServiceStatus.parse(l.json)))
+      NodeServiceView(a.host, a.port, last.map(_.atMs), last.flatMap(l => NodeServiceStatus.parse(l.json)),
+        mapOutputs.getOrElse(a, Map.empty))
     }
     val live = metrics.liveExecutors
     val executors = reported.toSeq.sortBy(_._1).map { case (id, NodeServiceAddress(h, p)) =>

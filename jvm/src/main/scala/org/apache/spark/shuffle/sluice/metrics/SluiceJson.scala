@@ -115,8 +115,9 @@ private[sluice] object SluiceJson {
     "client_connections" -> JInt(e.transport.clientConnections)))
 
   /**
-   * The node shuffle services, a block of its own: `services`, each with its figures from its last
-   * status (null before the first), and `executors`, whose map outputs one serves.
+   * The node shuffle services, a block of its own: `services`, each with the application's map
+   * outputs it serves (in all and per shuffle) and its figures from its last status (null before
+   * the first), and `executors`, whose map outputs one serves.
    */
   def nodeServices(v: NodeServicesView): JObject = {
     def figures(s: Option[NodeServiceStatus]): List[(String, JValue)] = {
@@ -130,7 +131,11 @@ private[sluice] object SluiceJson {
     JObject(
       "services" -> JArray(v.services.map { s =>
         JObject(List("host" -> JString(s.host), "port" -> JInt(s.port),
-          "status_at_ms" -> s.statusAtMs.map(JLong(_): JValue).getOrElse(JNull)) ++ figures(s.status))
+          "status_at_ms" -> s.statusAtMs.map(JLong(_): JValue).getOrElse(JNull),
+          "map_outputs" -> JInt(s.mapOutputs.values.sum),
+          "shuffles" -> JArray(s.mapOutputs.toList.sorted.map { case (id, n) =>
+            JObject("shuffle_id" -> JInt(id), "map_outputs" -> JInt(n))
+          })) ++ figures(s.status))
       }.toList),
       "executors" -> JArray(v.executors.map { e =>
         JObject("executor_id" -> JString(e.executorId), "host" -> JString(e.host), "port" -> JInt(e.port),

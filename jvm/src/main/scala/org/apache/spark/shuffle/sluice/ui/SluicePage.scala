@@ -183,7 +183,8 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
 
   /**
    * The node shuffle services (a running application's): each one's own figures from its last
-   * status, and the executors whose map outputs it serves, live ones as their reports say and every
+   * status, the application's map outputs it serves (per shuffle), and the executors whose map
+   * outputs it serves, live ones as their reports say and every
    * one registered with it as it says (an executor that is gone, its outputs still served, too).
    */
   private def nodeServicesTable(v: NodeServicesView): Seq[Node] =
@@ -193,6 +194,7 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
       <thead><tr>
         <th>Service</th>
         <th title="Executors whose map outputs the service serves: every executor of this application registered with it (gone ones too) and those whose reports name it">Executors served</th>
+        <th title="This application's map outputs the service serves, as the driver's MapOutputTracker has them, and per shuffle id">Map outputs</th>
         <th title="Applications registered with the service (any application, not only this one)">Applications</th>
         <th title="Executors registered with the service (any application)">Executors registered</th>
         <th>Connections</th><th>Readers</th><th>Bytes sent</th>
@@ -207,9 +209,15 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
           .sortBy(id => (id.toIntOption.getOrElse(Int.MaxValue), id))
         val gone = reported.filterNot(_.live).map(_.executorId).toSet
         def figure(f: NodeServiceStatus => String): String = s.status.map(f).getOrElse("-")
-        <tr class="sluice-node-service" data-service={s"${s.host}:${s.port}"} data-executors={ids.mkString(",")}>
+        val perShuffle = s.mapOutputs.toSeq.sortBy(_._1)
+        <tr class="sluice-node-service" data-service={s"${s.host}:${s.port}"} data-executors={ids.mkString(",")}
+            data-map-outputs={perShuffle.map { case (id, n) => s"$id:$n" }.mkString(",")}>
           <td>{s.host}:{s.port}</td>
           <td>{ids.map(id => if (gone(id)) s"$id (gone)" else id).mkString(", ")}</td>
+          <td>{
+          if (perShuffle.isEmpty) "0"
+          else s"${perShuffle.map(_._2).sum} (" + perShuffle.map { case (id, n) => s"shuffle $id: $n" }.mkString(", ") + ")"
+        }</td>
           <td>{figure(_.registeredApplications.toString)}</td>
           <td>{figure(_.registeredExecutors.toString)}</td>
           <td>{figure(_.connections.toString)}</td>

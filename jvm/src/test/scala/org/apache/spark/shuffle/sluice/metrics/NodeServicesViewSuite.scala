@@ -51,9 +51,11 @@ class NodeServicesViewSuite extends AnyFunSuite with NettyLeakDetection {
         NodeServicesView.of(Some(services), m).services.head.status.exists(_.bytesSent > 0))
 
       m.onReport(report("3", Some(node.address))) // executors report every interval: 3 is live
-      val view = NodeServicesView.of(Some(services), m)
+      // The driver's MapOutputTracker: shuffle 1's map output 7, and two of shuffle 2's, at the service.
+      val view = NodeServicesView.of(Some(services), m, Map(node.address -> Map(2 -> 2, 1 -> 1)))
       val Seq(s) = view.services
       assert((s.host, s.port) == ("127.0.0.1", node.port) && s.statusAtMs.exists(_ > 0))
+      assert(s.mapOutputs == Map(1 -> 1, 2 -> 2))
       val st = s.status.get
       assert(st.registeredApplications == 1 && st.registeredExecutors == 2, st)
       assert(st.applicationExecutors.sorted == Seq("3", "4"), st)
@@ -64,10 +66,13 @@ class NodeServicesViewSuite extends AnyFunSuite with NettyLeakDetection {
       val JArray(List(service)) = json \ "node_services" \ "services": @unchecked
       for (key <- Seq("host", "port", "status_at_ms", "registered_applications", "registered_executors", "connections",
           "readers", "bytes_sent", "queued_reads", "disk_files", "disk_bytes", "application_executors",
-          "application_disk_files", "application_disk_bytes")) {
+          "application_disk_files", "application_disk_bytes", "map_outputs", "shuffles")) {
         assert(service \ key != JNothing && service \ key != JNull, s"$key in $service")
       }
       assert(service \ "bytes_sent" == JLong(st.bytesSent) || service \ "bytes_sent" == JInt(st.bytesSent))
+      assert(service \ "map_outputs" == JInt(3))
+      assert(service \ "shuffles" == JArray(List(JObject("shuffle_id" -> JInt(1), "map_outputs" -> JInt(1)),
+          JObject("shuffle_id" -> JInt(2), "map_outputs" -> JInt(2)))))
       assert(json \ "node_services" \ "executors" == JArray(List(JObject("executor_id" -> JString("3"),
             "host" -> JString("127.0.0.1"), "port" -> JInt(node.port), "live" -> JBool(true)))))
 
