@@ -458,7 +458,7 @@ def test_the_refusals_and_setting_errors_are_all_listed() -> None:
         "was built for Spark",
         "cannot run on Spark",
         "Sluice cannot compress buffers",
-        "Sluice cannot keep shuffle data",
+        "in Spark's fallback storage, but this executor has none",
         "sluice.configure cannot switch on Sluice",
         "A SparkContext is already running",
         "must be at least",

@@ -33,6 +33,9 @@ import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
  *                   serves its blocking partitions to remote readers (its own server serves its
  *                   pipelined ones), and keeps them when the executor goes; None: the executor
  *                   serves them, and deletes them when it stops
+ * @param fallbackStorage Spark's decommissioning fallback storage
+ *                   (spark.storage.decommission.fallbackStorage.path), which readers read the map
+ *                   outputs of decommissioned executors from when no peer took them; None when unset
  */
 final class ShuffleEnvironment(
     val conf: SluiceConf,
@@ -41,7 +44,8 @@ final class ShuffleEnvironment(
     val codec: Option[() => BlockCodec],
     transport: TransportSettings,
     val fileCipher: Option[PartitionedFileCipher] = None,
-    val nodeService: Option[NodeServiceAddress] = None) {
+    val nodeService: Option[NodeServiceAddress] = None,
+    fallbackStorage: Option[FallbackStorage] = None) {
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
@@ -82,7 +86,7 @@ final class ShuffleEnvironment(
       partitionManager.fileReaders.numDescriptors)
   }
   private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
-    fileCipher)
+    fileCipher, fallbackStorage)
   private val fileCounter = new AtomicInteger
   @volatile private var stopped = false
 

@@ -114,16 +114,21 @@ object SparkSettingRules {
       "Spark learns that the node shuffle service keeps map outputs from Sluice's storage plugin.",
     s"Set $ShuffleDataIOKey=$SluiceShuffleDataIO (sluice.configure and sluice conf do).")
 
+  /**
+   * Decommissioning executors with no peer to take their map outputs copy them to Spark's fallback
+   * storage; Sluice's storage plugin deletes those copies when Spark drops their shuffle and when
+   * the application ends, so it must be the one Spark loads.
+   */
   val FallbackStorage: SparkSettingRule = SparkSettingRule("decommission-fallback-storage",
     Seq(Condition("spark.storage.decommission.enabled", "false", True),
       Condition("spark.storage.decommission.shuffleBlocks.enabled", "true", True),
-      Condition("spark.storage.decommission.fallbackStorage.path", "", ".+")),
-    "Sluice cannot keep shuffle data in Spark's decommissioning fallback storage " +
-      "(spark.storage.decommission.fallbackStorage.path is set while spark.storage.decommission.enabled and " +
-      "spark.storage.decommission.shuffleBlocks.enabled are on): its readers fetch map outputs from executors, and " +
-      "the fallback storage only holds the sort shuffle's files.",
-    "Unset spark.storage.decommission.fallbackStorage.path (Sluice moves map outputs to peer executors), or set " +
-      "spark.storage.decommission.shuffleBlocks.enabled=false.")
+      Condition("spark.storage.decommission.fallbackStorage.path", "", ".+"),
+      Condition(ShuffleDataIOKey, DefaultShuffleDataIO, Pattern.quote(SluiceShuffleDataIO), negate = true)),
+    "spark.storage.decommission.fallbackStorage.path with " +
+      "spark.shuffle.sort.io.plugin.class=${spark.shuffle.sort.io.plugin.class}: the map outputs decommissioning " +
+      "executors copy to the fallback storage are read and deleted through Sluice's storage plugin.",
+    s"Set $ShuffleDataIOKey=$SluiceShuffleDataIO (sluice.configure and sluice conf do), or unset " +
+      "spark.storage.decommission.fallbackStorage.path (Sluice then moves map outputs to peer executors only).")
 
   val Codec: SparkSettingRule = SparkSettingRule("compression-codec",
     Seq(Condition("spark.shuffle.compress", "true", True),

@@ -107,7 +107,8 @@ private[partition] final class PartitionedFileIndex(val numSubpartitions: Int) {
  * A finished partition moving to another executor (Spark's decommissioning, see the Spark layer's
  * block resolver) ships its index file behind a short envelope naming the partition
  * ([[encode]]); the receiver checks it against the partition and the received data file and writes
- * it beside that file ([[PartitionedFile.adopt]]):
+ * it beside that file ([[PartitionedFile.adopt]]); a copy in Spark's fallback storage keeps the
+ * envelope, and its readers check it ([[readEnvelopedHeader]]):
  * {{{
  *   magic "SLPM" (int) | version (byte) | shuffleId (int) | producerId (long) | the index file
  * }}}
@@ -123,7 +124,7 @@ object PartitionedFileIndex {
 
   private val MigrationMagic = 0x534c504d // "SLPM"
   private val MigrationVersion: Byte = 1
-  private val EnvelopeSize = 4 + 1 + 4 + 8
+  private[partition] val EnvelopeSize = 4 + 1 + 4 + 8
 
   /** Bytes of the index file of a file of `numSubpartitions` with `numBuffers` stored buffers. */
   private[partition] def indexFileLength(numSubpartitions: Int, numBuffers: Int): Int = {
@@ -180,25 +181,54 @@ object PartitionedFileIndex {
       while (header.hasRemaining && ch.read(header, header.position().toLong) >= 0) {}
       if (header.hasRemaining) corrupt(s"it ends early (${header.position()} bytes)")
       header.flip()
-      if (header.getInt() != Magic) corrupt("it does not start with Sluice's index magic")
-      val version = header.get()
-      if (version != Version) corrupt(s"index file version $version, this Sluice reads version $Version")
-      val numSubpartitions = header.getInt()
-      val fileLength = header.getLong()
-      val numBuffers = header.getInt()
-      val encrypted = header.get()
-      val iv = BufferIv(header.getLong(), header.getLong())
-      if (numSubpartitions <= 0 || numBuffers < 0 || fileLength < 0 || (encrypted != 0 && encrypted != 1)) {
-        corrupt(s"$numSubpartitions subpartitions, $numBuffers buffers, $fileLength bytes, encryption flag $encrypted")
-      }
-      if (ch.size() != indexFileLength(numSubpartitions, numBuffers)) {
-        corrupt(s"${ch.size()} bytes, where $numBuffers buffers of $numSubpartitions subpartitions take " +
-          s"${indexFileLength(numSubpartitions, numBuffers)}")
-      }
-      val actual = path.length()
-      if (actual != fileLength) corrupt(s"the data file $path has $actual bytes, the index describes $fileLength")
-      Header(numSubpartitions, numBuffers, fileLength, if (encrypted == 1) Some(iv) else None)
+      parseHeader(header, ch.size(), path.length(), s"the data file $path", corrupt)
     } finally ch.close()
+  }
+
+  /**
+   * The header of a partition's index in Spark's fallback storage, where it lies behind the
+   * envelope naming the partition ([[encode]]): read from `index`, checked to be `id`'s, to fit
+   * the index's length and to describe `dataLength` bytes of data. An IOException naming `index`
+   * otherwise. The index file itself starts at [[EnvelopeSize]].
+   */
+  private[partition] def readEnvelopedHeader(id: ResultPartitionID, index: StoredFile, dataLength: Long): Header = {
+    def corrupt(what: String): Nothing =
+      throw new IOException(s"The index of partition ($id) in the fallback storage, $index, is unusable: $what")
+    if (index.length < EnvelopeSize + HeaderSize) corrupt(s"it has ${index.length} bytes")
+    val bytes = ByteBuffer.allocate(EnvelopeSize + HeaderSize)
+    index.readFully(0L, bytes)
+    bytes.flip()
+    if (bytes.getInt() != MigrationMagic) corrupt("it does not start with Sluice's index magic")
+    val envelopeVersion = bytes.get()
+    if (envelopeVersion != MigrationVersion) corrupt(s"version $envelopeVersion, this Sluice reads $MigrationVersion")
+    val shuffleId = bytes.getInt()
+    val producerId = bytes.getLong()
+    if (shuffleId != id.shuffleId || producerId != id.producerId) {
+      corrupt(s"it is the index of shuffle $shuffleId producer $producerId")
+    }
+    parseHeader(bytes, index.length - EnvelopeSize, dataLength, "the data file", corrupt)
+  }
+
+  /** The header at `header`'s position, checked against the index's and the data file's lengths. */
+  private def parseHeader(header: ByteBuffer, indexLength: Long, dataLength: Long, data: String,
+      corrupt: String => Nothing): Header = {
+    if (header.getInt() != Magic) corrupt("it does not start with Sluice's index magic")
+    val version = header.get()
+    if (version != Version) corrupt(s"index file version $version, this Sluice reads version $Version")
+    val numSubpartitions = header.getInt()
+    val fileLength = header.getLong()
+    val numBuffers = header.getInt()
+    val encrypted = header.get()
+    val iv = BufferIv(header.getLong(), header.getLong())
+    if (numSubpartitions <= 0 || numBuffers < 0 || fileLength < 0 || (encrypted != 0 && encrypted != 1)) {
+      corrupt(s"$numSubpartitions subpartitions, $numBuffers buffers, $fileLength bytes, encryption flag $encrypted")
+    }
+    if (indexLength != indexFileLength(numSubpartitions, numBuffers)) {
+      corrupt(s"$indexLength bytes, where $numBuffers buffers of $numSubpartitions subpartitions take " +
+        s"${indexFileLength(numSubpartitions, numBuffers)}")
+    }
+    if (dataLength != fileLength) corrupt(s"$data has $dataLength bytes, the index describes $fileLength")
+    Header(numSubpartitions, numBuffers, fileLength, if (encrypted == 1) Some(iv) else None)
   }
 
   /** What [[decode]] found in a received index: the finished file's totals, and its IV when encrypted. */

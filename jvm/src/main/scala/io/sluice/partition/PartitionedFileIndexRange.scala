@@ -55,16 +55,28 @@ private[partition] object PartitionedFileIndexRange {
    * index file when it is shorter than that or its directory does not fit.
    */
   def read(channel: FileChannel, path: File, numSubpartitions: Int, numBuffers: Int, start: Int,
-      end: Int): PartitionedFileIndexRange = {
+      end: Int): PartitionedFileIndexRange =
+    readWith((into, at) => readFully(channel, path, into, at), path, numSubpartitions, numBuffers, start, end)
+
+  /**
+   * The range [start, end) of the index file that starts at `base` in `file` (a copy in Spark's
+   * fallback storage, behind its envelope), read as [[read]] reads a local one.
+   */
+  def read(file: StoredFile, base: Long, numSubpartitions: Int, numBuffers: Int, start: Int,
+      end: Int): PartitionedFileIndexRange =
+    readWith((into, at) => file.readFully(base + at, into), file, numSubpartitions, numBuffers, start, end)
+
+  private def readWith(readAt: (ByteBuffer, Long) => Unit, path: Any, numSubpartitions: Int, numBuffers: Int,
+      start: Int, end: Int): PartitionedFileIndexRange = {
     val bytes = ByteBuffer.allocate(4 * (end - start + 1))
-    readFully(channel, path, bytes, PartitionedFileIndex.directoryAt(start))
+    readAt(bytes, PartitionedFileIndex.directoryAt(start))
     val directory = new Array[Int](end - start + 1)
     bytes.flip()
     bytes.asIntBuffer().get(directory)
     checkDirectory(path, directory, numBuffers, start, end)
     val n = directory(end - start) - directory(0)
     val entries = ByteBuffer.allocate(n * PartitionedFileIndex.EntrySize)
-    readFully(channel, path, entries, PartitionedFileIndex.entryAt(numSubpartitions, directory(0)))
+    readAt(entries, PartitionedFileIndex.entryAt(numSubpartitions, directory(0)))
     new PartitionedFileIndexRange(start, directory, entries)
   }
 
@@ -108,12 +120,12 @@ private[partition] object PartitionedFileIndexRange {
       whole.getInt(PartitionedFileIndex.directoryAt(end).toInt))
   }
 
-  private def countChecked(path: File, numBuffers: Int, start: Int, end: Int, first: Int, last: Int): Int = {
+  private def countChecked(path: Any, numBuffers: Int, start: Int, end: Int, first: Int, last: Int): Int = {
     if (first < 0 || last < first || last > numBuffers) corruptDirectory(path, start, end, first, last, numBuffers)
     last - first
   }
 
-  private def checkDirectory(path: File, directory: Array[Int], numBuffers: Int, start: Int, end: Int): Unit = {
+  private def checkDirectory(path: Any, directory: Array[Int], numBuffers: Int, start: Int, end: Int): Unit = {
     var i = 0
     while (i < directory.length) {
       val prev = if (i == 0) 0 else directory(i - 1)
@@ -124,7 +136,7 @@ private[partition] object PartitionedFileIndexRange {
     }
   }
 
-  private def corruptDirectory(path: File, start: Int, end: Int, first: Int, last: Int, numBuffers: Int): Nothing =
+  private def corruptDirectory(path: Any, start: Int, end: Int, first: Int, last: Int, numBuffers: Int): Nothing =
     throw new IOException(s"The index $path is corrupt: subpartitions [$start, $end) own entries [$first, $last) " +
       s"of $numBuffers")
 

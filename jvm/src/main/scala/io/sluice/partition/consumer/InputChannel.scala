@@ -95,11 +95,14 @@ final case class ChannelInput(index: Int, partitionId: ResultPartitionID, subpar
 /**
  * Where a channel's producer's output is served: its executor id and the Sluice server to ask,
  * the executor's own or, with `node`, the node shuffle service its executor registered with
- * (which serves the output whether the executor lives or not).
+ * (which serves the output whether the executor lives or not); with `fallback`, no server: the
+ * output lies in Spark's decommissioning fallback storage (read by a [[FallbackInputChannel]]).
  */
-final case class ProducerLocation(executorId: String, host: String, port: Int, node: Boolean = false) {
+final case class ProducerLocation(executorId: String, host: String, port: Int, node: Boolean = false,
+    fallback: Boolean = false) {
   override def toString: String =
-    if (node) s"executor $executorId (served by the node shuffle service at $host:$port)"
+    if (fallback) "Spark's fallback storage"
+    else if (node) s"executor $executorId (served by the node shuffle service at $host:$port)"
     else s"executor $executorId ($host:$port)"
 }
 

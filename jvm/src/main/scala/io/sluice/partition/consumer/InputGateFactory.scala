@@ -6,7 +6,7 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.netty.{MultiPartitionRequest, NettyConnectionManager, PartitionRequestClient}
-import io.sluice.partition.{PartitionedFileCipher, ResultPartitionID, ResultPartitionManager}
+import io.sluice.partition.{FallbackStorage, PartitionedFileCipher, ResultPartitionID, ResultPartitionManager}
 
 /** One input of a gate: subpartitions [start, end) of a producer's partition, and where it runs. */
 final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: Int, subpartitionEnd: Int,
@@ -18,8 +18,10 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  * executor: one [[LocalInputChannel]] over every input produced in this executor, one packed
  * [[RemoteInputChannel]] over every input of each other executor (one request, one credit stream,
  * many map outputs per frame; more when one request would exceed spark.sluice.network.maxFrameLength),
- * so its channels and requests grow with the executors it reads from, not with the map outputs. A
- * pipelined gate has one channel per input. Each gate has a floating buffer pool:
+ * so its channels and requests grow with the executors it reads from, not with the map outputs; the
+ * inputs a decommissioned executor left in Spark's fallback storage are read by one
+ * [[FallbackInputChannel]]. A pipelined gate has one channel per input. Each gate has a floating
+ * buffer pool:
  *  - credit-based: at least 1 and at most max(floatingBuffersPerGate, maxCreditWindow -
  *    buffersPerChannel) buffers, on top of the buffersPerChannel exclusive ones of each remote
  *    channel in flight; each channel's [[CreditWindow]] starts at buffersPerChannel +
@@ -37,6 +39,7 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  * Thread-safe (gates are created by task threads).
  *
  * @param fileCipher decrypts spilled buffers of encrypted partition files (Spark's I/O encryption), or None
+ * @param fallbackStorage Spark's decommissioning fallback storage, when it is configured
  */
 final class InputGateFactory(
     conf: SluiceConf,
@@ -44,7 +47,8 @@ final class InputGateFactory(
     partitionManager: ResultPartitionManager,
     connectionManager: NettyConnectionManager,
     localExecutorId: String,
-    fileCipher: Option[PartitionedFileCipher] = None) {
+    fileCipher: Option[PartitionedFileCipher] = None,
+    fallbackStorage: Option[FallbackStorage] = None) {
 
   private val creditBased = conf.get(SluiceOptions.CreditBased)
   private val buffersPerChannel = conf.get(SluiceOptions.BuffersPerChannel)
@@ -70,7 +74,7 @@ final class InputGateFactory(
       pipelined: Boolean): SingleInputGate = {
     val window = if (waitForProducers) SingleInputGate.AllAtOnce else maxChannelsInFlight
     val groups = channelGroups(inputs, pipelined)
-    val numRemote = groups.count(_._1.executorId != localExecutorId)
+    val numRemote = groups.count(g => isRemote(g._1))
     val exclusive = math.min(buffersPerChannel.toLong * math.min(numRemote, window), Int.MaxValue.toLong).toInt
     // Flink's threshold (FLINK-30473): past it, a regular gate's channels take no exclusive buffer.
     val exclusivePerChannel = if (!pipelined && exclusive > maxRequiredPerGate) 0 else buffersPerChannel
@@ -100,7 +104,9 @@ final class InputGateFactory(
           case Left(e) => throw e
         }
       val channels: Array[InputChannel] = groups.zipWithIndex.map { case ((producer, group), i) =>
-        if (producer.executorId == localExecutorId) {
+        if (producer.fallback) {
+          new FallbackInputChannel(gate, i, group, producer, fallbackStorage)
+        } else if (producer.executorId == localExecutorId) {
           new LocalInputChannel(gate, i, group, producer, partitionManager, waitForProducers)
         } else {
           new RemoteInputChannel(gate, i, group, producer, connect, creditBased, exclusivePerChannel, waitForProducers,
@@ -108,13 +114,13 @@ final class InputGateFactory(
         }
       }.toArray
       val readsSpilledLocally = inputs.exists(in =>
-        in.producer.executorId == localExecutorId &&
-          partitionManager.isBlocking(in.partitionId))
+        in.producer.fallback || (in.producer.executorId == localExecutorId &&
+          partitionManager.isBlocking(in.partitionId)))
       gate.setChannels(channels, readsSpilledLocally)
       // Every executor the gate reads from gets its connection opened now, on the connector threads,
       // so a channel whose turn in the window comes later finds it open.
       groups.foreach { case (p, _) =>
-        if (p.executorId != localExecutorId) connectionManager.connectAhead(p.host, p.port, p.node)
+        if (isRemote(p)) connectionManager.connectAhead(p.host, p.port, p.node)
       }
       gate
     } catch {
@@ -127,8 +133,8 @@ final class InputGateFactory(
 
   /**
    * The gate's channels, each a producer and the inputs it reads (with their indexes in `inputs`):
-   * for a regular gate one per producing executor, remote ones first (their requests go out while
-   * local data is read), a remote executor's inputs split over as many channels as the frame limit
+   * for a regular gate one per producing executor (and one for the fallback storage), remote ones
+   * first (their requests go out while local data is read), a remote executor's inputs split over as many channels as the frame limit
    * requires (each channel's request must fit one frame, [[MultiPartitionRequest.maxInputs]]); for
    * a pipelined gate one per input, in order.
    */
@@ -154,15 +160,17 @@ final class InputGateFactory(
         i += 1
       }
       val out = new mutable.ArrayBuffer[(ProducerLocation, IndexedSeq[ChannelInput])](byExecutor.size)
-      var local: (ProducerLocation, IndexedSeq[ChannelInput]) = null
+      val notRemote = new mutable.ArrayBuffer[(ProducerLocation, IndexedSeq[ChannelInput])](2)
       val groups = byExecutor.values().iterator()
       while (groups.hasNext) {
         val (p, group) = groups.next()
-        if (p.executorId == localExecutorId) local = (p, group.toIndexedSeq)
+        if (!isRemote(p)) notRemote += ((p, group.toIndexedSeq))
         else group.grouped(maxInputsPerRequest).foreach(part => out += ((p, part.toIndexedSeq)))
       }
-      if (local != null) out += local
-      out.toIndexedSeq
+      (out ++= notRemote).toIndexedSeq
     }
   }
+
+  /** Whether `p`'s outputs are read over the network from a Sluice server (not this executor's, not fallback storage). */
+  private def isRemote(p: ProducerLocation): Boolean = !p.fallback && p.executorId != localExecutorId
 }

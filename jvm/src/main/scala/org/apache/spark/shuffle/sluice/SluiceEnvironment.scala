@@ -122,7 +122,7 @@ private[sluice] object SluiceEnvironment extends Logging {
       SparkInternals.localRootDirs, SparkInternals.localDirs, auth.map(_._1),
       sluice.get(SluiceOptions.ConnectTimeout), NodeServices.announce)
     val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, node.dirs, codec(conf), transport, cipher,
-      node.service)
+      node.service, SluiceFallbackStorage(conf))
     val tls = transport.transportConf.sslRpcEnabled()
     val security = Seq("authenticated" -> auth.isDefined, "TLS" -> tls).collect { case (what, true) => what }
     val base = sluice.get(SluiceOptions.Port)

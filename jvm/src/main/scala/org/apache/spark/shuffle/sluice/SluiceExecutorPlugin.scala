@@ -28,7 +28,8 @@ import org.apache.spark.internal.Logging
  * and a [[ClassPreloader]], so that the first shuffle tasks pay for neither. From its own daemon
  * thread it sends a report to the driver at start and every spark.sluice.metrics.reportInterval:
  * the executor's Sluice metrics (also published in Spark's metrics system as the source `sluice`,
- * [[SluiceMetricsSource]]) and its Sluice server; the replies name the peers' servers, to which it
+ * [[SluiceMetricsSource]]), its Sluice server and the node shuffle service that serves its map
+ * outputs, if any (for the Sluice tab); the replies name the peers' servers, to which it
  * opens connections ahead of its first reader, and the stages whose tasks the backpressure monitor
  * samples, on a second daemon thread, each run bounded in time.
  *
@@ -133,7 +134,7 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       val snapshot = env.map(_.metrics.tick()).getOrElse(emptySnapshot(c.executorID()))
       val samples = Iterator.continually(finishedSamples.poll()).takeWhile(_ != null).toList
       val server = env.map(e => SluiceMessages.SluiceServer(c.executorID(), e.connectionManager.host, e.serverPort))
-      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples, server))) match {
+      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples, server, env.flatMap(_.nodeService)))) match {
         case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
             case SluiceMessages.ReportReply(requests, peers) =>
               requests.foreach(startSampling)

@@ -2,7 +2,7 @@ package org.apache.spark.shuffle.sluice
 
 import scala.util.control.NonFatal
 
-import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SluiceJson}
+import org.apache.spark.shuffle.sluice.metrics.{NodeServicesView, SluiceDriverMetrics, SluiceJson}
 import org.json4s.{JNull, JObject, JString}
 
 /**
@@ -24,7 +24,7 @@ object SluiceMetricsAccessor {
     case None => noPlugin
     case Some(m) =>
       if (waitForReports) m.awaitFreshReports(3 * m.reportIntervalMs + 2000L)
-      SluiceJson.render(SluiceJson.all(m))
+      SluiceJson.render(SluiceJson.all(m, NodeServicesView.current(m)))
   }
 
   /**

@@ -37,6 +37,11 @@ import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockI
  *    follows, writes the file into a local dir, adopts the partition in the executor's
  *    [[ShuffleEnvironment]] under the same ResultPartitionID, and has the driver point the map
  *    output at this executor (with its Sluice port) before the sender counts the block as moved.
+ *  - `getIndexFile`, asked by Spark's FallbackStorage.copy when the decommissioner hands a map
+ *    output to its fallback storage (no live peer, or the transfer to one failed): the partition's
+ *    file and index are copied there ([[SluiceFallbackStorage]]) and the driver points the map
+ *    output at the fallback storage; the answer is a file that does not exist, so Spark's own copy
+ *    (of sort-shuffle files) does nothing.
  *
  * Pipelined partitions (Real-Time Mode) are never listed: they are read while written and leave
  * nothing to move. A received file that cannot be adopted is deleted; adopted ones are released,
@@ -56,6 +61,8 @@ import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockI
  * @param maxDiskSize        spark.storage.decommission.shuffleBlocks.maxDiskSize: partitions are
  *                           refused while the executor's blocking partition files exceed it
  * @param transportConf      how files are sent (Spark's shuffle TransportConf)
+ * @param fallback           where map outputs go when Spark puts them in its fallback storage, and
+ *                           how the driver learns it; None without a fallback storage
  */
 private[sluice] final class SluiceShuffleBlockResolver(
     conf: SparkConf,
@@ -63,7 +70,8 @@ private[sluice] final class SluiceShuffleBlockResolver(
     environment: () => ShuffleEnvironment,
     relocate: (ResultPartitionID, Int) => Boolean,
     maxDiskSize: Option[Long],
-    transportConf: () => TransportConf) extends IndexShuffleBlockResolver(conf) {
+    transportConf: () => TransportConf,
+    fallback: Option[SluiceShuffleBlockResolver.FallbackTarget] = None) extends IndexShuffleBlockResolver(conf) {
 
   import SluiceShuffleBlockResolver._
 
@@ -92,8 +100,18 @@ private[sluice] final class SluiceShuffleBlockResolver(
   override def getDataFile(shuffleId: Int, mapId: Long, dirs: Option[Array[String]]): File =
     noSortShuffleFiles(s"getDataFile($shuffleId, $mapId)")
 
-  override def getIndexFile(shuffleId: Int, mapId: Long, dirs: Option[Array[String]]): File =
-    noSortShuffleFiles(s"getIndexFile($shuffleId, $mapId)")
+  /**
+   * Spark's FallbackStorage.copy (the one caller with Sluice's manager, `dirs` None) asks for the
+   * sort shuffle's index file of a map output it is to copy: Sluice copies its own files instead
+   * and answers a file that does not exist, so Spark copies and reports nothing more. Anything
+   * else is refused.
+   */
+  override def getIndexFile(shuffleId: Int, mapId: Long, dirs: Option[Array[String]]): File = fallback match {
+    case Some(f) if dirs.isEmpty =>
+      copyToFallbackStorage(f, ResultPartitionID(shuffleId, mapId))
+      new File(nowhere, s"shuffle_${shuffleId}_${mapId}_$ReduceId.index")
+    case _ => noSortShuffleFiles(s"getIndexFile($shuffleId, $mapId)")
+  }
 
   override def getChecksumFile(shuffleId: Int, mapId: Long, algorithm: String, dirs: Option[Array[String]]): File =
     noSortShuffleFiles(s"getChecksumFile($shuffleId, $mapId)")
@@ -126,6 +144,37 @@ private[sluice] final class SluiceShuffleBlockResolver(
           ShuffleDataBlockId(info.shuffleId, info.mapId, ReduceId) ->
             new FileSegmentManagedBuffer(transportConf(), export.file, 0L, export.length))
       case None => Nil // released meanwhile (its shuffle was unregistered): nothing to move
+    }
+
+  // ---- Spark's fallback storage (no peer took the map output) ----------------------------------------
+
+  /** A directory that does not exist: what [[getIndexFile]] answers lies in it. */
+  private val nowhere = new File(System.getProperty("java.io.tmpdir"), s"sluice-nowhere-${java.util.UUID.randomUUID()}")
+
+  /**
+   * Copies finished partition `id` to the fallback storage and has the driver point its map output
+   * there; a copy the driver does not want (the shuffle is gone) or cannot be told of is deleted.
+   * An IOException when the copy or the driver fails (Spark's decommissioner then retries or gives
+   * up, and the map output stays where it was).
+   */
+  private def copyToFallbackStorage(f: FallbackTarget, id: ResultPartitionID): Unit =
+    startedEnvironment().flatMap(_.exportBlockingPartition(id)) match {
+      case None => logInfo(s"Map output $id is not here (any more): nothing to copy to the fallback storage")
+      case Some(exported) =>
+        val storage = f.storage()
+        storage.copy(id, exported)
+        val known =
+          try f.relocate(id)
+          catch {
+            case NonFatal(e) =>
+              storage.delete(id)
+              throw new IOException(s"Could not point the map output $id at the fallback storage on the driver", e)
+          }
+        if (known) logInfo(s"Copied map output $id (${exported.length} bytes) to ${storage.dataPath(id)}")
+        else {
+          storage.delete(id)
+          logInfo(s"Dropped the fallback storage's copy of $id: the driver no longer knows shuffle ${id.shuffleId}")
+        }
     }
 
   // ---- receiving (a peer) ------------------------------------------------------------------------
@@ -233,6 +282,13 @@ private[sluice] object SluiceShuffleBlockResolver {
 
   /** The reduce id in the names of migration blocks (Spark's NOOP_REDUCE_ID: one block per map output). */
   val ReduceId = 0
+
+  /**
+   * Where a decommissioning executor's map outputs go when Spark puts them in its fallback storage:
+   * the storage (made on first use) and how the driver learns it (false: it no longer knows the
+   * shuffle).
+   */
+  final case class FallbackTarget(storage: () => SluiceFallbackStorage, relocate: ResultPartitionID => Boolean)
 
   /** A sanity bound on a received index: about 20 bytes per stored buffer, so ~400 GB of 32 KiB buffers. */
   private val MaxIndexBytes = 256L << 20

@@ -10,7 +10,7 @@ import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.api.{ShuffleDataIO, ShuffleDriverComponents, ShuffleExecutorComponents}
 import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
-import org.apache.spark.shuffle.sluice.rpc.NodeServices
+import org.apache.spark.shuffle.sluice.rpc.{NodeServices, ShuffleMigration}
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
 /**
@@ -32,8 +32,9 @@ class SluiceShuffleDataIO(conf: SparkConf) extends ShuffleDataIO {
  * (only a lost node, seen as a FetchFailed, unregisters them) and dynamic allocation releases idle
  * executors without shuffle tracking. It keeps the list of services that hold the application's
  * outputs ([[NodeServices]]) and tells them when Spark drops a shuffle and when the application
- * ends. Without the service it reports no reliable storage and does nothing. Called by Spark on
- * the driver (SparkContext's start and stop, the ContextCleaner's thread); thread-safe.
+ * ends. Without the service it reports no reliable storage. Whichever, a dropped shuffle is
+ * passed on to the executors' BlockManagers, as Spark's own local-disk components do. Called by
+ * Spark on the driver (SparkContext's start and stop, the ContextCleaner's thread); thread-safe.
  */
 class SluiceShuffleDriverComponents(conf: SparkConf) extends ShuffleDriverComponents with Logging {
 
@@ -43,12 +44,16 @@ class SluiceShuffleDriverComponents(conf: SparkConf) extends ShuffleDriverCompon
 
   @volatile private var services: Option[NodeServices] = None
 
+  /** Where decommissioned executors' map outputs may have gone (Spark's fallback storage), when configured. */
+  @volatile private var fallback: Option[SluiceFallbackStorage] = None
+
   override def initializeApplication(): JMap[String, String] = {
     if (serviceEnabled) {
       val s = new NodeServices(() => client)
       NodeServices.ensureDriverEndpoint(s)
       services = Some(s)
     }
+    fallback = SluiceFallbackStorage(conf)
     SluiceShuffleDriverComponents.current = Some(this)
     Collections.emptyMap()
   }
@@ -65,16 +70,33 @@ class SluiceShuffleDriverComponents(conf: SparkConf) extends ShuffleDriverCompon
 
   override def supportsReliableStorage(): Boolean = serviceEnabled
 
-  override def removeShuffle(shuffleId: Int, blocking: Boolean): Unit = services.foreach(_.removeShuffle(shuffleId, blocking))
+  /**
+   * Spark dropped shuffle `shuffleId` (the ContextCleaner): every executor's BlockManager is told,
+   * as Spark's own local-disk components do (its RemoveShuffle is what releases an executor's
+   * partitions and files through Sluice's shuffle manager), then every node service, and the
+   * copies in Spark's fallback storage of its map outputs, if any went there (on this thread,
+   * whatever spark.storage.decommission.fallbackStorage.cleanUp says: only this application reads them).
+   */
+  override def removeShuffle(shuffleId: Int, blocking: Boolean): Unit = {
+    SparkInternals.removeShuffleFromExecutors(shuffleId, blocking)
+    services.foreach(_.removeShuffle(shuffleId, blocking))
+    fallback.foreach(f => if (ShuffleMigration.takeFallbackShuffle(shuffleId)) f.deleteShuffle(shuffleId))
+  }
 
   /** The node services holding the application's outputs (for the Sluice tab). */
   private[sluice] def nodeServices: Option[NodeServices] = services
 
+  /**
+   * The application ends: the node services forget it, and everything Sluice put in Spark's
+   * fallback storage for it is deleted (whatever spark.storage.decommission.fallbackStorage.cleanUp says).
+   */
   override def cleanupApplication(): Unit = {
     SluiceShuffleDriverComponents.current = None
     services.foreach(_.stop())
     services = None
     NodeServices.reset()
+    fallback.foreach(_.deleteApplication())
+    fallback = None
   }
 }
 

@@ -54,7 +54,8 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends SortShuff
 
   /**
    * Moves finished map outputs off a decommissioning executor (spark.storage.decommission.*):
-   * the receiving executor adopts them and the driver points their MapStatus at it.
+   * the receiving executor adopts them and the driver points their MapStatus at it; or, where
+   * Spark puts them in its fallback storage, they are copied there and the MapStatus points at it.
    */
   override val shuffleBlockResolver: SluiceShuffleBlockResolver = new SluiceShuffleBlockResolver(
     conf,
@@ -64,7 +65,12 @@ class SluiceShuffleManager(conf: SparkConf, isDriver: Boolean) extends SortShuff
       ShuffleMigration.relocate(SparkInternals.conf, id,
         SparkInternals.mapOutputLocation(sluicePort)),
     Option(MaxDiskSizeKey).filter(conf.contains).map(conf.getSizeAsBytes),
-    () => shuffleTransportConf)
+    () => shuffleTransportConf,
+    if (!SluiceFallbackStorage.configured(conf)) None
+    else Some(SluiceShuffleBlockResolver.FallbackTarget(() => fallbackStorage,
+        id => ShuffleMigration.relocate(SparkInternals.conf, id, SparkInternals.fallbackStorageLocation))))
+
+  private lazy val fallbackStorage: SluiceFallbackStorage = SluiceFallbackStorage(SparkInternals.conf).get
 
   private lazy val shuffleTransportConf = SparkInternals.shuffleTransportConf(conf)
 

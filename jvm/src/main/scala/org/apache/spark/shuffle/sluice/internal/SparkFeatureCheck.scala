@@ -8,7 +8,8 @@ import org.apache.spark.shuffle.sluice.SluiceShuffleManager
  * Refuses, at start-up, the Spark settings Sluice cannot honour ([[SparkSettingRules.all]]): the
  * cluster features that assume map outputs outlive their executor on a disk some other process
  * can serve (the external shuffle service, push-based shuffle, dynamic allocation without shuffle
- * tracking, the decommissioning fallback storage), a compression codec or I/O encryption cipher
+ * tracking without Sluice's node shuffle service), Sluice's node service or Spark's decommissioning
+ * fallback storage without Sluice's storage plugin, a compression codec or I/O encryption cipher
  * Sluice has no block form of. Sluice's map outputs live in the executor that wrote them and are
  * served by that executor's own Sluice server; without this check the external shuffle service
  * setting makes the application hang while its executors retry a service that is not there, or

@@ -16,6 +16,7 @@ import org.apache.spark.{
 }
 import org.apache.spark.metrics.MetricsSystem
 import org.apache.spark.metrics.source.Source
+import org.apache.spark.deploy.SparkHadoopUtil
 import org.apache.spark.network.netty.SparkTransportConf
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
@@ -23,7 +24,7 @@ import org.apache.spark.scheduler.{MapStatus, SparkListenerEvent}
 import org.apache.spark.serializer.Serializer
 import org.apache.spark.shuffle.FetchFailedException
 import org.apache.spark.status.ElementTrackingStore
-import org.apache.spark.storage.{BlockId, BlockManagerId}
+import org.apache.spark.storage.{BlockId, BlockManagerId, FallbackStorage}
 import org.apache.spark.ui.{SparkUI, SparkUITab, UIUtils, WebUIPage}
 import org.apache.spark.util.{AccumulatorV2, RpcUtils, Utils}
 import org.apache.spark.util.collection.ExternalSorter
@@ -146,6 +147,21 @@ object SparkInternals {
       Some(SluiceLocation.encodeNode(serviceHost, servicePort, bm.topologyInfo)))
   }
 
+  /**
+   * The location of a map output Sluice copied to Spark's decommissioning fallback storage: Spark's
+   * own placeholder for that storage (FallbackStorage.FALLBACK_BLOCK_MANAGER_ID, which Spark
+   * registers with the BlockManagerMaster and never loses with an executor) with Sluice's marker
+   * in its topology info, so Sluice's readers read the copy ([[SluiceLocation.FallbackMarker]]).
+   */
+  private[sluice] def fallbackStorageLocation: BlockManagerId = {
+    val f = FallbackStorage.FALLBACK_BLOCK_MANAGER_ID
+    BlockManagerId(f.executorId, f.host, f.port, Some(SluiceLocation.FallbackMarker))
+  }
+
+  /** The Hadoop configuration Spark gives its own file system clients (spark.hadoop.*, the cluster's files). */
+  private[sluice] def hadoopConfiguration(conf: SparkConf): org.apache.hadoop.conf.Configuration =
+    SparkHadoopUtil.get.newConfiguration(conf)
+
   private[sluice] def mapStatus(location: BlockManagerId, sizes: Array[Long], mapId: Long, checksum: Long): MapStatus =
     MapStatus(location, sizes, mapId, checksum)
 
@@ -162,6 +178,34 @@ object SparkInternals {
       known
     case other => throw new IllegalStateException(s"Map outputs are moved on the driver, not with ${other.getClass.getName}")
   }
+
+  /**
+   * The map outputs node shuffle services serve, as the driver's MapOutputTracker has them: (service
+   * host, port) -> shuffle id -> how many of that shuffle's map outputs it serves. The driver only;
+   * walks every registered map output (the Sluice tab, when shown).
+   */
+  private[sluice] def nodeServedMapOutputs: Map[(String, Int), Map[Int, Int]] = mapOutputTracker match {
+    case master: MapOutputTrackerMaster =>
+      val counts = scala.collection.mutable.Map.empty[((String, Int), Int), Int]
+      master.shuffleStatuses.foreach { case (shuffleId, status) =>
+        status.withMapStatuses(_.foreach { s =>
+          if (s != null && SluiceLocation.isNodeServed(s.location)) {
+            val p = SluiceLocation.producer(s.location)
+            val key = ((p.host, p.port), shuffleId)
+            counts(key) = counts.getOrElse(key, 0) + 1
+          }
+        })
+      }
+      counts.toSeq.groupBy(_._1._1).map { case (service, c) => service -> c.map { case ((_, id), n) => id -> n }.toMap }
+    case _ => Map.empty
+  }
+
+  /**
+   * Has every BlockManager drop shuffle `shuffleId` (the driver, when Spark's ContextCleaner drops
+   * it): each executor's shuffle manager unregisters it. Waits for them when `blocking`.
+   */
+  private[sluice] def removeShuffleFromExecutors(shuffleId: Int, blocking: Boolean): Unit =
+    env.blockManager.master.removeShuffle(shuffleId, blocking)
 
   /** (location, [(block, size, mapIndex)]) of the map outputs a reader needs. */
   private[sluice] def mapSizesByExecutorId(shuffleId: Int, startMapIndex: Int, endMapIndex: Int, startPartition: Int,
@@ -366,11 +410,13 @@ object SparkInternals {
 /**
  * How the server to read a map output from travels in a BlockManagerId's topology info:
  * `sluice:<port>[;<original>]` for the executor's own server, `sluice-node:<port>@<host>[;<original>]`
- * for the node shuffle service it registered with.
+ * for the node shuffle service it registered with, and `sluice-fallback` on Spark's fallback
+ * storage placeholder for a map output in the fallback storage (no server: readers read the copy).
  */
 private[sluice] object SluiceLocation {
   private val Prefix = "sluice:"
   private val NodePrefix = "sluice-node:"
+  val FallbackMarker = "sluice-fallback"
 
   def encode(port: Int, original: Option[String]): String = Prefix + port + original.fold("")(";" + _)
 
@@ -385,6 +431,7 @@ private[sluice] object SluiceLocation {
       val server = t.drop(NodePrefix.length).takeWhile(_ != ';')
       val at = server.indexOf('@')
       ProducerLocation(location.executorId, server.substring(at + 1), server.substring(0, at).toInt, node = true)
+    case Some(FallbackMarker) => ProducerLocation(location.executorId, location.host, location.port, fallback = true)
     case other => throw new IllegalStateException(s"Map output at $location carries no Sluice server " +
         s"(topology info $other): was it written by another shuffle manager?")
   }

@@ -4,6 +4,7 @@ import java.util.concurrent.{CompletableFuture, TimeUnit}
 
 import scala.util.control.NonFatal
 
+import io.sluice.NodeServiceAddress
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.metrics._
 import io.sluice.partition.ResultPartitionType
@@ -77,12 +78,19 @@ private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf) extends Lo
 
   private val reportCounts = scala.collection.mutable.Map.empty[String, Long] // guarded by this
 
+  /** Executor id -> the node shuffle service its last report named, for executors whose outputs one serves. */
+  private val servedBy = new java.util.concurrent.ConcurrentHashMap[String, NodeServiceAddress]()
+
   /** Handles an executor's report; the reply carries the sampling requests it has not seen. */
   def onReport(report: SluiceMessages.Report): SluiceMessages.ReportReply = {
     val executorId = report.snapshot.executorId
     try {
       store.add(report.snapshot.copy(timestampMillis = System.currentTimeMillis()))
       report.samples.foreach(tracker.onResult)
+      if (report.server.isDefined) report.nodeService match { // the environment runs: it knows who serves its outputs
+        case Some(s) => servedBy.put(executorId, s)
+        case None => servedBy.remove(executorId)
+      }
     } catch {
       case NonFatal(e) => logWarning(s"Could not take Sluice's metrics report of executor $executorId", e)
     }
@@ -92,6 +100,12 @@ private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf) extends Lo
     }
     SluiceMessages.ReportReply(try tracker.requestsFor(executorId)
       catch { case NonFatal(_) => Nil })
+  }
+
+  /** Executor id -> the node shuffle service serving its map outputs, as its reports said (gone executors too). */
+  def nodeServedExecutors: Map[String, NodeServiceAddress] = {
+    import scala.jdk.CollectionConverters._
+    servedBy.asScala.toMap
   }
 
   /** Executors heard from within the last few report intervals. */

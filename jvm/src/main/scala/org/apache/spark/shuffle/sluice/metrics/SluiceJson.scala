@@ -11,10 +11,11 @@ import org.json4s.jackson.JsonMethods
  * The JSON form of the driver's Sluice metrics, shared by the UI tab's `/sluice/json` and the
  * Python accessor: `executors` (memory segments), `stages` (sums, highest usages, backpressure,
  * the stage's `cause`: the batch diagnosis of a batch stage, the backpressure sentence of a
- * pipelined one; jobs) and `tasks` (one object per task attempt, every metric under its Flink
- * name, and latency statistics when tracked). Keys follow the naming rule of docs/metrics.md:
- * Flink's metric names where a value is that metric, snake_case for everything else, the same
- * words as the Python tables. Plain values only; no NaN. Stateless.
+ * pipelined one; jobs), `tasks` (one object per task attempt, every metric under its Flink name,
+ * and latency statistics when tracked) and `node_services` (the node shuffle services and the
+ * executors whose outputs they serve). Keys follow the naming rule of docs/metrics.md: Flink's
+ * metric names where a value is that metric, snake_case for everything else, the same words as the
+ * Python tables. Plain values only; no NaN. Stateless.
  */
 private[sluice] object SluiceJson {
 
@@ -123,13 +124,43 @@ private[sluice] object SluiceJson {
     MetricNames.IndexBytesNeeded -> JLong(e.totals.getOrElse(MetricNames.IndexBytesNeeded, 0L))) ++
     e.transport.reads.values.map { case (name, v) => name -> JLong(v) })
 
+  /**
+   * The node shuffle services, a block of its own: `services`, each with the application's map
+   * outputs it serves (in all and per shuffle) and its figures from its last status (null before
+   * the first), and `executors`, whose map outputs one serves.
+   */
+  def nodeServices(v: NodeServicesView): JObject = {
+    def figures(s: Option[NodeServiceStatus]): List[(String, JValue)] = {
+      def f(get: NodeServiceStatus => Long): JValue = s.map(x => JLong(get(x)): JValue).getOrElse(JNull)
+      List("registered_applications" -> f(_.registeredApplications), "registered_executors" -> f(_.registeredExecutors),
+        "connections" -> f(_.connections), "readers" -> f(_.readers), "bytes_sent" -> f(_.bytesSent),
+        "queued_reads" -> f(_.queuedReads), "disk_files" -> f(_.diskFiles), "disk_bytes" -> f(_.diskBytes),
+        "application_executors" -> s.map(x => JArray(x.applicationExecutors.map(JString(_)).toList): JValue).getOrElse(JNull),
+        "application_disk_files" -> f(_.applicationDiskFiles), "application_disk_bytes" -> f(_.applicationDiskBytes))
+    }
+    JObject(
+      "services" -> JArray(v.services.map { s =>
+        JObject(List("host" -> JString(s.host), "port" -> JInt(s.port),
+          "status_at_ms" -> s.statusAtMs.map(JLong(_): JValue).getOrElse(JNull),
+          "map_outputs" -> JInt(s.mapOutputs.values.sum),
+          "shuffles" -> JArray(s.mapOutputs.toList.sorted.map { case (id, n) =>
+            JObject("shuffle_id" -> JInt(id), "map_outputs" -> JInt(n))
+          })) ++ figures(s.status))
+      }.toList),
+      "executors" -> JArray(v.executors.map { e =>
+        JObject("executor_id" -> JString(e.executorId), "host" -> JString(e.host), "port" -> JInt(e.port),
+          "live" -> JBool(e.live))
+      }.toList))
+  }
+
   /** Everything the driver holds. */
-  def all(m: SluiceDriverMetrics): JValue = JObject(
+  def all(m: SluiceDriverMetrics, services: => NodeServicesView = NodeServicesView.empty): JValue = JObject(
     "report_interval_ms" -> JLong(m.reportIntervalMs),
     "executors" -> JArray(m.store.executorEntries.map(executor).toList),
     "stages" -> JArray(m.stageViews.map(stage).toList),
     "tasks" -> JArray(m.store.taskEntries.sortBy(e => (e.key.stageId, e.key.partitionId, e.key.taskAttemptId))
-        .map(task).toList))
+        .map(task).toList),
+    "node_services" -> nodeServices(services))
 
   /** The application's summary, posted when it ends ([[SparkListenerSluiceApplicationSummary]]). */
   def summary(s: SparkListenerSluiceApplicationSummary): JObject = JObject(
@@ -143,7 +174,7 @@ private[sluice] object SluiceJson {
   def stages(views: Seq[StageView]): JValue = JObject("stages" -> JArray(views.map(stage).toList))
 
   val empty: JValue = JObject("report_interval_ms" -> JLong(0), "executors" -> JArray(Nil),
-    "stages" -> JArray(Nil), "tasks" -> JArray(Nil))
+    "stages" -> JArray(Nil), "tasks" -> JArray(Nil), "node_services" -> nodeServices(NodeServicesView.empty))
 
   def render(v: JValue): String = JsonMethods.compact(JsonMethods.render(v))
 }

@@ -15,7 +15,8 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
  * executors announce them when they register, and what the driver tells them: that the
  * application is alive (every 30 s, or a third of the service's timeout), which shuffle Spark
  * dropped, and that the application ended (the role Spark's BlockManagerMaster plays towards its
- * external shuffle services). It also keeps each service's last status for the Sluice tab.
+ * external shuffle services). It also keeps each service's last status for the Sluice tab, asked
+ * with every heartbeat and when the tab is shown.
  * Messages from executors travel as [[RpcPayload]] bytes to one driver endpoint. One instance per
  * application, owned by [[org.apache.spark.shuffle.sluice.SluiceShuffleDriverComponents]];
  * thread-safe (Spark's RPC threads, the ContextCleaner's, its own daemon thread).
@@ -23,7 +24,8 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
 private[sluice] final class NodeServices(client: () => ShuffleServiceClient) extends Logging {
 
   private val services = ConcurrentHashMap.newKeySet[NodeServiceAddress]()
-  private val statuses = new ConcurrentHashMap[NodeServiceAddress, String]()
+  private val statuses = new ConcurrentHashMap[NodeServiceAddress, NodeServices.LastStatus]()
+  @volatile private var lastRefreshMs = 0L
   @volatile private var intervalMs = ShuffleServiceClient.aliveIntervalMs(0L)
   @volatile private var stopped = false
   private val timer: ScheduledExecutorService = Executors.newSingleThreadScheduledExecutor { r =>
@@ -37,14 +39,30 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient) ext
   def announced(service: NodeServiceAddress): Unit =
     if (services.add(service)) {
       logInfo(s"The Sluice shuffle service at ${service.host}:${service.port} serves map outputs of this application")
-      timer.execute(() => tell(service)(c => statuses.put(service, c.status(service.host, service.port))))
+      timer.execute(() => tell(service)(c => takeStatus(c, service)))
     }
 
   /** The services known now. */
   def known: Set[NodeServiceAddress] = services.asScala.toSet
 
-  /** Each service's last status (JSON, see the service's `Status`). */
-  def lastStatuses: Map[NodeServiceAddress, String] = statuses.asScala.toMap
+  /** Each service's last status (JSON, see the service's `Status`) and when it came. */
+  def lastStatuses: Map[NodeServiceAddress, NodeServices.LastStatus] = statuses.asScala.toMap
+
+  /**
+   * Asks every service for its status now, on the timer's thread (the Sluice tab does when shown,
+   * so its next view is fresh): at most once a second, never waiting here.
+   */
+  def refreshStatuses(): Unit = {
+    val now = System.currentTimeMillis()
+    if (!stopped && now - lastRefreshMs >= NodeServices.MinRefreshIntervalMs) {
+      lastRefreshMs = now
+      try timer.execute(() => known.foreach(s => tell(s)(takeStatus(_, s))))
+      catch { case NonFatal(_) => () } // stopping
+    }
+  }
+
+  private def takeStatus(c: ShuffleServiceClient, s: NodeServiceAddress): Unit =
+    statuses.put(s, NodeServices.LastStatus(c.status(s.host, s.port), System.currentTimeMillis()))
 
   /** Spark dropped shuffle `shuffleId`: every service deletes its files (waiting for them when `blocking`). */
   def removeShuffle(shuffleId: Int, blocking: Boolean): Unit = {
@@ -66,7 +84,7 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient) ext
         tell(s) { c =>
           val timeout = c.alive(s.host, s.port)
           intervalMs = math.min(intervalMs, ShuffleServiceClient.aliveIntervalMs(timeout))
-          statuses.put(s, c.status(s.host, s.port))
+          takeStatus(c, s)
         }
       }
     finally if (!stopped) {
@@ -85,6 +103,12 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient) ext
 private[sluice] object NodeServices {
 
   val EndpointName = "SluiceNodeServices"
+
+  /** A service's `Status` answer (JSON) and when it came (ms since the epoch). */
+  final case class LastStatus(json: String, atMs: Long)
+
+  /** The shortest time between two status requests the Sluice tab starts. */
+  val MinRefreshIntervalMs = 1000L
 
   /** An executor's announcement: it registered with this service. */
   final case class Registered(host: String, port: Int)

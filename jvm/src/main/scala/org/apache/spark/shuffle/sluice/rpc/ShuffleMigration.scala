@@ -18,6 +18,9 @@ import org.apache.spark.storage.BlockManagerId
  * travels in the location's topology info. So the receiving executor asks this small driver
  * endpoint instead, which points the MapStatus at the executor's Sluice location
  * ([[SparkInternals.mapOutputLocation]]), and answers whether the driver still knows the shuffle.
+ * A decommissioning executor that copied a map output to Spark's fallback storage asks it the same
+ * way, for the fallback storage's location ([[SparkInternals.fallbackStorageLocation]]); the
+ * endpoint notes such shuffles, whose copies the driver deletes when Spark drops them.
  *
  * One endpoint per application, set up on the driver with the first shuffle when executors may
  * move shuffle blocks. Messages travel as [[RpcPayload]] bytes. Thread-safe.
@@ -55,7 +58,20 @@ private[sluice] object ShuffleMigration extends Logging {
     RpcPayload.decode(Await.result(future, timeoutMs.millis + 5.seconds)).asInstanceOf[MapOutputMovedReply].shuffleKnown
   }
 
-  def reset(): Unit = driverEndpoint.reset()
+  /**
+   * Shuffles some map output of which was pointed at Spark's fallback storage (driver): their
+   * copies are deleted when Spark drops them. Noted before the driver checks that it knows the
+   * shuffle, so a copy made while the shuffle is being dropped is not forgotten.
+   */
+  private val inFallbackStorage = java.util.concurrent.ConcurrentHashMap.newKeySet[Int]()
+
+  /** Whether shuffle `shuffleId` has copies in the fallback storage; forgets it (the driver drops the shuffle). */
+  def takeFallbackShuffle(shuffleId: Int): Boolean = inFallbackStorage.remove(shuffleId)
+
+  def reset(): Unit = {
+    driverEndpoint.reset()
+    inFallbackStorage.clear()
+  }
 
   /** The driver's endpoint; Spark hands it one message at a time. */
   private final class Endpoint extends SparkInternals.DriverEndpoint {
@@ -65,6 +81,7 @@ private[sluice] object ShuffleMigration extends Logging {
     override def receiveAndReply(message: Array[Byte], reply: SparkInternals.RpcReply): Unit =
       RpcPayload.decode(message) match {
         case MapOutputMoved(shuffleId, mapId, location) =>
+          if (location == SparkInternals.fallbackStorageLocation) inFallbackStorage.add(shuffleId)
           val known = SparkInternals.updateMapOutput(shuffleId, mapId, location)
           logInfo(s"Map output $mapId of shuffle $shuffleId moved to $location" +
             (if (known) "" else s" after shuffle $shuffleId was unregistered"))

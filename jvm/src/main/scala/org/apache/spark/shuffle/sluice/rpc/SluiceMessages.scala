@@ -1,5 +1,6 @@
 package org.apache.spark.shuffle.sluice.rpc
 
+import io.sluice.NodeServiceAddress
 import io.sluice.metrics.{ExecutorSnapshot, SampleRequest, StageSampleResult}
 
 /**
@@ -13,10 +14,12 @@ private[sluice] object SluiceMessages {
   final case class SluiceServer(executorId: String, host: String, port: Int)
 
   /**
-   * An executor's periodic report: its metrics tick, the stack samples it finished since, and its
-   * Sluice server once started.
+   * An executor's periodic report: its metrics tick, the stack samples it finished since, its
+   * Sluice server once started, and then the node shuffle service that serves its map outputs
+   * (None: the executor serves them itself).
    */
-  final case class Report(snapshot: ExecutorSnapshot, samples: Seq[StageSampleResult], server: Option[SluiceServer] = None)
+  final case class Report(snapshot: ExecutorSnapshot, samples: Seq[StageSampleResult], server: Option[SluiceServer] = None,
+      nodeService: Option[NodeServiceAddress] = None)
 
   /**
    * The driver's answer: stages whose running tasks the executor should sample now, and the Sluice

@@ -7,7 +7,7 @@ import jakarta.servlet.http.HttpServletRequest
 import org.apache.spark.shuffle.sluice.SparkListenerSluiceStageMetrics
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.shuffle.sluice.internal.SparkInternals.{bytesToString, formatDate, uiLink}
-import org.apache.spark.shuffle.sluice.metrics.{SluiceEventPublisher, StageView}
+import org.apache.spark.shuffle.sluice.metrics.{NodeServiceStatus, NodeServicesView, SluiceEventPublisher, StageView}
 import org.json4s.JValue
 
 /**
@@ -15,7 +15,8 @@ import org.json4s.JValue
  * level (coloured as in Flink's UI: OK green, LOW orange, HIGH red; grey when never sampled),
  * pool usages, bytes and buffers in and out, the buffer fill rate with a suggested buffer
  * timeout, and the root-cause sentence (pipelined stages) or the batch diagnosis (batch stages,
- * with a table of where their time went); with `?stage=<id>`, that stage's tasks. In a running
+ * with a table of where their time went); the node shuffle services and whom they serve (a running
+ * application's); with `?stage=<id>`, that stage's tasks. In a running
  * application, showing the page starts a backpressure sample of every running stage (cached for
  * spark.sluice.backpressure.refreshInterval), as Flink's backpressure tab does; the next refresh
  * shows the result. In the History Server the same page shows the figures replayed from the event
@@ -56,6 +57,7 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
       {data.summary.map(s => <p id="sluice-summary"><strong>{s.line}</strong></p>).getOrElse(Seq.empty[Node])}
       <h4>Executors</h4>
       {executorsTable}
+      {data.nodeServices.map(nodeServicesTable).getOrElse(Seq.empty[Node])}
       {batchTable(stages.filter(_.batch))}
       <h4>Stages</h4>
       {stagesTable(request, stages)}
@@ -175,6 +177,60 @@ private[sluice] final class SluicePage(data: SluiceTabData) extends SparkInterna
           <td>{e.executorId}</td><td>{e.totalMemorySegments}</td><td>{e.availableMemorySegments}</td>
           <td>{e.usedMemorySegments}</td><td>{bytesToString(e.segmentSize.toLong)}</td>
           <td>{formatDate(e.lastReportMs)}</td>
+        </tr>
+      }
+    }</tbody>
+    </table>
+
+  /**
+   * The node shuffle services (a running application's): each one's own figures from its last
+   * status, the application's map outputs it serves (per shuffle), and the executors whose map
+   * outputs it serves, live ones as their reports say and every
+   * one registered with it as it says (an executor that is gone, its outputs still served, too).
+   */
+  private def nodeServicesTable(v: NodeServicesView): Seq[Node] =
+    if (v.isEmpty) Seq.empty
+    else <h4>Node shuffle services</h4>
+    <table id="sluice-node-services" class="table table-bordered table-condensed table-striped">
+      <thead><tr>
+        <th>Service</th>
+        <th title="Executors whose map outputs the service serves: every executor of this application registered with it (gone ones too) and those whose reports name it">Executors served</th>
+        <th title="This application's map outputs the service serves, as the driver's MapOutputTracker has them, and per shuffle id">Map outputs</th>
+        <th title="Applications registered with the service (any application, not only this one)">Applications</th>
+        <th title="Executors registered with the service (any application)">Executors registered</th>
+        <th>Connections</th><th>Readers</th><th>Bytes sent</th>
+        <th title="Read requests waiting for one of the service's read threads">Queued reads</th>
+        <th title="Map output files on the service's disks and their size (any application); this application's in brackets">Disk</th>
+        <th>Status as of</th>
+      </tr></thead>
+      <tbody>{
+      v.services.map { s =>
+        val reported = v.executors.filter(e => e.host == s.host && e.port == s.port)
+        val ids = (s.status.map(_.applicationExecutors).getOrElse(Nil) ++ reported.map(_.executorId)).distinct
+          .sortBy(id => (id.toIntOption.getOrElse(Int.MaxValue), id))
+        val gone = reported.filterNot(_.live).map(_.executorId).toSet
+        def figure(f: NodeServiceStatus => String): String = s.status.map(f).getOrElse("-")
+        val perShuffle = s.mapOutputs.toSeq.sortBy(_._1)
+        <tr class="sluice-node-service" data-service={s"${s.host}:${s.port}"} data-executors={ids.mkString(",")}
+            data-map-outputs={perShuffle.map { case (id, n) => s"$id:$n" }.mkString(",")}>
+          <td>{s.host}:{s.port}</td>
+          <td>{ids.map(id => if (gone(id)) s"$id (gone)" else id).mkString(", ")}</td>
+          <td>{
+          if (perShuffle.isEmpty) "0"
+          else s"${perShuffle.map(_._2).sum} (" + perShuffle.map { case (id, n) => s"shuffle $id: $n" }.mkString(", ") + ")"
+        }</td>
+          <td>{figure(_.registeredApplications.toString)}</td>
+          <td>{figure(_.registeredExecutors.toString)}</td>
+          <td>{figure(_.connections.toString)}</td>
+          <td>{figure(_.readers.toString)}</td>
+          <td>{figure(st => bytesToString(st.bytesSent))}</td>
+          <td>{figure(_.queuedReads.toString)}</td>
+          <td>{
+          figure(st =>
+            s"${st.diskFiles} files, ${bytesToString(st.diskBytes)} (${st.applicationDiskFiles}, " +
+              s"${bytesToString(st.applicationDiskBytes)})")
+        }</td>
+          <td>{s.statusAtMs.map(formatDate).getOrElse("not asked yet")}</td>
         </tr>
       }
     }</tbody>

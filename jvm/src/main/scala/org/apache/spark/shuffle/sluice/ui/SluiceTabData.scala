@@ -4,7 +4,7 @@ import scala.jdk.CollectionConverters._
 
 import io.sluice.config.SluiceOptions
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
-import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SluiceJson}
+import org.apache.spark.shuffle.sluice.metrics.{NodeServicesView, SluiceDriverMetrics, SluiceJson}
 import org.apache.spark.shuffle.sluice.{
   SluiceExecutorMemory, SparkListenerSluiceApplicationSummary, SparkListenerSluiceSettings, SparkListenerSluiceStageMetrics
 }
@@ -16,7 +16,8 @@ import org.json4s.{JArray, JBool, JObject, JValue}
  * What the Sluice tab's page ([[SluicePage]]) shows, from either source: the running
  * application's driver ([[LiveTabData]]) or the History Server's replay of its event log
  * ([[ReplayedTabData]]). Per stage the figures of [[SparkListenerSluiceStageMetrics]], per
- * executor its network memory; task details and sampling exist only while the application runs.
+ * executor its network memory; task details, sampling and the node shuffle services exist only
+ * while the application runs.
  * Implementations only read (the driver's thread-safe metrics, or the status store): thread-safe.
  */
 private[sluice] trait SluiceTabData {
@@ -31,6 +32,9 @@ private[sluice] trait SluiceTabData {
 
   /** The running application's metrics, None in the History Server. */
   def live: Option[SluiceDriverMetrics]
+
+  /** The node shuffle services and whom they serve: the running application's only (not in the event log). */
+  def nodeServices: Option[NodeServicesView]
   def json: JValue
 }
 
@@ -48,7 +52,8 @@ private[sluice] final class LiveTabData(metrics: SluiceDriverMetrics) extends Sl
   override def executors: Seq[SluiceExecutorMemory] = metrics.store.executorEntries.map(SluiceExecutorMemory.of)
   override def summary: Option[SparkListenerSluiceApplicationSummary] = None
   override def live: Option[SluiceDriverMetrics] = Some(metrics)
-  override def json: JValue = SluiceJson.all(metrics)
+  override def nodeServices: Option[NodeServicesView] = Some(NodeServicesView.current(metrics))
+  override def json: JValue = SluiceJson.all(metrics, NodeServicesView.current(metrics))
 }
 
 /**
@@ -69,6 +74,8 @@ private[sluice] final class ReplayedTabData(store: KVStore) extends SluiceTabDat
     SparkInternals.storedEntries(store, classOf[SluiceSummaryEntry]).headOption.map(_.summary)
 
   override def live: Option[SluiceDriverMetrics] = None
+
+  override def nodeServices: Option[NodeServicesView] = None
 
   override def json: JValue = JObject(List(
     "replayed" -> JBool(true),

@@ -1,5 +1,7 @@
 package org.apache.spark.shuffle.sluice.internal
 
+import io.sluice.config.SparkSettingRules
+
 import org.apache.spark.SparkConf
 import org.apache.spark.shuffle.sluice.SluiceShuffleManager
 import org.scalatest.funsuite.AnyFunSuite
@@ -77,14 +79,23 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
     assert(m.split("\n  - ").length == 4, m)
   }
 
-  test("the codec, the I/O encryption cipher and the decommissioning fallback storage are refused in the same message") {
+  test("the codec, the I/O encryption cipher and a fallback storage without Sluice's plugin are refused together") {
     val m = refusal("spark.io.compression.codec" -> "brotli", "spark.io.encryption.enabled" -> "true",
       "spark.io.crypto.cipher.transformation" -> "AES/GCM/NoPadding", "spark.storage.decommission.enabled" -> "true",
       "spark.storage.decommission.fallbackStorage.path" -> "s3a://bucket/fallback/")
     assert(m.split("\n  - ").length == 4, m)
     assert(m.contains("spark.io.compression.codec=brotli: use lz4, lzf, snappy or zstd"), m)
     assert(m.contains("spark.io.crypto.cipher.transformation=AES/GCM/NoPadding is not supported"), m)
-    assert(m.contains("Unset spark.storage.decommission.fallbackStorage.path"), m)
+    assert(
+      m.contains("spark.storage.decommission.fallbackStorage.path with spark.shuffle.sort.io.plugin.class=" +
+        "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"), m)
+    assert(m.contains(s"Set ${SparkSettingRules.ShuffleDataIOKey}=${SparkSettingRules.SluiceShuffleDataIO}"), m)
+  }
+
+  test("a fallback storage with Sluice's storage plugin is served, not refused") {
+    SparkFeatureCheck.verify(conf("spark.storage.decommission.enabled" -> "true",
+        "spark.storage.decommission.fallbackStorage.path" -> "s3a://bucket/fallback/",
+        SparkSettingRules.ShuffleDataIOKey -> SparkSettingRules.SluiceShuffleDataIO))
   }
 
   test("the blocking manager refuses at construction, on the driver and on executors") {

@@ -1,10 +1,10 @@
 package org.apache.spark.shuffle.sluice.rpc
 
 import org.apache.spark.SparkConf
-import org.apache.spark.shuffle.sluice.SluiceShuffleManager
+import org.apache.spark.shuffle.sluice.{SluiceFallbackStorage, SluiceShuffleManager}
 import org.scalatest.funsuite.AnyFunSuite
 
-/** When executors move Sluice's map outputs on decommissioning, and the setting Sluice refuses. */
+/** When executors move Sluice's map outputs on decommissioning, and when they may put them in the fallback storage. */
 class ShuffleMigrationSuite extends AnyFunSuite {
 
   private def conf(settings: (String, String)*): SparkConf = new SparkConf(false).setAll(settings)
@@ -18,14 +18,19 @@ class ShuffleMigrationSuite extends AnyFunSuite {
     assert(!ShuffleMigration.enabled(conf(storageDecommission, "spark.storage.decommission.shuffleBlocks.enabled" -> "false")))
   }
 
-  test("a fallback storage path is refused at start-up, naming the keys and what to do, while shuffle blocks move") {
+  test("with a fallback storage path Sluice's map outputs may go there, through Sluice's storage plugin") {
+    val plugin = "spark.shuffle.sort.io.plugin.class" -> "org.apache.spark.shuffle.sluice.SluiceShuffleDataIO"
+    assert(SluiceFallbackStorage.configured(conf(storageDecommission, fallback)))
+    new SluiceShuffleManager(conf(storageDecommission, fallback, plugin), true)
+    // Without Sluice's storage plugin nobody would delete the copies: refused, naming the key.
     val e = intercept[IllegalArgumentException](new SluiceShuffleManager(conf(storageDecommission, fallback), true))
-    Seq("spark.storage.decommission.fallbackStorage.path", "spark.storage.decommission.shuffleBlocks.enabled=false",
-      "Unset").foreach(s => assert(e.getMessage.contains(s), e.getMessage))
-    // Without shuffle migration the fallback storage never sees a Sluice map output.
-    new SluiceShuffleManager(conf(storageDecommission, fallback, "spark.storage.decommission.shuffleBlocks.enabled" -> "false"),
-      true)
+    Seq("spark.storage.decommission.fallbackStorage.path", s"${plugin._1}=${plugin._2}").foreach(s =>
+      assert(e.getMessage.contains(s), e.getMessage))
+    // Without shuffle migration the fallback storage never sees a Sluice map output: nothing is asked.
+    val noMigration = conf(storageDecommission, fallback, "spark.storage.decommission.shuffleBlocks.enabled" -> "false")
+    assert(!SluiceFallbackStorage.configured(noMigration))
+    new SluiceShuffleManager(noMigration, true)
     new SluiceShuffleManager(conf(fallback), true)
-    new SluiceShuffleManager(conf(storageDecommission), true)
+    assert(!SluiceFallbackStorage.configured(conf(storageDecommission, fallback._1 -> " ")))
   }
 }
