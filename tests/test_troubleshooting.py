@@ -153,6 +153,7 @@ EXEMPT: Dict[str, Tuple[str, ...]] = {
         "no layout to find partition files with",
     ),
     LIFECYCLE: (
+        "Reading <> from the fallback storage was interrupted",
         "Sluice's shuffle environment is stopped",
         "The network buffer pool is destroyed",
         "The Sluice connection manager is already started",
@@ -290,7 +291,7 @@ PASSED_ON: Dict[str, str] = {
     "BlockCodec.scala: SparkSettingRules.Codec.message(Map(SparkSettingRules.CodecKey -> value).get)": (
         "the codec rule's message: `Sluice cannot compress buffers with spark.io.compression.codec=<codec>` (listed)"
     ),
-    "PartitionedFileCipher.scala: SparkSettingRules.Cipher.message(Map(TransformationKey -> String.valueOf(transformation)).get)": (
+    "PartitionedFileCipher.scala: SparkSettingRules.Cipher.message(Map(TransformationKey -> String.valueOf(transformation)).get)": (  # noqa: E501
         "the cipher rule's message: `spark.io.crypto.cipher.transformation=<value> is not supported` (listed)"
     ),
     "TransportConfOverlay.scala: name": (

@@ -499,8 +499,9 @@ COMMANDS: Dict[str, Command] = {
     "compare": Command("run your application alternately with the sort shuffle and with Sluice, and compare", _compare),
     "connect-server": Command("run a Spark Connect server with Sluice", _connect_server),
     "demo": Command("run a shuffle-heavy job on a local two-executor cluster through Sluice", _demo),
-    "shuffle-service": Command("run Sluice's node shuffle service on this host (docs/node-shuffle-service.md)",
-        _shuffle_service),
+    "shuffle-service": Command(
+        "run Sluice's node shuffle service on this host (docs/node-shuffle-service.md)", _shuffle_service
+    ),
     "bench": Command("benchmarks against Spark's own shuffles (needs the sluice-bench distribution)", _bench),
 }
 
