@@ -124,9 +124,10 @@ object SparkSettingRules {
       Condition("spark.storage.decommission.shuffleBlocks.enabled", "true", True),
       Condition("spark.storage.decommission.fallbackStorage.path", "", ".+"),
       Condition(ShuffleDataIOKey, DefaultShuffleDataIO, Pattern.quote(SluiceShuffleDataIO), negate = true)),
-    "spark.storage.decommission.fallbackStorage.path with " +
-      "spark.shuffle.sort.io.plugin.class=${spark.shuffle.sort.io.plugin.class}: the map outputs decommissioning " +
-      "executors copy to the fallback storage are read and deleted through Sluice's storage plugin.",
+    "spark.storage.decommission.fallbackStorage.path is set (with spark.storage.decommission.enabled and " +
+      "spark.storage.decommission.shuffleBlocks.enabled on) but spark.shuffle.sort.io.plugin.class is not Sluice's " +
+      "storage plugin: the map outputs decommissioning executors copy to the fallback storage are read and " +
+      "deleted through it.",
     s"Set $ShuffleDataIOKey=$SluiceShuffleDataIO (sluice.configure and sluice conf do), or unset " +
       "spark.storage.decommission.fallbackStorage.path (Sluice then moves map outputs to peer executors only).")
 

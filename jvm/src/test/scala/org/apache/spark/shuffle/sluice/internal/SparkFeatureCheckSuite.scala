@@ -86,9 +86,8 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
     assert(m.split("\n  - ").length == 4, m)
     assert(m.contains("spark.io.compression.codec=brotli: use lz4, lzf, snappy or zstd"), m)
     assert(m.contains("spark.io.crypto.cipher.transformation=AES/GCM/NoPadding is not supported"), m)
-    assert(
-      m.contains("spark.storage.decommission.fallbackStorage.path with spark.shuffle.sort.io.plugin.class=" +
-        "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"), m)
+    assert(m.contains("spark.storage.decommission.fallbackStorage.path is set"), m)
+    assert(m.contains("spark.shuffle.sort.io.plugin.class is not Sluice's storage plugin"), m)
     assert(m.contains(s"Set ${SparkSettingRules.ShuffleDataIOKey}=${SparkSettingRules.SluiceShuffleDataIO}"), m)
   }
 
