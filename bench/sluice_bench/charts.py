@@ -292,3 +292,37 @@ def cluster_chart(
         ax.legend(fontsize=8)
     fig.suptitle(f"sluice bench cluster: Sluice vs Spark's sort shuffle on dev/cluster: {subtitle}", fontsize=10)
     return _save(fig, path)
+
+
+def allocation_chart(
+    path: Path,
+    seconds: Dict[str, Tuple[float, float, float]],
+    labels: Dict[str, str],
+    timelines: Dict[str, List[List[float]]],
+    subtitle: str,
+) -> Path:
+    """Left: each contender's executor-seconds over the bursty job (median; whiskers: min and max
+    over rounds). Right: the live executors over the job's run, each contender's last round."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1, 1.6]})
+    names = list(seconds)
+    colors = [COLORS.get(n, "#2ca02c" if n.endswith("service") else "#9467bd") for n in names]
+    medians = [seconds[n][0] for n in names]
+    low = [seconds[n][0] - seconds[n][1] for n in names]
+    high = [seconds[n][2] - seconds[n][0] for n in names]
+    left.bar([labels[n] for n in names], medians, yerr=[low, high], capsize=6, color=colors)
+    for i, m in enumerate(medians):
+        left.text(i, m / 2, f"{m:.0f} s", ha="center", va="center", color="white", fontweight="bold")
+    left.set_ylabel("executor-seconds during the job (median; whiskers min/max)")
+    left.tick_params(axis="x", labelsize=8)
+    left.set_title("what the bursty job's executors cost", fontsize=10)
+    for name, color in zip(names, colors):
+        steps = timelines.get(name)
+        if steps:
+            right.step([s[0] for s in steps], [s[1] for s in steps], where="post", label=labels[name], color=color)
+    right.set_xlabel("seconds from the job's start")
+    right.set_ylabel("live executors")
+    right.set_title("live executors over the job (last round)", fontsize=10)
+    right.legend(fontsize=8)
+    fig.suptitle(f"sluice bench allocation: dynamic allocation on dev/cluster: {subtitle}", fontsize=10)
+    return _save(fig, path)

@@ -19,7 +19,7 @@ sluice demo [--keep-ui [SECONDS]] [--compare]
                                     a shuffle-heavy job on a local two-executor cluster
 sluice bench NAME [--rounds N] [--quick] [--out DIR]
                                     benchmarks against Spark's shuffles (batch, transport,
-                                    latency, memory, scale, cluster); handed over to the
+                                    latency, memory, scale, cluster, allocation); handed over to the
                                     sluice-bench distribution (sluice-bench NAME ...), installed
                                     apart
 """
@@ -152,7 +152,8 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser(
         "bench",
-        help="benchmarks against Spark's own shuffles (batch, transport, latency, memory, scale, cluster); "
+        help="benchmarks against Spark's own shuffles (batch, transport, latency, memory, scale, cluster, "
+        "allocation); "
         "needs the sluice-bench distribution, and all further arguments go to it",
         add_help=False,
     )
