@@ -14,6 +14,7 @@ import gc
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +36,7 @@ from sluice_bench import (
     jobs_allocation,
     latency,
     scale,
+    service,
     session,
     short,
     tpch,
@@ -589,6 +591,38 @@ def test_batch_service_runs_are_timed_against_sluices() -> None:
     without = Recorder("batch", "sluice bench batch", {"rounds": 2})
     batch.summarize({"defaults": {c: results[c] for c in ("sluice", "sort")}}, without, {"defaults": spec})
     assert "service" not in without.summary["settings"]["defaults"]
+
+
+def test_service_results_are_saved_beside_the_plain_ones() -> None:
+    """A --service run writes its own result (scale[-group]-service, batch-service): the plain
+    runs' results, which docs/benchmarks.md quotes, stay as they are."""
+    assert scale.plan(scale_args(groups="wide", shapes="1500x400", service=True))[0] == "scale-wide-service"
+    assert scale.plan(scale_args(groups="classic,wide", service=True))[0] == "scale-service"
+    assert scale.plan(scale_args(groups="wide"))[0] == "scale-wide"
+    assert batch.result_name(argparse.Namespace(short=False, service=True)) == "batch-service"
+    assert batch.result_name(argparse.Namespace(short=False, service=False)) == "batch"
+
+
+def test_a_node_service_daemon_starts_reports_and_stops(tmp_path: Path) -> None:
+    """The --service runs' daemon: ``sluice shuffle-service`` on a free port of 127.0.0.1, its
+    status read back (nothing registered, nothing on disk), stopped when the run ends; a port
+    another process holds is an error naming the port and the daemon's log."""
+    log = service.service_log(tmp_path, "smoke")
+    with service.NodeService(log) as node:
+        assert node.process is not None and node.process.poll() is None
+        status = node.status()
+        assert status["registeredApplications"] == 0 and status["diskFiles"] == 0, status
+    assert node.process.poll() is not None, "the daemon outlived its run"
+    assert node.status() == {}, "a stopped daemon has no status"
+    assert log.is_file()
+    taken = service.NodeService(tmp_path / "taken.log")
+    with socket.socket() as holder:
+        holder.bind((taken.host, taken.port))
+        holder.listen()
+        with pytest.raises(BenchError, match=rf"did not start on 127\.0\.0\.1:{taken.port} .*taken\.log"):
+            with taken:
+                pass
+    assert taken.process is not None and taken.process.poll() is not None
 
 
 def test_allocation_counts_executor_seconds_within_the_job() -> None:

@@ -38,6 +38,7 @@ from sluice_bench.apps import LOG_DIR, run_app, run_plan
 from sluice_bench.args import sluice_options, sort_conf
 from sluice_bench.compare import difference, plain_rows
 from sluice_bench.errors import BenchError
+from sluice_bench.machine import load_average
 from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
 from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log
 from sluice_bench.stats import goal, median, ratio, spread
@@ -131,7 +132,8 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
 
 def result_name(args: argparse.Namespace) -> str:
     if not getattr(args, "short", False):
-        return "batch"
+        # With the node service: beside, not over, the result without it.
+        return "batch-service" if getattr(args, "service", False) else "batch"
     return short.COLD_NAME if getattr(args, "cold", False) else short.NAME
 
 
@@ -176,15 +178,16 @@ def run_rounds(
     rounds: int,
     recorder: Recorder,
 ) -> Dict[str, Dict[str, List[Dict[str, Any]]]]:
-    """Every round runs every setting, each setting every contender in turn (A B A B ...)."""
+    """Every round runs every setting, each setting every contender in turn (A B A B ...), the
+    machine's load average recorded before and after every application."""
     plan = [(r, name, c) for r in range(1, rounds + 1) for name in settings for c in contenders]
     results: Dict[str, Dict[str, List[Dict[str, Any]]]] = {n: {c: [] for c in contenders} for n in settings}
 
     def one(item: Tuple[int, str, str]) -> None:
         round_number, setting, contender = item
+        load_before = load_average()
         result = run_app("batch", contender, specs[setting], timeout=4 * 3600, log_dir=LOG_DIR)
-        result["round"] = round_number
-        result["setting"] = setting
+        result.update(round=round_number, setting=setting, load_before=load_before, load_after=load_average())
         results[setting][contender].append(result)
         recorder.runs.append(_without_answers(result))
 
@@ -218,7 +221,7 @@ def finish(
         sort_answers = results[settings[0]]["sort"][0].get("tpch", {})
         check_duckdb(sort_answers, Path(first["tpch"]["data_dir"]), recorder, duck)
     summarize(results, recorder, specs)
-    path, chart = save_result(recorder, args.out, "batch", draw)
+    path, chart = save_result(recorder, args.out, result_name(args), draw)
     print_summary(recorder, path, chart)
     if recorder.mismatches:
         print("\nANSWER MISMATCHES: Sluice's answers differ from the reference; the timings are void:")

@@ -68,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"on local-cluster[2,2,MEM] with MEM MiB executors and a {EXTREME_DRIVER_MEMORY} driver, "
         f"one application per shape and contender, each job cancelled after "
         f"{EXTREME_JOB_TIMEOUT_S // 60} minutes; one round unless --rounds says otherwise, hours "
-        "in all); default classic,wide; a run of one group is saved as scale-<group>.json",
+        "in all); default classic,wide; a run of one group is saved as scale-<group>.json (with --service: "
+        "scale[-<group>]-service.json)",
     )
     parser.add_argument(
         "--floor",
@@ -207,6 +208,8 @@ def plan(args: argparse.Namespace) -> Tuple[str, List[Apps]]:
         ],
     }
     name = "scale" if set(groups) == {"classic", "wide"} else f"scale-{groups[0]}"
+    if getattr(args, "service", False):
+        name += "-service"  # beside, not over, the result without the node service
     chosen = [a for g in groups for a in apps[g]]
     if getattr(args, "shapes", None):
         chosen = only_shapes(chosen, str(args.shapes))

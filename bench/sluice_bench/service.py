@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +23,8 @@ from sluice_bench.errors import BenchError
 SERVICE_CONTENDER = "sluice-service"
 # How much slower reading through the service may be than reading from the executors.
 SERVICE_GOAL = 1.05
+# How long the daemon may take to say it listens (a JVM's start on a loaded machine).
+START_TIMEOUT_S = 180.0
 
 
 def free_port(host: str) -> int:
@@ -62,12 +65,25 @@ class NodeService:
         argv: List[str] = [sluice_command(), "shuffle-service", "--host", self.host]
         argv += ["--conf", f"spark.sluice.service.port={self.port}"]
         self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log_file, env=self._env, text=True)
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()  # "Sluice shuffle service listening on HOST:PORT", or "" when it died
-        if "listening on" not in line:
+        line = self._first_line(START_TIMEOUT_S)  # "Sluice shuffle service listening on HOST:PORT"
+        if not line.rstrip().endswith(f"listening on {self.host}:{self.port}"):
             self.__exit__(None, None, None)
-            raise BenchError(f"the Sluice shuffle service did not start ({line.strip()!r}); its log: {self.log}")
+            said = repr(line.strip()) if line else f"no line within {START_TIMEOUT_S:.0f} s, or it exited"
+            raise BenchError(
+                f"the Sluice shuffle service did not start on {self.host}:{self.port} ({said}); its log: {self.log}"
+            )
         return self
+
+    def _first_line(self, timeout: float) -> str:
+        """The service's first line of output; "" when it exits or says nothing within ``timeout``."""
+        assert self.process is not None and self.process.stdout is not None
+        stdout = self.process.stdout
+        lines: List[str] = []
+        reader = threading.Thread(target=lambda: lines.append(stdout.readline()), name="node-service-start")
+        reader.daemon = True  # left blocked on a hung service's output until __exit__ closes it
+        reader.start()
+        reader.join(timeout)
+        return lines[0] if lines else ""
 
     def status(self) -> Dict[str, Any]:
         """The service's metrics (``sluice shuffle-service --status``); empty when it did not answer."""
@@ -101,4 +117,4 @@ class NodeService:
 
 
 def service_log(log_dir: Path, benchmark: str) -> Path:
-    return log_dir / f"{benchmark}-sluice-service-{time.strftime('%H%M%S')}-{os.getpid()}.log"
+    return log_dir / f"{benchmark}-node-service-{time.strftime('%H%M%S')}-{os.getpid()}.log"
