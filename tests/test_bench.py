@@ -625,6 +625,41 @@ def test_a_node_service_daemon_starts_reports_and_stops(tmp_path: Path) -> None:
     assert taken.process is not None and taken.process.poll() is not None
 
 
+def test_the_allocation_application_reads_through_a_node_service(tmp_path: Path) -> None:
+    """A tiny run of ``sluice bench allocation``'s application as the sluice-service contender,
+    on local-cluster against a real node service: the bursty job's answer is exact (every row
+    counted once, every value summed), the executor-seconds come from the application's REST API
+    within the job's window, and the reduce tasks read the map outputs through the service."""
+    from sluice_bench.apps import run_app
+
+    maps, rows_per_map = 6, 500
+    with service.NodeService(service.service_log(tmp_path, "allocation")) as node:
+        spec = {
+            # Two executors of one core, both there before the job: each writes map outputs, so
+            # every reducer reads some from the other executor's, through the service.
+            "master": "local-cluster[2,1,1024]",
+            "conf": {
+                "spark.executor.memory": "512m",
+                "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                "spark.scheduler.maxRegisteredResourcesWaitingTime": "300s",
+            },
+            "job": {"maps": maps, "rows_per_map": rows_per_map, "reducers": 2, "reduce_seconds": 0.2},
+            "service_port": node.port,
+        }
+        result = run_app("allocation", "sluice-service", spec, timeout=600, log_dir=tmp_path)
+        status = node.status()
+    n = maps * rows_per_map
+    assert [row[0] for row in result["answer"]] == [0, 1], result["answer"]
+    assert sum(row[1] for row in result["answer"]) == n
+    assert sum(row[2] for row in result["answer"]) == n * (n - 1) // 2
+    assert status["bytesSent"] > 0, status
+    assert result["failed_tasks"] == 0 and len(result["stages"]) == 2
+    assert len(result["executors"]) == 2 and all(e["removed_s"] is None for e in result["executors"]), result
+    assert 0 < result["executor_seconds"] <= 2 * result["job_seconds"] + 0.01
+    assert result["released_during_job"] == [] and result["live_at_end"] == 2, result
+    assert result["live_counts"][-1] == [round(result["job_seconds"], 3), 2]
+
+
 def test_allocation_counts_executor_seconds_within_the_job() -> None:
     def at(seconds: float) -> str:
         return (
