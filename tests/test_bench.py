@@ -538,7 +538,7 @@ def test_scale_floor_bounds_the_ratio_and_its_answers_are_not_compared() -> None
     assert recorder.summary["configs"]["wide 1500x400"]["driver_cpu_s"] == {"sluice": 1.5, "sort": 2.0}
 
 
-def test_scale_service_runs_give_the_ratio_to_sluice_and_are_checked_against_sort() -> None:
+def test_scale_service_runs_give_the_ratio_to_sluice_and_are_checked_against_sort(tmp_path: Path) -> None:
     """--service's runs (Sluice, map outputs served by its node service) give service_s and
     service / sluice per shape, the goal at 1500 x 400, and their answers are checked."""
     wide = scale.wide_configs(1000, quick=False)[:1]
@@ -556,6 +556,7 @@ def test_scale_service_runs_give_the_ratio_to_sluice_and_are_checked_against_sor
     (service_goal,) = [g for g in recorder.goals if "node service" in g["goal"]]
     assert service_goal["target"] == 1.05 and service_goal["met"]
     assert not recorder.mismatches
+    assert scale.draw(tmp_path / "scale-wide-service.png", clean_floats(recorder.result())).is_file()
     recorder.runs[2]["runs"]["wide 1500x400"]["answer"] = [[1, 7, 2]]
     scale.summarize(recorder, wide)
     assert recorder.mismatches == [

@@ -287,7 +287,12 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
 
 def draw(path: Path, result: Dict[str, Any]) -> Path:
     """The chart of a result (also from a saved JSON: ``sluice bench scale --replot``)."""
-    groups = {name: {"sluice": v["sluice_s"], "sort": v["sort_s"]} for name, v in result["summary"]["configs"].items()}
+    groups: Dict[str, Dict[str, Optional[float]]] = {
+        name: {"sluice": v["sluice_s"], "sort": v["sort_s"]} for name, v in result["summary"]["configs"].items()
+    }
+    for name, v in result["summary"]["configs"].items():
+        if "service_s" in v:  # --service: read through the node service
+            groups[name][SERVICE_CONTENDER] = v["service_s"]
     return charts.scale_chart(path, groups, subtitle_of(result))
 
 
