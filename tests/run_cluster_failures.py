@@ -1,13 +1,17 @@
 """Failures on the multi-host test cluster (see test_cluster.py), each while the reduce stage of a
 Sluice shuffle reads: a worker's executor SIGKILLed (its connections reset), then another worker
-host cut off (its link taken down at the bridge: no RST, no FIN, a hung peer). Spark's default
-failure limits; shorter network timeouts so the hung peer is noticed in seconds. Writes, per
-failure, the answer next to the expected one and every attempt of the job's stages (Spark's REST
-API), so the test can check that a FetchFailed made Spark recompute the lost map outputs.
+host cut off (its link taken down at the bridge: no RST, no FIN, a hung peer: its executor and,
+with ``--node-service``, its Sluice shuffle service). Spark's default failure limits; shorter
+network timeouts so the hung peer is noticed in seconds. Writes, per failure, the answer next to
+the expected one and every attempt of the job's stages with the executors of their tasks (Spark's
+REST API), so the test can check what Spark recomputed: with ``--node-service``
+(spark.sluice.service.enabled) the killed executor's map outputs are served by its host's service
+and nothing is recomputed; the cut-off host's are lost and a FetchFailed recomputes them. The link
+is restored before the application stops, so every service hears that it ended.
 
 Run in the driver host:
     python tests/run_cluster_failures.py --out r.json --marks DIR --kill-ns NS --kill-reader ADDRESS \\
-        --bridge-ns NS --cut-link v-w2 --cut-reader ADDRESS
+        --bridge-ns NS --cut-link v-w2 --cut-reader ADDRESS [--node-service]
 """
 
 from __future__ import annotations
@@ -85,11 +89,14 @@ def when_reading(marks: str, reader: str, action: Callable[[], Any], state: Dict
 
 
 def kill_executor(ns: str) -> Any:
+    """SIGKILLs the executor in ``ns``; its pid and executor id."""
     pids = realapps.dev_cluster().executor_pids(ns)
     if not pids:
         return None
+    argv = realapps.dev_cluster().cmdline(pids[0]).split()
+    executor = argv[argv.index("--executor-id") + 1] if "--executor-id" in argv else None
     os.kill(pids[0], signal.SIGKILL)
-    return pids[0]
+    return {"pid": pids[0], "executor": executor}
 
 
 def cut_link(bridge_ns: str, link: str) -> Any:
@@ -122,6 +129,10 @@ def run_phase(spark: SparkSession, group: str, marks: str, reader: str, action: 
                     "attempt": attempt["attemptId"],
                     "status": attempt["status"],
                     "failureReason": attempt.get("failureReason", ""),
+                    "tasks": len(tasks),
+                    "succeeded": sum(1 for t in tasks if t.get("status") == "SUCCESS"),
+                    # The executors whose tasks succeeded (for a map stage: where its outputs were written).
+                    "executors": sorted({str(t["executorId"]) for t in tasks if t.get("status") == "SUCCESS"}),
                     "taskErrors": [t.get("errorMessage", "")[:600] for t in tasks if t.get("status") == "FAILED"],
                     # When each failed task ended, in ms after the failure was made.
                     "taskFailedAfterMs": [
@@ -156,6 +167,9 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--cut-reader", help="the address of a worker host that reads from the cut-off one")
     parser.add_argument("--executors", type=int, default=2)
     parser.add_argument("--marks", required=True, help="an empty directory the executors can write to")
+    parser.add_argument(
+        "--node-service", action="store_true", help="map outputs served by each host's Sluice shuffle service"
+    )
     args = parser.parse_args(argv)
 
     import sluice
@@ -178,8 +192,8 @@ def main(argv: List[str]) -> int:
         .config("spark.sluice.network.heartbeatTimeout", "6s")
         .config("spark.executor.extraJavaOptions", f"-Djava.io.tmpdir={args.marks}")
     )
-    spark = sluice.configure(builder).getOrCreate()
-    result: Dict[str, Any] = {"expected": expected(), "phases": {}}
+    spark = sluice.configure(builder, service_enabled=args.node_service).getOrCreate()
+    result: Dict[str, Any] = {"expected": expected(), "phases": {}, "app_id": spark.sparkContext.applicationId}
     try:
         deadline = time.monotonic() + 180
         while len(live_executors(spark)) < args.executors and time.monotonic() < deadline:
@@ -195,9 +209,13 @@ def main(argv: List[str]) -> int:
                 time.sleep(0.5)
             result["executors_between"] = {e["id"]: e["hostPort"] for e in live_executors(spark)}
         if args.cut_link:
-            result["phases"]["cut"] = run_phase(
-                spark, "cut", args.marks, args.cut_reader, lambda: cut_link(args.bridge_ns, args.cut_link)
-            )
+            try:
+                result["phases"]["cut"] = run_phase(
+                    spark, "cut", args.marks, args.cut_reader, lambda: cut_link(args.bridge_ns, args.cut_link)
+                )
+            finally:
+                # Back before the application stops: the cut-off host's service hears that it ended.
+                realapps.dev_cluster().set_link(args.bridge_ns, args.cut_link, up=True)
     finally:
         spark.stop()
     sessions.write_json(args.out, result)

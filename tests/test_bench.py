@@ -14,6 +14,7 @@ import gc
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -26,7 +27,22 @@ from typing import Any, Dict, List, Set
 import pytest
 import sluice
 import sluice_bench
-from sluice_bench import batch, cluster, connections, jobs, latency, scale, session, short, simulated, tpch, transport
+from sluice_bench import (
+    allocation,
+    batch,
+    cluster,
+    connections,
+    jobs,
+    jobs_allocation,
+    latency,
+    scale,
+    service,
+    session,
+    short,
+    simulated,
+    tpch,
+    transport,
+)
 from sluice_bench._jars import bench_jar_path
 from sluice_bench.args import parse_size
 from sluice_bench.compare import difference, plain, plain_rows
@@ -567,6 +583,224 @@ def test_scale_floor_bounds_the_ratio_and_its_answers_are_not_compared() -> None
     assert recorder.summary["configs"]["wide 1500x400"]["driver_cpu_s"] == {"sluice": 1.5, "sort": 2.0}
 
 
+def test_scale_service_runs_give_the_ratio_to_sluice_and_are_checked_against_sort(tmp_path: Path) -> None:
+    """--service's runs (Sluice, map outputs served by its node service) give service_s and
+    service / sluice per shape, the goal at 1500 x 400, and their answers are checked."""
+    wide = scale.wide_configs(1000, quick=False)[:1]
+
+    def run(contender: str, seconds: float, answer: List[List[Any]]) -> Dict[str, Any]:
+        runs = {c["name"]: {"seconds": seconds, "answer": answer, "shuffle_write_bytes": 10} for c in wide}
+        return {"contender": contender, "round": 1, "runs": runs}
+
+    right = [[1, wide[0]["rows"], 2]]
+    recorder = Recorder("scale", "sluice bench scale --service", {"rounds": 1})
+    recorder.runs += [run("sluice", 4.0, right), run("sort", 8.0, right), run("sluice-service", 4.1, right)]
+    scale.summarize(recorder, wide)
+    summary = recorder.summary["configs"]["wide 1500x400"]
+    assert summary["service_s"] == 4.1 and summary["service_ratio"] == pytest.approx(4.1 / 4.0)
+    (service_goal,) = [g for g in recorder.goals if "node service" in g["goal"]]
+    assert service_goal["target"] == 1.05 and service_goal["met"]
+    assert not recorder.mismatches
+    assert scale.draw(tmp_path / "scale-wide-service.png", clean_floats(recorder.result())).is_file()
+    recorder.runs[2]["runs"]["wide 1500x400"]["answer"] = [[1, 7, 2]]
+    scale.summarize(recorder, wide)
+    assert recorder.mismatches == [
+        "round 1, sluice-service, wide 1500x400: " + recorder.mismatches[0].split(": ", 1)[1]
+    ]
+    recorder.runs.pop(2)
+    scale.summarize(recorder, wide)
+    assert "service_s" not in recorder.summary["configs"]["wide 1500x400"]
+    assert not [g for g in recorder.goals if "node service" in g["goal"]], "no service goal without --service"
+
+
+def test_batch_service_runs_are_timed_against_sluices() -> None:
+    def app(contender: str, t: float, r: int) -> Dict[str, Any]:
+        return {
+            "contender": contender,
+            "round": r,
+            "heavy": {"seconds": t, "shuffle_write_bytes": 10, "answer": [[1]]},
+            "tpch": {"1": {"seconds": t / 2, "shuffle_write_bytes": 10, "answer": [[1.0]]}},
+        }
+
+    results = {
+        c: [app(c, t, 1), app(c, t + 2, 2)] for c, t in (("sluice", 10.0), ("sort", 20.0), ("sluice-service", 10.6))
+    }
+    recorder = Recorder("batch", "sluice bench batch --service", {"rounds": 2})
+    spec = {"heavy": {"rows": 1}, "tpch": {"queries": [1]}}
+    batch.summarize({"defaults": results}, recorder, {"defaults": spec})
+    service = recorder.summary["settings"]["defaults"]["service"]
+    assert service["heavy_ratio"] == pytest.approx(11.6 / 11.0)
+    assert service["tpch_ratio"] == pytest.approx(5.8 / 5.5)
+    assert service["tpch_queries"]["1"]["ratio"] == pytest.approx(5.8 / 5.5)
+    goals = {g["goal"]: g for g in recorder.goals if "node service" in g["goal"]}
+    assert len(goals) == 2 and all(g["target"] == 1.05 and not g["met"] for g in goals.values()), goals
+    without = Recorder("batch", "sluice bench batch", {"rounds": 2})
+    batch.summarize({"defaults": {c: results[c] for c in ("sluice", "sort")}}, without, {"defaults": spec})
+    assert "service" not in without.summary["settings"]["defaults"]
+
+
+def test_service_results_are_saved_beside_the_plain_ones() -> None:
+    """A --service run writes its own result (scale[-group]-service, batch-service): the plain
+    runs' results, which docs/benchmarks.md quotes, stay as they are."""
+    assert scale.plan(scale_args(groups="wide", shapes="1500x400", service=True))[0] == "scale-wide-service"
+    assert scale.plan(scale_args(groups="classic,wide", service=True))[0] == "scale-service"
+    assert scale.plan(scale_args(groups="wide"))[0] == "scale-wide"
+    assert batch.result_name(argparse.Namespace(short=False, service=True)) == "batch-service"
+    assert batch.result_name(argparse.Namespace(short=False, service=False)) == "batch"
+
+
+def test_a_node_service_daemon_starts_reports_and_stops(tmp_path: Path) -> None:
+    """The --service runs' daemon: ``sluice shuffle-service`` on a free port of 127.0.0.1, its
+    status read back (nothing registered, nothing on disk), stopped when the run ends; a port
+    another process holds is an error naming the port and the daemon's log."""
+    log = service.service_log(tmp_path, "smoke")
+    with service.NodeService(log) as node:
+        assert node.process is not None and node.process.poll() is None
+        status = node.status()
+        assert status["registeredApplications"] == 0 and status["diskFiles"] == 0, status
+    assert node.process.poll() is not None, "the daemon outlived its run"
+    assert node.status() == {}, "a stopped daemon has no status"
+    assert log.is_file()
+    taken = service.NodeService(tmp_path / "taken.log")
+    with socket.socket() as holder:
+        holder.bind((taken.host, taken.port))
+        holder.listen()
+        with pytest.raises(BenchError, match=rf"did not start on 127\.0\.0\.1:{taken.port} .*taken\.log"):
+            with taken:
+                pass
+    assert taken.process is not None and taken.process.poll() is not None
+
+
+def test_the_allocation_application_reads_through_a_node_service(tmp_path: Path) -> None:
+    """A tiny run of ``sluice bench allocation``'s application as the sluice-service contender,
+    on local-cluster against a real node service: the bursty job's answer is exact (every row
+    counted once, every value summed), the executor-seconds come from the application's REST API
+    within the job's window, and the reduce tasks read the map outputs through the service."""
+    from sluice_bench.apps import run_app
+
+    maps, rows_per_map = 6, 500
+    with service.NodeService(service.service_log(tmp_path, "allocation")) as node:
+        spec = {
+            # Two executors of one core, both there before the job: each writes map outputs, so
+            # every reducer reads some from the other executor's, through the service.
+            "master": "local-cluster[2,1,1024]",
+            "conf": {
+                "spark.executor.memory": "512m",
+                "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                "spark.scheduler.maxRegisteredResourcesWaitingTime": "300s",
+            },
+            "job": {"maps": maps, "rows_per_map": rows_per_map, "reducers": 2, "reduce_seconds": 0.2},
+            "service_port": node.port,
+        }
+        result = run_app("allocation", "sluice-service", spec, timeout=600, log_dir=tmp_path)
+        status = node.status()
+    n = maps * rows_per_map
+    assert [row[0] for row in result["answer"]] == [0, 1], result["answer"]
+    assert sum(row[1] for row in result["answer"]) == n
+    assert sum(row[2] for row in result["answer"]) == n * (n - 1) // 2
+    assert status["bytesSent"] > 0, status
+    assert result["failed_tasks"] == 0 and len(result["stages"]) == 2
+    assert len(result["executors"]) == 2 and all(e["removed_s"] is None for e in result["executors"]), result
+    assert 0 < result["executor_seconds"] <= 2 * result["job_seconds"] + 0.01
+    assert result["released_during_job"] == [] and result["live_at_end"] == 2, result
+    assert result["live_counts"][-1] == [round(result["job_seconds"], 3), 2]
+
+
+def test_allocation_counts_executor_seconds_within_the_job() -> None:
+    def at(seconds: float) -> str:
+        return (
+            datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+            + "GMT"
+        )
+
+    start = 1_800_000_000.0
+    executors = [
+        {"id": "driver", "addTime": at(start - 50)},
+        {"id": "1", "hostPort": "10.77.0.11:4000", "addTime": at(start + 2), "removeTime": at(start + 72)},
+        {"id": "2", "hostPort": "10.77.0.12:4000", "addTime": at(start + 3)},  # alive at the end
+        {"id": "3", "hostPort": "10.77.0.12:4001", "addTime": at(start - 5), "removeTime": at(start + 150)},
+    ]
+    total, lives = jobs_allocation.executor_seconds(executors, start, start + 100)
+    # 70 s, 97 s, and 100 s of the window (added before it, removed after it).
+    assert total == pytest.approx(70 + 97 + 100, abs=0.01)
+    assert [life["id"] for life in lives] == ["3", "1", "2"] and lives[1]["host"] == "10.77.0.11"
+    assert lives[1]["removed_s"] == pytest.approx(72) and lives[2]["removed_s"] is None
+    # Idle since its last task's end; an executor that ran none of the job's tasks since it was added.
+    ends = {"1": start + 10.0}
+    assert jobs_allocation.idle_since(lives[1], start, ends) == pytest.approx(start + 10)
+    assert jobs_allocation.idle_since(lives[2], start, ends) == pytest.approx(start + 3)
+    assert jobs_allocation.idle_since(lives[1], start, {"1": start - 1}) == pytest.approx(start + 2)
+    steps = jobs_allocation.live_counts(lives, 100.0)
+    assert [c for _, c in steps] == [0, 1, 2, 3, 2, 2]
+    assert steps[-1][0] == 100.0
+
+
+def test_allocation_spec_summary_goals_and_chart(tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        quick=False,
+        maps=None,
+        rows_per_map=None,
+        reducers=2,
+        reduce_seconds=None,
+        idle_timeout=None,
+        max_executors=4,
+        executor_memory="768m",
+        option=[],
+    )
+    spec = allocation.spec_for(args)
+    assert spec["job"] == {"maps": 200, "rows_per_map": 20_000, "reducers": 2, "reduce_seconds": 120.0}
+    assert spec["conf"]["spark.dynamicAllocation.maxExecutors"] == "4"
+    assert spec["conf"]["spark.dynamicAllocation.executorIdleTimeout"] == "60s"
+    # Spark's service for the sort shuffle; shuffle tracking only for Sluice without its service.
+    cc = spec["contender_conf"]
+    assert cc["sort"]["spark.shuffle.service.enabled"] == "true"
+    assert cc["sluice"]["spark.dynamicAllocation.shuffleTracking.enabled"] == "true"
+    assert cc["sluice-service"]["spark.dynamicAllocation.shuffleTracking.enabled"] == "false"
+    assert allocation.parse_contenders("sluice-service, sort") == ["sluice-service", "sort"]
+    with pytest.raises(BenchError, match="--contenders"):
+        allocation.parse_contenders("sluice,yarn")
+
+    def run(contender: str, r: int, seconds: float, idle: List[float], answer: List[List[int]]) -> Dict[str, Any]:
+        return {
+            "contender": contender,
+            "round": r,
+            "answer": answer,
+            "executor_seconds": seconds,
+            "job_seconds": 150.0,
+            "peak_executors": 4,
+            "live_at_end": 4 - len(idle),
+            "released_during_job": [{"id": str(i), "idle_s": s} for i, s in enumerate(idle)],
+            "live_counts": [[0.0, 0], [5.0, 4], [150.0, 4 - len(idle)]],
+            "failed_tasks": 0,
+        }
+
+    right = [[0, 10, 45], [1, 10, 55]]
+    runs = {
+        "sort": [run("sort", 1, 400.0, [61.0, 62.0], right), run("sort", 2, 420.0, [61.5, 60.5], right)],
+        "sluice": [run("sluice", 1, 560.0, [], right), run("sluice", 2, 580.0, [], right)],
+        "sluice-service": [
+            run("sluice-service", 1, 390.0, [60.5, 63.0], right),
+            run("sluice-service", 2, 410.0, [61.0, 61.0], [[0, 10, 45], [1, 9, 55]]),
+        ],
+    }
+    recorder = Recorder("allocation", "sluice bench allocation", {"rounds": 2})
+    recorder.runs += [r for mine in runs.values() for r in mine]
+    allocation.check_answers(runs, recorder)
+    assert recorder.summary["answers_checked"] == 4
+    assert recorder.mismatches == ["round 2, sluice-service: " + recorder.mismatches[0].split(": ", 1)[1]]
+    allocation.summarize(runs, 60.0, recorder)
+    s = recorder.summary
+    assert s["service_over_sort"] == pytest.approx(400 / 410)
+    assert s["tracking_over_sort"] == pytest.approx(570 / 410)
+    assert s["contenders"]["sluice-service"]["idle_before_release_s"]["max"] == 63.0
+    assert s["contenders"]["sluice"]["released_during_job"] == 0
+    goals = {g["goal"]: g for g in recorder.goals}
+    assert len(goals) == 2 and all(g["met"] for g in goals.values()), goals
+    result = clean_floats(recorder.result())
+    json.dumps(result, allow_nan=False)
+    assert allocation.draw(tmp_path / "allocation.png", result).is_file()
+
+
 def test_scale_summary_has_the_wide_goal_memory_and_failures(tmp_path: Path) -> None:
     """The wide group's runs sit beside the others; a failed Sluice run is a failure (no time),
     not a mismatch; the 1500x400 goals (time, fetch wait), the control messages beyond the frames
@@ -782,7 +1016,7 @@ def test_cluster_reads_a_namespaces_byte_counters_from_proc() -> None:
 def test_cli_lists_the_benchmarks() -> None:
     done = subprocess.run([sys.executable, "-m", "sluice.cli", "bench", "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    for name in ("batch", "transport", "latency", "memory", "scale", "cluster"):
+    for name in ("batch", "transport", "latency", "memory", "scale", "cluster", "allocation"):
         assert name in done.stdout
     done = subprocess.run(
         [sys.executable, "-m", "sluice.cli", "bench", "batch", "--help"], capture_output=True, text=True

@@ -4,11 +4,14 @@ The ``cluster`` fixture brings up dev/cluster's test cluster once for this modul
 a driver host and two 1-core worker hosts, each a network namespace with its own address on
 10.77.0.0/24, joined through a bridge by links rate-limited to 1 Gbit/s. Every Spark process runs
 in its host: the Master and Workers (pyspark's spark-class), the executors the Workers start, and
-the driver. The tests need root (network namespaces); deselect them with ``-m "not cluster"``.
-Four Spark applications run, one per test (answers compared with the sort shuffle's, stored by
-``reference.py``); on a 2-core machine shared with other work (load 10-15) the module took
-7-10 minutes, and 18 minutes at load 15-20, most of it JVM start-ups and task scheduling. The
-decommissioning test runs last: it leaves one Worker decommissioned.
+the driver. Every worker host also runs Sluice's node shuffle service (``sluice shuffle-service``
+bound to the host's address), which the dynamic allocation and failure tests' applications use
+(spark.sluice.service.enabled); the others leave it idle. The tests need root (network
+namespaces); deselect them with ``-m "not cluster"``. Four Spark applications run, one per test
+(answers compared with the sort shuffle's, stored by ``reference.py``); on a 2-core machine
+shared with other work (load 10-15) the module took 7-10 minutes, and 18 minutes at load 15-20,
+most of it JVM start-ups and task scheduling. The decommissioning test runs last: it leaves one
+Worker decommissioned.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import realapps
 import reference
 import sluice
 import workloads
-from sluice.config import PIPELINED_SHUFFLE_MANAGER, PLUGIN, SHUFFLE_MANAGER
+from sluice.config import PIPELINED_SHUFFLE_MANAGER, PLUGIN, SHUFFLE_DATA_IO, SHUFFLE_MANAGER
 
 pytestmark = pytest.mark.cluster
 
@@ -47,7 +50,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
     # What an earlier run that was killed left behind: clusters whose maker's lock is free.
     dev.clean_stale(unlocked_too=False)
     failed_before = request.session.testsfailed
-    c = dev.Cluster(workers=2, rate="1gbit", cores=1, memory="1g")
+    c = dev.Cluster(workers=2, rate="1gbit", cores=1, memory="1g", sluice_service=True)
     c.up()
     try:
         yield c
@@ -73,6 +76,17 @@ def sluice_servers(cluster: Any) -> Dict[str, str]:
             if m:
                 found[host.name] = f"{m.group(1)}:{m.group(2)}"
     return found
+
+
+def service_status(cluster: Any, host: Any) -> Dict[str, Any]:
+    """The metrics of the worker host's Sluice shuffle service (``sluice shuffle-service --status``,
+    asked from the driver host)."""
+    sluice_command = str(Path(sys.executable).parent / "sluice")
+    done = run_in_driver(
+        cluster, [sluice_command, "shuffle-service", "--status", cluster.sluice_service_address(host)], timeout=120
+    )
+    status: Dict[str, Any] = json.loads(done.stdout)
+    return status
 
 
 def tail(log: Path, chars: int = 6000) -> str:
@@ -187,17 +201,19 @@ def test_workloads_through_spark_submit_give_the_sort_shuffles_answers(cluster: 
             assert to_other[0][3].rsplit(":", 1)[0] == host.address, to_other
 
 
-def test_dynamic_allocation_keeps_executors_with_live_sluice_output_and_releases_them_after(
+def test_dynamic_allocation_without_shuffle_tracking_releases_executors_whose_outputs_are_read_later(
     cluster: Any, tmp_path: Path
 ) -> None:
-    # Submitted as a user would, with `sluice conf`'s output as spark-submit's arguments through
-    # the shell, and the cluster's master on the command line.
+    # Submitted as a user would, with `sluice conf --service-enabled true`'s output as
+    # spark-submit's arguments through the shell, and the cluster's master on the command line.
     out = tmp_path / "da.json"
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "sluice").is_file(), f"no sluice command beside {sys.executable}"
     env = cluster.host_env(cluster.driver)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    command = '"$SPARK_SUBMIT" $(sluice conf) --master "$SLUICE_CLUSTER_MASTER" "$APP" --out "$OUT"'
+    command = (
+        '"$SPARK_SUBMIT" $(sluice conf --service-enabled true) --master "$SLUICE_CLUSTER_MASTER" "$APP" --out "$OUT"'
+    )
     env.update(
         SPARK_SUBMIT=str(cluster.spark_home / "bin" / "spark-submit"),
         APP=str(HERE / "run_cluster_dynamic_allocation.py"),
@@ -206,29 +222,45 @@ def test_dynamic_allocation_keeps_executors_with_live_sluice_output_and_releases
     done = cluster.run_on(cluster.driver, ["bash", "-c", command], timeout=600, env=env)
     assert done.returncode == 0, f"spark-submit $(sluice conf) failed in the driver host:\n{done.stderr[-6000:]}"
     r = json.loads(out.read_text())
-    # Sluice came from `sluice conf` alone: its jar, shuffle managers and plugin; the app never imported it.
+    # Sluice came from `sluice conf` alone: its jar, shuffle managers, plugins and the service; the
+    # app never imported it.
     assert r["spark.master"] == cluster.master_url, r
     assert [urllib.parse.urlparse(jar).path for jar in r["spark.jars"].split(",")] == [sluice.jar_path()], r
     assert r["spark.shuffle.manager"] == SHUFFLE_MANAGER, r
     assert r["spark.shuffle.manager.incremental"] == PIPELINED_SHUFFLE_MANAGER, r
+    assert r["spark.shuffle.sort.io.plugin.class"] == SHUFFLE_DATA_IO, r
+    assert r["spark.sluice.service.enabled"] == "true", r
     assert PLUGIN in r["spark.plugins"].split(","), r
     assert r["sluice_imported"] is False, r
-    assert r["first"] and r["second"], r
-    assert r["map_executors"], r
-    # Idle past the idle timeout, but holding the live shuffle's outputs: kept.
-    assert set(r["map_executors"]) <= set(r["while_shuffle_lives"]), r
-    # The shuffle cleaned: released, and the next job ran on new executors.
-    assert r["after_release"] == [], r
-    assert r["for_second"] and not set(r["for_second"]) & set(r["while_shuffle_lives"]), r
+    assert r["first"] and r["map_executors"], r
+    # Idle, without shuffle tracking: released although the shuffle they wrote is alive.
+    assert not set(r["map_executors"]) & set(r["while_shuffle_lives"]), r
+    # Their outputs read later by new executors through the hosts' services: the map stage
+    # skipped, the reduce stage's 4 tasks done once, the answer exact, no stage attempted again.
+    assert r["again"], r
+    assert r["again_job"]["status"] == "SUCCEEDED", r["again_job"]
+    assert r["again_job"]["numSkippedStages"] == 1 and r["again_job"]["numCompletedTasks"] == 4, r["again_job"]
+    assert r["again_job"]["numFailedTasks"] == 0, r["again_job"]
+    assert r["again_executors"] and not set(r["again_executors"]) & set(r["map_executors"]), r
+    assert all(a["attempt"] == 0 for a in r["attempts"]), r["attempts"]
+    # Every executor of the application registered with its host's service.
+    registered = [
+        line
+        for host in cluster.worker_hosts
+        for line in (cluster.logs / f"{host.name}-sluice-service.log").read_text(errors="replace").splitlines()
+        if f"of application {r['app_id']} registered" in line
+    ]
+    for executor in {*r["map_executors"], *r["again_executors"]}:
+        assert any(f"Executor {executor} of application" in line for line in registered), (executor, registered)
 
 
 @pytest.mark.timeout(1500)  # the application's own deadline of 1200 s
-def test_a_killed_executor_and_a_cut_off_host_during_the_reduce_stage_are_recomputed(
-    cluster: Any, tmp_path: Path
-) -> None:
+def test_a_killed_executor_costs_no_map_task_and_a_cut_off_host_is_recomputed(cluster: Any, tmp_path: Path) -> None:
+    # Map outputs served by each worker host's Sluice shuffle service (spark.sluice.service.enabled).
     out, marks = tmp_path / "failures.json", tmp_path / "marks"
     marks.mkdir()
     w1, w2 = cluster.worker_hosts[:2]
+    sent_before = {host.name: service_status(cluster, host)["bytesSent"] for host in (w1, w2)}
     try:
         run_in_driver(
             cluster,
@@ -249,34 +281,64 @@ def test_a_killed_executor_and_a_cut_off_host_during_the_reduce_stage_are_recomp
                 w2.link,
                 "--cut-reader",
                 w1.address,
+                "--node-service",
             ],
             timeout=1200,
         )
     finally:
         cluster.reconnect(w2)
     r = json.loads(out.read_text())
-    for phase, lost in (("kill", w1), ("cut", w2)):
-        p = r["phases"][phase]
-        assert p["acted"], f"{phase}: the reduce stage finished before the failure could be made: {p}"
-        assert p["got"] == r["expected"], phase
-        # Spark attempted a stage again: the lost map outputs were recomputed.
-        assert any(a["attempt"] > 0 for a in p["attempts"]), (phase, p["attempts"])
-        # ... because a reader's broken (killed) or silent (cut) channel became a FetchFailed that
-        # names the lost executor's host, not only because the executor was declared lost.
-        named = [
-            (m.group(1), after)
-            for a in p["attempts"]
-            for e, after in zip(a["taskErrors"], a["taskFailedAfterMs"])
-            for m in [re.match(r"FetchFailed\(BlockManagerId\([^,]+, ([0-9.]+),", e)]
-            if m
-        ]
-        assert lost.address in [host for host, _ in named], (phase, p["attempts"])
-        if phase == "cut":
-            # The hung peer was noticed by Sluice's heartbeat (6 s here), not after Spark's default
-            # two minutes: its first reader failed well within a minute of the cut (a loaded
-            # machine may delay the heartbeat's thread, so not within 6 s).
-            first = min(after for host, after in named if host == lost.address)
-            assert first < 60_000, (first, p["attempts"])
+
+    # An executor SIGKILLed while the other host's reducers read its outputs: they read them from
+    # its host's service; the map stage ran once, each of its tasks once, and nothing failed to fetch.
+    kill = r["phases"]["kill"]
+    assert kill["acted"], f"the reduce stage finished before the executor could be killed: {kill}"
+    assert kill["got"] == r["expected"]
+    map_stage = min(a["stage"] for a in kill["attempts"])
+    map_attempts = [a for a in kill["attempts"] if a["stage"] == map_stage]
+    assert [(a["attempt"], a["tasks"], a["succeeded"]) for a in map_attempts] == [(0, 8, 8)], kill["attempts"]
+    # ... and the killed executor had written some of them, so only its host's service could serve them.
+    assert kill["acted"]["executor"] in map_attempts[0]["executors"], (kill["acted"], map_attempts)
+    assert not [e for a in kill["attempts"] for e in a["taskErrors"] if "FetchFailed" in e], kill["attempts"]
+
+    # The whole host cut off (executor and service): a FetchFailed that names it, then recomputed.
+    cut = r["phases"]["cut"]
+    assert cut["acted"], f"the reduce stage finished before the host could be cut off: {cut}"
+    assert cut["got"] == r["expected"]
+    assert any(a["attempt"] > 0 for a in cut["attempts"]), cut["attempts"]
+    named = [
+        (m.group(1), after)
+        for a in cut["attempts"]
+        for e, after in zip(a["taskErrors"], a["taskFailedAfterMs"])
+        for m in [re.match(r"FetchFailed\(BlockManagerId\([^,]+, ([0-9.]+),", e)]
+        if m
+    ]
+    assert w2.address in [host for host, _ in named], cut["attempts"]
+    # The hung service was noticed by Sluice's heartbeat (6 s here), not after Spark's default two
+    # minutes: its first reader failed well within a minute of the cut (a loaded machine may delay
+    # the heartbeat's thread, so not within 6 s).
+    first = min(after for host, after in named if host == w2.address)
+    assert first < 60_000, (first, cut["attempts"])
+
+    # Both services served this application, and forgot it when it ended: nothing is registered.
+    for host in (w1, w2):
+        status = service_status(cluster, host)
+        assert status["bytesSent"] > sent_before[host.name], (host.name, sent_before, status)
+        forgot = realapps.wait_for(
+            lambda h=host: service_status(cluster, h)["registeredApplications"] == 0, 120, interval=2.0
+        )
+        assert forgot, (
+            host.name,
+            service_status(cluster, host),
+            tail(cluster.logs / f"{host.name}-sluice-service.log"),
+        )
+    ended = [
+        line
+        for host in (w1, w2)
+        for line in (cluster.logs / f"{host.name}-sluice-service.log").read_text(errors="replace").splitlines()
+        if f"Removing application {r['app_id']}" in line
+    ]
+    assert len(ended) == 2, ended
 
 
 # Last in the module: the decommissioned Worker stays decommissioned (no executor starts on its

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from sluice_bench.errors import BenchError
+from sluice_bench.machine import load_average
 from sluice_bench.results import Recorder
 from sluice_bench.stats import alternation
 
@@ -81,20 +82,21 @@ def run_alternating_apps(
     contenders: Sequence[str] = ("sluice", "sort"),
     failed_run: Optional[Callable[[str, str], Dict[str, Any]]] = None,
 ) -> None:
-    """One application per contender per round, alternated, each run (with its round number)
-    appended to ``recorder.runs``. An application that fails or outlives ``timeout`` raises
-    :class:`BenchError`, unless ``failed_run`` is given: then ``failed_run(contender, message)``
-    is recorded as its run and the next one starts."""
+    """One application per contender per round, alternated, each run (with its round number and
+    the machine's load average before and after it) appended to ``recorder.runs``. An application
+    that fails or outlives ``timeout`` raises :class:`BenchError`, unless ``failed_run`` is given:
+    then ``failed_run(contender, message)`` is recorded as its run and the next one starts."""
 
     def one(item: Tuple[int, str]) -> None:
         round_number, contender = item
+        load_before = load_average()
         try:
             result = run_app(kind, contender, spec, timeout=timeout, log_dir=LOG_DIR)
         except BenchError as e:
             if failed_run is None:
                 raise
             result = failed_run(contender, str(e))
-        result["round"] = round_number
+        result.update(round=round_number, load_before=load_before, load_after=load_average())
         recorder.runs.append(result)
 
     run_plan(alternation(contenders, rounds), f"bench {kind}", lambda i: f"round {i[0]}: {i[1]}", one)

@@ -19,13 +19,20 @@ CPU-bound job instead of the heavy one (SHA-256 of every row on both sides of th
 1.5 GB through the shuffle at its default rows): with ``--no-tpch`` it tells what Sluice's own threads
 cost a job whose tasks want every core; its result is ``batch-sha2.json``.
 
+``--service`` adds a third contender, ``sluice-service``: Sluice with its map outputs served by
+its node shuffle service (``sluice shuffle-service``, one daemon on 127.0.0.1 for the whole run,
+as one per node serves every application) instead of by the executors; its answers are checked
+like Sluice's, and its times are reported against Sluice's own.
+
 Goals, in each setting: heavy job and TPC-H total at most 0.80 of the sort shuffle's time;
-executor CPU per GB shuffled at most 0.80 of the sort shuffle's.
+executor CPU per GB shuffled at most 0.80 of the sort shuffle's; with ``--service``, each job
+read through the service at most 1.05 of Sluice's executor-served time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -34,7 +41,9 @@ from sluice_bench.apps import LOG_DIR, run_app, run_plan
 from sluice_bench.args import sluice_options, sort_conf
 from sluice_bench.compare import difference, plain_rows
 from sluice_bench.errors import BenchError
+from sluice_bench.machine import load_average
 from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
+from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log
 from sluice_bench.stats import goal, median, ratio, spread
 
 CONTENDERS = ("sluice", "sort")
@@ -93,6 +102,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the settings to run, each in its own applications: off64 (AQE off, 64 shuffle partitions), "
         "defaults (Spark's: AQE on, 200 partitions); default %(default)s",
     )
+    parser.add_argument(
+        "--service",
+        action="store_true",
+        help="also run Sluice with its map outputs served by its node shuffle service (contender sluice-service, "
+        "a sluice shuffle-service daemon started for the run), timed against Sluice's executor-served runs",
+    )
     short.add_arguments(parser)
 
 
@@ -130,44 +145,90 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
 
 def result_name(args: argparse.Namespace) -> str:
     if not getattr(args, "short", False):
-        return "batch-sha2" if getattr(args, "job", "heavy") == "sha2" else "batch"
+        name = "batch-sha2" if getattr(args, "job", "heavy") == "sha2" else "batch"
+        # With the node service: beside, not over, the result without it.
+        return f"{name}-service" if getattr(args, "service", False) else name
     return short.COLD_NAME if getattr(args, "cold", False) else short.NAME
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     rounds = args.rounds or (1 if args.quick else 3)
     settings = parse_settings(getattr(args, "settings", ",".join(SETTINGS)))
+    service = bool(getattr(args, "service", False))
     if getattr(args, "short", False):
+        if service:
+            raise BenchError("--service is not available with --short")
         return short.run(args, {name: SETTINGS[name] for name in settings}, argv)
     specs = {name: spec_for(args, name) for name in settings}
     first = specs[settings[0]]
     if first["tpch"] is not None:
         tpch.ensure_data(Path(first["tpch"]["data_dir"]), float(first["scale"]))
-    recorder = Recorder(
-        "batch",
-        command_line(argv),
-        {"rounds": rounds, "quick": bool(args.quick), "settings": settings, "specs": specs},
-    )
-    # Every round runs every setting, each setting both contenders in turn (A B A B ...).
-    plan = [(r, name, c) for r in range(1, rounds + 1) for name in settings for c in CONTENDERS]
-    results: Dict[str, Dict[str, List[Dict[str, Any]]]] = {n: {c: [] for c in CONTENDERS} for n in settings}
+    contenders = (*CONTENDERS, SERVICE_CONTENDER) if service else CONTENDERS
+    with NodeService(service_log(LOG_DIR, "batch")) if service else contextlib.nullcontext() as node:
+        if node is not None:
+            for spec in specs.values():
+                spec["service_port"] = node.port
+        recorder = Recorder(
+            "batch",
+            command_line(argv),
+            {
+                "rounds": rounds,
+                "quick": bool(args.quick),
+                "settings": settings,
+                "contenders": list(contenders),
+                "specs": specs,
+            },
+        )
+        results = run_rounds(specs, settings, contenders, rounds, recorder)
+        if node is not None:  # what it served (bytesSent), and that every application left it
+            recorder.summary["service_status"] = node.status()
+    return finish(args, specs, settings, results, recorder)
+
+
+def run_rounds(
+    specs: Dict[str, Dict[str, Any]],
+    settings: List[str],
+    contenders: Tuple[str, ...],
+    rounds: int,
+    recorder: Recorder,
+) -> Dict[str, Dict[str, List[Dict[str, Any]]]]:
+    """Every round runs every setting, each setting every contender in turn (A B A B ...), the
+    machine's load average recorded before and after every application."""
+    plan = [(r, name, c) for r in range(1, rounds + 1) for name in settings for c in contenders]
+    results: Dict[str, Dict[str, List[Dict[str, Any]]]] = {n: {c: [] for c in contenders} for n in settings}
 
     def one(item: Tuple[int, str, str]) -> None:
         round_number, setting, contender = item
+        load_before = load_average()
         result = run_app("batch", contender, specs[setting], timeout=4 * 3600, log_dir=LOG_DIR)
-        result["round"] = round_number
-        result["setting"] = setting
+        result.update(round=round_number, setting=setting, load_before=load_before, load_after=load_average())
         results[setting][contender].append(result)
         recorder.runs.append(_without_answers(result))
 
     run_plan(plan, "bench batch", lambda i: f"round {i[0]}, {i[1]}: {i[2]}", one)
+    return results
 
+
+def finish(
+    args: argparse.Namespace,
+    specs: Dict[str, Dict[str, Any]],
+    settings: List[str],
+    results: Dict[str, Dict[str, List[Dict[str, Any]]]],
+    recorder: Recorder,
+) -> int:
+    """Checks the answers, summarizes, writes the result and prints it; the exit code."""
+    first = specs[settings[0]]
     checked = 0
     for name in settings:
         before = len(recorder.mismatches)
         check_answers(results[name], recorder)
         checked += int(recorder.summary["answers_checked"])
         recorder.mismatches[before:] = [f"{name}: {m}" for m in recorder.mismatches[before:]]
+        if SERVICE_CONTENDER in results[name]:
+            before = len(recorder.mismatches)
+            check_answers({"sluice": results[name][SERVICE_CONTENDER], "sort": results[name]["sort"]}, recorder)
+            checked += int(recorder.summary["answers_checked"])
+            recorder.mismatches[before:] = [f"{name}, {SERVICE_CONTENDER}: {m}" for m in recorder.mismatches[before:]]
     recorder.summary["answers_checked"] = checked
     if first["tpch"] is not None and not args.no_duckdb:
         duck = [int(q) for q in args.duckdb_queries.split(",") if q.strip()]
@@ -344,6 +405,42 @@ def summarize_setting(
             sum(v["sort_shuffle_write_bytes"] for v in per_query.values()),
         )
         goals += time_and_cpu_goals(f"{label}: TPC-H total", s["tpch_ratio"], s["tpch_cpu"]["ratio"])
+    if results.get(SERVICE_CONTENDER):
+        service, service_goals = summarize_service(results, spec, label)
+        s["service"] = service
+        goals += service_goals
+    return s, goals
+
+
+def summarize_service(
+    results: Dict[str, List[Dict[str, Any]]], spec: Dict[str, Any], label: str
+) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """The ``sluice-service`` runs' times against Sluice's executor-served ones: the heavy job, each
+    TPC-H query and the total, medians over rounds, and the goals on their ratios."""
+    mine, theirs = results[SERVICE_CONTENDER], results["sluice"]
+    s: Dict[str, Any] = {}
+    goals: List[Dict[str, Any]] = []
+    what = "read through the node service / executor-served time (Sluice)"
+    if spec["heavy"] is not None:
+        s["heavy"] = spread([r["heavy"]["seconds"] for r in mine])
+        s["heavy_ratio"] = ratio(s["heavy"]["median"], median([r["heavy"]["seconds"] for r in theirs]))
+        goals.append(goal(f"{label}: heavy job: {what}", s["heavy_ratio"], SERVICE_GOAL, at_most=True))
+    if spec["tpch"] is not None:
+        queries = [str(q) for q in spec["tpch"]["queries"]]
+        s["tpch_queries"] = {
+            q: {
+                "service_s": median([r["tpch"][q]["seconds"] for r in mine]),
+                "ratio": ratio(
+                    median([r["tpch"][q]["seconds"] for r in mine]), median([r["tpch"][q]["seconds"] for r in theirs])
+                ),
+            }
+            for q in queries
+        }
+        s["tpch_total"] = spread([sum(r["tpch"][q]["seconds"] for q in queries) for r in mine])
+        s["tpch_ratio"] = ratio(
+            s["tpch_total"]["median"], median([sum(r["tpch"][q]["seconds"] for q in queries) for r in theirs])
+        )
+        goals.append(goal(f"{label}: TPC-H total: {what}", s["tpch_ratio"], SERVICE_GOAL, at_most=True))
     return s, goals
 
 
@@ -430,6 +527,14 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
             t = s["tpch_total"]
             print(f"{'total':>6} {t['sluice']['median']:>9.2f} {t['sort']['median']:>8.2f} {s['tpch_ratio']:>6.2f}")
             print(f"TPC-H total: {_cpu_text(s.get('tpch_cpu'))}")
+        service = s.get("service")
+        if service:
+            if "heavy" in service:
+                print(f"heavy job through the node service: {service['heavy']['median']:.1f}s "
+                      f"(/ Sluice {service['heavy_ratio']:.2f})")  # fmt: skip
+            if "tpch_total" in service:
+                print(f"TPC-H total through the node service: {service['tpch_total']['median']:.1f}s "
+                      f"(/ Sluice {service['tpch_ratio']:.2f})")  # fmt: skip
     for g in recorder.goals:
         print(f"goal {g['goal']} <= {g['target']}: {g['value']:.2f} -> {'met' if g['met'] else 'MISSED'}")
     s = recorder.summary

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-COLORS = {"sluice": "#1f77b4", "sort": "#ff7f0e", "builtin": "#ff7f0e", "flink": "#2ca02c", "iperf3": "#7f7f7f"}
+COLORS = {
+    "sluice": "#1f77b4",
+    "sort": "#ff7f0e",
+    "builtin": "#ff7f0e",
+    "flink": "#2ca02c",
+    "iperf3": "#7f7f7f",
+    "sluice-service": "#2ca02c",
+}
 
 
 def _pyplot() -> Any:
@@ -203,9 +210,10 @@ def memory_chart(path: Path, samples: Dict[str, float], budget_mib: float, subti
 
 
 def scale_chart(path: Path, groups: Dict[str, Dict[str, Optional[float]]], subtitle: str) -> Path:
-    """Median seconds per configuration, Sluice beside sort, one panel per group (size, partitions,
-    and the wide, growth and extreme shapes when they ran). A contender whose job failed has no
-    bar (NaN), and says so where its bar would be."""
+    """Median seconds per configuration, Sluice beside sort (and Sluice read through its node
+    service, ``sluice-service``, when it ran), one panel per group (size, partitions, and the wide,
+    growth and extreme shapes when they ran). A contender whose job failed has no bar (NaN), and
+    says so where its bar would be."""
     plt = _pyplot()
     panels = [
         ("data size (16 maps x 16 reduces)", [k for k in groups if k.startswith("size")]),
@@ -218,10 +226,12 @@ def scale_chart(path: Path, groups: Dict[str, Dict[str, Optional[float]]], subti
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.6), squeeze=False)
     for ax, (title, keys) in zip(axes[0], panels):
         positions = list(range(len(keys)))
-        for i, contender in enumerate(("sluice", "sort")):
+        contenders = ["sluice", "sort"] + [c for c in ("sluice-service",) if any(c in groups[k] for k in keys)]
+        width = 0.8 / len(contenders)
+        for i, contender in enumerate(contenders):
             heights = [_number(groups[k].get(contender)) for k in keys]
-            xs = [p + (i - 0.5) * 0.4 for p in positions]
-            ax.bar(xs, heights, 0.4, label=contender, color=COLORS[contender])
+            xs = [p + (i - (len(contenders) - 1) / 2) * width for p in positions]
+            ax.bar(xs, heights, width, label=contender, color=COLORS[contender])
             for x, h in zip(xs, heights):
                 if h != h:
                     ax.text(x, 0, "did not\ncomplete", ha="center", va="bottom", fontsize=7, color=COLORS[contender])
@@ -327,4 +337,39 @@ def cluster_chart(
         ax.set_title(f"{rate}: one worker link, last round", fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"sluice bench cluster: Sluice vs Spark's sort shuffle on dev/cluster: {subtitle}", fontsize=10)
+    return _save(fig, path)
+
+
+def allocation_chart(
+    path: Path,
+    seconds: Dict[str, Tuple[float, float, float]],
+    labels: Dict[str, str],
+    timelines: Dict[str, List[List[float]]],
+    subtitle: str,
+) -> Path:
+    """Left: each contender's executor-seconds over the bursty job (median; whiskers: min and max
+    over rounds). Right: the live executors over the job's run, each contender's last round."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1, 1.6]})
+    names = list(seconds)
+    colors = [COLORS.get(n, "#2ca02c" if n.endswith("service") else "#9467bd") for n in names]
+    medians = [seconds[n][0] for n in names]
+    low = [seconds[n][0] - seconds[n][1] for n in names]
+    high = [seconds[n][2] - seconds[n][0] for n in names]
+    left.bar([labels[n].replace(" + ", " +\n") for n in names], medians, yerr=[low, high], capsize=6, color=colors)
+    for i, m in enumerate(medians):
+        left.text(i, m / 2, f"{m:.0f} s", ha="center", va="center", color="white", fontweight="bold")
+    left.set_ylabel("executor-seconds during the job (median; whiskers min/max)")
+    left.tick_params(axis="x", labelsize=8)
+    left.set_title("what the bursty job's executors cost", fontsize=10)
+    for name, color in zip(names, colors):
+        steps = timelines.get(name)
+        if steps:
+            right.step([s[0] for s in steps], [s[1] for s in steps], where="post", label=labels[name], color=color)
+    right.set_xlabel("seconds from the job's start")
+    right.set_ylabel("live executors")
+    right.yaxis.get_major_locator().set_params(integer=True)
+    right.set_title("live executors over the job (last round)", fontsize=10)
+    right.legend(fontsize=8)
+    fig.suptitle(f"sluice bench allocation: dynamic allocation on dev/cluster: {subtitle}", fontsize=10)
     return _save(fig, path)

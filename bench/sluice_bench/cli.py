@@ -3,7 +3,7 @@
     sluice-bench NAME [--rounds N] [--quick] [--out DIR] [--replot] [--option NAME=VALUE ...]
     sluice-bench jar        the path of the benchmark jar (sluice-bench.jar)
 
-NAME is one of ``batch``, ``transport``, ``latency``, ``memory``, ``scale``, ``cluster``;
+NAME is one of ``batch``, ``transport``, ``latency``, ``memory``, ``scale``, ``cluster``, ``allocation``;
 ``sluice-bench NAME --help`` lists each one's own options. Results go to ``docs/benchmarks/`` unless ``--out`` says
 otherwise.
 """
@@ -29,6 +29,8 @@ HELP = {
     "scale": "cost as data, partitions and map tasks grow (--groups extreme: 100,000 maps x 200 reducers "
     "and 20,000 x 2,000, hours), and TCP connections per executor pair",
     "cluster": "the batch jobs on dev/cluster's multi-host cluster per link rate, and each link's use (root)",
+    "allocation": "executor-seconds of a bursty job under dynamic allocation on dev/cluster: sort + Spark's "
+    "shuffle service, Sluice + shuffle tracking, Sluice + its node service (root)",
 }
 
 

@@ -302,7 +302,7 @@ def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
                 spark.sparkContext.setJobGroup("", "")
                 run = {"seconds": None, "answer": None, "error": deadline.error(e)}
                 run["elapsed_s"] = round(time.monotonic() - started, 1)
-        if contender == "sluice" and not run.get("error"):
+        if contender in ("sluice", "sluice-service") and not run.get("error"):
             try:
                 run["fan_in"] = fan_in(spark, stages_of_group(spark, config["name"]))
             except Exception as e:  # reported beside the run; the timing stands
@@ -310,7 +310,7 @@ def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
         if watcher.executors:
             run["connections"] = watcher.peak
             run["connection_samples"] = watcher.samples
-            if contender == "sluice":
+            if contender in ("sluice", "sluice-service"):
                 run["network_memory"] = network_memory(executor_probe(spark, reset=False))
         runs[config["name"]] = run
     return {"contender": contender, "runs": runs, "executors": executors}

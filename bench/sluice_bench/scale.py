@@ -18,6 +18,10 @@ against its budget, as ``sluice bench memory`` does); the probe's 1 ms sampler t
 both contenders' executors. Every job reports its executors' CPU per GB shuffled, Sluice
 against the sort shuffle, as ``sluice bench batch`` does (executor processes' user + system
 CPU seconds from ``/proc``, over the sort shuffle's shuffle write bytes of the same job).
+With ``--service`` another contender, ``sluice-service``, runs every job through Sluice with its
+map outputs served by its node shuffle service (one ``sluice shuffle-service`` on 127.0.0.1 for
+the whole run) instead of by the executors: ``service_s / sluice_s`` is what reading through the
+service costs (goal: at most 1.05 at 1500 maps x 400 reducers).
 With ``--floor`` a third contender runs every job through a shuffle that moves nothing
 (``DiscardingShuffleManager``: the map side computed and drained, nothing read): the job's cost
 to Spark without any shuffle cost, so ``floor_s / sort_s`` bounds the ratio any shuffle can reach.
@@ -28,17 +32,19 @@ reads at 4,000 maps x 1,000 reducers (``sluice_bench.simulated``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from sluice_bench import charts, simulated
-from sluice_bench.apps import run_alternating_apps
+from sluice_bench.apps import LOG_DIR, run_alternating_apps
 from sluice_bench.args import sluice_options
 from sluice_bench.batch import CPU_GOAL, GB, cpu_report
 from sluice_bench.compare import difference
 from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
+from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log
 from sluice_bench.stats import goal, median, ratio
 
 MIB = 1 << 20
@@ -64,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"on local-cluster[2,2,MEM] with MEM MiB executors and a {EXTREME_DRIVER_MEMORY} driver, "
         f"one application per shape and contender, each job cancelled after "
         f"{EXTREME_JOB_TIMEOUT_S // 60} minutes; one round unless --rounds says otherwise, hours "
-        "in all); default classic,wide; a run of one group is saved as scale-<group>.json",
+        "in all); default classic,wide; a run of one group is saved as scale-<group>.json (with --service: "
+        "scale[-<group>]-service.json)",
     )
     parser.add_argument(
         "--floor",
@@ -82,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--executors",
         help="with --simulated: the executor counts, e.g. 16,64,256 (default; quick 4,8)",
+    )
+    parser.add_argument(
+        "--service",
+        action="store_true",
+        help="also run every job through Sluice with its map outputs served by its node shuffle service "
+        "(contender sluice-service, a sluice shuffle-service daemon started for the run), reported as service_s "
+        "and service / sluice",
     )
     parser.add_argument(
         "--shapes",
@@ -109,6 +123,8 @@ GROWTH_SHAPES = ((1000, 1000), (10000, 1000))
 QUICK_GROWTH_SHAPES = ((100, 100), (400, 100))
 GROWTH_TIME_GOAL = 0.50
 EXECUTORS = 2
+# The shape whose time through the node service has a goal (--service).
+SERVICE_SHAPE = (1500, 400)
 
 
 # The extreme group (--groups extreme): shapes whose cost is the number of map outputs, one row per
@@ -205,6 +221,8 @@ def plan(args: argparse.Namespace) -> Tuple[str, List[Apps]]:
         ],
     }
     name = "scale" if set(groups) == {"classic", "wide"} else f"scale-{groups[0]}"
+    if getattr(args, "service", False):
+        name += "-service"  # beside, not over, the result without the node service
     chosen = [a for g in groups for a in apps[g]]
     if getattr(args, "shapes", None):
         chosen = only_shapes(chosen, str(args.shapes))
@@ -250,23 +268,34 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     if getattr(args, "simulated", False):
         return simulated.run(args, argv)
     name, apps = plan(args)
+    service = bool(getattr(args, "service", False))
+    contenders: Tuple[str, ...] = CONTENDERS
+    if service:
+        contenders = (*contenders, SERVICE_CONTENDER)
+    if getattr(args, "floor", False):
+        contenders = (*contenders, FLOOR)
     settings = {
         "rounds": max(a.rounds for a in apps),
         "quick": bool(args.quick),
+        "contenders": list(contenders),
         "groups": {a.group: {"rounds": a.rounds, "spec": dict(a.spec, configs=None)} for a in apps},
     }
     recorder = Recorder(name, command_line(argv), settings)
-    contenders = (*CONTENDERS, FLOOR) if getattr(args, "floor", False) else CONTENDERS
     run_configs: List[Dict[str, Any]] = []
-    for a in apps:
-        # The extreme group's failures are its results: an application that fails is recorded.
-        failed = failed_app(a.spec) if a.group == "extreme" else None
-        run_alternating_apps(
-            recorder, "scale", a.spec, a.rounds, timeout=a.timeout, contenders=contenders, failed_run=failed
-        )
-        run_configs += a.spec["configs"]
-        summarize(recorder, run_configs)
-        path, chart = save_result(recorder, args.out, name, draw)  # after every group: a long run keeps what it has
+    with NodeService(service_log(LOG_DIR, "scale")) if service else contextlib.nullcontext() as node:
+        for a in apps:
+            spec = dict(a.spec, service_port=node.port) if node is not None else a.spec
+            # The extreme group's failures are its results: an application that fails is recorded.
+            failed = failed_app(a.spec) if a.group == "extreme" else None
+            run_alternating_apps(
+                recorder, "scale", spec, a.rounds, timeout=a.timeout, contenders=contenders, failed_run=failed
+            )
+            run_configs += a.spec["configs"]
+            summarize(recorder, run_configs)
+            path, chart = save_result(recorder, args.out, name, draw)  # after every group: a long run keeps what it has
+        if node is not None:  # what it served (bytesSent), and that every application left it
+            recorder.summary["service_status"] = node.status()
+            path, chart = save_result(recorder, args.out, name, draw)
     print_summary(recorder, path, chart)
     return 1 if recorder.mismatches or recorder.summary["failures"] else 0
 
@@ -275,7 +304,12 @@ def draw(path: Path, result: Dict[str, Any]) -> Path:
     """The chart of a result (also from a saved JSON: ``sluice bench scale --replot``)."""
     if result.get("benchmark") == simulated.NAME:
         return simulated.draw(path, result)
-    groups = {name: {"sluice": v["sluice_s"], "sort": v["sort_s"]} for name, v in result["summary"]["configs"].items()}
+    groups: Dict[str, Dict[str, Optional[float]]] = {
+        name: {"sluice": v["sluice_s"], "sort": v["sort_s"]} for name, v in result["summary"]["configs"].items()
+    }
+    for name, v in result["summary"]["configs"].items():
+        if "service_s" in v:  # --service: read through the node service
+            groups[name][SERVICE_CONTENDER] = v["service_s"]
     return charts.scale_chart(path, groups, subtitle_of(result))
 
 
@@ -345,6 +379,11 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
                 ]
             ),
         }
+        served = [r["runs"][name]["seconds"] for r in runs if r["contender"] == SERVICE_CONTENDER]
+        if served:
+            # Read through the node service against read from the executors, both Sluice.
+            s[name]["service_s"] = median([t for t in served if t is not None])
+            s[name]["service_ratio"] = ratio(s[name]["service_s"], times["sluice"])
         floor = [r["runs"][name]["seconds"] for r in runs if r["contender"] == FLOOR]
         if floor:
             # No shuffle is faster than one that moves nothing: floor / sort bounds every shuffle's ratio.
@@ -439,6 +478,15 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
                     at_most=True,
                 )
             )
+        if name.startswith("wide") and shape == SERVICE_SHAPE and "service_ratio" in s[name]:
+            recorder.goals.append(
+                goal(
+                    f"read through the node service / executor-served time (Sluice) at {name}",
+                    s[name]["service_ratio"],
+                    SERVICE_GOAL,
+                    at_most=True,
+                )
+            )
         if name.startswith("growth") and shape == GROWTH_SHAPES[-1]:
             recorder.goals.append(
                 goal(f"Sluice / sort time at {name}", s[name]["ratio"], GROWTH_TIME_GOAL, at_most=True)
@@ -474,15 +522,16 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
     for r in recorder.runs:
         if r["contender"] == FLOOR:
             continue  # moves nothing: its answers are wrong by design
-        other = by_round.get((r["round"], "sort" if r["contender"] == "sluice" else "sluice", tuple(r["runs"])))
+        other = by_round.get((r["round"], "sluice" if r["contender"] == "sort" else "sort", tuple(r["runs"])))
         for name, run in r["runs"].items():
             if run.get("error") or name not in rows_of:
                 continue  # reported as a failure
             theirs = None if other is None else other["runs"][name]
             if theirs is not None and not theirs.get("error"):
-                diff = difference(theirs["answer"], run["answer"]) if r["contender"] == "sluice" else ""
+                diff = difference(theirs["answer"], run["answer"]) if r["contender"] != "sort" else ""
                 if diff:
-                    recorder.mismatches.append(f"round {r['round']}, {name}: {diff}")
+                    who = "" if r["contender"] == "sluice" else f"{r['contender']}, "
+                    recorder.mismatches.append(f"round {r['round']}, {who}{name}: {diff}")
             elif counted_rows(run["answer"]) != rows_of[name]:
                 recorder.mismatches.append(
                     f"round {r['round']}, {r['contender']}, {name}: counted {counted_rows(run['answer'])} rows "
@@ -519,6 +568,10 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
             f"{v['fan_in']['control_messages_per_reducer']:>13.1f}{v['fan_in']['remote_frames_per_reducer']:>15.1f}"
             f"{'/'.join('yes' if v['completed'][k] else 'NO' for k in ('sluice', 'sort')):>23}"
         )
+    for name, v in recorder.summary["configs"].items():
+        if "service_s" in v:
+            ratio_text = f"service / sluice {v['service_ratio']:.2f}"
+            print(f"{name:<18} through the node service: {v['service_s']:.2f} s, {ratio_text}")
     for name, v in recorder.summary["configs"].items():
         if "floor_s" in v:
             floor = f"{v['floor_s']:.2f} s, floor / sort {v['floor_ratio']:.2f}"

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from sluice_bench._jars import bench_jar_path
 
-CONTENDERS = ("sluice", "sort", "builtin", "floor")
+CONTENDERS = ("sluice", "sluice-service", "sort", "builtin", "floor")
 # The floor of `sluice bench scale --floor`: a shuffle that moves nothing (benchmark jar).
 DISCARDING_SHUFFLE_MANAGER = "org.apache.spark.shuffle.sluice.bench.DiscardingShuffleManager"
 
@@ -24,8 +24,11 @@ DISCARDING_SHUFFLE_MANAGER = "org.apache.spark.shuffle.sluice.bench.DiscardingSh
 def build_session(contender: str, spec: Dict[str, Any]) -> SparkSession:
     """A session for ``contender``. Every contender has the benchmark jar (the executors' probes,
     the scheduled source, the latency sink) and Sluice's plugin jar (which the probes read when
-    Sluice runs) on its class path; only ``sluice`` switches the shuffle managers and the plugin
-    on, and ``floor`` runs a shuffle that moves nothing (:data:`DISCARDING_SHUFFLE_MANAGER`)."""
+    Sluice runs) on its class path; only ``sluice`` and ``sluice-service`` switch the shuffle
+    managers and the plugin on (``sluice-service`` with its map outputs served by the node
+    shuffle service at ``spec["service_port"]``, default 7338, of each executor's host), and
+    ``floor`` runs a shuffle that moves nothing (:data:`DISCARDING_SHUFFLE_MANAGER`).
+    ``spec["contender_conf"][contender]`` holds Spark settings of that contender's only."""
     if contender not in CONTENDERS:
         raise ValueError(f"unknown contender {contender!r}; one of {CONTENDERS}")
     builder = (
@@ -36,9 +39,14 @@ def build_session(contender: str, spec: Dict[str, Any]) -> SparkSession:
     )
     for key, value in spec.get("conf", {}).items():
         builder = builder.config(key, str(value))
-    if contender == "sluice":
+    for key, value in spec.get("contender_conf", {}).get(contender, {}).items():
+        builder = builder.config(key, str(value))
+    if contender in ("sluice", "sluice-service"):
+        options = dict(spec.get("sluice_options", {}))
+        if contender == "sluice-service":
+            options.update(service_enabled=True, service_port=int(spec.get("service_port", 7338)))
         # sluice.configure appends the plugin jar to spark.jars.
-        builder = sluice.configure(builder.config("spark.jars", bench_jar_path()), **spec.get("sluice_options", {}))
+        builder = sluice.configure(builder.config("spark.jars", bench_jar_path()), **options)
     else:
         builder = builder.config("spark.jars", f"{bench_jar_path()},{sluice.jar_path()}")
         manager = DISCARDING_SHUFFLE_MANAGER if contender == "floor" else "sort"

@@ -2,11 +2,13 @@
 
     python -m sluice_bench.worker KIND CONTENDER SPEC.json OUT.json
 
-KIND is ``batch``, ``short``, ``cold``, ``latency``, ``memory``, ``scale`` or ``cluster``; CONTENDER is ``sluice``,
-``sort`` (Spark's sort shuffle) or ``builtin`` (the sort shuffle for batch, Spark's streaming shuffle for Real-Time
-Mode). SPEC says what to run; OUT receives the timings, answers and probes as JSON. Every
-application but a ``cold`` one (which times a fresh application's first jobs) first runs one unmeasured
-warm-up job, the same for every contender.
+KIND is ``batch``, ``short``, ``cold``, ``latency``, ``memory``, ``scale``, ``cluster`` or ``allocation``;
+CONTENDER is ``sluice``, ``sluice-service`` (Sluice, map outputs served by its node shuffle service),
+``sort`` (Spark's sort shuffle) or ``builtin`` (the sort shuffle for batch, Spark's streaming shuffle
+for Real-Time Mode). SPEC says what to run; OUT receives the timings, answers and probes as JSON.
+Every application but a ``cold`` or ``allocation`` one (which time a fresh application's first
+jobs, and what dynamic allocation costs) first runs one unmeasured warm-up job, the same for
+every contender.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Callable, Dict, List
 
 from pyspark.sql import SparkSession
 
-from sluice_bench import jobs, jobs_short, jobs_streaming
+from sluice_bench import jobs, jobs_allocation, jobs_short, jobs_streaming
 from sluice_bench.session import build_session
 
 # What each KIND runs in the contender's session: (session, contender, spec) -> the result.
@@ -30,6 +32,7 @@ RUNS: Dict[str, Callable[[SparkSession, str, Dict[str, Any]], Dict[str, Any]]] =
     "memory": jobs.run_memory,
     "scale": jobs.run_scale,
     "cluster": jobs.run_cluster,
+    "allocation": jobs_allocation.run_allocation,
 }
 
 

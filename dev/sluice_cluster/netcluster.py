@@ -15,7 +15,9 @@ bridge namespace and moved straight into their host namespace, and addresses exi
 
 Options: --workers N (2), --rate RATE per link (1gbit; e.g. 10gbit, or "none"), --cores N per
 worker (1), --memory SIZE per worker (1g), --logs DIR (kept after the run; default a temporary
-directory, deleted unless the command failed).
+directory, deleted unless the command failed), --sluice-service (Sluice's node shuffle service,
+``sluice shuffle-service``, in every worker host, bound to the host's address on port 7338),
+--spark-shuffle-service (Spark's external shuffle service inside every Worker, port 7337).
 
 COMMAND sees SLUICE_CLUSTER_MASTER (spark://10.77.0.2:7077), SPARK_LOCAL_IP (the driver host's
 address), SLUICE_CLUSTER_PREFIX and pyspark's Spark (SPARK_HOME unset), e.g.
@@ -52,6 +54,9 @@ ROOT_PREFIX = "sluice-"
 LOCK_DIR = Path("/run/sluice-cluster")  # one lock file per cluster, held by the process that made it
 SUBNET = "10.77.0"
 MASTER_PORT = 7077
+# spark.sluice.service.port's default: each worker host's Sluice shuffle service listens there.
+SLUICE_SERVICE_PORT = 7338
+SLUICE_SERVICE_MAIN = "org.apache.spark.shuffle.sluice.service.SluiceShuffleServiceMain"
 BRIDGE = "br0"
 # tbf: a queue of at most this long a wait, and a bucket of this many milliseconds at the rate.
 TBF_LATENCY = "20ms"
@@ -77,13 +82,21 @@ class Host:
 
 @dataclass
 class Cluster:
-    """A standalone Spark cluster over network namespaces; a context manager (up on enter, down on exit)."""
+    """A standalone Spark cluster over network namespaces; a context manager (up on enter, down on exit).
+
+    With ``sluice_service`` every worker host also runs Sluice's node shuffle service (``sluice
+    shuffle-service``, as an operator runs it beside each Worker) on its own address and port
+    :data:`SLUICE_SERVICE_PORT`, reading only under that host's local dir; with
+    ``spark_shuffle_service`` every Worker runs Spark's external shuffle service (port 7337).
+    """
 
     workers: int = 2
     rate: Optional[str] = "1gbit"
     cores: int = 1
     memory: str = "1g"
     logs: Optional[Path] = None
+    sluice_service: bool = False
+    spark_shuffle_service: bool = False
     prefix: str = field(default_factory=lambda: f"{ROOT_PREFIX}{os.getpid()}-{secrets.token_hex(2)}-")
     spark_home: Path = field(default_factory=lambda: pyspark_home())
 
@@ -233,12 +246,16 @@ class Cluster:
         )
         wait_for_line(master_log, "I have been elected leader", timeout, self._daemons[-1])
         worker_logs = []
+        worker_opts = "-Dspark.decommission.enabled=true"
+        if self.spark_shuffle_service:
+            worker_opts += " -Dspark.shuffle.service.enabled=true"
         for host in self.worker_hosts:
             work = self.logs / host.name
-            (work / "local").mkdir(parents=True, exist_ok=True)
+            self.local_dir(host).mkdir(parents=True, exist_ok=True)
             log = self.logs / f"{host.name}.log"
             # Decommissioning on: a Worker that gets SIGPWR (spark.worker.decommission.signal) tells
-            # the Master, which decommissions its executors (see decommission_worker).
+            # the Master, which decommissions its executors (see decommission_worker). Spark's
+            # external shuffle service runs inside the Worker when asked for.
             self._start(
                 host,
                 log,
@@ -257,11 +274,47 @@ class Cluster:
                     "8081",
                     self.master_url,
                 ],
-                {"SPARK_LOCAL_DIRS": str(work / "local"), "SPARK_WORKER_OPTS": "-Dspark.decommission.enabled=true"},
+                {"SPARK_LOCAL_DIRS": str(self.local_dir(host)), "SPARK_WORKER_OPTS": worker_opts},
             )
             worker_logs.append((log, self._daemons[-1]))
         for log, process in worker_logs:
             wait_for_line(log, "Successfully registered with master", timeout, process)
+        if self.sluice_service:
+            self._start_sluice_services(timeout)
+
+    def _start_sluice_services(self, timeout: float) -> None:
+        """One ``sluice shuffle-service`` per worker host, bound to the host's address, serving only
+        what executors registered under the host's local dir (its Worker's SPARK_LOCAL_DIRS)."""
+        assert self.logs is not None
+        sluice = Path(sys.executable).parent / "sluice"
+        if not sluice.is_file():
+            raise ClusterError(f"--sluice-service needs the sluice command beside {sys.executable} (source dev/env.sh)")
+        started = []
+        for host in self.worker_hosts:
+            log = self.logs / f"{host.name}-sluice-service.log"
+            argv = [
+                str(sluice),
+                "shuffle-service",
+                "--host",
+                host.address,
+                "--conf",
+                f"spark.sluice.service.port={SLUICE_SERVICE_PORT}",
+                "--conf",
+                f"spark.sluice.service.allowedDirs={self.local_dir(host)}",
+            ]
+            self._start(host, log, argv, {})
+            started.append((log, self._daemons[-1]))
+        for log, process in started:
+            wait_for_line(log, "Sluice shuffle service listening on", timeout, process)
+
+    def local_dir(self, host: Host) -> Path:
+        """The worker host's local dir (its Worker's SPARK_LOCAL_DIRS): the executors' dirs are under it."""
+        assert self.logs is not None
+        return self.logs / host.name / "local"
+
+    def sluice_service_address(self, host: Host) -> str:
+        """HOST:PORT of the worker host's Sluice shuffle service (with ``sluice_service``)."""
+        return f"{host.address}:{SLUICE_SERVICE_PORT}"
 
     def _start(self, host: Host, log: Path, argv: Sequence[str], extra: Mapping[str, str]) -> None:
         env = self.host_env(host)
@@ -393,6 +446,11 @@ def set_link(bridge_ns: str, link: str, up: bool) -> None:
 def executor_pids(ns: str) -> List[int]:
     """The Spark executor JVMs running in namespace ``ns``."""
     return [pid for pid in namespace_pids(ns) if "CoarseGrainedExecutorBackend" in cmdline(pid)]
+
+
+def sluice_service_pids(ns: str) -> List[int]:
+    """The Sluice shuffle service JVMs running in namespace ``ns``."""
+    return [pid for pid in namespace_pids(ns) if SLUICE_SERVICE_MAIN in cmdline(pid)]
 
 
 def worker_pids(ns: str) -> List[int]:
@@ -574,6 +632,12 @@ def main(argv: Sequence[str]) -> int:
         p.add_argument("--cores", type=int, default=1)
         p.add_argument("--memory", default="1g")
         p.add_argument("--logs")
+        p.add_argument(
+            "--sluice-service", action="store_true", help="Sluice's node shuffle service in every worker host"
+        )
+        p.add_argument(
+            "--spark-shuffle-service", action="store_true", help="Spark's external shuffle service in every Worker"
+        )
         if name == "run":
             p.add_argument("cmd", nargs=argparse.REMAINDER)
     down = commands.add_parser("down")
@@ -608,11 +672,15 @@ def main(argv: Sequence[str]) -> int:
             cores=args.cores,
             memory=args.memory,
             logs=Path(args.logs) if args.logs else None,
+            sluice_service=args.sluice_service,
+            spark_shuffle_service=args.spark_shuffle_service,
         ) as cluster:
             print(
                 f"[dev/cluster] master {cluster.master_url}, driver {cluster.driver.address}, workers "
                 f"{', '.join(h.address for h in cluster.worker_hosts)}; links {cluster.rate or 'unlimited'}; "
-                f"logs {cluster.logs}",
+                f"logs {cluster.logs}"
+                + (f"; Sluice shuffle services on port {SLUICE_SERVICE_PORT}" if cluster.sluice_service else "")
+                + ("; Spark's shuffle service in every Worker" if cluster.spark_shuffle_service else ""),
                 file=sys.stderr,
             )
             env = cluster.host_env(cluster.driver)

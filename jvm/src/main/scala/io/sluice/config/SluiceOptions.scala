@@ -331,7 +331,9 @@ object SluiceOptions {
     "(none)", Effect.ExecutorStart, between(1, 65535)) {
     """Port of the Sluice shuffle service on every node: the service listens on it, executors
       |register with it and reducers read from it. Set the same value for the service and the
-      |applications (Spark's own external shuffle service uses 7337)."""
+      |applications (Spark's own external shuffle service uses 7337). The environment variable
+      |SLUICE_SERVICE_PORT of an executor takes precedence (on Kubernetes, set it and the service's
+      |port from one ConfigMap)."""
   }
 
   val ServiceHost: ConfigOption[String] = opt("spark.sluice.service.host", "service_host", StringType, "",

@@ -26,14 +26,29 @@ private[sluice] object NodeServiceRegistration extends Logging {
   /** The environment variable that names the node's service address (Kubernetes: the pod's status.hostIP). */
   val HostEnv = "SLUICE_SERVICE_HOST"
 
+  /**
+   * The environment variable that names the node's service port (Kubernetes: from the ConfigMap the
+   * service's DaemonSet reads its port from, so that the port is set in one place).
+   */
+  val PortEnv = "SLUICE_SERVICE_PORT"
+
   /** Where an executor writes its blocking partitions, and the service that serves them (None: the executor does). */
   final case class Outcome(dirs: Seq[File], service: Option[NodeServiceAddress])
 
-  /** The node service's address for an executor on `executorHost`. */
+  /**
+   * The node service's address for an executor on `executorHost`: SLUICE_SERVICE_HOST, else
+   * spark.sluice.service.host, else the executor's host; SLUICE_SERVICE_PORT, else
+   * spark.sluice.service.port. An IllegalArgumentException naming the variable when it is no port.
+   */
   def serviceAddress(conf: SluiceConf, executorHost: String, env: String => Option[String] = sys.env.get): NodeServiceAddress = {
     val host = env(HostEnv).filter(_.nonEmpty).orElse(Some(conf.get(SluiceOptions.ServiceHost)).filter(_.nonEmpty))
       .getOrElse(executorHost)
-    NodeServiceAddress(host, conf.get(SluiceOptions.ServicePort))
+    val port = env(PortEnv).map(_.trim).filter(_.nonEmpty).map { p =>
+      p.toIntOption.filter(n => n >= 1 && n <= 65535).getOrElse(throw new IllegalArgumentException(
+          s"$PortEnv=$p is not a port (1 to 65535): it names the port of this node's Sluice shuffle service, " +
+            s"instead of ${SluiceOptions.ServicePort.key}"))
+    }
+    NodeServiceAddress(host, port.getOrElse(conf.get(SluiceOptions.ServicePort)))
   }
 
   /** The executor's Sluice dirs: one per local root dir, named after the application and the executor. */

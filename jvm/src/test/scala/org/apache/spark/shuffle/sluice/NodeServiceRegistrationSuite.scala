@@ -71,6 +71,19 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
       NodeServiceAddress("192.168.1.9", 7400))
   }
 
+  test("the service's port: SLUICE_SERVICE_PORT, else spark.sluice.service.port; a bad one named") {
+    val c = conf(SluiceOptions.ServicePort.key -> "7400")
+    assert(NodeServiceRegistration.serviceAddress(c, "10.0.0.5", Map("SLUICE_SERVICE_PORT" -> "7500").get) ==
+      NodeServiceAddress("10.0.0.5", 7500))
+    assert(NodeServiceRegistration.serviceAddress(c, "10.0.0.5", Map("SLUICE_SERVICE_PORT" -> "").get) ==
+      NodeServiceAddress("10.0.0.5", 7400))
+    for (bad <- Seq("http", "0", "70000")) {
+      val e = intercept[IllegalArgumentException](
+        NodeServiceRegistration.serviceAddress(c, "10.0.0.5", Map("SLUICE_SERVICE_PORT" -> bad).get))
+      assert(e.getMessage.contains(s"SLUICE_SERVICE_PORT=$bad is not a port"), e.getMessage)
+    }
+  }
+
   test("a map output's location names its node service, and readers find the executor id, host and port in it") {
     val original = BlockManagerId("4", "10.0.0.5", 41000, Some("rack-1"))
     val served = BlockManagerId("4", "10.0.0.5", 41000, Some(SluiceLocation.encodeNode("192.168.1.9", 7338, Some("rack-1"))))
