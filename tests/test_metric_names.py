@@ -90,6 +90,8 @@ def test_the_metric_table_is_the_jvms_and_feeds_the_python_columns() -> None:
     assert monitoring.EXECUTOR_METRICS[:3] == ("TotalMemorySegments", "AvailableMemorySegments", "UsedMemorySegments")
     assert monitoring.SERVER_METRICS == monitoring.EXECUTOR_METRICS[3:]
     assert "readQueueLength" in monitoring.SERVER_METRICS and "readWaitTimeMs" in monitoring.SERVER_METRICS
+    assert monitoring.EXECUTOR_COUNTERS == ("indexBytesRead", "indexBytesNeeded")
+    assert set(monitoring.EXECUTOR_COUNTERS) <= set(monitoring.EXECUTORS_SCHEMA.names)
 
 
 def test_the_docs_describe_every_metric_of_the_table() -> None:

@@ -66,7 +66,11 @@ EXECUTOR_METRICS: Tuple[str, ...] = tuple(
     d["name"] for d in _DEFINITIONS if d["scope"] == "executor" and d["spark_kind"] == "gauge"
 )
 SERVER_METRICS: Tuple[str, ...] = tuple(
-    d["name"] for d in _DEFINITIONS if d["scope"] == "executor" and d["type"] == "long"
+    d["name"] for d in _DEFINITIONS if d["scope"] == "executor" and d["type"] == "long" and d["spark_kind"] == "gauge"
+)
+# The executor's own counters (Sluice's): index bytes its readers read and needed.
+EXECUTOR_COUNTERS: Tuple[str, ...] = tuple(
+    d["name"] for d in _DEFINITIONS if d["scope"] == "executor" and d["spark_kind"] == "counter"
 )
 
 ID_COLUMNS: Tuple[Tuple[str, Any], ...] = (
@@ -388,7 +392,9 @@ EXECUTORS_SCHEMA = pa.schema(
         ("server_port", pa.int32()),
         ("server_connections", pa.int32()),
         ("client_connections", pa.int32()),
+        ("client_connections_opened", pa.int64()),
         *[(name, pa.int64()) for name in SERVER_METRICS],
+        *[(name, pa.int64()) for name in EXECUTOR_COUNTERS],
     ]
 )
 
@@ -407,10 +413,11 @@ def executors(spark: Session, *, wait: bool = True) -> pa.Table:
     """Every executor that reported, one row each: its network memory under Flink's names
     (``TotalMemorySegments``, ``AvailableMemorySegments``, ``UsedMemorySegments``, of
     ``segment_size`` bytes), ``last_report_ms``, its transport (``server_port``, the
-    ``server_connections`` other executors opened to it, the ``client_connections`` it opened),
-    and its server's reads of partition files (``readThreads``, ``readQueueLength``,
-    ``readWaitTimeMs``, ``TotalReadMemorySegments``, ``UsedReadMemorySegments``,
-    ``partitionFileDescriptors``).
+    ``server_connections`` other executors opened to it, the ``client_connections`` it holds and
+    the ``client_connections_opened`` since it started), its server's reads of partition files
+    (``readThreads``, ``readQueueLength``, ``readWaitTimeMs``, ``TotalReadMemorySegments``,
+    ``UsedReadMemorySegments``, ``partitionFileDescriptors``) and its readers' index reads
+    (``indexBytesRead`` against ``indexBytesNeeded``).
 
     Args:
         spark: a session started with :func:`sluice.configure`, or a Spark Connect session of a

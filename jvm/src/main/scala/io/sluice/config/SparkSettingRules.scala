@@ -109,7 +109,7 @@ object SparkSettingRules {
 
   val NodeServiceStoragePlugin: SparkSettingRule = SparkSettingRule("node-service-storage-plugin",
     Seq(Condition(SluiceOptions.ServiceEnabled.key, "false", True),
-      Condition(ShuffleDataIOKey, DefaultShuffleDataIO, Pattern.quote(SluiceShuffleDataIO), negate = true)),
+      Condition(ShuffleDataIOKey, DefaultShuffleDataIO, SluiceShuffleDataIO.replace(".", """\."""), negate = true)),
     "spark.sluice.service.enabled=true with spark.shuffle.sort.io.plugin.class=${spark.shuffle.sort.io.plugin.class}: " +
       "Spark learns that the node shuffle service keeps map outputs from Sluice's storage plugin.",
     s"Set $ShuffleDataIOKey=$SluiceShuffleDataIO (sluice.configure and sluice conf do).")
@@ -123,7 +123,7 @@ object SparkSettingRules {
     Seq(Condition("spark.storage.decommission.enabled", "false", True),
       Condition("spark.storage.decommission.shuffleBlocks.enabled", "true", True),
       Condition("spark.storage.decommission.fallbackStorage.path", "", ".+"),
-      Condition(ShuffleDataIOKey, DefaultShuffleDataIO, Pattern.quote(SluiceShuffleDataIO), negate = true)),
+      Condition(ShuffleDataIOKey, DefaultShuffleDataIO, SluiceShuffleDataIO.replace(".", """\."""), negate = true)),
     "spark.storage.decommission.fallbackStorage.path is set (with spark.storage.decommission.enabled and " +
       "spark.storage.decommission.shuffleBlocks.enabled on) but spark.shuffle.sort.io.plugin.class is not Sluice's " +
       "storage plugin: the map outputs decommissioning executors copy to the fallback storage are read and " +
