@@ -121,7 +121,7 @@ def test_what_the_jvm_refuses_is_each_an_error_with_its_fix(tmp_path: Path, caps
     one(
         out, "spark.io.crypto.cipher.transformation", "error", "AES/GCM/NoPadding is not supported", "AES/CTR/NoPadding"
     )
-    one(out, "spark.storage.decommission.fallbackStorage.path", "error", "fallback storage", "Unset")
+    one(out, "spark.storage.decommission.fallbackStorage.path", "error", "fallback storage", "SluiceShuffleDataIO")
     one(out, "spark.sluice.memory.segmentSize", "error", "not a power of two", "docs/configuration.md")
     one(
         out,

@@ -65,7 +65,7 @@ def test_slow_consumer_backpressures_its_producer_and_a_stopped_query_leaves_not
     try:
         producer, consumer, row, tasks = slow.backpressured_stages()
         assert row["backpressure_ratio"] > 0.5
-        [consumer_row] = sluice.backpressure(spark, consumer).to_pylist()
+        [consumer_row] = sluice.backpressure(spark, stage_id=consumer).to_pylist()
         assert consumer_row["backpressure_level"] != "HIGH", consumer_row
         assert all(r["backPressuredTimeMsPerSecond"] > 0 for r in tasks)
         # Pipelined producers report the buffer timeout in effect (the session's 5 ms).
