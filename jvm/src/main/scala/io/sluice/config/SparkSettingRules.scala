@@ -107,9 +107,12 @@ object SparkSettingRules {
   val DefaultShuffleDataIO = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
   val SluiceShuffleDataIO = "org.apache.spark.shuffle.sluice.SluiceShuffleDataIO"
 
+  /** [[SluiceShuffleDataIO]] as a pattern both Java and Python read (no \Q...\E quoting). */
+  private val SluiceShuffleDataIOPattern = SluiceShuffleDataIO.replace(".", """\.""")
+
   val NodeServiceStoragePlugin: SparkSettingRule = SparkSettingRule("node-service-storage-plugin",
     Seq(Condition(SluiceOptions.ServiceEnabled.key, "false", True),
-      Condition(ShuffleDataIOKey, DefaultShuffleDataIO, SluiceShuffleDataIO.replace(".", """\."""), negate = true)),
+      Condition(ShuffleDataIOKey, DefaultShuffleDataIO, SluiceShuffleDataIOPattern, negate = true)),
     "spark.sluice.service.enabled=true with spark.shuffle.sort.io.plugin.class=${spark.shuffle.sort.io.plugin.class}: " +
       "Spark learns that the node shuffle service keeps map outputs from Sluice's storage plugin.",
     s"Set $ShuffleDataIOKey=$SluiceShuffleDataIO (sluice.configure and sluice conf do).")
@@ -123,7 +126,7 @@ object SparkSettingRules {
     Seq(Condition("spark.storage.decommission.enabled", "false", True),
       Condition("spark.storage.decommission.shuffleBlocks.enabled", "true", True),
       Condition("spark.storage.decommission.fallbackStorage.path", "", ".+"),
-      Condition(ShuffleDataIOKey, DefaultShuffleDataIO, SluiceShuffleDataIO.replace(".", """\."""), negate = true)),
+      Condition(ShuffleDataIOKey, DefaultShuffleDataIO, SluiceShuffleDataIOPattern, negate = true)),
     "spark.storage.decommission.fallbackStorage.path is set (with spark.storage.decommission.enabled and " +
       "spark.storage.decommission.shuffleBlocks.enabled on) but spark.shuffle.sort.io.plugin.class is not Sluice's " +
       "storage plugin: the map outputs decommissioning executors copy to the fallback storage are read and " +

@@ -198,15 +198,23 @@ object PartitionedFileIndex {
     val bytes = ByteBuffer.allocate(EnvelopeSize + HeaderSize)
     index.readFully(0L, bytes)
     bytes.flip()
-    if (bytes.getInt() != MigrationMagic) corrupt("it does not start with Sluice's index magic")
-    val envelopeVersion = bytes.get()
-    if (envelopeVersion != MigrationVersion) corrupt(s"version $envelopeVersion, this Sluice reads $MigrationVersion")
-    val shuffleId = bytes.getInt()
-    val producerId = bytes.getLong()
+    checkEnvelope(bytes, id, corrupt)
+    parseHeader(bytes, index.length - EnvelopeSize, dataLength, "the data file", corrupt)
+  }
+
+  /**
+   * Reads, at `in`'s position, the envelope [[encode]] puts before a migrated index (magic, version,
+   * the partition's id) and checks it names partition `id`.
+   */
+  private def checkEnvelope(in: ByteBuffer, id: ResultPartitionID, corrupt: String => Nothing): Unit = {
+    if (in.getInt() != MigrationMagic) corrupt("it does not start with Sluice's index magic")
+    val envelopeVersion = in.get()
+    if (envelopeVersion != MigrationVersion) corrupt(s"version $envelopeVersion, this Sluice reads version $MigrationVersion")
+    val shuffleId = in.getInt()
+    val producerId = in.getLong()
     if (shuffleId != id.shuffleId || producerId != id.producerId) {
       corrupt(s"it is the index of shuffle $shuffleId producer $producerId")
     }
-    parseHeader(bytes, index.length - EnvelopeSize, dataLength, "the data file", corrupt)
   }
 
   /** The header at `header`'s position, checked against the index's and the data file's lengths. */
@@ -251,14 +259,7 @@ object PartitionedFileIndex {
       if (in.remaining() >= 4 && in.getInt(0) != MigrationMagic) corrupt("it does not start with Sluice's index magic")
       ends()
     }
-    if (in.getInt() != MigrationMagic) corrupt("it does not start with Sluice's index magic")
-    val envelopeVersion = in.get()
-    if (envelopeVersion != MigrationVersion) corrupt(s"version $envelopeVersion, this Sluice reads version $MigrationVersion")
-    val shuffleId = in.getInt()
-    val producerId = in.getLong()
-    if (shuffleId != id.shuffleId || producerId != id.producerId) {
-      corrupt(s"it is the index of shuffle $shuffleId producer $producerId")
-    }
+    checkEnvelope(in, id, corrupt)
     val indexFile = in.slice()
     if (in.getInt() != Magic) corrupt("its index file does not start with Sluice's index magic")
     val version = in.get()
