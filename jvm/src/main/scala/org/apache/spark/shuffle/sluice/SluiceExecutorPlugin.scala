@@ -2,9 +2,10 @@ package org.apache.spark.shuffle.sluice
 
 import java.util.{Map => JMap}
 import java.util.concurrent.{
-  ConcurrentHashMap, ConcurrentLinkedQueue, Executors, LinkedBlockingQueue, ScheduledExecutorService, ThreadPoolExecutor, TimeUnit
+  ConcurrentHashMap, ConcurrentLinkedQueue, Executors, LinkedBlockingQueue, RejectedExecutionException, ScheduledExecutorService,
+  ThreadPoolExecutor, TimeUnit
 }
-import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger}
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -26,7 +27,9 @@ import org.apache.spark.internal.Logging
  * ([[SluiceEnvironment]]) with the executor, as Spark starts its own block transfer service (where
  * Spark has not initialised the BlockManager yet, in local mode, the first task that needs it does),
  * and a [[ClassPreloader]], so that the first shuffle tasks pay for neither. From its own daemon
- * thread it sends a report to the driver at start and every spark.sluice.metrics.reportInterval:
+ * thread it sends a report to the driver at start, every spark.sluice.metrics.reportInterval and
+ * soon after a task ends (at most one such extra report a quarter interval, so a stage that has
+ * just finished reaches the driver before its application can end):
  * the executor's Sluice metrics (also published in Spark's metrics system as the source `sluice`,
  * [[SluiceMetricsSource]]), its Sluice server and the node shuffle service that serves its map
  * outputs, if any (for the Sluice tab); the replies name the peers' servers, to which it
@@ -34,7 +37,7 @@ import org.apache.spark.internal.Logging
  * samples, on a second daemon thread, each run bounded in time.
  *
  * Task threads only touch a map of which thread runs which task (onTaskStart: TaskContext.get on
- * the task thread; onTaskSucceeded/onTaskFailed: removal). Nothing here may fail a task or the
+ * the task thread; onTaskSucceeded/onTaskFailed: removal) and schedule the extra report. Nothing here may fail a task or the
  * executor: every error is logged and the plugin carries on. Thread-safe.
  */
 private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Logging {
@@ -50,6 +53,9 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   private val taskThreads = new ConcurrentHashMap[Thread, TaskKey]()
   private val finishedSamples = new ConcurrentLinkedQueue[StageSampleResult]()
   private val failures = new AtomicInteger
+  private val extraReportPending = new AtomicBoolean(false)
+  @volatile private var lastReportNanos = 0L
+  @volatile private var intervalMs = 0L
   @volatile private var preloader: Option[ClassPreloader] = None
 
   override def init(context: PluginContext, extraConf: JMap[String, String]): Unit =
@@ -79,9 +85,9 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     startEnvironment(context)
     // The first report goes out at once: it announces this executor's server to the driver, whose
     // replies name the peers' servers, to which the executor connects ahead of its first reader.
-    val interval = conf.get(SluiceOptions.MetricsInterval)
-    reporter.scheduleWithFixedDelay(() => report(), 0L, interval, TimeUnit.MILLISECONDS)
-    logInfo(s"Sluice's executor plugin reports network metrics every ${interval}ms")
+    intervalMs = conf.get(SluiceOptions.MetricsInterval)
+    reporter.scheduleWithFixedDelay(() => report(), 0L, intervalMs, TimeUnit.MILLISECONDS)
+    logInfo(s"Sluice's executor plugin reports network metrics every ${intervalMs}ms")
   }
 
   /**
@@ -110,9 +116,22 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       if (tc != null) taskThreads.put(Thread.currentThread(), SluiceTaskMetrics.key(tc))
     } catch { case NonFatal(e) => logDebug("onTaskStart", e) }
 
-  override def onTaskSucceeded(): Unit = { taskThreads.remove(Thread.currentThread()); () }
+  override def onTaskSucceeded(): Unit = { taskThreads.remove(Thread.currentThread()); reportSoon() }
 
-  override def onTaskFailed(reason: TaskFailedReason): Unit = { taskThreads.remove(Thread.currentThread()); () }
+  override def onTaskFailed(reason: TaskFailedReason): Unit = { taskThreads.remove(Thread.currentThread()); reportSoon() }
+
+  /** An extra report, a quarter interval after the last one started at the earliest; one pending at a time. */
+  private def reportSoon(): Unit = {
+    val r = reporter
+    if (r != null && extraReportPending.compareAndSet(false, true)) {
+      val sinceLastMs = (System.nanoTime() - lastReportNanos) / 1000000L
+      val delayMs = math.max(0L, intervalMs / 4 - sinceLastMs)
+      try {
+        r.schedule((() => { extraReportPending.set(false); report() }): Runnable, delayMs, TimeUnit.MILLISECONDS)
+        ()
+      } catch { case _: RejectedExecutionException => extraReportPending.set(false) }
+    }
+  }
 
   /**
    * Registers the metrics with Spark's metrics system once it can name them: at start on a
@@ -125,6 +144,7 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   private[sluice] def report(): Unit = {
     val c = ctx
     if (c == null) return
+    lastReportNanos = System.nanoTime()
     try {
       if (source != null) {
         publish()

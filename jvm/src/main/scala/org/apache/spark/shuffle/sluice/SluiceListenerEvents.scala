@@ -148,6 +148,9 @@ final case class SparkListenerSluiceNetworkMemory(executors: Seq[SluiceExecutorM
  * stored compressed; `bytesRemote`: the part that crossed the network), how long reduce tasks
  * waited for input (Spark's fetch wait) and for network buffers, and the slowest of the stages
  * that shuffled through Sluice (wall time from submission to completion) with its [[cause]].
+ * Stages, bytes and fetch wait come from Spark's task metrics where Spark has them (they arrive
+ * with each task's end, so a stage that finished just before the application ended is counted);
+ * buffer wait and stages Spark has no finished task of from Sluice's executor reports.
  * `slowestStageId` is -1 when no stage shuffled through Sluice.
  */
 final case class SparkListenerSluiceApplicationSummary(
@@ -181,15 +184,23 @@ object SparkListenerSluiceApplicationSummary {
 
   /** The summary of every stage `m` holds metrics of, at `timestampMs`. */
   def of(m: SluiceDriverMetrics, timestampMs: Long): SparkListenerSluiceApplicationSummary = {
-    val ids = m.store.stageIds
+    val sparkShuffled =
+      if (m.blockingThroughSluice) m.stages.stageIdsWithTasks.filter(id => m.stages.tasksOf(id).exists(_.shuffled))
+      else Nil
+    val ids = (m.store.stageIds ++ sparkShuffled).distinct.sorted
     val views = ids.map(m.stageView)
-    val sparkTasks = ids.flatMap(m.stages.tasksOf)
+    // (all, remote) bytes read: Spark's figures when it has the stage's finished tasks, else Sluice's.
+    val bytes = views.map { v =>
+      val spark = m.stages.tasksOf(v.stageId)
+      if (spark.exists(_.shuffled)) (spark.map(_.shuffleBytesRead).sum, spark.map(_.shuffleRemoteBytesRead).sum)
+      else (v.numBytesInLocal + v.numBytesInRemote, v.numBytesInRemote)
+    }
     val slowest = views.flatMap(v => v.meta.flatMap(_.durationMs).map(v -> _)).maxByOption(_._2)
     SparkListenerSluiceApplicationSummary(
       stages = ids.size,
-      bytesShuffled = views.map(v => v.numBytesInLocal + v.numBytesInRemote).sum,
-      bytesRemote = views.map(_.numBytesInRemote).sum,
-      fetchWaitMs = sparkTasks.map(_.fetchWaitMs).sum,
+      bytesShuffled = bytes.map(_._1).sum,
+      bytesRemote = bytes.map(_._2).sum,
+      fetchWaitMs = ids.flatMap(m.stages.tasksOf).map(_.fetchWaitMs).sum,
       bufferWaitMs = views.flatMap(_.tasks).map(_.snapshot.bufferWaitMs).sum,
       slowestStageId = slowest.fold(-1)(_._1.stageId),
       slowestStageName = slowest.fold("")(_._1.name),

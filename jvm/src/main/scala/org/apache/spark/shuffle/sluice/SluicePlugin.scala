@@ -51,7 +51,8 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
         catch {
           case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
         }
-      val m = new SluiceDriverMetrics(conf)
+      val m = new SluiceDriverMetrics(conf,
+        blockingThroughSluice = sc.getConf.get("spark.shuffle.manager", "") == classOf[SluiceShuffleManager].getName)
       sc.addSparkListener(m.stages)
       val p = new SluiceEventPublisher(m, SparkInternals.postEvent(sc, _))
       sc.addSparkListener(p)

@@ -63,9 +63,11 @@ private[sluice] object StageView {
  * The driver's side of Sluice's observability (owned by the driver plugin): the [[MetricStore]]
  * the executors' reports fill, the backpressure monitor's [[BackPressureStatsTracker]], Spark's
  * stage events, and the stage views built from them for the UI tab, its JSON and Python.
- * Thread-safe.
+ * `blockingThroughSluice`: spark.shuffle.manager is Sluice's, so every stage Spark saw shuffle
+ * (read or write) shuffled through Sluice. Thread-safe.
  */
-private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf) extends Logging {
+private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf, val blockingThroughSluice: Boolean = true)
+  extends Logging {
 
   val reportIntervalMs: Long = conf.get(SluiceOptions.MetricsInterval)
   val store = new MetricStore()

@@ -35,8 +35,10 @@ private[sluice] object StageMeta {
 }
 
 /**
- * Spark's task metrics of one successful task attempt, as the batch diagnosis reads them: run
- * time, fetch wait, shuffle bytes and records read, and spill. Immutable.
+ * Spark's task metrics of one successful task attempt, as the batch diagnosis and the
+ * application's summary read them: run time, fetch wait, shuffle bytes (all and remote) and
+ * records read, shuffle bytes written, and spill. They arrive with the task's end, so they are
+ * complete when the job ends, unlike Sluice's periodic executor reports. Immutable.
  */
 private[sluice] final case class SparkTaskFigures(
     taskAttemptId: Long,
@@ -47,7 +49,13 @@ private[sluice] final case class SparkTaskFigures(
     fetchWaitMs: Long,
     shuffleBytesRead: Long,
     shuffleRecordsRead: Long,
-    spillBytes: Long)
+    spillBytes: Long,
+    shuffleRemoteBytesRead: Long = 0L,
+    shuffleBytesWritten: Long = 0L) {
+
+  /** The task read or wrote shuffle data. */
+  def shuffled: Boolean = shuffleBytesRead > 0 || shuffleBytesWritten > 0
+}
 
 /**
  * Follows Spark's scheduler events on the driver's listener bus: each stage's name, size, status,
@@ -95,7 +103,7 @@ private[sluice] final class SluiceStageListener(store: MetricStore, maxStages: I
     val read = m.shuffleReadMetrics
     val figures = SparkTaskFigures(info.taskId, event.stageAttemptId, info.partitionId, info.executorId,
       m.executorRunTime, read.fetchWaitTime, read.totalBytesRead, read.recordsRead,
-      m.memoryBytesSpilled + m.diskBytesSpilled)
+      m.memoryBytesSpilled + m.diskBytesSpilled, read.remoteBytesRead, m.shuffleWriteMetrics.bytesWritten)
     synchronized {
       val tasks = taskFigures.getOrElseUpdate(event.stageId, mutable.Map.empty)
       if (tasks.get(info.partitionId).forall(_.stageAttemptId <= event.stageAttemptId)) tasks(info.partitionId) = figures
@@ -116,6 +124,9 @@ private[sluice] final class SluiceStageListener(store: MetricStore, maxStages: I
   def all: Seq[StageMeta] = synchronized(stages.values.toSeq)
 
   def activeStageIds: Seq[Int] = synchronized(stages.values.filter(_.isActive).map(_.stageId).toSeq)
+
+  /** Every stage Spark reported successful tasks of (the last `maxStages`). */
+  def stageIdsWithTasks: Seq[Int] = synchronized(taskFigures.keys.toSeq)
 
   /** Spark's metrics of the stage's successful tasks, by partition. */
   def tasksOf(stageId: Int): Seq[SparkTaskFigures] =

@@ -206,18 +206,24 @@ class SluiceEventPublisherSuite extends AnyFunSuite with NettyLeakDetection {
       (0 until 8).map(q =>
         TestingSnapshots.consumer(stageId = 4, partitionId = q)
           .copy(key = TaskKey(4, 0, q, 100L + q), running = false, bufferWaitMs = 3)): _*)
+    // Stage 5 ended just before the application: Spark's task ends are in, no executor report yet.
+    m.stages.onStageSubmitted(SparkListenerStageSubmitted(timed(5, 11000L, 12000L)))
+    (0 until 2).foreach(q => m.stages.onTaskEnd(taskEnd(5, q, "0", 500, 10)))
+    m.stages.onStageCompleted(SparkListenerStageCompleted(timed(5, 11000L, 12000L)))
     p.onApplicationEnd(SparkListenerApplicationEnd(0L))
 
     val summaries = r.events.collect { case e: SparkListenerSluiceApplicationSummary => e }
     assert(summaries.size == 1)
     val s = summaries.head
-    val views = Seq(m.stageView(3), m.stageView(4))
-    assert(s.stages == 2 && s.bytesRemote == views.map(_.numBytesInRemote).sum && s.bytesRemote > 0)
-    assert(s.bytesShuffled == views.map(v => v.numBytesInLocal + v.numBytesInRemote).sum)
-    assert(s.fetchWaitMs == 8 && s.bufferWaitMs == 24)
+    // Bytes: Spark's figures of stages 4 and 5 (remote only here), Sluice's of stage 3 (no Spark tasks).
+    val sparkRemote = (0 until 8).map(q => (if (q == 5) 20000L else 2000L) * 1024).sum + 2 * 10 * 1024L
+    val producer = m.stageView(3)
+    assert(s.stages == 3 && s.bytesRemote == producer.numBytesInRemote + sparkRemote)
+    assert(s.bytesShuffled == producer.numBytesInLocal + producer.numBytesInRemote + sparkRemote)
+    assert(s.fetchWaitMs == 10 && s.bufferWaitMs == 24)
     assert(s.slowestStageId == 4 && s.slowestStageName == "stage 4" && s.slowestStageMs == 9000L)
     assert(s.slowestStageCause.startsWith("Skew: reduce partition 5"), s.slowestStageCause)
-    assert(s.line.startsWith("Sluice summary: ") && s.line.contains("in 2 stages; reduce tasks waited 0.0 s for input"),
+    assert(s.line.startsWith("Sluice summary: ") && s.line.contains("in 3 stages; reduce tasks waited 0.0 s for input"),
       s.line)
     assert(s.line.contains("slowest stage 4 (stage 4), 9.0 s: Skew: reduce partition 5"), s.line)
     assert(r.events.last eq s, "the summary follows the final flush")
@@ -232,6 +238,11 @@ class SluiceEventPublisherSuite extends AnyFunSuite with NettyLeakDetection {
       assert(data.summary.contains(s))
       assert(data.json \ "summary" \ "line" == JString(s.line) && data.json \ "summary" \ "slowest_stage_id" == JInt(4))
     } finally store.close()
+
+    // With another blocking shuffle manager, Spark's shuffling stages are not Sluice's.
+    val other = new SluiceDriverMetrics(conf, blockingThroughSluice = false)
+    other.stages.onTaskEnd(taskEnd(5, 0, "0", 500, 10))
+    assert(SparkListenerSluiceApplicationSummary.of(other, 1L).stages == 0)
 
     // No stage shuffled through Sluice: still one line, without a slowest stage.
     val empty = SparkListenerSluiceApplicationSummary.of(new SluiceDriverMetrics(conf), 1L)
