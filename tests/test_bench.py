@@ -541,6 +541,7 @@ def test_tpch_has_all_22_queries_and_scale_configs() -> None:
         "wide 6000x400",
         "wide 4000x200",
         "wide 200x4000",
+        "wide 4000x1000",
     ]
     assert [(c["maps"], c["reduces"]) for c in scale.growth_configs(quick=False)] == [(1000, 1000), (10000, 1000)]
     assert [(c["maps"], c["reduces"]) for c in scale.wide_configs(1000, quick=True)] == [(300, 100)]

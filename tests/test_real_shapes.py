@@ -2,9 +2,11 @@
 its defaults (``sluice.configure(builder)`` and nothing else) on ``local-cluster[2,2,2048]`` (two
 task slots per executor), AQE off.
 
-Shapes (``run_real_shapes.py``, one application running several workloads, answers compared with
-the sort shuffle's, stored by ``reference.py``): 4000 maps x 200 reducers and 200 x 4000,
-each followed by a global aggregate; a sort-merge join of two ~50 MB sides in both credit modes.
+Shapes (``run_real_shapes.py``, answers compared with the sort shuffle's, stored by
+``reference.py``): a sort-merge join of two ~50 MB sides in both credit modes. The wide shapes'
+sizes are checked where they cost least: 4000 maps x 200 reducers and 200 x 4000 in the engine's
+simulated cluster (``SimulatedClusterSuite``), 1500 x 400 through Spark on 12 executors
+(``test_many_executors.py``), all of them against the sort shuffle in ``sluice bench scale``.
 Failures (``run_real_failures.py``, one application each): a speculated straggling reducer, a job
 cancelled with interrupts while its reducers read and its shuffle read again, 3 shuffles of 120
 maps kept and then dropped (open files, deleted files), and an executor SIGSTOPped mid-read.
@@ -31,9 +33,6 @@ from sessions import app_env
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = os.path.join(HERE, "run_real_shapes.py")
 FAILURES = os.path.join(HERE, "run_real_failures.py")
-# The two extremes: 4000 channels into each reducer's gate, and 4000 subpartitions in each map
-# output. 1500 x 400, between them (the shape first seen to abort), runs in `sluice bench scale`.
-WIDE = ["wide_4000x200", "wide_200x4000"]
 REQUEST_TIMEOUT_S = 45
 
 
@@ -92,13 +91,6 @@ def retried_stages(result: Dict[str, Any]) -> List[Dict[str, Any]]:
 # --- shapes ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def sluice_defaults() -> Dict[str, Any]:
-    report = run_app([SHAPES, "--shuffle", "sluice", "--workloads", ",".join(WIDE)], timeout=2400)
-    assert report["shuffle_manager"].endswith("SluiceShuffleManager")
-    return report["runs"]
-
-
 def check_run(name: str, run: Dict[str, Any]) -> None:
     """The workload ran through Sluice and gave the sort shuffle's answer (stored, ``reference.py``)."""
     assert "error" not in run, (
@@ -106,15 +98,6 @@ def check_run(name: str, run: Dict[str, Any]) -> None:
     )
     wrong = reference.mismatches({name: run["answer"]}, "real_shapes", [name])
     assert not wrong, f"{wrong}: Sluice's answer {run['answer']}"
-
-
-@pytest.mark.timeout(2400)  # the wide application's own deadline
-@pytest.mark.parametrize("shape", WIDE)
-def test_wide_shape_gives_the_sort_shuffles_answer(shape: str, sluice_defaults: Dict[str, Any]) -> None:
-    """M maps x R reducers with two task slots per executor, then one task reading the R
-    groups' outputs: completes with the sort shuffle's answer (1500 x 400 once aborted with
-    InsufficientNetworkBuffersException)."""
-    check_run(shape, sluice_defaults[shape])
 
 
 @pytest.mark.parametrize("credit_based", [True, False], ids=["credit_based", "credit_less"])

@@ -2,7 +2,7 @@
 ``local-cluster[2,1,...]``: the data ×1, ×4 and ×16 (16 map × 16 reduce partitions), and the
 partitions from 10 × 10 to 200 × 200 (data ×1). Then the wide shapes of real jobs on
 ``local-cluster[2,2,...]``, two task slots per executor: 1500 maps × 400 reducers, 6000 × 400,
-4000 × 200 and 200 × 4000, each followed by a global aggregate (one task reading every reducer's
+4000 × 200, 200 × 4000 and 4000 × 1000, each followed by a global aggregate (one task reading every reducer's
 output), with the reducers' summed fetch wait against the sort shuffle's and, for Sluice, each
 reducer's fan-in (channels, requests, control messages and remote frames, from its metrics); and
 (``--groups growth``) 1,000 and 10,000 maps into 1,000 reducers, to see how each shuffle's time
@@ -112,11 +112,11 @@ def configs(base: int, quick: bool) -> List[Dict[str, Any]]:
 
 
 # Maps x reducers of real jobs; --quick runs a reduced one.
-WIDE_SHAPES = ((1500, 400), (6000, 400), (4000, 200), (200, 4000))
+WIDE_SHAPES = ((1500, 400), (6000, 400), (4000, 200), (200, 4000), (4000, 1000))
 QUICK_WIDE_SHAPES = ((300, 100),)
 # Goals per wide shape: Sluice's time over the sort shuffle's, and (where set) the reducers'
 # summed fetch wait over the sort shuffle's.
-WIDE_TIME_GOALS = {(1500, 400): 0.50, (6000, 400): 0.50, (4000, 200): 0.20, (200, 4000): 0.60}
+WIDE_TIME_GOALS = {(1500, 400): 0.50, (6000, 400): 0.50, (4000, 200): 0.20, (200, 4000): 0.60, (4000, 1000): 0.50}
 WIDE_FETCH_WAIT_GOALS = {(1500, 400): 0.75, (6000, 400): 0.75}
 # The map-count growth group (--groups growth): 1,000 to 10,000 maps into 1,000 reducers.
 GROWTH_SHAPES = ((1000, 1000), (10000, 1000))

@@ -93,7 +93,7 @@ object SparkSettingRules {
   val DynamicAllocationWithoutTracking: SparkSettingRule = SparkSettingRule("dynamic-allocation-without-tracking",
     Seq(Condition("spark.dynamicAllocation.enabled", "false", True),
       Condition("spark.dynamicAllocation.shuffleTracking.enabled", "true", False),
-      Condition(SluiceOptions.ServiceEnabled.key, "false", True, negate = true),
+      Condition(ServiceOptions.ServiceEnabled.key, "false", True, negate = true),
       Condition("spark.master", "local[*]", """local(\[.*)?""", negate = true)),
     "spark.dynamicAllocation.enabled=true with spark.dynamicAllocation.shuffleTracking.enabled=false: without a " +
       "shuffle service, shuffle tracking is what keeps executors that hold live Sluice map outputs until " +
@@ -111,7 +111,7 @@ object SparkSettingRules {
   private val SluiceShuffleDataIOPattern = SluiceShuffleDataIO.replace(".", """\.""")
 
   val NodeServiceStoragePlugin: SparkSettingRule = SparkSettingRule("node-service-storage-plugin",
-    Seq(Condition(SluiceOptions.ServiceEnabled.key, "false", True),
+    Seq(Condition(ServiceOptions.ServiceEnabled.key, "false", True),
       Condition(ShuffleDataIOKey, DefaultShuffleDataIO, SluiceShuffleDataIOPattern, negate = true)),
     "spark.sluice.service.enabled=true with spark.shuffle.sort.io.plugin.class=${spark.shuffle.sort.io.plugin.class}: " +
       "Spark learns that the node shuffle service keeps map outputs from Sluice's storage plugin.",

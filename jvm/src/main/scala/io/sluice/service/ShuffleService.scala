@@ -3,7 +3,7 @@ package io.sluice.service
 import java.net.BindException
 import java.util.concurrent.{Executors, ScheduledExecutorService, TimeUnit}
 
-import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.config.{ServiceOptions, SluiceConf, SluiceOptions}
 import io.sluice.netty.{NettyServer, PortRange, SparkPipelineNames, TransportCounters}
 import io.sluice.partition.{PartitionedFileIndexCache, PartitionedFileReaderCache, ResultPartitionManager}
 import org.apache.spark.network.util.TransportConf
@@ -44,7 +44,7 @@ final class ShuffleService(
     new PartitionedFileIndexCache(settings.indexCacheBytes))
   val registry = new ApplicationRegistry(settings, caches, housekeeping, settings.recoveryDir.map(new RegistrationLog(_)),
     () => totals, admit)
-  private val requestedPort = conf.get(SluiceOptions.ServicePort)
+  private val requestedPort = conf.get(ServiceOptions.ServicePort)
   private val server = new NettyServer(conf.withSettings(SluiceOptions.Port.key -> requestedPort.toString), transportConf,
     registry, if (settings.authenticate) Some(registry) else None, bindHost, sparkPipeline, counters, portMaxRetries = 0)
   @volatile private var stopped = false
@@ -61,7 +61,7 @@ final class ShuffleService(
         case e: Throwable if PortRange.inUse(e) =>
           housekeeping.shutdownNow()
           val b = new BindException(s"The Sluice shuffle service could not bind $bindHost:$requestedPort " +
-            s"(${SluiceOptions.ServicePort.key}): the port is in use (is another service running on this node?)")
+            s"(${ServiceOptions.ServicePort.key}): the port is in use (is another service running on this node?)")
           b.initCause(e)
           throw b
       }

@@ -3,7 +3,7 @@ package io.sluice.service
 import java.io.IOException
 import java.util.concurrent.TimeUnit
 
-import io.sluice.config.SluiceOptions
+import io.sluice.config.ServiceOptions
 import io.sluice.netty.RemoteErrors
 import io.sluice.service.ServiceMessages._
 import org.apache.spark.network.TransportContext
@@ -45,7 +45,7 @@ final class ShuffleServiceClient(
     try ask(once, host, port, RegisterApplication(appId, key))
     catch {
       case e: IOException =>
-        throw new IOException(s"The Sluice shuffle service at $host:$port (${SluiceOptions.ServicePort.key}) refused " +
+        throw new IOException(s"The Sluice shuffle service at $host:$port (${ServiceOptions.ServicePort.key}) refused " +
             s"application $appId: ${e.getMessage}", e)
     } finally once.close()
     val timeout = send(host, port, RegisterExecutor(appId, executorId, dirs))
@@ -81,7 +81,7 @@ final class ShuffleServiceClient(
     }
 
   private def failure(host: String, port: Int, what: String, cause: Throwable): IOException =
-    new IOException(s"The Sluice shuffle service at $host:$port (${SluiceOptions.ServicePort.key}) $what: " +
+    new IOException(s"The Sluice shuffle service at $host:$port (${ServiceOptions.ServicePort.key}) $what: " +
         cause.getMessage, cause)
 
   override def close(): Unit = {

@@ -7,7 +7,7 @@ import java.nio.file.Files
 import scala.jdk.CollectionConverters._
 
 import io.sluice.{NodeServiceAddress, ShuffleEnvironment, TransportSettings}
-import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.config.{ServiceOptions, SluiceConf}
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.ProducerLocation
 import org.apache.spark.network.sasl.SecretKeyHolder
@@ -30,7 +30,7 @@ final class TestingNodeService(
 
   val root: File = rootDir.getOrElse(Files.createTempDirectory("sluice-node").toFile)
   val port: Int = servicePort.getOrElse(TestingNodeService.freePort())
-  val conf: SluiceConf = SluiceConf(TestingNodeService.Settings :+ (SluiceOptions.ServicePort.key -> port.toString))
+  val conf: SluiceConf = SluiceConf(TestingNodeService.Settings :+ (ServiceOptions.ServicePort.key -> port.toString))
   val transportConf = new TransportConf("sluice", new MapConfigProvider(java.util.Map.of()))
   val service = new ShuffleService(conf, transportConf,
     ServiceSettings(authenticate, applicationTimeoutMs, allowedRoots, 64, 1L << 20, recoveryDir), "127.0.0.1",

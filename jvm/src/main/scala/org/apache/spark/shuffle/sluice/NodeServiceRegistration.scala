@@ -7,7 +7,7 @@ import java.nio.file.attribute.PosixFilePermissions
 import scala.util.control.NonFatal
 
 import io.sluice.NodeServiceAddress
-import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.config.{ServiceOptions, SluiceConf}
 import io.sluice.service.{ApplicationRegistry, ShuffleServiceClient}
 import org.apache.spark.internal.Logging
 import org.apache.spark.network.sasl.SecretKeyHolder
@@ -41,14 +41,14 @@ private[sluice] object NodeServiceRegistration extends Logging {
    * spark.sluice.service.port. An IllegalArgumentException naming the variable when it is no port.
    */
   def serviceAddress(conf: SluiceConf, executorHost: String, env: String => Option[String] = sys.env.get): NodeServiceAddress = {
-    val host = env(HostEnv).filter(_.nonEmpty).orElse(Some(conf.get(SluiceOptions.ServiceHost)).filter(_.nonEmpty))
+    val host = env(HostEnv).filter(_.nonEmpty).orElse(Some(conf.get(ServiceOptions.ServiceHost)).filter(_.nonEmpty))
       .getOrElse(executorHost)
     val port = env(PortEnv).map(_.trim).filter(_.nonEmpty).map { p =>
       p.toIntOption.filter(n => n >= 1 && n <= 65535).getOrElse(throw new IllegalArgumentException(
           s"$PortEnv=$p is not a port (1 to 65535): it names the port of this node's Sluice shuffle service, " +
-            s"instead of ${SluiceOptions.ServicePort.key}"))
+            s"instead of ${ServiceOptions.ServicePort.key}"))
     }
-    NodeServiceAddress(host, port.getOrElse(conf.get(SluiceOptions.ServicePort)))
+    NodeServiceAddress(host, port.getOrElse(conf.get(ServiceOptions.ServicePort)))
   }
 
   /** The executor's Sluice dirs: one per local root dir, named after the application and the executor. */
@@ -74,7 +74,7 @@ private[sluice] object NodeServiceRegistration extends Logging {
   def register(conf: SluiceConf, transportConf: TransportConf, appId: String, executorId: String, executorHost: String,
       roots: Seq[File], blockManagerDirs: Seq[File], secret: Option[SecretKeyHolder], timeoutMs: Long,
       announce: NodeServiceAddress => Unit): Outcome = {
-    if (!conf.get(SluiceOptions.ServiceEnabled)) return Outcome(blockManagerDirs, None)
+    if (!conf.get(ServiceOptions.ServiceEnabled)) return Outcome(blockManagerDirs, None)
     val service = serviceAddress(conf, executorHost)
     val dirs = dirsFor(roots, appId, executorId)
     try {
@@ -90,16 +90,16 @@ private[sluice] object NodeServiceRegistration extends Logging {
         s"${service.host}:${service.port}, which serves its map outputs")
       Outcome(dirs, Some(service))
     } catch {
-      case NonFatal(e) if conf.get(SluiceOptions.ServiceFallbackToExecutor) =>
+      case NonFatal(e) if conf.get(ServiceOptions.ServiceFallbackToExecutor) =>
         logWarning(s"Executor $executorId serves its own map outputs (they die with it): ${e.getMessage} " +
-          s"(${SluiceOptions.ServiceFallbackToExecutor.key}=true)")
+          s"(${ServiceOptions.ServiceFallbackToExecutor.key}=true)")
         dirs.foreach(d => d.delete())
         Outcome(blockManagerDirs, None)
       case NonFatal(e) =>
         throw new IllegalStateException(
           s"Executor $executorId could not register with the Sluice shuffle service at " +
-            s"${service.host}:${service.port} (${SluiceOptions.ServiceEnabled.key}=true): ${e.getMessage}. Start the " +
-            s"service on every node (see Sluice's docs/deploying.md), or set ${SluiceOptions.ServiceFallbackToExecutor.key}" +
+            s"${service.host}:${service.port} (${ServiceOptions.ServiceEnabled.key}=true): ${e.getMessage}. Start the " +
+            s"service on every node (see Sluice's docs/deploying.md), or set ${ServiceOptions.ServiceFallbackToExecutor.key}" +
             "=true to let executors serve their own map outputs when it is not there.", e)
     }
   }

@@ -4,7 +4,7 @@ import java.util.{Collections, Map => JMap}
 
 import scala.util.control.NonFatal
 
-import io.sluice.config.SluiceOptions
+import io.sluice.config.ServiceOptions
 import io.sluice.service.ShuffleServiceClient
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
@@ -39,7 +39,7 @@ class SluiceShuffleDataIO(conf: SparkConf) extends ShuffleDataIO {
 class SluiceShuffleDriverComponents(conf: SparkConf) extends ShuffleDriverComponents with Logging {
 
   private val serviceEnabled =
-    try SluiceEnvironment.sluiceConf(conf).get(SluiceOptions.ServiceEnabled)
+    try SluiceEnvironment.sluiceConf(conf).get(ServiceOptions.ServiceEnabled)
     catch { case NonFatal(_) => false } // the shuffle manager refuses a bad setting, naming it
 
   @volatile private var services: Option[NodeServices] = None

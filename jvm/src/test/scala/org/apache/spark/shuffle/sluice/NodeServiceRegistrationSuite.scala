@@ -5,7 +5,7 @@ import java.nio.file.Files
 import java.nio.file.attribute.PosixFilePermissions
 
 import io.sluice.NodeServiceAddress
-import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.config.{ServiceOptions, SluiceConf}
 import io.sluice.service.TestingNodeService
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.shuffle.sluice.internal.SluiceLocation
@@ -33,7 +33,7 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
       Files.createTempDirectory(node.root.toPath, "root-b").toFile)
     try {
       var announced = Option.empty[NodeServiceAddress]
-      val out = register(conf(SluiceOptions.ServiceEnabled.key -> "true", SluiceOptions.ServicePort.key -> node.port.toString),
+      val out = register(conf(ServiceOptions.ServiceEnabled.key -> "true", ServiceOptions.ServicePort.key -> node.port.toString),
         roots, a => announced = Some(a))
       assert(out.service.contains(node.address) && announced.contains(node.address))
       assert(out.dirs == roots.map(r => new File(r, "sluice-app-7-3")) && out.dirs.forall(_.isDirectory))
@@ -47,13 +47,13 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
   test("a service that is not there stops the executor naming it, or with the fallback, the executor serves itself") {
     val root = Files.createTempDirectory("sluice-root").toFile
     val port = TestingNodeService.freePort() // nothing listens there
-    val settings = Seq(SluiceOptions.ServiceEnabled.key -> "true", SluiceOptions.ServicePort.key -> port.toString)
+    val settings = Seq(ServiceOptions.ServiceEnabled.key -> "true", ServiceOptions.ServicePort.key -> port.toString)
     try {
       val e = intercept[IllegalStateException](register(conf(settings: _*), Seq(root)))
       assert(
-        e.getMessage.contains(s"127.0.0.1:$port") && e.getMessage.contains(SluiceOptions.ServiceEnabled.key) &&
-          e.getMessage.contains(SluiceOptions.ServiceFallbackToExecutor.key), e.getMessage)
-      val out = register(conf(settings :+ (SluiceOptions.ServiceFallbackToExecutor.key -> "true"): _*), Seq(root))
+        e.getMessage.contains(s"127.0.0.1:$port") && e.getMessage.contains(ServiceOptions.ServiceEnabled.key) &&
+          e.getMessage.contains(ServiceOptions.ServiceFallbackToExecutor.key), e.getMessage)
+      val out = register(conf(settings :+ (ServiceOptions.ServiceFallbackToExecutor.key -> "true"): _*), Seq(root))
       assert(out == NodeServiceRegistration.Outcome(Seq(new File("/blockmgr")), None))
       assert(!new File(root, "sluice-app-7-3").exists(), "the fallback left the unused Sluice dir behind")
     } finally {
@@ -63,16 +63,16 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
   }
 
   test("the service's address: SLUICE_SERVICE_HOST, else spark.sluice.service.host, else the executor's host") {
-    val c = conf(SluiceOptions.ServicePort.key -> "7400")
+    val c = conf(ServiceOptions.ServicePort.key -> "7400")
     assert(NodeServiceRegistration.serviceAddress(c, "10.0.0.5", _ => None) == NodeServiceAddress("10.0.0.5", 7400))
-    val named = conf(SluiceOptions.ServicePort.key -> "7400", SluiceOptions.ServiceHost.key -> "node-1")
+    val named = conf(ServiceOptions.ServicePort.key -> "7400", ServiceOptions.ServiceHost.key -> "node-1")
     assert(NodeServiceRegistration.serviceAddress(named, "10.0.0.5", _ => None) == NodeServiceAddress("node-1", 7400))
     assert(NodeServiceRegistration.serviceAddress(named, "10.0.0.5", Map("SLUICE_SERVICE_HOST" -> "192.168.1.9").get) ==
       NodeServiceAddress("192.168.1.9", 7400))
   }
 
   test("the service's port: SLUICE_SERVICE_PORT, else spark.sluice.service.port; a bad one named") {
-    val c = conf(SluiceOptions.ServicePort.key -> "7400")
+    val c = conf(ServiceOptions.ServicePort.key -> "7400")
     assert(NodeServiceRegistration.serviceAddress(c, "10.0.0.5", Map("SLUICE_SERVICE_PORT" -> "7500").get) ==
       NodeServiceAddress("10.0.0.5", 7500))
     assert(NodeServiceRegistration.serviceAddress(c, "10.0.0.5", Map("SLUICE_SERVICE_PORT" -> "").get) ==

@@ -12,7 +12,7 @@ import io.fabric8.kubernetes.client.KubernetesClient
 import io.fabric8.kubernetes.client.server.mock.{KubernetesCrudDispatcher, KubernetesMockServer}
 import io.fabric8.mockwebserver.{Context, MockWebServer, ServerRequest, ServerResponse}
 import io.sluice.NodeServiceAddress
-import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.config.{ServiceOptions, SluiceConf}
 import org.apache.spark.{SecurityManager, SparkConf}
 import org.apache.spark.deploy.k8s.KubernetesConf
 import org.apache.spark.resource.ResourceProfile
@@ -77,7 +77,7 @@ class SluiceShuffleServiceDaemonSetSuite extends AnyFunSuite {
       .set("spark.shuffle.manager", classOf[SluiceShuffleManager].getName)
       .set("spark.shuffle.sort.io.plugin.class", classOf[SluiceShuffleDataIO].getName)
       .set("spark.plugins", classOf[SluicePlugin].getName)
-      .set(SluiceOptions.ServiceEnabled.key, "true")
+      .set(ServiceOptions.ServiceEnabled.key, "true")
     val executorConf =
       KubernetesConf.createExecutorConf(conf, "1", appId, None, ResourceProfile.DEFAULT_RESOURCE_PROFILE_ID)
     val spec = new KubernetesExecutorBuilder().buildFromFeatures(executorConf, new SecurityManager(conf), client,
@@ -161,12 +161,12 @@ class SluiceShuffleServiceDaemonSetSuite extends AnyFunSuite {
       // Bound to the node's address; its port is the ConfigMap's, the one place it is set.
       assert(s.host == nodeIp)
       val port = configMap.getData.get("SLUICE_SERVICE_PORT")
-      assert(s.props(SluiceOptions.ServicePort.key) == port)
+      assert(s.props(ServiceOptions.ServicePort.key) == port)
       // Every Sluice setting it is given is one of Sluice's, with a valid value.
       val sluice = SluiceConf(s.props.filter(_._1.startsWith("spark.sluice.")).toSeq)
-      assert(sluice.get(SluiceOptions.ServicePort) == port.toInt)
-      val allowed = sluice.get(SluiceOptions.ServiceAllowedDirs)
-      val recovery = sluice.get(SluiceOptions.ServiceRecoveryDir)
+      assert(sluice.get(ServiceOptions.ServicePort) == port.toInt)
+      val allowed = sluice.get(ServiceOptions.ServiceAllowedDirs)
+      val recovery = sluice.get(ServiceOptions.ServiceRecoveryDir)
       // Both dirs on the node, where a new pod of the DaemonSet finds them again.
       val (local, kept) = (nodePath(pod, s.container, allowed), nodePath(pod, s.container, recovery))
       assert(!local.startsWith(kept) && !kept.startsWith(local), (local, kept))
@@ -202,7 +202,7 @@ class SluiceShuffleServiceDaemonSetSuite extends AnyFunSuite {
       assert(pod.getSpec.getVolumes.asScala.forall(_.getEmptyDir == null), pod.getSpec.getVolumes)
       // The same node dir at the same path in both pods: the dirs an executor registers are the
       // paths the service opens, and lie under its allowed dirs.
-      val allowed = s.props(SluiceOptions.ServiceAllowedDirs.key)
+      val allowed = s.props(ServiceOptions.ServiceAllowedDirs.key)
       assert(nodePath(pod.getSpec, c, localDirs.head) == nodePath(servicePod, s.container, allowed))
       val registered = NodeServiceRegistration.dirsFor(localDirs.map(new File(_)), appId, "1")
       for (dir <- registered) {
@@ -210,9 +210,9 @@ class SluiceShuffleServiceDaemonSetSuite extends AnyFunSuite {
         assert(nodePath(pod.getSpec, c, dir.getPath) == nodePath(servicePod, s.container, dir.getPath))
       }
       // The executor's service address, as it computes it on this node, is where the service listens.
-      val sluice = SluiceConf(Seq(SluiceOptions.ServiceEnabled.key -> "true"))
+      val sluice = SluiceConf(Seq(ServiceOptions.ServiceEnabled.key -> "true"))
       assert(NodeServiceRegistration.serviceAddress(sluice, podIp, env.get) ==
-        NodeServiceAddress(s.host, s.props(SluiceOptions.ServicePort.key).toInt))
+        NodeServiceAddress(s.host, s.props(ServiceOptions.ServicePort.key).toInt))
       // Both read the port from the same ConfigMap key.
       def portRef(container: Container) = container.getEnv.asScala.find(_.getName == "SLUICE_SERVICE_PORT")
         .map(e => (e.getValueFrom.getConfigMapKeyRef.getName, e.getValueFrom.getConfigMapKeyRef.getKey))

@@ -4,7 +4,7 @@ import java.io.File
 
 import scala.jdk.CollectionConverters._
 
-import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.config.{ServiceOptions, SluiceConf, SluiceOptions}
 import io.sluice.service.{ServiceSettings, ShuffleService}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
@@ -34,18 +34,18 @@ object ServiceConfiguration {
     val settings = props.filter { case (k, _) => relevant(k) }
     val sluice = SluiceConf(settings.filter(_._1.startsWith("spark.sluice.")).toSeq)
     val transportConf = TransportConfOverlay(new TransportConf("sluice", new MapConfigProvider(settings.asJava)), sluice)
-    val roots = sluice.get(SluiceOptions.ServiceAllowedDirs).split(',').map(_.trim).filter(_.nonEmpty).map(new File(_)) ++
+    val roots = sluice.get(ServiceOptions.ServiceAllowedDirs).split(',').map(_.trim).filter(_.nonEmpty).map(new File(_)) ++
       allowedRoots
     roots.foreach { r =>
-      if (!r.isAbsolute) throw new IllegalArgumentException(s"${SluiceOptions.ServiceAllowedDirs.key}: $r is not absolute")
+      if (!r.isAbsolute) throw new IllegalArgumentException(s"${ServiceOptions.ServiceAllowedDirs.key}: $r is not absolute")
     }
     val serviceSettings = ServiceSettings(
       authenticate = settings.get("spark.authenticate").exists(_.trim.toBoolean),
-      applicationTimeoutMs = applicationTimeoutMs.getOrElse(sluice.get(SluiceOptions.ServiceApplicationTimeout)),
+      applicationTimeoutMs = applicationTimeoutMs.getOrElse(sluice.get(ServiceOptions.ServiceApplicationTimeout)),
       allowedRoots = roots.map(r => r.toPath.toAbsolutePath.normalize().toFile).toSeq,
       maxOpenFiles = sluice.get(SluiceOptions.MaxOpenPartitionFiles),
       indexCacheBytes = sluice.get(SluiceOptions.IndexCacheSize),
-      recoveryDir = recoveryDir.orElse(Some(sluice.get(SluiceOptions.ServiceRecoveryDir)).filter(_.nonEmpty).map(new File(_))))
+      recoveryDir = recoveryDir.orElse(Some(sluice.get(ServiceOptions.ServiceRecoveryDir)).filter(_.nonEmpty).map(new File(_))))
     new ShuffleService(sluice, transportConf, serviceSettings, bindHost, SparkInternals.TransportPipeline, admit)
   }
 }

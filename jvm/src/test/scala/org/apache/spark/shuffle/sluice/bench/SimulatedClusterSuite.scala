@@ -80,6 +80,27 @@ class SimulatedClusterSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
+  // The wide extremes of real jobs, at the engine's level: 4,000 map outputs into each reducer's
+  // gate, and 4,000 subpartitions in each map output. `sluice bench scale` runs them (and 1500 x
+  // 400, 6000 x 400, 4000 x 1000) through Spark against the sort shuffle; tests/test_many_executors.py
+  // runs 1500 x 400 through Spark on 12 executors.
+  for ((maps, reducers) <- Seq((4000, 200), (200, 4000))) {
+    test(s"$maps maps x $reducers reducers on 2 executors: every record once, gates and index reads bounded") {
+      withSimulatedCluster(2, slots = 2) { cluster =>
+        cluster.runShuffle(maps = maps, reducers = reducers, recordsPerBlock = 1, recordSize = 16)
+        val m = cluster.measure()
+        val conf = cluster.conf
+        for (e <- m.executors) {
+          val where = s"executor ${e.id}: $e"
+          assert(e.maps == maps / 2 && e.reducers == reducers / 2 && e.records == maps.toLong * reducers / 2, where)
+          assert(e.peakGateSegments > 0 && e.peakGateSegments <= gateBound(conf, 1), where)
+          assert(e.fdFiles <= 2 * e.maps, where)
+        }
+        assert(m.indexReadRatio <= 1.2, s"index bytes read ${m.indexBytesRead} for ${m.indexBytesNeeded} needed: $m")
+      }
+    }
+  }
+
   /**
    * The most threads one executor runs (its task threads aside): its connector threads, its
    * server's accepting and serving event loops, its client's, its read threads and output flusher,
