@@ -18,9 +18,10 @@ import traceback
 import urllib.request
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import sessions
+from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
 MASTER = "local-cluster[2,2,2048]"
@@ -153,6 +154,84 @@ def wait_for(condition: Callable[[], Optional[Any]], timeout: float, interval: f
             return value
         time.sleep(interval)
     return None
+
+
+# --- one map stage run alone, then its reduce (decommission and fallback storage runners) ---------
+# keyed and sums_by_key run in Python workers, which cannot import this module from tests/:
+# cloudpickle sends this module's functions by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def map_locations(spark: SparkSession, shuffle_id: int) -> List[Dict[str, Any]]:
+    """Where the driver's MapOutputTracker says each map output lives (through the test jar)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    out: List[Dict[str, Any]] = []
+    for line in str(jvm.org.apache.spark.shuffle.sluice.TestingMapOutputs.locations(shuffle_id)).splitlines():
+        if line == "-":
+            out.append({"missing": True})
+        else:
+            map_id, executor, *topology = line.split(" ")
+            out.append({"mapId": int(map_id), "executor": executor, "topology": " ".join(topology)})
+    return out
+
+
+def keyed(x: int, keys: int) -> Tuple[int, int]:
+    """Row ``x`` of the runners' shuffle: its key and value."""
+    return (x * 7919) % keys, x
+
+
+def sums_by_key(rows: Iterable[Tuple[int, int]]) -> Iterator[Tuple[int, Tuple[int, int]]]:
+    """A reduce partition's (key, (sum, count)), computed in Python so that only the shuffle moves rows."""
+    acc: Dict[int, List[int]] = {}
+    for k, v in rows:
+        a = acc.setdefault(k, [0, 0])
+        a[0] += v
+        a[1] += 1
+    for k, (total, count) in acc.items():
+        yield k, (total, count)
+
+
+def expected_sums(n: int, keys: int) -> List[List[Any]]:
+    """The answer of ``sums_by_key`` over rows 0..n-1, sorted by key, as the runners record it."""
+    out: Dict[int, List[int]] = {}
+    for x in range(n):
+        k, v = keyed(x, keys)
+        e = out.setdefault(k, [0, 0])
+        e[0] += v
+        e[1] += 1
+    return sorted([k, v] for k, v in out.items())
+
+
+def jobs_and_stages(spark: SparkSession, groups: Sequence[str], timeout: float = 120) -> Dict[str, Any]:
+    """Spark's status tracker's jobs of ``groups`` and their stages, once the listener bus has
+    delivered every job's end."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = [tracker.getJobInfo(j) for g in groups for j in sorted(tracker.getJobIdsForGroup(g))]
+        if len(jobs) >= len(groups) and all(j is not None and j.status != "RUNNING" for j in jobs):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the status tracker did not see the jobs of {list(groups)} end: {jobs}")
+        time.sleep(0.2)
+    stages = []
+    for stage_id in sorted({s for j in jobs if j is not None for s in j.stageIds}):
+        info = tracker.getStageInfo(stage_id)
+        if info is not None:
+            stages.append(
+                {
+                    "id": stage_id,
+                    "attempt": info.currentAttemptId,
+                    "numTasks": info.numTasks,
+                    "completedTasks": info.numCompletedTasks,
+                    "failedTasks": info.numFailedTasks,
+                }
+            )
+    return {
+        "jobs": [{"id": j.jobId, "status": j.status, "stageIds": list(j.stageIds)} for j in jobs if j is not None],
+        "stages": stages,
+    }
 
 
 class StandaloneCluster:

@@ -22,32 +22,19 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Tuple
+from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import realapps  # noqa: E402
 import sessions  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
+from realapps import keyed, sums_by_key  # noqa: E402
 
 N = 300_000
 KEYS = 997
 MAPS = 6
 REDUCERS = 4
-
-
-def map_locations(spark: SparkSession, shuffle_id: int) -> List[Dict[str, Any]]:
-    """Where the driver's MapOutputTracker says each map output lives (through the test jar)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    out: List[Dict[str, Any]] = []
-    for line in str(jvm.org.apache.spark.shuffle.sluice.TestingMapOutputs.locations(shuffle_id)).splitlines():
-        if line == "-":
-            out.append({"missing": True})
-        else:
-            map_id, executor, *topology = line.split(" ")
-            out.append({"mapId": int(map_id), "executor": executor, "topology": " ".join(topology)})
-    return out
 
 
 def executor_hosts(spark: SparkSession) -> Dict[str, str]:
@@ -57,25 +44,6 @@ def executor_hosts(spark: SparkSession) -> Dict[str, str]:
 
 def at_least(executors: Dict[str, str], n: int) -> Dict[str, str]:
     return executors if len(executors) >= n else {}
-
-
-def sums_by_key(rows: Iterable[Tuple[int, int]]) -> Iterator[Tuple[int, Tuple[int, int]]]:
-    acc: Dict[int, List[int]] = {}
-    for k, v in rows:
-        a = acc.setdefault(k, [0, 0])
-        a[0] += v
-        a[1] += 1
-    for k, (s, c) in acc.items():
-        yield k, (s, c)
-
-
-def expected() -> List[List[Any]]:
-    out: Dict[int, List[int]] = {}
-    for x in range(N):
-        e = out.setdefault((x * 7919) % KEYS, [0, 0])
-        e[0] += x
-        e[1] += 1
-    return sorted([k, v] for k, v in out.items())
 
 
 def main(argv: List[str]) -> int:
@@ -106,19 +74,19 @@ def main(argv: List[str]) -> int:
     builder = builder.config("spark.jars", append_to_list(str(builder._options["spark.jars"]), [args.test_jar]))
     spark = builder.getOrCreate()
     sc = spark.sparkContext
-    result: Dict[str, Any] = {"expected": expected()}
+    result: Dict[str, Any] = {"expected": realapps.expected_sums(N, KEYS)}
     try:
         hosts = realapps.wait_for(lambda: at_least(executor_hosts(spark), len(workers)), 240, interval=0.5)
         assert hosts, f"fewer than {len(workers)} executors registered within 240 s: {executor_hosts(spark)}"
         result["executorsBefore"] = hosts
 
-        pairs = sc.parallelize(range(N), MAPS).map(lambda x: ((x * 7919) % KEYS, x))
+        pairs = sc.parallelize(range(N), MAPS).map(lambda x: keyed(x, KEYS))
         shuffled = pairs.partitionBy(REDUCERS)  # one shuffle, no map-side combine: every row moves
         jvm = sc._jvm
         assert jvm is not None
         sc.setJobGroup("map", "map")
         shuffle_id = jvm.org.apache.spark.shuffle.sluice.TestingMapOutputs.runMapStage(shuffled._jrdd.rdd())
-        before = map_locations(spark, shuffle_id)
+        before = realapps.map_locations(spark, shuffle_id)
         by_executor: Dict[str, int] = {}
         for loc in before:
             by_executor[loc["executor"]] = by_executor.get(loc["executor"], 0) + 1
@@ -131,7 +99,7 @@ def main(argv: List[str]) -> int:
         gone = realapps.wait_for(lambda: victim not in executor_hosts(spark), 240, interval=0.2)
         assert gone, f"executor {victim} on {victim_host} was still running 240 s after its Worker got SIGPWR"
         result["decommissionSeconds"] = round(time.monotonic() - started, 1)
-        after = map_locations(spark, shuffle_id)
+        after = realapps.map_locations(spark, shuffle_id)
         master = sessions.http_json(f"{args.master_ui}/json")
         result["masterWorkers"] = {w["host"]: w["state"] for w in master.get("workers", [])}
 
@@ -141,28 +109,7 @@ def main(argv: List[str]) -> int:
         result["reduceSeconds"] = round(time.monotonic() - reduce_start, 1)
 
         # What Spark's status tracker saw, once the listener bus has delivered both jobs' ends.
-        tracker = sc.statusTracker()
-        deadline = time.monotonic() + 120
-        while True:
-            jobs = [tracker.getJobInfo(j) for g in ("map", "reduce") for j in sorted(tracker.getJobIdsForGroup(g))]
-            if len(jobs) >= 2 and all(j is not None and j.status != "RUNNING" for j in jobs):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the status tracker did not see both jobs end: {jobs}")
-            time.sleep(0.2)
-        stages = []
-        for stage_id in sorted({s for j in jobs if j is not None for s in j.stageIds}):
-            info = tracker.getStageInfo(stage_id)
-            if info is not None:
-                stages.append(
-                    {
-                        "id": stage_id,
-                        "attempt": info.currentAttemptId,
-                        "numTasks": info.numTasks,
-                        "completedTasks": info.numCompletedTasks,
-                        "failedTasks": info.numFailedTasks,
-                    }
-                )
+        result.update(realapps.jobs_and_stages(spark, ("map", "reduce")))
         result.update(
             {
                 "victim": victim,
@@ -171,10 +118,6 @@ def main(argv: List[str]) -> int:
                 "after": after,
                 "executorsAfter": executor_hosts(spark),
                 "got": sorted([k, list(v)] for k, v in got.items()),
-                "jobs": [
-                    {"id": j.jobId, "status": j.status, "stageIds": list(j.stageIds)} for j in jobs if j is not None
-                ],
-                "stages": stages,
                 # Every stage attempt, with its tasks' failure reasons (none expected).
                 "attempts": realapps.stage_attempts(spark),
             }

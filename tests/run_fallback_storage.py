@@ -23,13 +23,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Tuple
+from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import realapps  # noqa: E402
 import sessions  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
+from realapps import keyed, sums_by_key  # noqa: E402
 
 N = 120_000
 KEYS = 211
@@ -37,42 +38,9 @@ MAPS = 5
 REDUCERS = 3
 
 
-def map_locations(spark: SparkSession, shuffle_id: int) -> List[Dict[str, Any]]:
-    """Where the driver's MapOutputTracker says each map output lives (through the test jar)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    out: List[Dict[str, Any]] = []
-    for line in str(jvm.org.apache.spark.shuffle.sluice.TestingMapOutputs.locations(shuffle_id)).splitlines():
-        if line == "-":
-            out.append({"missing": True})
-        else:
-            map_id, executor, *topology = line.split(" ")
-            out.append({"mapId": int(map_id), "executor": executor, "topology": " ".join(topology)})
-    return out
-
-
 def executors(spark: SparkSession) -> List[str]:
     """The ids of the live executors (Spark's REST API)."""
     return sorted(e["id"] for e in sessions.rest(spark, "executors") if e["id"] != "driver")
-
-
-def sums_by_key(rows: Iterable[Tuple[int, int]]) -> Iterator[Tuple[int, Tuple[int, int]]]:
-    acc: Dict[int, List[int]] = {}
-    for k, v in rows:
-        a = acc.setdefault(k, [0, 0])
-        a[0] += v
-        a[1] += 1
-    for k, (s, c) in acc.items():
-        yield k, (s, c)
-
-
-def expected() -> List[List[Any]]:
-    out: Dict[int, List[int]] = {}
-    for x in range(N):
-        e = out.setdefault((x * 7919) % KEYS, [0, 0])
-        e[0] += x
-        e[1] += 1
-    return sorted([k, v] for k, v in out.items())
 
 
 def main(argv: List[str]) -> int:
@@ -101,19 +69,19 @@ def main(argv: List[str]) -> int:
         log_level="WARN",
     )
     sc = spark.sparkContext
-    result: Dict[str, Any] = {"expected": expected(), "app_id": sc.applicationId}
+    result: Dict[str, Any] = {"expected": realapps.expected_sums(N, KEYS), "app_id": sc.applicationId}
     try:
         first = realapps.wait_for(lambda: executors(spark) or None, 240, interval=0.5)
         assert first, "no executor registered within 240 s"
         result["executorsBefore"] = first
 
-        pairs = sc.parallelize(range(N), MAPS).map(lambda x: ((x * 7919) % KEYS, x))
+        pairs = sc.parallelize(range(N), MAPS).map(lambda x: keyed(x, KEYS))
         shuffled = pairs.partitionBy(REDUCERS)  # one shuffle, no map-side combine: every row moves
         jvm = sc._jvm
         assert jvm is not None
         sc.setJobGroup("map", "map")
         shuffle_id = jvm.org.apache.spark.shuffle.sluice.TestingMapOutputs.runMapStage(shuffled._jrdd.rdd())
-        result["before"] = map_locations(spark, shuffle_id)
+        result["before"] = realapps.map_locations(spark, shuffle_id)
 
         # The only executor is decommissioned: no peer is left to take its map outputs.
         pids = sessions.own_executor_pids(spark)
@@ -123,7 +91,7 @@ def main(argv: List[str]) -> int:
         gone = realapps.wait_for(lambda: not set(first) & set(executors(spark)), 240, interval=0.2)
         assert gone, f"executor {first} was still running 240 s after SIGPWR"
         result["decommissionSeconds"] = round(time.monotonic() - started, 1)
-        result["after"] = map_locations(spark, shuffle_id)
+        result["after"] = realapps.map_locations(spark, shuffle_id)
         app_dir = fallback / sc.applicationId
         result["fallbackFiles"] = sorted(
             str(p.relative_to(app_dir)) for p in app_dir.rglob("*") if p.is_file() and not p.name.endswith(".crc")
@@ -138,30 +106,7 @@ def main(argv: List[str]) -> int:
         result["got"] = sorted([k, list(v)] for k, v in got.items())
 
         # What Spark's status tracker saw, once the listener bus has delivered both jobs' ends.
-        tracker = sc.statusTracker()
-        deadline = time.monotonic() + 120
-        while True:
-            jobs = [tracker.getJobInfo(j) for g in ("map", "reduce") for j in sorted(tracker.getJobIdsForGroup(g))]
-            if len(jobs) >= 2 and all(j is not None and j.status != "RUNNING" for j in jobs):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the status tracker did not see both jobs end: {jobs}")
-            time.sleep(0.2)
-        stages = []
-        for stage_id in sorted({s for j in jobs if j is not None for s in j.stageIds}):
-            info = tracker.getStageInfo(stage_id)
-            if info is not None:
-                stages.append(
-                    {
-                        "id": stage_id,
-                        "attempt": info.currentAttemptId,
-                        "numTasks": info.numTasks,
-                        "completedTasks": info.numCompletedTasks,
-                        "failedTasks": info.numFailedTasks,
-                    }
-                )
-        result["jobs"] = [{"id": j.jobId, "status": j.status, "stageIds": list(j.stageIds)} for j in jobs if j]
-        result["stages"] = stages
+        result.update(realapps.jobs_and_stages(spark, ("map", "reduce")))
         # Every stage attempt, with its tasks' failure reasons (none expected).
         result["attempts"] = realapps.stage_attempts(spark)
     finally:

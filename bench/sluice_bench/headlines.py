@@ -45,8 +45,9 @@ QUIET_LOAD = 1.0
 UNBACKED_PHRASES = ("nothing else running", "each from the latest run")
 
 BATCH = "batch-2026-11-26-files.json"  # the heavy job, both settings
-# TPC-H SF1, each setting's latest run (sluice bench batch --no-heavy --settings NAME --rounds 3).
-TPCH = {"off64": "batch-sf1-off64-2026-11-28.json", "defaults": "batch-sf1-defaults-2026-11-28.json"}
+# TPC-H SF1, each setting's latest run (sluice bench batch --no-heavy --settings NAME --rounds 3; at the
+# defaults with --service, whose third contender does not change Sluice's and the sort shuffle's turns).
+TPCH = {"off64": "batch-sf1-off64-2026-11-28.json", "defaults": "batch-service.json"}
 WIDE = "scale-wide-2026-11-26-files.json"
 GROWTH = "scale-growth-2026-11-26-files.json"
 LATENCY = "latency-2026-11-24.json"
@@ -340,7 +341,13 @@ def headlines_block(root: Path, page: str) -> str:
     results = {h.result: load(root, h.result) for h in HEADLINES}
     machines = sorted({_machine(r) for r in results.values()})
     lines = [
-        f"Every run on one machine: {'; '.join(machines)}. In each run the contenders took turns, round "
+        (
+            f"Every run on one machine: {machines[0]}."
+            if len(machines) == 1
+            else f"Each run on one machine, of {len(machines)} kinds: {'; '.join(machines)} (the table's "
+            "ratios come from one run each; compare runs of one kind)."
+        )
+        + " In each run the contenders took turns, round "
         "by round; times and latencies are medians over the rounds, memory the peak of all of them, "
         "throughput the best buffer timeout's median. A run of one round is a single pair.",
         "",

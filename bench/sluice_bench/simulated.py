@@ -18,7 +18,6 @@ and each prepares connections to fewer peers; the result records both (``reduce_
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -30,6 +29,7 @@ from sluice_bench.args import sluice_options
 from sluice_bench.errors import BenchError
 from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
 from sluice_bench.stats import goal
+from sluice_bench.transport import parse_runs
 
 NAME = "scale-simulated"
 EXECUTOR_COUNTS = (16, 64, 256)
@@ -83,21 +83,6 @@ def java_command(args: Sequence[str]) -> List[str]:
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     classpath = os.pathsep.join([bench_jar_path(), sluice.jar_path(), f"{jars}/*"])
     return ["java", *SPARK_JVM_ARGS, "-Xmx3g", "-XX:MaxDirectMemorySize=2g", "-cp", classpath, MAIN, *args]
-
-
-def parse_runs(output: str) -> List[Dict[str, Any]]:
-    """SimulatedClusterBenchmark's JSON lines of kind ``run``."""
-    runs: List[Dict[str, Any]] = []
-    for line in output.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if data.get("kind") == "run":
-                runs.append(data)
-    return runs
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:

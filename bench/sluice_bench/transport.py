@@ -113,7 +113,8 @@ def option_arguments(options: Dict[str, Any]) -> List[str]:
 
 
 def parse_runs(output: str) -> List[Dict[str, Any]]:
-    """TransportBenchmark's JSON lines of kind ``run``."""
+    """The JSON lines of kind ``run`` a benchmark main prints (TransportBenchmark,
+    SimulatedClusterBenchmark); other lines are its log."""
     runs: List[Dict[str, Any]] = []
     for line in output.splitlines():
         line = line.strip()

@@ -46,12 +46,24 @@ private[consumer] final class ChannelRequestWindow(
       // a channel it has not requested yet (a deadlock). So every channel is requested at once,
       // with every exclusive buffer taken in one wait (all or nothing: two gates never each hold
       // a part of what both need).
-      var need = 0L
-      channels.foreach(c => need += exclusiveNeed(c))
-      idle.whileIdle(exclusive.fill(need.min(Int.MaxValue).toInt))
+      idle.whileIdle(exclusive.fill(firstNeed - exclusive.numIdle))
     }
     requestMore()
   }
+
+  /**
+   * The exclusive segments the gate's first request takes: every channel's for a pipelined gate,
+   * else the first channel's (the one an empty window waits for).
+   */
+  def firstNeed: Int =
+    if (maxChannelsInFlight == SingleInputGate.AllAtOnce) {
+      var need = 0L
+      channels.foreach(c => need += exclusiveNeed(c))
+      need.min(Int.MaxValue).toInt
+    } else channels.headOption.fold(0)(exclusiveNeed)
+
+  /** Segments taken for the first request together with the gate's scratch segments. */
+  def adopt(segments: java.util.List[MemorySegment]): Unit = exclusive.adopt(segments)
 
   /** Whether a channel waits to be requested and the window has room for it. */
   def hasRoom: Boolean = nextToRequest < channels.length && inFlight < maxChannelsInFlight

@@ -59,6 +59,15 @@ private[consumer] final class ExclusiveBufferReserve(global: NetworkBufferPool, 
     if (!keep) { global.recycleUnpooledSegments(more); checkOpen() }
   }
 
+  /** Takes in `segments` the gate got from the global pool for its first channels (a closed reserve gives them back). */
+  def adopt(segments: java.util.List[MemorySegment]): Unit = if (!segments.isEmpty) {
+    val keep = synchronized {
+      if (!closed) { held += segments.size; idle.addAll(segments) }
+      !closed
+    }
+    if (!keep) global.recycleUnpooledSegments(segments)
+  }
+
   /** Segments a channel no longer needs: kept for the next channel, or given back to the executor. */
   def recycle(segments: java.util.Collection[MemorySegment]): Unit = {
     val toGlobal = synchronized {

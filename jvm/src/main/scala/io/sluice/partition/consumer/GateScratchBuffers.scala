@@ -29,14 +29,17 @@ private[consumer] final class GateScratchBuffers(
 
   /**
    * Takes the segments the gate needs: one to read into when `readBuffer` (some local channel
-   * reads a spilled partition), one to decompress into when the decoder decompresses. Waits for
-   * the executor's memory as any exclusive request does. False, holding nothing, when the gate
+   * reads a spilled partition), one to decompress into when the decoder decompresses, and
+   * `withExclusive` more in the same request, returned for the gate's first channels: one
+   * all-or-nothing wait, so two starting gates never each hold a part of what both need. Waits for
+   * the executor's memory as any exclusive request does. Null, holding nothing, when the gate
    * closed meanwhile.
    */
-  def take(readBuffer: Boolean): Boolean = {
+  def take(readBuffer: Boolean, withExclusive: Int = 0): java.util.List[MemorySegment] = {
     val n = (if (readBuffer) 1 else 0) + (if (decoder.needsDecompressScratch) 1 else 0)
-    if (n == 0) return true
-    val taken = networkBufferPool.requestUnpooledSegments(n, bufferRequestTimeoutMs, s"$owner (scratch buffers)")
+    if (n + withExclusive == 0) return java.util.List.of()
+    val taken = networkBufferPool.requestUnpooledSegments(n + withExclusive, bufferRequestTimeoutMs,
+      if (withExclusive == 0) s"$owner (scratch buffers)" else s"$owner ($n scratch and $withExclusive exclusive buffers)")
     val open = synchronized {
       if (!closed) {
         var i = 0
@@ -45,8 +48,8 @@ private[consumer] final class GateScratchBuffers(
       }
       !closed
     }
-    if (!open) networkBufferPool.recycleUnpooledSegments(taken)
-    open
+    if (!open) { networkBufferPool.recycleUnpooledSegments(taken); null }
+    else new java.util.ArrayList[MemorySegment](taken.subList(n, n + withExclusive))
   }
 
   /** The scratch buffer a local channel reads a spilled buffer of `length` bytes into. */

@@ -133,10 +133,16 @@ final class SingleInputGate(
     if (!started) start()
   }
 
-  /** Takes the scratch segments and requests the first channels (all of a pipelined gate). */
+  /**
+   * Takes the scratch segments with the first channels' exclusive ones in one request, then
+   * requests the first channels (all of a pipelined gate).
+   */
   private def start(): Unit = {
     started = true
-    if (closed || !scratch.take(needsReadBuffer)) throw closedError()
+    if (closed) throw closedError()
+    val first = metrics.whileIdle(scratch.take(needsReadBuffer, 0))
+    if (first == null) throw closedError()
+    window.adopt(first)
     window.requestFirst()
   }
 

@@ -1,6 +1,7 @@
 package io.sluice.partition.consumer
 
 import io.sluice.NettyLeakDetection
+import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.netty.{TestingExecutor, TestingGateReader, TestingRecords}
 import io.sluice.netty.TestingExecutor.{async, await, withExecutors}
@@ -122,6 +123,41 @@ class GateBuffersSuite extends AnyFunSuite with NettyLeakDetection {
       parts.foreach { case (p, part) => p.partitionManager.releasePartition(part.partitionId, null) }
       (producers :+ b).foreach(_.assertNoCreditViolations())
       (producers :+ b).foreach(_.awaitAllBuffersBack())
+    }
+  }
+
+  test("a starting gate takes its scratch and first exclusive buffers in one wait: two gates never each hold a part") {
+    val codec = BlockCodec.forSparkCodec("lz4", 1)
+    val exclusive = SluiceConf(TestingExecutor.DefaultSettings).get(SluiceOptions.BuffersPerChannel)
+    val p = new TestingExecutor("P", Lean, Small, numSegments = 16)
+    // Room for gate A (floating minimum, decompression scratch, its channel's exclusive buffers)
+    // and for gate B's floating minimum and scratch, not for B's exclusive buffers too.
+    val b = new TestingExecutor("B", Lean, Small, numSegments = (1 + 1 + exclusive) + 1 + 1)
+    withExecutors(p, b) {
+      val part = p.blockingPartition(ResultPartitionID(43, 0), 2, Some(codec), poolSize = 2)
+      for (r <- 0 until 2) TestingRecords.writeMany(part, r, 12, 1800)
+      p.finish(part)
+      def gate(r: Int) =
+        b.gate(s"reducer $r", IndexedSeq(GateInput(part.partitionId, r, r + 1, p.location)),
+          codec = Some(BlockCodec.forSparkCodec("lz4", 1)))
+      val a = gate(0)
+      a.requestPartitions()
+      val second = gate(1)
+      val required = b.networkBufferPool.numberOfRequiredSegments
+      val starting = async(second.requestPartitions())
+      Thread.sleep(500)
+      // Taking its scratch segment first and then waiting for its exclusive ones, B would hold a
+      // part of what another starting gate needs while waiting for a part that gate holds.
+      assert(!starting.isDone && b.networkBufferPool.numberOfRequiredSegments == required,
+        "the waiting gate holds nothing while it waits")
+      val (readA, _) = readSampling(a)
+      assert(readA == Map((0L, 0) -> 12))
+      await(starting, 60000)
+      val (readB, _) = readSampling(second)
+      assert(readB == Map((0L, 1) -> 12))
+      p.partitionManager.releasePartition(part.partitionId, null)
+      Seq(p, b).foreach(_.assertNoCreditViolations())
+      Seq(p, b).foreach(_.awaitAllBuffersBack())
     }
   }
 }
