@@ -119,6 +119,9 @@ final class SingleInputGate(
   /** Exclusive segments the gate holds: owned by its channels, or idle for its next ones. */
   def numExclusiveSegmentsHeld: Int = window.numExclusiveSegmentsHeld
 
+  /** Scratch segments the gate holds (at most two: see [[GateScratchBuffers]]). */
+  def numScratchSegmentsHeld: Int = scratch.numHeld
+
   /** Network segments the gate holds besides its (at most two) scratch ones: exclusive and floating. */
   def numNetworkSegmentsHeld: Int = window.numExclusiveSegmentsHeld + floatingBuffers.numRequestedSegments
 
@@ -140,7 +143,7 @@ final class SingleInputGate(
   private def start(): Unit = {
     started = true
     if (closed) throw closedError()
-    val first = metrics.whileIdle(scratch.take(needsReadBuffer, 0))
+    val first = metrics.whileIdle(scratch.take(needsReadBuffer, window.firstNeed))
     if (first == null) throw closedError()
     window.adopt(first)
     window.requestFirst()

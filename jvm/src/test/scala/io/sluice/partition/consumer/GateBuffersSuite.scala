@@ -141,20 +141,23 @@ class GateBuffersSuite extends AnyFunSuite with NettyLeakDetection {
         b.gate(s"reducer $r", IndexedSeq(GateInput(part.partitionId, r, r + 1, p.location)),
           codec = Some(BlockCodec.forSparkCodec("lz4", 1)))
       val a = gate(0)
-      a.requestPartitions()
       val second = gate(1)
-      val required = b.networkBufferPool.numberOfRequiredSegments
-      val starting = async(second.requestPartitions())
-      Thread.sleep(500)
-      // Taking its scratch segment first and then waiting for its exclusive ones, B would hold a
-      // part of what another starting gate needs while waiting for a part that gate holds.
-      assert(!starting.isDone && b.networkBufferPool.numberOfRequiredSegments == required,
-        "the waiting gate holds nothing while it waits")
-      val (readA, _) = readSampling(a)
-      assert(readA == Map((0L, 0) -> 12))
-      await(starting, 60000)
-      val (readB, _) = readSampling(second)
-      assert(readB == Map((0L, 1) -> 12))
+      try {
+        a.requestPartitions()
+        assert(a.numScratchSegmentsHeld == 1 && a.numExclusiveSegmentsHeld == exclusive)
+        val starting = async(second.requestPartitions())
+        Thread.sleep(500)
+        // Taking its scratch segment first and then waiting for its exclusive ones, B would hold a
+        // part of what another starting gate needs while waiting for a part that gate holds.
+        assert(!starting.isDone, "B waits: A holds what B needs")
+        assert(second.numScratchSegmentsHeld == 0 && second.numExclusiveSegmentsHeld == 0,
+          s"the waiting gate holds nothing while it waits: ${b.networkBufferPool}")
+        val (readA, _) = readSampling(a)
+        assert(readA == Map((0L, 0) -> 12))
+        await(starting, 60000)
+        val (readB, _) = readSampling(second)
+        assert(readB == Map((0L, 1) -> 12))
+      } finally { a.close(); second.close() }
       p.partitionManager.releasePartition(part.partitionId, null)
       Seq(p, b).foreach(_.assertNoCreditViolations())
       Seq(p, b).foreach(_.awaitAllBuffersBack())
