@@ -1175,10 +1175,10 @@ def test_headline_generator_refuses_what_the_json_does_not_back(
         assert "does not back" in capsys.readouterr().err or "records" in str(e.value)
         return str(e.value)
 
-    tpch = next(h for h in original if h.result == headlines.TPCH["defaults"])
+    tpch = next(h for h in original if h.result == headlines.TPCH["off64"])
     growth = next(h for h in original if h.result == headlines.GROWTH)
     cluster = next(h for h in original if h.result == headlines.CLUSTER)
-    # The TPC-H run's load before was 2.0: not quiet.
+    # The TPC-H run's load before was 4.7: not quiet.
     assert "'quiet'" in refused(dataclasses.replace(tpch, measure=tpch.measure + ", quiet"))
     assert "one round" in refused(dataclasses.replace(growth, measure="median " + growth.measure))
     assert "network namespaces" in refused(dataclasses.replace(cluster, measure="two hosts at 1 Gbit/s"))
@@ -1186,12 +1186,12 @@ def test_headline_generator_refuses_what_the_json_does_not_back(
     # A newer run of the same benchmark holding the same figure: the row must name it or say why not.
     newer = headlines.load(root, tpch.result)
     newer["started"] = "2099-01-01T00:00:00+00:00"
-    (tmp_path / "bench" / "results" / "batch-sf1-defaults-2099.json").write_text(json.dumps(newer), encoding="utf-8")
-    assert "batch-sf1-defaults-2099.json" in refused(tpch)
+    (tmp_path / "bench" / "results" / "batch-sf1-off64-2099.json").write_text(json.dumps(newer), encoding="utf-8")
+    assert "batch-sf1-off64-2099.json" in refused(tpch)
     with_reason = dataclasses.replace(tpch, newer="a reason")
     monkeypatch.setattr(headlines, "HEADLINES", (with_reason,))
-    assert "batch-sf1-defaults-2099.json" in headlines.headlines_block(tmp_path, "docs/benchmarks.md")
-    (tmp_path / "bench" / "results" / "batch-sf1-defaults-2099.json").unlink()
+    assert "batch-sf1-off64-2099.json" in headlines.headlines_block(tmp_path, "docs/benchmarks.md")
+    (tmp_path / "bench" / "results" / "batch-sf1-off64-2099.json").unlink()
     assert "there are none" in refused(with_reason)
     # Anywhere on a page: no result file records what else ran.
     monkeypatch.setattr(headlines, "HEADLINES", original)

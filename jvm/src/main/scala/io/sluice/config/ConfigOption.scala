@@ -81,4 +81,12 @@ object ConfigOption {
 
   def atLeast(min: Long): Bounds = Bounds(min = Some(min))
   def between(min: Long, max: Long): Bounds = Bounds(Some(min), Some(max))
+
+  /**
+   * One definition, its doc written as a margin-stripped block (what [[SluiceOptions]] and
+   * [[ServiceOptions]] define with; here, so that neither object's initialisation needs the other's).
+   */
+  private[config] def define[T](key: String, py: String, tpe: ConfigType[T], default: T, flink: String,
+      effect: String, bounds: Bounds = Bounds.none)(doc: String): ConfigOption[T] =
+    ConfigOption(key, py, tpe, default, doc.stripMargin.replace('\n', ' ').trim, flink, effect, bounds)
 }

@@ -10,9 +10,9 @@ import io.sluice.config.ConfigType._
  */
 object SluiceOptions {
 
-  private[config] def opt[T](key: String, py: String, tpe: ConfigType[T], default: T, flink: String,
+  private def opt[T](key: String, py: String, tpe: ConfigType[T], default: T, flink: String,
       effect: String, bounds: Bounds = Bounds.none)(doc: String): ConfigOption[T] =
-    ConfigOption(key, py, tpe, default, doc.stripMargin.replace('\n', ' ').trim, flink, effect, bounds)
+    ConfigOption.define(key, py, tpe, default, flink, effect, bounds)(doc)
 
   // ---- memory -------------------------------------------------------------------------------
 

@@ -62,4 +62,26 @@ class ConfigOptionSuite extends AnyFunSuite with NettyLeakDetection {
       ConfigOption("spark.other.key", "other", ConfigType.IntType, 1, "doc", "none", "now", Bounds.none)
     }
   }
+
+  test("either object of definitions initialises first: ServiceOptions before SluiceOptions, in a fresh class loader") {
+    // A user's spark.plugins without Sluice's reached ServiceOptions (through the start-up rules)
+    // before SluiceOptions: while ServiceOptions defined its options through SluiceOptions,
+    // SluiceOptions.all read ServiceOptions.all as null, an ExceptionInInitializerError at start.
+    val urls = System.getProperty("java.class.path").split(java.io.File.pathSeparator)
+      .map(p => new java.io.File(p).toURI.toURL)
+    for (first <- Seq("io.sluice.config.ServiceOptions$", "io.sluice.config.SluiceOptions$")) {
+      val loader = new java.net.URLClassLoader(urls, ClassLoader.getPlatformClassLoader)
+      // Objects of that loader: sizes read through reflection (its Seq is not this one's).
+      def sizeOfAll(module: String): Int = {
+        val m = Class.forName(module, true, loader).getField("MODULE$").get(null)
+        val all = m.getClass.getMethod("all").invoke(m)
+        all.getClass.getMethod("size").invoke(all).asInstanceOf[Int]
+      }
+      try {
+        assert(sizeOfAll(first) > 0, first)
+        assert(sizeOfAll("io.sluice.config.SluiceOptions$") == SluiceOptions.all.size, s"$first first")
+        assert(sizeOfAll("io.sluice.config.ServiceOptions$") == ServiceOptions.all.size, s"$first first")
+      } finally loader.close()
+    }
+  }
 }
