@@ -1005,6 +1005,21 @@ def test_cluster_link_rates_come_from_the_sampled_byte_counters() -> None:
     run = {"tpch": {"1": {"stages": stages[:1]}, "3": {"stages": stages}}, "heavy": {"stages": stages[2:]}}
     assert [s["stage"] for s in cluster.job_stages(run, "tpch")] == [2]
     assert [s["stage"] for s in cluster.job_stages(run, "heavy")] == [3] and cluster.job_stages(run, "wide") == []
+    # The CPU-bound sha2 job runs in the heavy job's place: its stages and seconds are under "heavy".
+    assert [s["stage"] for s in cluster.job_stages(run, "sha2")] == [3]
+    assert cluster.job_seconds({"heavy": {"seconds": 7.5}}, "sha2") == 7.5
+
+
+def test_cluster_runs_the_sha2_job_in_the_heavy_jobs_place() -> None:
+    parser = argparse.ArgumentParser()
+    cluster.add_arguments(parser)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--option", action="append", default=[])
+    spec = cluster.spec_for(parser.parse_args(["--quick"]), ["sha2", "wide"])
+    assert spec["heavy"]["job"] == "sha2" and spec["tpch"] is None and spec["wide"] is not None
+    assert cluster.spec_for(parser.parse_args(["--quick"]), ["tpch"])["heavy"] is None
+    with pytest.raises(cluster.BenchError, match="one of heavy and sha2"):
+        cluster.run(parser.parse_args(["--jobs", "heavy,sha2"]))
 
 
 def test_cluster_reads_a_namespaces_byte_counters_from_proc() -> None:

@@ -5,7 +5,8 @@ link rate (``--rates``, default 1 Gbit/s and 10 Gbit/s). At each rate, Sluice an
 shuffle take turns (A B A B ...), one application per run, its driver in the driver host; each
 runs the heavy job and TPC-H of ``sluice bench batch`` and a wide shuffle of ``sluice bench
 scale``, timed per job, and Sluice's answers are checked against the sort shuffle's of the same
-round.
+round. ``--jobs sha2`` runs ``sluice bench batch --job sha2``'s CPU-bound job in the heavy job's
+place (into ``cluster-sha2.json``).
 
 While an application runs, every worker host's link byte counters (its ``eth0``'s, read from
 ``/proc/PID/net/dev`` of a process in the host: the counters of that process's network
@@ -43,7 +44,10 @@ from sluice_bench.results import Recorder, command_line, save_result, subtitle_o
 from sluice_bench.stats import alternation, goal, median, ratio, spread
 
 CONTENDERS = ("sluice", "sort")
-JOBS = ("heavy", "tpch", "wide")
+JOBS = ("heavy", "sha2", "tpch", "wide")
+# The jobs that run in the applications' shuffle-job slot (``sluice bench batch``'s ``--job``):
+# one of them at a time, its results under the run's "heavy" key.
+SHUFFLE_JOBS = ("heavy", "sha2")
 WIDE = (400, 200)  # maps x reducers of the wide shuffle
 QUICK_WIDE = (40, 20)
 SAMPLE_SECONDS = 0.1  # how often the links' byte counters are read
@@ -59,7 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rates", default="1gbit,10gbit", help="link rates, in tc's spelling, one cluster each (default %(default)s)"
     )
-    parser.add_argument("--jobs", default=",".join(JOBS), help="which jobs each application runs (default %(default)s)")
+    parser.add_argument(
+        "--jobs",
+        default="heavy,tpch,wide",
+        help=f"which jobs each application runs, of {', '.join(JOBS)} (default %(default)s; sha2 replaces heavy)",
+    )
     parser.add_argument("--scale", type=float, help="TPC-H scale factor (default 1; quick 0.01)")
     parser.add_argument("--queries", help="TPC-H queries to run, e.g. 1,3,6 (default all 22)")
     parser.add_argument(
@@ -246,7 +254,8 @@ def reduce_stage(stages: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
 
 def job_stages(run: Dict[str, Any], job: str) -> List[Dict[str, Any]]:
     """The reduce stages of one job of a run (TPC-H: one per query that read remote bytes)."""
-    timed = list(run.get("tpch", {}).values()) if job == "tpch" else [run[job]] if job in run else []
+    key = run_key(job)
+    timed = list(run.get("tpch", {}).values()) if job == "tpch" else [run[key]] if key in run else []
     return [s for s in (reduce_stage(t.get("stages", [])) for t in timed) if s is not None]
 
 
@@ -284,7 +293,7 @@ def link_report(run: Dict[str, Any], sampler: LinkSampler, link_bps: float, jobs
 def rate_series(run: Dict[str, Any], sampler: LinkSampler, job: str) -> Optional[Dict[str, Any]]:
     """The worker links' received rate (Gbit/s) per sampling interval while ``job`` ran, times in
     seconds from the start of its reduce stage, and that stage's window: the chart's right side."""
-    stages = (run.get(job) or {}).get("stages", [])
+    stages = (run.get(run_key(job)) or {}).get("stages", [])
     stage = reduce_stage(stages)
     if stage is None or len(sampler.times) < 2:
         return None
@@ -324,7 +333,8 @@ def spec_for(args: argparse.Namespace, jobs: Sequence[str]) -> Dict[str, Any]:
         heavy_rows=args.heavy_rows,
         scale=args.scale,
         queries=args.queries,
-        no_heavy="heavy" not in jobs,
+        no_heavy=not [j for j in jobs if j in SHUFFLE_JOBS],
+        job="sha2" if "sha2" in jobs else "heavy",
         no_tpch="tpch" not in jobs,
         memory="0",
         option=args.option,
@@ -343,11 +353,15 @@ def _interrupt(signum: int, frame: Optional[FrameType]) -> None:
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
-    if os.geteuid() != 0:
-        raise BenchError("needs root: the cluster's hosts are network namespaces (CAP_NET_ADMIN, CAP_SYS_ADMIN)")
     jobs = [j.strip() for j in str(args.jobs).split(",") if j.strip()]
     if not jobs or [j for j in jobs if j not in JOBS]:
         raise BenchError(f"--jobs takes some of {', '.join(JOBS)}, not {args.jobs!r}")
+    if len([j for j in jobs if j in SHUFFLE_JOBS]) > 1:
+        raise BenchError(
+            f"--jobs takes one of {' and '.join(SHUFFLE_JOBS)} (they run in the same place), not {args.jobs!r}"
+        )
+    if os.geteuid() != 0:
+        raise BenchError("needs root: the cluster's hosts are network namespaces (CAP_NET_ADMIN, CAP_SYS_ADMIN)")
     rates = [r.strip() for r in str(args.rates).split(",") if r.strip()]
     dev = dev_cluster(args.checkout)
     try:
@@ -386,7 +400,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     for rate in rates:
         check_answers(rate, results[rate], recorder)
     summarize(results, bits, jobs, recorder)
-    path, chart = save_result(recorder, args.out, "cluster", draw)
+    path, chart = save_result(recorder, args.out, "cluster-sha2" if "sha2" in jobs else "cluster", draw)
     print_summary(recorder, path, chart)
     if recorder.mismatches:
         print("\nANSWER MISMATCHES: Sluice's answers differ from the reference; the timings are void:")
@@ -431,7 +445,7 @@ def run_rate(
                 raise BenchError(sampler.error)
             result.update(round=round_number, rate=rate, samples=len(sampler.times))
             result["links"] = link_report(result, sampler, link_bps, jobs)
-            series_job = "heavy" if "heavy" in jobs else "wide" if "wide" in jobs else None
+            series_job = next((j for j in (*SHUFFLE_JOBS, "wide") if j in jobs), None)
             result["series"] = rate_series(result, sampler, series_job) if series_job else None
             runs[contender].append(result)
             recorder.runs.append(batch._without_answers(result))
@@ -459,14 +473,19 @@ def check_answers(rate: str, runs: Dict[str, List[Dict[str, Any]]], recorder: Re
 def job_seconds(run: Dict[str, Any], job: str) -> float:
     if job == "tpch":
         return float(sum(q["seconds"] for q in run["tpch"].values()))
-    return float(run[job]["seconds"])
+    return float(run[run_key(job)]["seconds"])
+
+
+def run_key(job: str) -> str:
+    """Where a run's result holds ``job``: the shuffle jobs share the "heavy" key."""
+    return "heavy" if job in SHUFFLE_JOBS else job
 
 
 def summarize(
     results: Dict[str, Dict[str, List[Dict[str, Any]]]], bits: Dict[str, float], jobs: Sequence[str], recorder: Recorder
 ) -> None:
     per_rate: Dict[str, Any] = {}
-    link_job = "heavy" if "heavy" in jobs else jobs[0]
+    link_job = next((j for j in SHUFFLE_JOBS if j in jobs), jobs[0])
     for rate, runs in results.items():
         entry: Dict[str, Any] = {"configured_bps": bits[rate], "jobs": {}}
         for job in jobs:
