@@ -80,6 +80,31 @@ def test_the_tabs_json_follows_the_rule_and_uses_the_tables_words() -> None:
     assert set(tables()["executors"]) - flink_names() - keys == set()
 
 
+ENGINE = REPO / "jvm" / "src" / "main" / "scala" / "io" / "sluice"
+
+
+def service_metrics() -> List[str]:
+    """The names of a node shuffle service's metrics, in ServiceMetrics.Metrics' order."""
+    source = (ENGINE / "service" / "ServiceMetrics.scala").read_text(encoding="utf-8")
+    body = source[source.index("val Metrics") :]
+    names_source = (ENGINE / "metrics" / "MetricNames.scala").read_text(encoding="utf-8")
+    constants = dict(re.findall(r'val (\w+) = "([^"]+)"', names_source))
+    found = re.findall(r'(?:gauge|Metric)\((?:"([^"]+)"|MetricNames\.(\w+))', body)
+    return [literal or constants[constant] for literal, constant in found]
+
+
+def test_the_node_services_metrics_use_the_words_of_the_tab_and_are_documented() -> None:
+    """A service's own figures have node_services' words, its server's reads the executor's names,
+    and both docs name every one."""
+    names = service_metrics()
+    assert len(names) == len(set(names)) and "bytes_sent" in names and "readWaitTimeMs" in names
+    assert [n for n in names if breaks_rule(n)] == []
+    assert {n for n in names if n not in flink_names()} <= json_keys()
+    for doc in ("node-shuffle-service.md", "metrics.md"):
+        text = (REPO / "docs" / doc).read_text(encoding="utf-8")
+        assert [n for n in names if f"`{n}`" not in text] == [], doc
+
+
 def headers(table_id: str) -> List[str]:
     """The column headers of one of the tab's tables (``id="sluice-<table_id>"``) in SluicePage."""
     source = (SCALA / "ui" / "SluicePage.scala").read_text(encoding="utf-8")

@@ -446,7 +446,8 @@ executors may go without their outputs. One per host; see docs/node-shuffle-serv
 
   --properties-file FILE  settings, as spark-submit reads them
   --conf KEY=VALUE        one setting (spark.sluice.service.port, spark.sluice.service.applicationTimeout,
-                          spark.sluice.service.recoveryDir, spark.authenticate, ...), repeatable
+                          spark.sluice.service.recoveryDir, spark.authenticate, spark.metrics.conf, ...),
+                          repeatable
   --host ADDRESS          the address to bind (default SPARK_LOCAL_IP, else every address)
   --status HOST:PORT      print the metrics of the running service at HOST:PORT as JSON
 

@@ -80,11 +80,8 @@ final class ShuffleEnvironment(
       connectionManager.counters.connectionsOpened.sum()))
 
   /** The server's reads of partition files now (metrics). */
-  private def serverReads: io.sluice.metrics.ServerReadSnapshot = {
-    val s = connectionManager.server.readScheduler
-    io.sluice.metrics.ServerReadSnapshot(s.numThreadsAlive, s.numQueued, s.waitTimeMs, s.numBuffers, s.numBuffersInUse,
-      partitionManager.fileReaders.numDescriptors)
-  }
+  private def serverReads: io.sluice.metrics.ServerReadSnapshot =
+    connectionManager.server.readScheduler.snapshot(partitionManager.fileReaders.numDescriptors)
   private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
     fileCipher, fallbackStorage)
   private val fileCounter = new AtomicInteger

@@ -184,6 +184,11 @@ final class PartitionReadScheduler(val numThreads: Int, name: String, val numBuf
   /** Threads reading now or waiting for work. */
   def numThreadsAlive: Int = executor.getPoolSize
 
+  /** These figures under their metric names, with the `fileDescriptors` of the partition files its server keeps open. */
+  def snapshot(fileDescriptors: Int): io.sluice.metrics.ServerReadSnapshot =
+    io.sluice.metrics.ServerReadSnapshot(numThreadsAlive, numQueued, waitTimeMs, numBuffers, numBuffersInUse,
+      fileDescriptors)
+
   /**
    * Takes no more reads, drops the queued ones and waits up to `timeoutMs` for the running ones to
    * end (a running read is not interrupted: that would close a file handle other readers share),

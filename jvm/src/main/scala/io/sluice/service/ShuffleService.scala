@@ -79,7 +79,10 @@ final class ShuffleService(
 
   /** What the transport did and holds now. */
   def totals: ServiceTotals = ServiceTotals(server.numConnections, counters.activeReaders.get, counters.bytesSent.sum,
-    server.readScheduler.numQueued)
+    server.readScheduler.snapshot(caches.fileReaders.numDescriptors))
+
+  /** The service's figures now, for its metrics systems (walks its applications' dirs; see [[ServiceMetrics]]). */
+  def figures: ServiceFigures = ServiceStatus.figures(registry, totals)
 
   /** The service's metrics as JSON (see [[ServiceStatus]]); `appId`'s entry too when given. */
   def status(appId: Option[String] = None): String = ServiceStatus.json(registry, totals, appId)

@@ -103,6 +103,25 @@ object TestingNodeService {
     env.registerPartition(p)
   }
 
+  /** Every record length `reader` reads of `inputs`, sorted (one deserializer per input, as the Spark reader keeps). */
+  def readLengths(reader: ShuffleEnvironment, inputs: Seq[io.sluice.partition.consumer.GateInput]): Seq[Int] = {
+    val gate = reader.createInputGate("test reader", inputs.toIndexedSeq, waitForProducers = false)
+    try {
+      val deserializers = Array.fill(inputs.size)(new io.sluice.serialization.SpanningRecordDeserializer)
+      val view = new io.sluice.serialization.RecordView
+      val lengths = Seq.newBuilder[Int]
+      var next = gate.getNext()
+      while (next != null) {
+        val d = deserializers(next.input)
+        d.setNextBuffer(next.buffer)
+        while (d.readNext(view) == io.sluice.serialization.SpanningRecordDeserializer.Record) lengths += view.length
+        next.buffer.release()
+        next = gate.getNext()
+      }
+      lengths.result().sorted
+    } finally gate.close()
+  }
+
   def recordsOf(mapId: Long, sp: Int): Int = 3 + ((mapId + sp) % 4).toInt
 
   def lengthOf(mapId: Long, sp: Int, r: Int): Int = 20 + (mapId * 13 + sp * 7 + r * 3).toInt % 3000

@@ -14,7 +14,7 @@ import jakarta.servlet.http.HttpServletRequest
 import org.apache.spark.{
   Aggregator, MapOutputTracker, MapOutputTrackerMaster, SecurityManager, SparkConf, SparkContext, SparkEnv, TaskContext
 }
-import org.apache.spark.metrics.MetricsSystem
+import org.apache.spark.metrics.{MetricsSystem, MetricsSystemInstances}
 import org.apache.spark.metrics.source.Source
 import org.apache.spark.deploy.SparkHadoopUtil
 import org.apache.spark.network.netty.SparkTransportConf
@@ -347,6 +347,26 @@ object SparkInternals {
     }
     system.registerSource(source)
     new RegisteredSource(system, source)
+  }
+
+  /** A metrics system of Sluice's own, in a JVM that runs no Spark application (the node shuffle service daemon). */
+  private[sluice] final class OwnMetricsSystem private[SparkInternals] (system: MetricsSystem) {
+    def stop(): Unit = system.stop()
+  }
+
+  /**
+   * Starts a metrics system of the instance Spark's own shuffle service uses (`shuffleService`),
+   * configured from `conf` as in any Spark process (spark.metrics.conf, spark.metrics.conf.*), with
+   * `registry` as its one source `sourceName`: named `<sourceName>.<metric>` in every sink (only
+   * the driver and executor instances have a namespace). Without the static sources (code
+   * generation, Hive's catalog): the JVM runs no queries.
+   */
+  private[sluice] def startShuffleServiceMetricsSystem(conf: SparkConf, sourceName: String,
+      registry: MetricRegistry): OwnMetricsSystem = {
+    val system = MetricsSystem.createMetricsSystem(MetricsSystemInstances.SHUFFLE_SERVICE, conf)
+    registerMetricsSource(system, sourceName, registry)
+    system.start(registerStaticSources = false)
+    new OwnMetricsSystem(system)
   }
 
   // ---- Web UI -------------------------------------------------------------------------------

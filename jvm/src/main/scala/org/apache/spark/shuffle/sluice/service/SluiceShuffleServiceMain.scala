@@ -8,6 +8,8 @@ import java.util.concurrent.CountDownLatch
 import scala.jdk.CollectionConverters._
 
 import io.sluice.config.SluiceOptions
+import io.sluice.service.ShuffleService
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 
 /**
  * The Sluice shuffle service as a daemon, one per host (standalone clusters, Kubernetes'
@@ -21,7 +23,8 @@ import io.sluice.config.SluiceOptions
  * SPARK_LOCAL_IP, else every address), prints one line `Sluice shuffle service listening on
  * HOST:PORT` when it serves, and runs until it is stopped (SIGTERM, SIGINT); applications' files
  * stay on disk then, for a restarted service or the platform to clean up. Applications whose
- * driver it stops hearing from are removed after spark.sluice.service.applicationTimeout.
+ * driver it stops hearing from are removed after spark.sluice.service.applicationTimeout. Its
+ * metrics go to the sinks spark.metrics.conf configures for instance `shuffleService`.
  */
 object SluiceShuffleServiceMain {
 
@@ -46,22 +49,50 @@ object SluiceShuffleServiceMain {
           System.err.println(s"${e.getMessage}\n$Usage")
           sys.exit(2)
       }
-    val service =
-      try ServiceConfiguration.service(props, host)
+    val daemon =
+      try serve(props, host)
       catch {
         case e: IllegalArgumentException =>
           System.err.println(s"Sluice shuffle service: ${e.getMessage}")
           sys.exit(2)
       }
-    val port = service.start()
     val stopped = new CountDownLatch(1)
     Runtime.getRuntime.addShutdownHook(new Thread(() => {
-        service.stop(deleteFiles = false)
+        daemon.stop()
         stopped.countDown()
       }, "sluice-service-stop"))
-    println(s"Sluice shuffle service listening on $host:$port")
+    println(s"Sluice shuffle service listening on $host:${daemon.port}")
     System.out.flush()
     stopped.await()
+  }
+
+  /**
+   * The service `props` configure, bound to `host` and serving, with its metrics system started
+   * ([[DaemonMetricsSource]]); fails naming the setting that is wrong.
+   */
+  def serve(props: Map[String, String], host: String): Daemon = {
+    val service = ServiceConfiguration.service(props, host)
+    val port = service.start()
+    val metrics =
+      try DaemonMetricsSource.start(service, props)
+      catch { case e: Throwable => service.stop(deleteFiles = false); throw e }
+    new Daemon(service, port, metrics)
+  }
+
+  /** A serving daemon: its service, its port and its metrics system. */
+  final class Daemon private[SluiceShuffleServiceMain] (val service: ShuffleService, val port: Int,
+      metrics: SparkInternals.OwnMetricsSystem) {
+
+    /** Stops the metrics system, then the service; the applications' files stay. Idempotent. */
+    def stop(): Unit = synchronized {
+      if (!stopped) {
+        stopped = true
+        try metrics.stop()
+        finally service.stop(deleteFiles = false)
+      }
+    }
+
+    private var stopped = false
   }
 
   /**

@@ -6,7 +6,7 @@ import java.util.concurrent.ConcurrentHashMap
 
 import scala.jdk.CollectionConverters._
 
-import io.sluice.service.ShuffleService
+import io.sluice.service.{ServiceMetrics, ShuffleService}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.hadoop.yarn.server.api.{
@@ -30,12 +30,14 @@ import org.apache.spark.internal.Logging
  * when the NodeManager says it ended (stopApplication), so there is no timeout. With the
  * NodeManager's recovery on, registrations survive its restarts. Spark hands an application's
  * secret only to its own shuffle service, so this one learns an application's key from the
- * application's first executor (see ApplicationRegistry). Called by the NodeManager's service and
- * event threads; thread-safe.
+ * application's first executor (see ApplicationRegistry). Its metrics go to the NodeManager's
+ * metrics2 system ([[YarnServiceMetrics]]) from init to stop. Called by the NodeManager's service
+ * and event threads; thread-safe.
  */
 class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService.Name) with Logging {
 
   @volatile private var service: ShuffleService = _
+  @volatile private var metricsRegistered = false
   private val started = ConcurrentHashMap.newKeySet[String]() // applications a container of which was started here
 
   override protected def serviceInit(conf: Configuration): Unit = {
@@ -49,6 +51,9 @@ class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService
     val recovery = Option(getRecoveryPath).map(p => new File(localFile(p), "sluice"))
     service = ServiceConfiguration.service(props, bindHost = "0.0.0.0", admit = admit, allowedRoots = localDirs,
       applicationTimeoutMs = Some(0L), recoveryDir = recovery)
+    val s = service
+    YarnServiceMetrics.register(new YarnServiceMetrics(new ServiceMetrics(() => s.figures)))
+    metricsRegistered = true
     super.serviceInit(conf)
   }
 
@@ -59,8 +64,11 @@ class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService
   }
 
   override protected def serviceStop(): Unit = {
-    try if (service != null) service.stop(deleteFiles = false) // the NodeManager deletes applications' dirs
-    finally super.serviceStop()
+    try {
+      if (metricsRegistered) YarnServiceMetrics.unregister()
+      metricsRegistered = false
+      if (service != null) service.stop(deleteFiles = false) // the NodeManager deletes applications' dirs
+    } finally super.serviceStop()
   }
 
   /** An application may register while a container of it was started here and the application has not ended. */

@@ -6,9 +6,11 @@ import java.nio.file.Files
 import scala.jdk.CollectionConverters._
 
 import io.sluice.netty.TestingSecretKeyHolder
-import io.sluice.service.{ShuffleServiceClient, TestingNodeService}
+import io.sluice.service.{ServiceMetrics, ShuffleServiceClient, TestingNodeService}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
+import org.apache.hadoop.metrics2.impl.MetricsCollectorImpl
+import org.apache.hadoop.metrics2.lib.DefaultMetricsSystem
 import org.apache.hadoop.yarn.api.records.{ApplicationAttemptId, ApplicationId, ContainerId, Resource}
 import org.apache.hadoop.yarn.server.api.{ApplicationTerminationContext, ContainerInitializationContext}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
@@ -123,5 +125,42 @@ class SluiceYarnShuffleServiceSuite extends AnyFunSuite {
       second.stop()
       node.close()
     }
+  }
+
+  /** The records the NodeManager's metrics system gets from the service's source now, by metric name; None if unregistered. */
+  private def metrics2(): Option[Map[String, Long]] =
+    Option(DefaultMetricsSystem.instance().getSource(ServiceMetrics.SourceName)).map { source =>
+      val collector = new MetricsCollectorImpl
+      source.getMetrics(collector, true)
+      val records = collector.getRecords.asScala
+      assert(records.map(_.name) == Seq(ServiceMetrics.SourceName))
+      records.head.metrics().asScala.map(m => m.name -> m.value.longValue).toMap
+    }
+
+  test("the service's metrics are a source of the NodeManager's metrics2 system from init to stop") {
+    val node = new Node
+    val service = started(node)
+    try {
+      val empty = metrics2().getOrElse(fail("no metrics2 source after serviceInit"))
+      assert(empty.keySet == ServiceMetrics.Metrics.map(_.name).toSet, empty)
+      assert(empty("registered_applications") == 0L && empty("disk_files") == 0L, empty)
+      containerStarted(service, 1)
+      val dir = node.executorDir("1")
+      Files.write(new File(dir, "shuffle_0_1.part").toPath, Array.fill[Byte](1234)(1))
+      node.register("1", dir)
+      // The figures are read at most once a second.
+      val deadline = System.nanoTime() + 30000000000L
+      var now = metrics2().get
+      while (now("registered_applications") != 1L && System.nanoTime() < deadline) {
+        Thread.sleep(100)
+        now = metrics2().get
+      }
+      assert(now("registered_applications") == 1L && now("registered_executors") == 1L, now)
+      assert(now("disk_files") == 1L && now("disk_bytes") == 1234L, now)
+    } finally {
+      service.stop()
+      node.close()
+    }
+    assert(metrics2().isEmpty, "the source stayed registered after serviceStop")
   }
 }
