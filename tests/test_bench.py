@@ -1041,6 +1041,8 @@ def test_cli_lists_the_benchmarks() -> None:
     assert "--short" in done.stdout and "--short-scale" in done.stdout
     spec = batch.spec_for(batch_args(queries="1,6", no_tpch=False))
     assert spec["heavy"]["rows"] == batch.QUICK_HEAVY_ROWS and spec["tpch"]["queries"] == [1, 6]
+    assert spec["heavy"]["warm_rows"] is None  # run_batch's default: a fiftieth of the rows
+    assert batch.spec_for(batch_args(warm_up_rows=5_000))["heavy"]["warm_rows"] == 5_000
     assert spec["conf"]["spark.sql.adaptive.enabled"] == "false"
     assert spec["builtin_conf"] == {}
     tuned = batch.spec_for(batch_args(sort_conf=["spark.shuffle.sort.bypassMergeThreshold=0"]))

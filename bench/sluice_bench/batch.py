@@ -80,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the shuffle job measured beside TPC-H: heavy (group and join, about 1 GB) or sha2 (CPU-bound: "
         f"SHA-256 of every row before and after the shuffle, {SHA2_ROWS:,} rows by default)",
     )
+    parser.add_argument(
+        "--warm-up-rows",
+        type=int,
+        help="rows of the unmeasured warm-up run of the shuffle job (default a fiftieth of its rows): a larger "
+        "warm-up lets the JIT compile each contender's per-buffer paths before the measured job",
+    )
     parser.add_argument("--no-tpch", action="store_true", help="skip TPC-H")
     parser.add_argument("--no-duckdb", action="store_true", help="skip checking queries against DuckDB")
     parser.add_argument(
@@ -133,7 +139,9 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
         "sluice_options": sluice_options(args),
         # build_session applies these to the sort shuffle's runs only.
         "builtin_conf": sort_conf(args),
-        "heavy": None if args.no_heavy else {"rows": rows, "partitions": 16, "job": job},
+        "heavy": None
+        if args.no_heavy
+        else {"rows": rows, "partitions": 16, "job": job, "warm_rows": getattr(args, "warm_up_rows", None)},
         "tpch": None,
         "scale": scale,
     }

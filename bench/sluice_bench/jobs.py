@@ -94,8 +94,9 @@ def _query_job(spark: SparkSession, number: int) -> Callable[[], List[List[Any]]
 
 
 def run_batch(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
-    """``spec``: ``heavy`` ({rows, partitions, job} or null; ``job`` one of :data:`SHUFFLE_JOBS`, the
-    heavy job when absent), ``tpch`` ({data_dir, queries} or null)."""
+    """``spec``: ``heavy`` ({rows, partitions, job, warm_rows} or null; ``job`` one of
+    :data:`SHUFFLE_JOBS`, the heavy job when absent; ``warm_rows`` the warm-up job's rows, a fiftieth
+    of ``rows`` when absent), ``tpch`` ({data_dir, queries} or null)."""
     out: Dict[str, Any] = {"contender": contender}
     heavy: Optional[Dict[str, Any]] = spec.get("heavy")
     query_spec: Optional[Dict[str, Any]] = spec.get("tpch")
@@ -105,7 +106,7 @@ def run_batch(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
     # default broadcast threshold, as a user would.
     broadcast_default = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    warm_rows = max(10_000, int((heavy or {"rows": 500_000})["rows"]) // 50)
+    warm_rows = int((heavy or {}).get("warm_rows") or max(10_000, int((heavy or {"rows": 500_000})["rows"]) // 50))
     shuffle_job = SHUFFLE_JOBS[str((heavy or {}).get("job", "heavy"))]
     shuffle_job(spark, warm_rows, int((heavy or {"partitions": 8})["partitions"]))
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", broadcast_default or "10485760")
