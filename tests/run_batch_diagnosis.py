@@ -11,7 +11,7 @@ job group each:
 * ``slow``: an RDD shuffle whose reduce tasks sleep on executor 1 only (a saturated executor).
 
 ``--mode starved`` (``local-cluster[2,2,1024]``: two reduce tasks per executor): 64 KiB of network
-memory for the tasks in 4 KiB segments (beside 8 KiB of the server's read memory), 12 exclusive
+memory for the tasks in 4 KiB segments (beside 8 KiB of the server's read memory), 11 exclusive
 buffers per remote channel, so that one reduce task of an executor waits for the other's buffers.
 
 ``python tests/run_batch_diagnosis.py --mode jobs --event-log DIR --out result.json [--screenshot PNG]``
@@ -86,9 +86,11 @@ def main() -> None:
     args = parser.parse_args()
     options: Dict[str, object] = {"metrics_report_interval": "200ms"}
     if args.mode == "starved":
-        # 64 KiB of buffers for the tasks, as before the server's read memory came out of the same
-        # network memory: 72 KiB minus 8 KiB (two segments) of read memory.
-        options.update(network_memory="72k", read_memory="8k", segment_size="4k", buffers_per_channel=12)
+        # 64 KiB of buffers for the tasks (72 KiB less 8 KiB, two segments, of read memory): the least
+        # an executor of two task slots accepts with 11 exclusive buffers per channel, uncompressed.
+        # A starting reduce gate takes 13 of the 16 (its floating minimum, one scratch segment and 11
+        # exclusive ones), so an executor's second reduce task waits for its first.
+        options.update(network_memory="72k", read_memory="8k", segment_size="4k", buffers_per_channel=11)
     spark = build_session(
         f"sluice-batch-diagnosis-{args.mode}",
         "sluice",

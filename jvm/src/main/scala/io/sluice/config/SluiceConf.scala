@@ -34,7 +34,7 @@ final class SluiceConf private (values: Map[String, Any], val raw: Map[String, S
    */
   def numberOfReadSegments: Int = {
     val configured = get(SluiceOptions.ReadMemory)
-    if (configured == 0) math.max(1, numberOfSegments / 8)
+    if (configured == 0) readSegmentsOf(numberOfSegments).toInt
     else {
       val n = configured / segmentSize
       require(n >= 1,
@@ -49,8 +49,59 @@ final class SluiceConf private (values: Map[String, Any], val raw: Map[String, S
     }
   }
 
+  /** The server's read segments when the network memory holds `total` segments. */
+  private def readSegmentsOf(total: Long): Long = {
+    val configured = get(SluiceOptions.ReadMemory)
+    if (configured == 0) math.max(1L, total / 8) else configured / segmentSize
+  }
+
   /** The segments of the executor's NetworkBufferPool: its network memory less the server's read buffers. */
   def numberOfPoolSegments: Int = numberOfSegments - numberOfReadSegments
+
+  /**
+   * The fewest segments the executor's NetworkBufferPool needs so that `taskSlots` tasks running at
+   * once always make progress. Every task holds from its start its map output's sort-buffer minimum
+   * (1) and, when it may read remote map outputs (`remoteReads`: not on a local master), its input
+   * gate's floating-pool minimum (1); a gate's first read then takes, in one request, its scratch
+   * segments (one to read spilled local data into, one more to decompress into when `compressed`)
+   * and its first remote channel's exclusive buffers (buffersPerChannel, when credit-based and
+   * within maxRequiredBuffersPerGate). With fewer, every task can hold its minimums while each
+   * starting gate waits for what the others hold, until spark.sluice.network.bufferRequestTimeout.
+   */
+  def minPoolSegments(taskSlots: Int, compressed: Boolean, remoteReads: Boolean): Long = {
+    val perTask = if (remoteReads) 2L else 1L
+    val buffersPerChannel = get(SluiceOptions.BuffersPerChannel)
+    val exclusive =
+      if (remoteReads && get(SluiceOptions.CreditBased) && buffersPerChannel <= get(SluiceOptions.MaxRequiredBuffersPerGate))
+        buffersPerChannel
+      else 0
+    val scratch = if (compressed) 2 else 1
+    taskSlots * perTask + scratch + exclusive
+  }
+
+  /**
+   * Refuses network memory whose pool holds fewer than [[minPoolSegments]], naming the settings
+   * involved and the least spark.sluice.network.memory that would do (the executor's start-up
+   * check). `slots` says where `taskSlots` came from.
+   */
+  def checkTaskSlots(taskSlots: Int, slots: String, compressed: Boolean, remoteReads: Boolean): Unit = {
+    val need = minPoolSegments(taskSlots, compressed, remoteReads)
+    if (numberOfPoolSegments < need) {
+      val least = Iterator.iterate(need)(_ + 1).find(n => n - readSegmentsOf(n) >= need).get * segmentSize
+      val held = if (remoteReads) "its input gate's floating minimum and its map output's sort buffer"
+      else "its map output's sort buffer"
+      val start = need - taskSlots * (if (remoteReads) 2L else 1L)
+      throw new IllegalArgumentException(s"${SluiceOptions.NetworkMemory.key}=${rawOf(SluiceOptions.NetworkMemory)} " +
+        s"gives this executor's $taskSlots task slots ($slots) $numberOfPoolSegments network buffers of $segmentSize " +
+        s"bytes (${SluiceOptions.SegmentSize.key}=${rawOf(SluiceOptions.SegmentSize)}, less the server's read memory, " +
+        s"${SluiceOptions.ReadMemory.key}), fewer than the $need they need to make progress: " +
+        s"${if (remoteReads) 2 else 1} per task from its start ($held) and $start for a starting input gate's " +
+        s"scratch and exclusive buffers (${SluiceOptions.BuffersPerChannel.key}=${get(SluiceOptions.BuffersPerChannel)}). " +
+        s"With fewer, tasks wait out ${SluiceOptions.RequestBufferTimeout.key} for buffers other waiting tasks hold. " +
+        s"Set ${SluiceOptions.NetworkMemory.key} to at least ${ConfigType.BytesType.render(least)}, lower " +
+        s"${SluiceOptions.BuffersPerChannel.key}, or run fewer tasks at once per executor")
+    }
+  }
 
   private def rawOf(o: ConfigOption[_]): String = raw.getOrElse(o.key, o.defaultString)
 

@@ -28,7 +28,10 @@ object SluiceOptions {
     atLeast(64L << 10)) {
     """Off-heap memory per executor for network buffers (the NetworkBufferPool): the sum of every
       |result partition's and input gate's buffers. Segments are allocated on first use and reused.
-      |Blocking shuffles larger than this spill to Spark's local dirs; nothing ever exceeds it."""
+      |Blocking shuffles larger than this spill to Spark's local dirs; nothing ever exceeds it. An
+      |executor refuses to start when, less readMemory, it holds fewer segments than its task
+      |slots need to make progress at once: two per slot, plus a starting input gate's two scratch
+      |segments and buffersPerChannel exclusive ones."""
   }
 
   val SortBufferSize: ConfigOption[Long] = opt("spark.sluice.memory.sortBufferSize", "sort_buffer_size", BytesType,

@@ -121,6 +121,43 @@ class SluiceConfSuite extends AnyFunSuite with NettyLeakDetection {
     assert(msg.contains("64k"))
   }
 
+  test("network memory must hold what the executor's task slots need to make progress: refused below, accepted at it") {
+    // 4 KiB segments, one of them the server's: 6 slots each hold 2 (a gate's floating minimum and
+    // a map output's sort buffer), and a starting gate takes 2 scratch and 2 exclusive ones: 16.
+    def conf(memory: String, more: (String, String)*) = SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "4k",
+      "spark.sluice.network.readMemory" -> "4k", "spark.sluice.network.memory" -> memory) ++ more)
+    def refusal(c: SluiceConf, slots: Int, compressed: Boolean = true, remoteReads: Boolean = true): String =
+      intercept[IllegalArgumentException](c.checkTaskSlots(slots, "spark.executor.cores=6 / spark.task.cpus=1", compressed,
+          remoteReads)).getMessage
+    val at = conf("68k")
+    assert(at.numberOfPoolSegments == 16)
+    at.checkTaskSlots(6, "six", compressed = true, remoteReads = true)
+    val msg = refusal(conf("64k"), 6)
+    assert(
+      msg.startsWith("spark.sluice.network.memory=64k gives this executor's 6 task slots (spark.executor.cores=6 / " +
+        "spark.task.cpus=1) 15 network buffers of 4096 bytes (spark.sluice.memory.segmentSize=4k"), msg)
+    assert(
+      msg.contains("fewer than the 16 they need") && msg.contains("spark.sluice.network.buffersPerChannel=2") &&
+        msg.contains("spark.sluice.network.bufferRequestTimeout") && msg.contains("at least 68k"), msg)
+    // A seventh slot needs two more; without compression a starting gate takes one scratch segment
+    // less; on a local master a task holds no gate minimum and a gate no exclusive buffers.
+    assert(refusal(at, 7).contains("fewer than the 18"))
+    at.checkTaskSlots(7, "seven", compressed = false, remoteReads = false)
+    assert(at.minPoolSegments(6, compressed = false, remoteReads = true) == 15)
+    assert(at.minPoolSegments(14, compressed = true, remoteReads = false) == 16)
+    assert(refusal(at, 15, remoteReads = false).contains("fewer than the 17"))
+    // Credit-less gates, and gates past maxRequiredBuffersPerGate, take no exclusive buffers.
+    assert(conf("68k", "spark.sluice.network.creditBased" -> "false").minPoolSegments(6, true, true) == 14)
+    assert(conf("68k", "spark.sluice.network.buffersPerChannel" -> "20").minPoolSegments(6, true, true) == 14)
+    assert(conf("68k", "spark.sluice.network.buffersPerChannel" -> "16").minPoolSegments(6, true, true) == 30)
+    // With the default read memory (an eighth) the least memory named is accepted, and a segment less is not.
+    val eighth = SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "4k", "spark.sluice.network.memory" -> "64k"))
+    assert(refusal(eighth, 6).contains("at least 72k"))
+    SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "4k", "spark.sluice.network.memory" -> "72k"))
+      .checkTaskSlots(6, "six", compressed = true, remoteReads = true)
+    refusal(SluiceConf(Seq("spark.sluice.memory.segmentSize" -> "4k", "spark.sluice.network.memory" -> "68k")), 6)
+  }
+
   test("every rule between settings holds from its bound on, and names it below") {
     AtLeast.all.foreach { rule =>
       val least = rule.bound(64L << 10)

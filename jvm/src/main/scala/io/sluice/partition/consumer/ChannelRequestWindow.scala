@@ -9,9 +9,10 @@ import io.sluice.memory.{MemorySegment, NetworkBufferPool}
  * number of map outputs (Flink bounds a gate's required buffers likewise, FLINK-30473; Spark's
  * reader bounds its requests in flight). The exclusive segments come from the gate's
  * [[ExclusiveBufferReserve]]; the window waits for the executor's memory only while no channel of
- * the gate is in flight, otherwise it takes segments only when they are free right now, so a gate
- * never waits while holding buffers others wait for. A pipelined gate
- * ([[SingleInputGate.AllAtOnce]]) requests every channel at once.
+ * the gate is in flight (its first wait, [[start]], takes the gate's scratch segments too),
+ * otherwise it takes segments only when they are free right now, so a gate never waits while
+ * holding buffers others wait for. A pipelined gate ([[SingleInputGate.AllAtOnce]]) requests
+ * every channel at once.
  *
  * Requests belong to the gate's task thread; the counters are read by metrics from any thread and
  * segments are recycled from any thread.
@@ -38,8 +39,24 @@ private[consumer] final class ChannelRequestWindow(
 
   def setChannels(cs: Array[InputChannel]): Unit = channels = cs
 
+  /**
+   * The gate's first read: takes the gate's scratch segments and the first channels' exclusive
+   * ones ([[firstNeed]]) in one request, then requests the first channels (every channel of a
+   * pipelined gate). One all-or-nothing wait: two gates starting at once on a nearly full pool
+   * never each hold a part of what both need (scratch taken, waiting for exclusive buffers the
+   * other holds) until the bufferRequestTimeout. False, holding nothing, when the gate closed
+   * meanwhile.
+   */
+  def start(scratch: GateScratchBuffers, readBuffer: Boolean): Boolean = {
+    val first = idle.whileIdle(scratch.take(readBuffer, firstNeed))
+    if (first == null) return false
+    exclusive.adopt(first)
+    requestFirst()
+    true
+  }
+
   /** Requests the first channels (every channel of a pipelined gate). */
-  def requestFirst(): Unit = {
+  private def requestFirst(): Unit = {
     if (maxChannelsInFlight == SingleInputGate.AllAtOnce) {
       // Producers of a pipelined shuffle run now and wait for their readers: each subpartition
       // must be read while the others are, or its producer blocks on it while this gate waits for
@@ -55,15 +72,12 @@ private[consumer] final class ChannelRequestWindow(
    * The exclusive segments the gate's first request takes: every channel's for a pipelined gate,
    * else the first channel's (the one an empty window waits for).
    */
-  def firstNeed: Int =
+  private def firstNeed: Int =
     if (maxChannelsInFlight == SingleInputGate.AllAtOnce) {
       var need = 0L
       channels.foreach(c => need += exclusiveNeed(c))
       need.min(Int.MaxValue).toInt
     } else channels.headOption.fold(0)(exclusiveNeed)
-
-  /** Segments taken for the first request together with the gate's scratch segments. */
-  def adopt(segments: java.util.List[MemorySegment]): Unit = exclusive.adopt(segments)
 
   /** Whether a channel waits to be requested and the window has room for it. */
   def hasRoom: Boolean = nextToRequest < channels.length && inFlight < maxChannelsInFlight

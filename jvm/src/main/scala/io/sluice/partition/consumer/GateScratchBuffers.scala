@@ -62,13 +62,13 @@ private[consumer] final class GateScratchBuffers(
     readScratch.retainedSlice(0, length).clear()
   }
 
+  /** Scratch segments taken and not given back by [[close]]. */
+  def numHeld: Int = synchronized(if (closed) 0 else Seq(readScratch, decoder.decompressScratch).count(_ != null))
+
   /**
    * Drops the gate's own references to its scratch buffers: a segment goes back to the executor
    * now, or when the task releases the slice it still holds. Idempotent.
    */
-  /** Scratch segments taken and not given back by [[close]]. */
-  def numHeld: Int = synchronized(if (closed) 0 else Seq(readScratch, decoder.decompressScratch).count(_ != null))
-
   def close(): Unit = {
     val buffers = synchronized {
       val b = if (closed) Nil else Seq(readScratch, decoder.decompressScratch).filter(_ != null)

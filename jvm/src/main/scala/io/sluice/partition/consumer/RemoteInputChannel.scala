@@ -29,10 +29,11 @@ import io.sluice.partition.ResultPartitionID
  * buffer of the gate's pool for each arriving buffer and stalls the whole connection when there
  * is none (the pre-credit design of Flink 1.4, see "A Deep-Dive into Flink's Network Stack").
  *
- * Received buffers queue here until the gate's task thread takes them; sequence numbers are
- * checked. When the channel is released, every buffer goes back where it came from: exclusive
- * segments to the gate's reserve, for its next channel (also those still held by the task, when it
- * releases them), floating buffers to the gate's pool.
+ * Received buffers queue in its [[ReceivedBuffers]] (which checks a packed frame's entries against
+ * the request) until the gate's task thread takes them; sequence numbers are checked. When the
+ * channel is released, every buffer goes back where it came from: exclusive segments to the gate's
+ * reserve, for its next channel (also those still held by the task, when it releases them),
+ * floating buffers to the gate's pool.
  *
  * Thread-safety: the connection's event loop delivers buffers, ends and errors; the task thread
  * reads and releases; pools call back from recycling threads. The channel's monitor guards the
@@ -66,12 +67,9 @@ final class RemoteInputChannel(
   /** This channel's name on the wire. */
   val id: InputChannelID = InputChannelID.random()
 
-  private val received = new ReceivedBuffers
+  private val received = new ReceivedBuffers(inputs, producer, () => description)
   private var expectedSequenceNumber = 0
-
-  /** Inputs (positions in `inputs`) whose end arrived; the channel has ended when every input has. */
-  private val inputsEnded = new java.util.BitSet(inputs.size)
-  private var ended = false
+  private var ended = false // the end of every input arrived
   @volatile private var released = false
   @volatile private var client: PartitionRequestClient = _
   private val endOfPartitionMessages = new AtomicLong
@@ -198,13 +196,13 @@ final class RemoteInputChannel(
       else if (r.sequenceNumber != expectedSequenceNumber) {
         error = outOfSequence("frame", r.sequenceNumber)
       } else {
-        error = checkEntries(r)
+        error = received.checkEntries(r)
         if (error == null) {
           expectedSequenceNumber += 1
           val unread = received.numFrames
           wasEmpty = received.isEmpty
-          received.addPacked(r, inputs)
-          if (inputsEnded.cardinality() == inputs.size) ended = true
+          received.addPacked(r)
+          if (received.allInputsEnded) ended = true
           gate.numBuffersInRemote.increment()
           announce = buffers.onBufferReceived(r.backlog, unread, ended)
         }
@@ -215,27 +213,6 @@ final class RemoteInputChannel(
     if (error != null) setError(error)
     if (announce) announceCredit()
     error == null && wasEmpty && !released
-  }
-
-  /**
-   * Null when every entry of `r` names an input of the request that has not ended yet (and marks
-   * the ends as arrived), else the protocol error: a bad peer's stray, repeated or late entry must
-   * not count an input's end twice. Lock held.
-   */
-  private def checkEntries(r: PackedBufferResponse): TransportProtocolException = {
-    r.entries.foreach { e =>
-      val what = if (e.isEnd) "the end" else "data"
-      if (e.input >= inputs.size) {
-        return new TransportProtocolException(s"$producer sent $what of input ${e.input} to $description, " +
-          s"which requested ${inputs.size}")
-      }
-      if (inputsEnded.get(e.input)) {
-        return new TransportProtocolException(s"$producer sent $what of input ${e.input} " +
-          s"(${inputs(e.input).partitionId}) to $description after that input's end")
-      }
-      if (e.isEnd) inputsEnded.set(e.input)
-    }
-    null
   }
 
   /** A message numbered `number` arrived where `expectedSequenceNumber` was due. Lock held. */
@@ -255,8 +232,7 @@ final class RemoteInputChannel(
         expectedSequenceNumber += 1
         endOfPartitionMessages.incrementAndGet()
         ended = true
-        inputsEnded.set(0, inputs.size)
-        received.add(Received.end(inputs.head.index, subpartition, endsFrame = false))
+        received.addEndOfAll(subpartition)
         null
       }
     }
@@ -349,8 +325,6 @@ final class RemoteInputChannel(
    */
   def numControlMessages: Long =
     (if (client != null) 1L else 0L) + endOfPartitionMessages.get + buffers.numCreditMessages
-
-  def numUnannouncedCredit: Int = buffers.numUnannouncedCredit
 
   override def toString: String = s"RemoteInputChannel($description, id $id)"
 }

@@ -136,17 +136,10 @@ final class SingleInputGate(
     if (!started) start()
   }
 
-  /**
-   * Takes the scratch segments with the first channels' exclusive ones in one request, then
-   * requests the first channels (all of a pipelined gate).
-   */
+  /** Takes the scratch and first exclusive buffers and requests the first channels ([[ChannelRequestWindow.start]]). */
   private def start(): Unit = {
     started = true
-    if (closed) throw closedError()
-    val first = metrics.whileIdle(scratch.take(needsReadBuffer, window.firstNeed))
-    if (first == null) throw closedError()
-    window.adopt(first)
-    window.requestFirst()
+    if (closed || !window.start(scratch, needsReadBuffer)) throw closedError()
   }
 
   /** Exclusive segments of a remote channel that no longer needs them (any thread). */

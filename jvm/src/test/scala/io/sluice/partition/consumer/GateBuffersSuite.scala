@@ -163,6 +163,78 @@ class GateBuffersSuite extends AnyFunSuite with NettyLeakDetection {
       Seq(p, b).foreach(_.awaitAllBuffersBack())
     }
   }
+
+  /**
+   * `slots` reduce tasks of executor B at once, as a stage that reads one shuffle and writes
+   * another runs them: each task's gate (one remote channel to P, one local channel over B's own
+   * spilled map output, compressed) and its output partition are created before any task reads,
+   * so every slot holds its minimums when the gates start. Each task reads its gate, writing a
+   * record to its output per record read, then finishes the output and closes the gate; a task
+   * that fails keeps both until every task is done. Returns each task's records per input, or its error.
+   */
+  private def slotsAtOnce(
+      slots: Int, segments: Int, bufferRequestTimeout: String): Seq[Either[Throwable, Map[(Long, Int), Int]]] = {
+    val codec = BlockCodec.forSparkCodec("lz4", 1)
+    val p = new TestingExecutor("P", Lean, Small, numSegments = 16)
+    val b = new TestingExecutor("B", Lean + (SluiceOptions.RequestBufferTimeout.key -> bufferRequestTimeout), Small,
+      numSegments = segments)
+    withExecutors(p, b) {
+      val maps = Seq(p, b).zipWithIndex.map { case (e, i) =>
+        val part = e.blockingPartition(ResultPartitionID(45, i), slots, Some(codec), poolSize = 2)
+        for (r <- 0 until slots) TestingRecords.writeMany(part, r, 12, 1800)
+        e.finish(part)
+        (e, part)
+      }
+      val tasks = (0 until slots).map { r =>
+        val gate =
+          b.gate(s"reducer $r", maps.map { case (e, part) => GateInput(part.partitionId, r, r + 1, e.location) }.toIndexedSeq,
+            codec = Some(BlockCodec.forSparkCodec("lz4", 1)))
+        (gate, b.blockingPartition(ResultPartitionID(46, r), 1, Some(codec), poolSize = 2))
+      }
+      io.sluice.TestingThreads.eventually(what = "every slot holding its gate's and its output's minimum only")(
+        b.networkBufferPool.numberOfRequiredSegments == slots * 2)
+      val running = tasks.map { case (gate, out) =>
+        async {
+          val reader = new TestingGateReader(gate)
+          try {
+            var n = 0
+            while (reader.readOne()) { TestingRecords.write(out, 0, TestingRecords.record(46, 0, n, 1800)); n += 1 }
+            b.finish(out)
+            val read = reader.readAll()
+            reader.close()
+            Right(read)
+          } catch { case e: Throwable => reader.releaseCurrent(); Left(e) }
+        }
+      }
+      val results = running.map(await(_, 600000))
+      tasks.foreach { case (gate, out) =>
+        gate.close()
+        if (!out.isFinished) { out.release(new RuntimeException("task failed")); out.closeBufferBuilders() }
+        b.partitionManager.releasePartition(out.partitionId, null)
+      }
+      maps.foreach { case (e, part) => e.partitionManager.releasePartition(part.partitionId, null) }
+      Seq(p, b).foreach(_.assertNoCreditViolations())
+      Seq(p, b).foreach(_.awaitAllBuffersBack())
+      results
+    }
+  }
+
+  test("at the least network memory an executor accepts, every task slot's gate started at once makes progress") {
+    val slots = 3
+    val least = SluiceConf(TestingExecutor.DefaultSettings ++ Lean).minPoolSegments(slots, compressed = true, remoteReads = true)
+    val exclusive = SluiceConf(TestingExecutor.DefaultSettings).get(SluiceOptions.BuffersPerChannel)
+    assert(least == slots * 2 + 2 + exclusive,
+      "per slot a gate's floating and an output's minimum; a start's scratch and exclusive")
+    slotsAtOnce(slots, least.toInt, "60s").zipWithIndex.foreach { case (result, r) =>
+      assert(result == Right(Map((0L, r) -> 12, (1L, r) -> 12)), s"reducer $r read every record once")
+    }
+    // One segment less and no gate can start: each waits for what the others' minimums hold.
+    slotsAtOnce(slots, least.toInt - 1, "2s").foreach {
+      case Left(e: java.util.concurrent.TimeoutException) =>
+        assert(e.getMessage.contains("spark.sluice.network.bufferRequestTimeout"), e.getMessage)
+      case other => fail(s"a gate started below the least network memory: $other")
+    }
+  }
 }
 
 object GateBuffersSuite {

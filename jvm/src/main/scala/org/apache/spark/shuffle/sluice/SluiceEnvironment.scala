@@ -108,9 +108,50 @@ private[sluice] object SluiceEnvironment extends Logging {
   private def cipherTransformation(conf: SparkConf): String =
     conf.get(PartitionedFileCipher.TransformationKey, PartitionedFileCipher.Transformation)
 
+  /**
+   * How many tasks this executor runs at once, and where that comes from: its cores over
+   * spark.task.cpus. The cores are a local master's threads (`local[N]`), else
+   * spark.executor.cores, else a `local-cluster[n,cores,mem]` master's, else Spark's default: 1
+   * on YARN and Kubernetes, every core of the machine elsewhere (a standalone worker's executor).
+   */
+  def taskSlots(conf: SparkConf): (Int, String) = {
+    val master = conf.get("spark.master", "")
+    val machine = Runtime.getRuntime.availableProcessors()
+    val (cores, from) = master match {
+      case LocalMaster(threads) =>
+        (if (threads == null) 1 else if (threads == "*") machine else threads.toInt, s"spark.master=$master")
+      case _ if conf.contains(ExecutorCoresKey) =>
+        (conf.getInt(ExecutorCoresKey, 1), s"$ExecutorCoresKey=${conf.get(ExecutorCoresKey)}")
+      case LocalClusterMaster(c) => (c.toInt, s"spark.master=$master")
+      case m if m == "yarn" || m.startsWith("k8s://") => (1, s"$ExecutorCoresKey's default")
+      case _ => (machine, s"the executor's $machine cores")
+    }
+    val cpus = conf.getInt(TaskCpusKey, 1)
+    (math.max(1, cores / math.max(1, cpus)), s"$from / $TaskCpusKey=$cpus")
+  }
+
+  private val ExecutorCoresKey = "spark.executor.cores"
+  private val TaskCpusKey = "spark.task.cpus"
+  private val LocalMaster = """local(?:\[\s*(\*|\d+)\s*(?:,\s*\d+\s*)?\])?""".r
+  private val LocalClusterMaster = """local-cluster\[\s*\d+\s*,\s*(\d+)\s*,\s*\d+\s*\]""".r
+
+  /**
+   * Refuses, before anything starts, network memory too small for the executor's task slots to
+   * make progress ([[SluiceConf.checkTaskSlots]]). A local master's gates read no remote channels.
+   */
+  def checkNetworkMemory(conf: SparkConf, sluice: SluiceConf): Unit = {
+    val (slots, from) = taskSlots(conf)
+    val local = conf.get("spark.master", "") match {
+      case LocalMaster(_) => true
+      case _ => false
+    }
+    sluice.checkTaskSlots(slots, from, compressed = conf.getBoolean("spark.shuffle.compress", true), remoteReads = !local)
+  }
+
   private def create(conf: SparkConf): ShuffleEnvironment = {
     val startNanos = System.nanoTime()
     val sluice = engineConf(conf)
+    checkNetworkMemory(conf, sluice)
     val host = SparkInternals.blockManagerId.host
     val cores = conf.getInt("spark.executor.cores", Runtime.getRuntime.availableProcessors())
     val auth = if (SparkInternals.isAuthenticationEnabled) Some((SparkInternals.secretKeyHolder, conf.getAppId)) else None

@@ -1,8 +1,10 @@
 package org.apache.spark.shuffle.sluice
 
-import io.sluice.metrics.{BatchDiagnosis, ExecutorEntry}
+import scala.collection.mutable
+
+import io.sluice.metrics.{BatchDiagnosis, ExecutorEntry, TaskEntry}
 import org.apache.spark.scheduler.SparkListenerEvent
-import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, StageView}
+import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SparkTaskFigures, StageView}
 
 /**
  * Sluice's own listener events: what the Sluice tab shows, posted on the driver's listener bus so
@@ -184,14 +186,19 @@ object SparkListenerSluiceApplicationSummary {
 
   /** The summary of every stage `m` holds metrics of, at `timestampMs`. */
   def of(m: SluiceDriverMetrics, timestampMs: Long): SparkListenerSluiceApplicationSummary = {
+    // Each stage's tasks, Sluice's and Spark's, are read once: a stage is also its children's parent.
+    val sluiceTasks = mutable.HashMap.empty[Int, Seq[TaskEntry]]
+    val sparkTasks = mutable.HashMap.empty[Int, Seq[SparkTaskFigures]]
+    def sluiceOf(id: Int) = sluiceTasks.getOrElseUpdate(id, m.store.tasksOf(id))
+    def sparkOf(id: Int) = sparkTasks.getOrElseUpdate(id, m.stages.tasksOf(id))
     val sparkShuffled =
-      if (m.blockingThroughSluice) m.stages.stageIdsWithTasks.filter(id => m.stages.tasksOf(id).exists(_.shuffled))
+      if (m.blockingThroughSluice) m.stages.stageIdsWithTasks.filter(id => sparkOf(id).exists(_.shuffled))
       else Nil
     val ids = (m.store.stageIds ++ sparkShuffled).distinct.sorted
-    val views = ids.map(m.stageView)
+    val views = ids.map(m.stageView(_, sluiceOf, sparkOf))
     // (all, remote) bytes read: Spark's figures when it has the stage's finished tasks, else Sluice's.
     val bytes = views.map { v =>
-      val spark = m.stages.tasksOf(v.stageId)
+      val spark = sparkOf(v.stageId)
       if (spark.exists(_.shuffled)) (spark.map(_.shuffleBytesRead).sum, spark.map(_.shuffleRemoteBytesRead).sum)
       else (v.numBytesInLocal + v.numBytesInRemote, v.numBytesInRemote)
     }
@@ -200,7 +207,7 @@ object SparkListenerSluiceApplicationSummary {
       stages = ids.size,
       bytesShuffled = bytes.map(_._1).sum,
       bytesRemote = bytes.map(_._2).sum,
-      fetchWaitMs = ids.flatMap(m.stages.tasksOf).map(_.fetchWaitMs).sum,
+      fetchWaitMs = ids.flatMap(sparkOf).map(_.fetchWaitMs).sum,
       bufferWaitMs = views.flatMap(_.tasks).map(_.snapshot.bufferWaitMs).sum,
       slowestStageId = slowest.fold(-1)(_._1.stageId),
       slowestStageName = slowest.fold("")(_._1.name),

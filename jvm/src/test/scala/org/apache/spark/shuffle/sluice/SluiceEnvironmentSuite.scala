@@ -20,6 +20,35 @@ class SluiceEnvironmentSuite extends AnyFunSuite with NettyLeakDetection {
     assert(SluiceEnvironment.StreamingChecksumKey == "spark.shuffle.streaming.checksum.enabled")
   }
 
+  test("task slots: a local master's threads, else spark.executor.cores, else the master's or Spark's default, per task's cpus") {
+    def slots(settings: (String, String)*): Int = SluiceEnvironment.taskSlots(new SparkConf(false).setAll(settings))._1
+    val machine = Runtime.getRuntime.availableProcessors()
+    assert(slots("spark.master" -> "local") == 1)
+    assert(slots("spark.master" -> "local[3]") == 3)
+    assert(slots("spark.master" -> "local[4, 2]", "spark.executor.cores" -> "8") == 4, "a local master ignores executor cores")
+    assert(slots("spark.master" -> "local[*]") == machine)
+    assert(slots("spark.master" -> "local-cluster[2,3,1024]") == 3)
+    assert(slots("spark.master" -> "local-cluster[2,3,1024]", "spark.executor.cores" -> "2") == 2)
+    assert(slots("spark.master" -> "yarn") == 1, "Spark's default on YARN")
+    assert(slots("spark.master" -> "k8s://https://k:443", "spark.executor.cores" -> "8", "spark.task.cpus" -> "2") == 4)
+    assert(slots("spark.master" -> "spark://h:7077") == machine, "a standalone executor takes its worker's cores")
+    assert(slots("spark.master" -> "local[2]", "spark.task.cpus" -> "4") == 1, "at least one")
+  }
+
+  test("an executor refuses network memory its task slots cannot make progress in, naming where the slots came from") {
+    def check(master: String): Unit = {
+      val conf = new SparkConf(false).setAll(Seq("spark.master" -> master, SluiceOptions.SegmentSize.key -> "4k",
+          SluiceOptions.NetworkMemory.key -> "64k"))
+      SluiceEnvironment.checkNetworkMemory(conf, SluiceEnvironment.engineConf(conf))
+    }
+    // 16 segments, 2 of them the server's: 6 slots reading remote outputs need 6 x 2 + 2 + 2.
+    val msg = intercept[IllegalArgumentException](check("local-cluster[2,6,1024]")).getMessage
+    assert(msg.contains("6 task slots (spark.master=local-cluster[2,6,1024] / spark.task.cpus=1) 14 network buffers") &&
+        msg.contains("at least 72k"), msg)
+    check("local-cluster[2,4,1024]")
+    check("local[6]") // a local master's gates read no remote channel: 6 x 1 + 2
+  }
+
   test("the heartbeat timeout follows spark.network.timeout unless Sluice's own option is set") {
     assert(heartbeat() == 120000L, "Spark's default spark.network.timeout")
     assert(heartbeat("spark.network.timeout" -> "30s") == 30000L)

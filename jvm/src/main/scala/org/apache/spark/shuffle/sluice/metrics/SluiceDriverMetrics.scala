@@ -134,30 +134,37 @@ private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf, val blocki
   /** Every stage Sluice has metrics of or Spark reports as running, newest first. */
   def stageIds: Seq[Int] = (store.stageIds ++ stages.activeStageIds).distinct.sorted.reverse
 
-  def stageView(stageId: Int): StageView = {
+  def stageView(stageId: Int): StageView = stageView(stageId, store.tasksOf, stages.tasksOf)
+
+  /**
+   * As [[stageView]], reading Sluice's tasks of a stage (its own, and its parents') through
+   * `sluiceTasks` and Spark's through `sparkTasks`: a caller viewing many stages passes memoised
+   * readers, so each stage's tasks are read once whether it is viewed or a parent of one viewed.
+   */
+  def stageView(stageId: Int, sluiceTasks: Int => Seq[TaskEntry], sparkTasks: Int => Seq[SparkTaskFigures]): StageView = {
     val meta = stages.stage(stageId)
-    val tasks = store.tasksOf(stageId)
-    val upstream = meta.map(_.parentIds).getOrElse(Nil).flatMap(store.tasksOf).map(_.snapshot)
+    val tasks = sluiceTasks(stageId)
+    val upstream = meta.map(_.parentIds).getOrElse(Nil).flatMap(sluiceTasks).map(_.snapshot)
     val timeout = conf.get(SluiceOptions.BufferTimeout)
     val sample = tracker.latest(stageId)
     val sampledBlocked = sample.exists(s => BackPressureLevel.of(s.ratio) == BackPressureLevel.High)
     val diagnosis = NetworkDiagnosis.diagnose(tasks.map(_.snapshot), upstream, timeout, conf.segmentSize, sampledBlocked)
     val pipelined = (tasks.map(_.snapshot) ++ upstream).exists(_.outputType == ResultPartitionType.Pipelined.name)
-    val batch = if (pipelined || tasks.isEmpty) None else Some(batchDiagnosis(stageId, tasks))
+    val batch = if (pipelined || tasks.isEmpty) None else Some(batchDiagnosis(sparkTasks(stageId), tasks))
     StageView(stageId, meta, tasks, sample, tracker.isInFlight(stageId), diagnosis, batch)
   }
 
   /** Spark's metrics of the stage's successful tasks joined with their waits Sluice measured. */
-  private def batchDiagnosis(stageId: Int, tasks: Seq[TaskEntry]): BatchDiagnosis.Result = {
+  private def batchDiagnosis(spark: Seq[SparkTaskFigures], tasks: Seq[TaskEntry]): BatchDiagnosis.Result = {
     val sluice = tasks.iterator.map(e => e.key.taskAttemptId -> e.snapshot).toMap
-    BatchDiagnosis.diagnose(stages.tasksOf(stageId).map { t =>
+    BatchDiagnosis.diagnose(spark.map { t =>
       val s = sluice.get(t.taskAttemptId)
       BatchDiagnosis.Task(t.partitionId, t.executorId, t.executorRunTimeMs, t.fetchWaitMs, t.shuffleBytesRead,
         t.shuffleRecordsRead, t.spillBytes, s.fold(0L)(_.bufferWaitMs), s.fold(Map.empty[String, Long])(_.inputWaitByProducerMs))
     })
   }
 
-  def stageViews: Seq[StageView] = stageIds.map(stageView)
+  def stageViews: Seq[StageView] = stageIds.map(stageView(_))
 
   def isRunning(stageId: Int): Boolean =
     stages.stage(stageId).exists(_.isActive) || store.tasksOf(stageId).exists(_.snapshot.running)
@@ -185,7 +192,7 @@ private[sluice] final class SluiceDriverMetrics(val conf: SluiceConf, val blocki
       catch { case NonFatal(_) => () }
     }
     tracker.expire()
-    ids.map(stageView)
+    ids.map(stageView(_))
   }
 
   /** How long a backpressure request may take: the sampling plus the executors' round trips. */
