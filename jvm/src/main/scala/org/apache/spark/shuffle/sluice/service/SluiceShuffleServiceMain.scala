@@ -8,6 +8,7 @@ import java.util.concurrent.CountDownLatch
 import scala.jdk.CollectionConverters._
 
 import io.sluice.config.SluiceOptions
+import org.apache.spark.shuffle.sluice.ClassPreloader
 
 /**
  * The Sluice shuffle service as a daemon, one per host (standalone clusters, Kubernetes'
@@ -21,7 +22,8 @@ import io.sluice.config.SluiceOptions
  * SPARK_LOCAL_IP, else every address), prints one line `Sluice shuffle service listening on
  * HOST:PORT` when it serves, and runs until it is stopped (SIGTERM, SIGINT); applications' files
  * stay on disk then, for a restarted service or the platform to clean up. Applications whose
- * driver it stops hearing from are removed after spark.sluice.service.applicationTimeout.
+ * driver it stops hearing from are removed after spark.sluice.service.applicationTimeout. Once it
+ * listens, a [[ClassPreloader]] loads the classes of its serving path on a daemon thread.
  */
 object SluiceShuffleServiceMain {
 
@@ -54,8 +56,11 @@ object SluiceShuffleServiceMain {
           sys.exit(2)
       }
     val port = service.start()
+    val preloader = ClassPreloader.forNodeService()
+    preloader.start()
     val stopped = new CountDownLatch(1)
     Runtime.getRuntime.addShutdownHook(new Thread(() => {
+        preloader.stop(ClassPreloader.StopTimeoutMs)
         service.stop(deleteFiles = false)
         stopped.countDown()
       }, "sluice-service-stop"))
