@@ -78,10 +78,11 @@ final class NettyConnectionManager(
 
   /**
    * Starts opening the connection to the Sluice server at (host, port) without waiting (not to this
-   * manager's own server), see [[PartitionRequestClientFactory.prepareConnection]].
+   * manager's own server), see [[PartitionRequestClientFactory.prepareConnection]]; `node`: a node
+   * shuffle service's.
    */
-  def prepareConnection(host: String, port: Int): Boolean =
-    !isOwnServer(host, port) && clientFactory.prepareConnection(host, port)
+  def prepareConnection(host: String, port: Int, node: Boolean = false): Boolean =
+    !isOwnServer(host, port) && clientFactory.prepareConnection(host, port, node)
 
   /**
    * Starts opening the connection to the Sluice server at (host, port) for a reader that will need

@@ -26,8 +26,8 @@ import org.apache.spark.network.util.TransportConf
  * gate and reused across shuffles. Concurrent first requests for the same server share one
  * connection attempt; a connection that closes is forgotten, and the next request opens a new one.
  * A connection can also be prepared before any reader needs it ([[prepareConnection]]: the Spark
- * boundary does so for the peers the driver names), so an application's first reduce tasks do not
- * wait for the connection and its upgrade.
+ * boundary does so for the servers the driver names: peers' or node shuffle services), so an
+ * application's first reduce tasks do not wait for the connection and its upgrade.
  *
  * Connection attempts run on the factory's own connector threads, never on the task thread that
  * asked: Spark interrupts task threads (speculative losers, cancelled jobs), and an interrupt that
@@ -134,11 +134,11 @@ final class PartitionRequestClientFactory(
    * first reader of that server finds it open (or its attempt under way, which it then shares). Does
    * nothing when a connection to it is held or being opened, when
    * [[PartitionRequestClientFactory.MaxPreparedConnections]] are held, or when the factory is not
-   * running. A failed attempt is forgotten: the next reader tries again. Returns whether an attempt
-   * was started.
+   * running. A failed attempt is forgotten: the next reader tries again. `node`: the server is a
+   * node shuffle service. Returns whether an attempt was started.
    */
-  def prepareConnection(host: String, port: Int): Boolean =
-    connections.size < PartitionRequestClientFactory.MaxPreparedConnections && connectAhead(host, port)
+  def prepareConnection(host: String, port: Int, node: Boolean = false): Boolean =
+    connections.size < PartitionRequestClientFactory.MaxPreparedConnections && connectAhead(host, port, node)
 
   /**
    * Starts opening the connection to (host, port) on a connector thread for a reader that will need

@@ -38,18 +38,28 @@ final class ShuffleServiceClient(
    * Registers the application (its key with spark.authenticate) and then executor `executorId`'s
    * `dirs` with the service at host:port; returns how long the service lets the application stay
    * silent (ms, 0: forever). An IOException naming the service and what it said on any failure.
+   * Without spark.authenticate both go on one connection (an executor registers as it starts).
    */
   def registerExecutor(host: String, port: Int, executorId: String, dirs: Seq[String]): Long = {
     val key = secret.map(k => ApplicationKey.derive(k.getSecretKey(appId)))
+    val executor = RegisterExecutor(appId, executorId, dirs)
     val once = plain.createUnmanagedClient(host, port)
-    try ask(once, host, port, RegisterApplication(appId, key))
-    catch {
-      case e: IOException =>
-        throw new IOException(s"The Sluice shuffle service at $host:$port (${ServiceOptions.ServicePort.key}) refused " +
-            s"application $appId: ${e.getMessage}", e)
-    } finally once.close()
-    val timeout = send(host, port, RegisterExecutor(appId, executorId, dirs))
-    timeout.toLongOption.getOrElse(0L)
+    val timeout =
+      try {
+        try ask(once, host, port, RegisterApplication(appId, key))
+        catch {
+          case e: IOException =>
+            throw new IOException(s"The Sluice shuffle service at $host:$port (${ServiceOptions.ServicePort.key}) " +
+                s"refused application $appId: ${e.getMessage}", e)
+        }
+        if (secret.isDefined) None
+        else {
+          try Some(ask(once, host, port, executor))
+          catch { case e: IOException => throw failure(host, port, s"failed RegisterExecutor of application $appId", e) }
+        }
+      } finally once.close()
+    // With spark.authenticate, on a connection authenticated with the key just registered.
+    timeout.getOrElse(send(host, port, executor)).toLongOption.getOrElse(0L)
   }
 
   /** Tells the service the application is alive; how long it may stay silent (ms, 0: forever). */

@@ -5,7 +5,7 @@ import java.nio.file.Files
 
 import scala.jdk.CollectionConverters._
 
-import io.sluice.{ShuffleEnvironment, TestingShuffleEnvironment, TransportSettings}
+import io.sluice.{ShuffleEnvironment, TestingShuffleEnvironment, TestingThreads, TransportSettings}
 import io.sluice.config.SluiceConf
 import io.sluice.netty.TestingSecretKeyHolder
 import io.sluice.partition.ResultPartitionID
@@ -138,6 +138,29 @@ class ShuffleServiceSuite extends AnyFunSuite {
             node.dirsOf("app-c", "1").map(_.getPath)))
         assert(e.getMessage.contains("spark.authenticate"), e.getMessage)
       } finally open.close()
+    } finally node.close()
+  }
+
+  test("with spark.authenticate, a connection prepared to a node service authenticates with the application's key") {
+    val node = new TestingNodeService(authenticate = true)
+    try {
+      val secret = Some(new TestingSecretKeyHolder("secret-of-a"))
+      writeMapOutput(node.executor("app-a", "1", secret), 0, 5L, 2)
+      val reader = node.executor("app-a", "2", secret)
+      val factory = reader.connectionManager.clientFactory
+      // As a peer executor's server (the secret itself): the service refuses it, and nothing is held.
+      assert(reader.connectionManager.prepareConnection("127.0.0.1", node.port))
+      TestingThreads.eventually(timeoutMs = 60000L, what = "the refused attempt forgotten") {
+        factory.connection("127.0.0.1", node.port).isEmpty && reader.connectionManager.prepareConnection("127.0.0.1",
+          node.port, node = true)
+      }
+      // As a node service (the application's key): it opens, and the first reader reads over it.
+      TestingThreads.eventually(timeoutMs = 60000L, what = "the prepared connection to the service open") {
+        factory.connection("127.0.0.1", node.port).exists(_.isActive)
+      }
+      val prepared = factory.connection("127.0.0.1", node.port).get
+      assert(read(reader, inputs(node, "1", Seq(5L), 0)) == expected(Seq(5L), 0))
+      assert(factory.connection("127.0.0.1", node.port).contains(prepared), "the reader used the prepared connection")
     } finally node.close()
   }
 

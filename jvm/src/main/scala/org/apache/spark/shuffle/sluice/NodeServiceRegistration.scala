@@ -77,6 +77,7 @@ private[sluice] object NodeServiceRegistration extends Logging {
     if (!conf.get(ServiceOptions.ServiceEnabled)) return Outcome(blockManagerDirs, None)
     val service = serviceAddress(conf, executorHost)
     val dirs = dirsFor(roots, appId, executorId)
+    val startNanos = System.nanoTime()
     try {
       dirs.foreach { d =>
         if (!d.isDirectory && !d.mkdirs() && !d.isDirectory) throw new java.io.IOException(s"cannot create $d")
@@ -87,7 +88,7 @@ private[sluice] object NodeServiceRegistration extends Logging {
       finally client.close()
       announce(service)
       logInfo(s"Executor $executorId registered ${dirs.mkString(", ")} with the Sluice shuffle service at " +
-        s"${service.host}:${service.port}, which serves its map outputs")
+        s"${service.host}:${service.port}, which serves its map outputs (in ${(System.nanoTime() - startNanos) / 1000000L}ms)")
       Outcome(dirs, Some(service))
     } catch {
       case NonFatal(e) if conf.get(ServiceOptions.ServiceFallbackToExecutor) =>

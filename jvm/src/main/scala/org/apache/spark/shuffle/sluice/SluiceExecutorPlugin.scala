@@ -32,8 +32,9 @@ import org.apache.spark.internal.Logging
  * just finished reaches the driver before its application can end):
  * the executor's Sluice metrics (also published in Spark's metrics system as the source `sluice`,
  * [[SluiceMetricsSource]]), its Sluice server and the node shuffle service that serves its map
- * outputs, if any (for the Sluice tab); the replies name the peers' servers, to which it
- * opens connections ahead of its first reader, and the stages whose tasks the backpressure monitor
+ * outputs, if any (for the Sluice tab); the replies name the servers its readers will read from
+ * (peers' servers, or the node services that serve their outputs), to which it opens connections
+ * ahead of its first reader, and the stages whose tasks the backpressure monitor
  * samples, on a second daemon thread, each run bounded in time.
  *
  * Task threads only touch a map of which thread runs which task (onTaskStart: TaskContext.get on
@@ -83,8 +84,8 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     sampler = new ThreadPoolExecutor(1, 1, 0L, TimeUnit.MILLISECONDS, new LinkedBlockingQueue[Runnable](),
       daemon(s"sluice-backpressure-sampler-${context.executorID()}"))
     startEnvironment(context)
-    // The first report goes out at once: it announces this executor's server to the driver, whose
-    // replies name the peers' servers, to which the executor connects ahead of its first reader.
+    // The first report goes out at once: it announces this executor's server (and node service) to
+    // the driver, whose replies name the servers to read from, to which it connects ahead of its first reader.
     intervalMs = conf.get(SluiceOptions.MetricsInterval)
     reporter.scheduleWithFixedDelay(() => report(), 0L, intervalMs, TimeUnit.MILLISECONDS)
     logInfo(s"Sluice's executor plugin reports network metrics every ${intervalMs}ms")
@@ -156,9 +157,9 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       val server = env.map(e => SluiceMessages.SluiceServer(c.executorID(), e.connectionManager.host, e.serverPort))
       c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples, server, env.flatMap(_.nodeService)))) match {
         case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
-            case SluiceMessages.ReportReply(requests, peers) =>
+            case SluiceMessages.ReportReply(requests, servers) =>
               requests.foreach(startSampling)
-              env.foreach(e => peers.foreach(p => e.connectionManager.prepareConnection(p.host, p.port)))
+              env.foreach(e => servers.foreach(s => e.connectionManager.prepareConnection(s.host, s.port, s.node)))
             case _ => ()
           }
         case _ => ()
@@ -202,7 +203,7 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     taskThreads.asScala.iterator.collect { case (t, k) if k.stageId == stageId => k -> t }.toMap
 
   override def shutdown(): Unit = {
-    preloader.foreach(_.stop(SluiceExecutorPlugin.PreloadStopTimeoutMs))
+    preloader.foreach(_.stop(ClassPreloader.StopTimeoutMs))
     if (reporter != null) reporter.shutdownNow()
     if (sampler != null) sampler.shutdownNow()
     try published.foreach(_.remove())
@@ -225,9 +226,6 @@ private[sluice] object SluiceExecutorPlugin {
 
   /** Time a sampling run may take beyond numSamples x delay. */
   val SamplingSlackMs = 2000L
-
-  /** How long shutdown waits for the class preload thread to end (it ends after the class it is loading). */
-  val PreloadStopTimeoutMs = 1000L
 
   /** Whether `conf` makes one of Sluice's managers the shuffle manager (regular or pipelined). */
   def usesSluice(conf: org.apache.spark.SparkConf): Boolean =

@@ -33,7 +33,8 @@ class SluicePlugin extends SparkPlugin {
  * the application-wide values of the reports under Flink's names in the driver's metrics system
  * (source `sluice`, once Spark knows the application id; executors publish theirs in their own
  * JVMs); in local mode the driver JVM runs the executor, whose plugin takes the metric names, so
- * the driver registers none. Its replies name each executor its peers' Sluice servers
+ * the driver registers none. Its replies name each executor the servers its readers will read
+ * from: its peers' Sluice servers, or the node shuffle services that serve their map outputs
  * ([[PeerServers]]). Nothing here may fail the application: errors are logged.
  */
 private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging {
@@ -42,7 +43,7 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
   @volatile private var publisher: SluiceEventPublisher = _
   private val registry = new MetricRegistry
   @volatile private var published: Option[SparkInternals.RegisteredSource] = None
-  private val peers = new PeerServers
+  @volatile private var peers = new PeerServers
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     try {
@@ -51,6 +52,8 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
         catch {
           case NonFatal(e) => logWarning(s"Sluice's plugin uses default settings: ${e.getMessage}"); SluiceConf.defaults
         }
+      peers = new PeerServers(pipelined =
+        sc.getConf.getOption("spark.shuffle.manager.incremental").contains(classOf[SluicePipelinedShuffleManager].getName))
       val m = new SluiceDriverMetrics(conf,
         blockingThroughSluice = sc.getConf.get("spark.shuffle.manager", "") == classOf[SluiceShuffleManager].getName)
       sc.addSparkListener(m.stages)
@@ -90,7 +93,8 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
         case r: SluiceMessages.Report if metrics != null =>
           val m = metrics
           val reply =
-            try m.onReport(r).copy(peers = peers.announce(r.server, r.snapshot.executorId, m.liveExecutors))
+            try m.onReport(r).copy(servers = peers.announce(r.server, r.nodeService, r.snapshot.executorId,
+                m.liveExecutors))
             catch {
               case NonFatal(e) => logWarning("Could not answer Sluice's executor report", e); SluiceMessages.ReportReply(Nil)
             }

@@ -37,6 +37,38 @@ class ClassPreloaderSuite extends AnyFunSuite {
     assert(names.forall(n => !n.endsWith(".class") && !n.contains('/')), names.take(5))
   }
 
+  test("an executor's preload leaves out the node service's classes; a node service's is its serving path") {
+    val executor = ClassPreloader.classesOf(classOf[ClassPreloader], p => !ClassPreloader.NotInExecutors.contains(p)).toSet
+    assert(executor.contains("io.sluice.partition.SortMergeResultPartition"))
+    assert(!executor.exists(_.startsWith("io.sluice.service.")), "the service's engine: no executor serves")
+    assert(!executor.contains("org.apache.spark.shuffle.sluice.service.SluiceYarnShuffleService"))
+    val serving = ClassPreloader.servingClasses.toSet
+    val expected = Seq("io.sluice.service.ApplicationRegistry", "io.sluice.netty.PartitionRequestQueue",
+      "io.sluice.netty.PackedBufferResponse", "io.sluice.partition.PartitionedFileReader",
+      "io.sluice.partition.PartitionReadScheduler", "io.sluice.memory.NetworkBufferPool",
+      "org.apache.spark.network.server.TransportRequestHandler", "org.apache.spark.network.crypto.AuthRpcHandler")
+    assert(expected.forall(serving.contains), expected.filterNot(serving.contains))
+    val notServing = Seq("io.sluice.partition.consumer.SingleInputGate", "io.sluice.writer.RecordWriter",
+      classOf[SluiceShuffleWriter[_, _]].getName, "org.apache.spark.network.shuffledb.DBBackend")
+    assert(!notServing.exists(serving.contains), notServing.filter(serving.contains))
+    assert(!serving.exists(_.startsWith("org.sparkproject.")), "Spark's shaded Guava is no serving class")
+  }
+
+  test("a node service's preload loads its serving classes; a missing class or code source fails nothing") {
+    val loader = new IsolatedLoader
+    val hot = "io.sluice.netty.PartitionRequestQueue"
+    assert(!loader.isLoaded(hot))
+    val unreadable = ClassPreloader.classesOf(classOf[String], _ => true) // the JDK's: no code source to list
+    val names = () => ClassPreloader.servingClasses ++ unreadable ++ Iterator("io.sluice.NoSuchClass")
+    val p = new ClassPreloader(loader, names, "sluice-class-preload-service-test")
+    p.start()
+    TestingThreads.eventually(timeoutMs = 120000L, what = "the preload thread's end")(!p.isAlive)
+    val expected = ClassPreloader.servingClasses.size
+    assert(p.failed == 1 && p.loaded == expected, s"loaded ${p.loaded} of $expected, ${p.failed} failed")
+    assert(loader.isLoaded(hot) && loader.isLoaded("io.sluice.service.ApplicationRegistry"))
+    loader.close()
+  }
+
   test("loads every class through the given loader on a daemon thread that then ends, initialising none") {
     val loader = new IsolatedLoader
     // By name: linking to it here would initialise the test loader's own copy.

@@ -43,9 +43,11 @@ final class SimulatedCluster private (val executors: IndexedSeq[SimulatedExecuto
     val directory = new PeerServers(maxPeers)
     val live = executors.map(_.id).toSet
     def server(e: SimulatedExecutor) = SluiceServer(e.id, e.location.host, e.location.port)
-    executors.foreach(e => directory.announce(Some(server(e)), e.id, live))
-    val named = executors.map(e => e -> directory.announce(Some(server(e)), e.id, live))
-    named.map { case (e, peers) => e.run(peers.foreach(p => e.env.connectionManager.prepareConnection(p.host, p.port))) }
+    executors.foreach(e => directory.announce(Some(server(e)), None, e.id, live))
+    val named = executors.map(e => e -> directory.announce(Some(server(e)), None, e.id, live))
+    named.map { case (e, peers) =>
+      e.run(peers.foreach(p => e.env.connectionManager.prepareConnection(p.host, p.port, p.node)))
+    }
       .foreach(_.get(timeoutMs, TimeUnit.MILLISECONDS))
     val wanted = named.flatMap { case (e, peers) => peers.take(SimulatedCluster.preparedBound).map(p => (e, p)) }
     val deadline = System.nanoTime() + timeoutMs * 1000000L

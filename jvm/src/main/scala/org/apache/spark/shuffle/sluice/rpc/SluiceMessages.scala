@@ -22,8 +22,15 @@ private[sluice] object SluiceMessages {
       nodeService: Option[NodeServiceAddress] = None)
 
   /**
-   * The driver's answer: stages whose running tasks the executor should sample now, and the Sluice
-   * servers of other live executors, to which it may connect before its first reader needs them.
+   * A server an executor's readers will read map outputs from: another executor's Sluice server,
+   * or (`node`) a node shuffle service that serves other executors' outputs.
    */
-  final case class ReportReply(requests: Seq[SampleRequest], peers: Seq[SluiceServer] = Nil)
+  final case class ReadServer(host: String, port: Int, node: Boolean = false)
+
+  /**
+   * The driver's answer: stages whose running tasks the executor should sample now, and the servers
+   * its readers will read from (see [[PeerServers]]), to which it may connect before its first
+   * reader needs them.
+   */
+  final case class ReportReply(requests: Seq[SampleRequest], servers: Seq[ReadServer] = Nil)
 }

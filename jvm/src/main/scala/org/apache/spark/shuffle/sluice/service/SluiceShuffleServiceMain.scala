@@ -9,6 +9,7 @@ import scala.jdk.CollectionConverters._
 
 import io.sluice.config.SluiceOptions
 import io.sluice.service.ShuffleService
+import org.apache.spark.shuffle.sluice.ClassPreloader
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
 
 /**
@@ -24,7 +25,8 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
  * HOST:PORT` when it serves, and runs until it is stopped (SIGTERM, SIGINT); applications' files
  * stay on disk then, for a restarted service or the platform to clean up. Applications whose
  * driver it stops hearing from are removed after spark.sluice.service.applicationTimeout. Its
- * metrics go to the sinks spark.metrics.conf configures for instance `shuffleService`.
+ * metrics go to the sinks spark.metrics.conf configures for instance `shuffleService`. Once it
+ * listens, a [[ClassPreloader]] loads the classes of its serving path on a daemon thread.
  */
 object SluiceShuffleServiceMain {
 
@@ -68,7 +70,7 @@ object SluiceShuffleServiceMain {
 
   /**
    * The service `props` configure, bound to `host` and serving, with its metrics system started
-   * ([[DaemonMetricsSource]]); fails naming the setting that is wrong.
+   * ([[DaemonMetricsSource]]) and its serving classes loading; fails naming the setting that is wrong.
    */
   def serve(props: Map[String, String], host: String): Daemon = {
     val service = ServiceConfiguration.service(props, host)
@@ -76,17 +78,20 @@ object SluiceShuffleServiceMain {
     val metrics =
       try DaemonMetricsSource.start(service, props)
       catch { case e: Throwable => service.stop(deleteFiles = false); throw e }
-    new Daemon(service, port, metrics)
+    val preloader = ClassPreloader.forNodeService()
+    preloader.start()
+    new Daemon(service, port, metrics, preloader)
   }
 
-  /** A serving daemon: its service, its port and its metrics system. */
+  /** A serving daemon: its service, its port, its metrics system and its class preloader. */
   final class Daemon private[SluiceShuffleServiceMain] (val service: ShuffleService, val port: Int,
-      metrics: SparkInternals.OwnMetricsSystem) {
+      metrics: SparkInternals.OwnMetricsSystem, preloader: ClassPreloader) {
 
-    /** Stops the metrics system, then the service; the applications' files stay. Idempotent. */
+    /** Stops the preloader, the metrics system, then the service; the applications' files stay. Idempotent. */
     def stop(): Unit = synchronized {
       if (!stopped) {
         stopped = true
+        preloader.stop(ClassPreloader.StopTimeoutMs)
         try metrics.stop()
         finally service.stop(deleteFiles = false)
       }

@@ -14,6 +14,7 @@ import org.apache.hadoop.yarn.server.api.{
   ContainerTerminationContext
 }
 import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.sluice.ClassPreloader
 
 /**
  * The Sluice shuffle service inside a YARN NodeManager, as an auxiliary service (Spark's
@@ -31,13 +32,15 @@ import org.apache.spark.internal.Logging
  * NodeManager's recovery on, registrations survive its restarts. Spark hands an application's
  * secret only to its own shuffle service, so this one learns an application's key from the
  * application's first executor (see ApplicationRegistry). Its metrics go to the NodeManager's
- * metrics2 system ([[YarnServiceMetrics]]) from init to stop. Called by the NodeManager's service
- * and event threads; thread-safe.
+ * metrics2 system ([[YarnServiceMetrics]]) from init to stop; once it listens, a [[ClassPreloader]]
+ * loads the classes of its serving path on a daemon thread. Called by the NodeManager's service and
+ * event threads; thread-safe.
  */
 class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService.Name) with Logging {
 
   @volatile private var service: ShuffleService = _
   @volatile private var metricsRegistered = false
+  @volatile private var preloader: Option[ClassPreloader] = None
   private val started = ConcurrentHashMap.newKeySet[String]() // applications a container of which was started here
 
   override protected def serviceInit(conf: Configuration): Unit = {
@@ -60,16 +63,23 @@ class SluiceYarnShuffleService extends AuxiliaryService(SluiceYarnShuffleService
   override protected def serviceStart(): Unit = {
     val port = service.start()
     logInfo(s"Sluice shuffle service listening on port $port")
+    val p = ClassPreloader.forNodeService()
+    p.start()
+    preloader = Some(p)
     super.serviceStart()
   }
 
   override protected def serviceStop(): Unit = {
     try {
+      preloader.foreach(_.stop(ClassPreloader.StopTimeoutMs))
       if (metricsRegistered) YarnServiceMetrics.unregister()
       metricsRegistered = false
       if (service != null) service.stop(deleteFiles = false) // the NodeManager deletes applications' dirs
     } finally super.serviceStop()
   }
+
+  /** The thread that loads the serving path's classes once the service listens (tests: that it ran). */
+  private[sluice] def classPreloader: Option[ClassPreloader] = preloader
 
   /** An application may register while a container of it was started here and the application has not ended. */
   private def admit(appId: String): Option[String] =

@@ -5,6 +5,7 @@ import java.nio.file.Files
 
 import scala.jdk.CollectionConverters._
 
+import io.sluice.TestingThreads
 import io.sluice.netty.TestingSecretKeyHolder
 import io.sluice.service.{ServiceMetrics, ShuffleServiceClient, TestingNodeService}
 import org.apache.hadoop.conf.Configuration
@@ -14,6 +15,7 @@ import org.apache.hadoop.metrics2.lib.DefaultMetricsSystem
 import org.apache.hadoop.yarn.api.records.{ApplicationAttemptId, ApplicationId, ContainerId, Resource}
 import org.apache.hadoop.yarn.server.api.{ApplicationTerminationContext, ContainerInitializationContext}
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
+import org.apache.spark.shuffle.sluice.ClassPreloader
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The YARN auxiliary service through the calls a NodeManager makes, with YARN's own records. */
@@ -92,6 +94,20 @@ class SluiceYarnShuffleServiceSuite extends AnyFunSuite {
       // An ended application cannot register again, whoever asks.
       val late = intercept[IOException](node.register("3", node.executorDir("3")))
       assert(late.getMessage.contains("no container of it was started"), late.getMessage)
+    } finally {
+      service.stop()
+      node.close()
+    }
+  }
+
+  test("once it listens, the service loads its serving path's classes on a daemon thread that ends") {
+    val node = new Node
+    val service = started(node)
+    try {
+      val p = service.classPreloader.getOrElse(fail("no class preloader started with the service"))
+      TestingThreads.eventually(timeoutMs = 120000L, what = "the service's preload thread's end")(!p.isAlive)
+      assert(p.loaded == ClassPreloader.servingClasses.size && p.failed == 0, s"loaded ${p.loaded}, ${p.failed} failed")
+      assert(service.getMetaData.getInt == node.port)
     } finally {
       service.stop()
       node.close()
