@@ -48,25 +48,20 @@ BATCH = "batch-2026-11-26-files.json"  # the heavy job, both settings
 # TPC-H SF1, each setting's latest run (sluice bench batch --no-heavy --settings NAME --rounds 3; at the
 # defaults with --service, whose third contender does not change Sluice's and the sort shuffle's turns).
 TPCH = {"off64": "batch-sf1-off64-2026-11-28.json", "defaults": "batch-service.json"}
-WIDE = "scale-wide-2026-11-26-files.json"
+WIDE = "scale-wide-2026-11-29.json"
 GROWTH = "scale-growth-2026-11-26-files.json"
 LATENCY = "latency-2026-11-24.json"
 MEMORY = "memory.json"
 TRANSPORT = "transport.json"
 CLUSTER = "cluster.json"
+SHA2 = "batch-sha2-2026-11-29.json"  # the CPU-bound job, local executors
+CLUSTER_SHA2 = "cluster-sha2-2026-11-29.json"  # the same across two hosts
 # The first jobs of fresh applications (sluice bench batch --short --cold).
 COLD = "batch-short-cold-2026-11-28.json"
 _COLD_JOBS = {"repartition_1k": "its first shuffle (a repartition of 1,000 rows)", "group_by_100k": "a group-by"}
 
 _JOBS = {"heavy": "1 GB compute-bound", "tpch": "TPC-H", "wide": "400 × 200 partitions"}
 SETTINGS = {"off64": "AQE off, 64 partitions", "defaults": "Spark's defaults"}
-
-# Why the wide shapes' newer runs are not the headline: each measured one or two of the four shapes
-# in one or two rounds, most with an extra contender or profiler, several on a loaded machine.
-_WIDE_NEWER = (
-    "one or two of the four shapes in one or two rounds, most beside a third contender (the floor); "
-    "single rounds of the same code gave 0.63 to 0.93 at 1500 × 400, a wider spread than any change they measured"
-)
 
 
 @dataclass(frozen=True)
@@ -130,8 +125,9 @@ def _memory(r: Dict[str, Any]) -> float:
 
 
 _HEAVY_NEWER = (
-    "against a sort shuffle tuned with spark.shuffle.sort.bypassMergeThreshold=0, an eighth of the rows, "
-    "on a loaded machine"
+    "the 27 November run was against a sort shuffle tuned with spark.shuffle.sort.bypassMergeThreshold=0, "
+    "an eighth of the rows, on a loaded machine; the 29 November run is another job, the CPU-bound one "
+    "(its own row)"
 )
 
 HEADLINES: Tuple[Headline, ...] = (
@@ -170,7 +166,6 @@ HEADLINES: Tuple[Headline, ...] = (
         _config("wide 1500x400"),
         _ratio,
         "Sluice / sort time at wide 1500x400",
-        newer=_WIDE_NEWER,
     ),
     Headline(
         "6000 maps × 400 reducers, time",
@@ -178,13 +173,33 @@ HEADLINES: Tuple[Headline, ...] = (
         _config("wide 6000x400"),
         _ratio,
         "Sluice / sort time at wide 6000x400",
-        newer=_WIDE_NEWER,
     ),
     Headline(
         "4000 maps × 200 reducers, time", WIDE, _config("wide 4000x200"), _ratio, "Sluice / sort time at wide 4000x200"
     ),
     Headline(
         "200 maps × 4000 reducers, time", WIDE, _config("wide 200x4000"), _ratio, "Sluice / sort time at wide 200x4000"
+    ),
+    Headline(
+        "4000 maps × 1000 reducers, time",
+        WIDE,
+        _config("wide 4000x1000"),
+        _ratio,
+        "Sluice / sort time at wide 4000x1000",
+    ),
+    Headline(
+        "1.5 GB CPU-bound job (SHA-256 of every row), time (AQE off, 64 partitions)",
+        SHA2,
+        _batch("off64", "heavy_ratio"),
+        _ratio,
+        "AQE off, 64 partitions: sha2 job: Sluice time / sort time",
+    ),
+    Headline(
+        "the same job, 2 workers in network namespaces, links at 1 Gbit/s, time",
+        CLUSTER_SHA2,
+        _cluster("1gbit", None),
+        _ratio,
+        "1gbit: all jobs, Sluice time / sort time",
     ),
     Headline(
         "10000 maps × 1000 reducers, time",
@@ -199,6 +214,7 @@ HEADLINES: Tuple[Headline, ...] = (
         _cluster("1gbit", None),
         _ratio,
         "1gbit: all jobs, Sluice time / sort time",
+        newer="the newer run measured the CPU-bound job alone (its own row above)",
     ),
     Headline(
         "the same at 10 Gbit/s links, time",
