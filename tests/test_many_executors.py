@@ -31,16 +31,15 @@ RUNNER = os.path.join(HERE, "run_many_executors.py")
 MASTER = "local-cluster[12,1,512]"
 SHAPES = ["wide_1500x400"]
 # The workloads whose reads change with the number of executors: records spanning buffers from
-# many channels at once (large_records), a skewed reducer reading from every executor (key_skew),
-# Java-serialised records from many channels (rdd_group_by_key), and a join's two gates with AQE's
-# map-range reads (aqe_skew_join: its other partitions read both gates whole). Many reducers each
-# reading twelve executors are the wide shape's 400. The others read no differently from twelve
-# executors than from two, or than these (df_join's two gates, many_partitions' 60 x 60), and each
-# costs the suite twelve executors' JIT.
+# many channels at once, a join's two gates, a skewed reducer reading from every executor, many
+# reducers each reading twelve executors, and AQE's map-range reads. The others read no
+# differently from twelve executors than from two, and each costs the suite twelve executors' JIT.
 MANY_EXECUTOR_WORKLOADS = [
     "large_records",
+    "df_join",
     "rdd_group_by_key",
     "key_skew",
+    "many_partitions",
     "aqe_skew_join",
 ]
 
