@@ -76,9 +76,7 @@ requirements += [r for r in bench["project"]["dependencies"] if r != project["pr
 print("\n".join(requirements))
 EOF
     )
-    # --no-compile: pip would byte-compile every module of every package (pyspark's, pandas', mypy's
-    # ...) up front; Python compiles the few the tests import at their first import instead.
-    "$SLUICE_VENV/bin/python" -m pip install -q --no-compile "${sluice_requirements[@]}"
+    "$SLUICE_VENV/bin/python" -m pip install -q "${sluice_requirements[@]}"
     echo "$sluice_deps_hash" >"$SLUICE_DEPS_STAMP"
 fi
 

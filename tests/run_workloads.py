@@ -13,12 +13,6 @@ Sluice's own network counters, so a test can tell which shuffle carried the data
 ``--probe-secret S`` (needs the test jar in ``spark.jars``) then runs a shuffle of known records
 and asks the executors' Sluice ports for one of its reduce partitions from outside the
 application (``TestingDataPlaneProbe``): with no secret, a wrong one, and ``S``.
-
-``--apps FILE`` runs several applications on Sluice one after another in this one process (one
-driver JVM, each application its own SparkContext and executors), each with the settings its entry
-of the JSON list in FILE gives (``name``, ``options``, ``conf``, ``workloads``, ``marker``,
-``probe_secret``), and writes ``{name: report}``; each report's files are those that appeared in
-the local dirs while its own application ran.
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -39,21 +33,15 @@ from pyspark.sql import SparkSession  # noqa: E402
 from sessions import APP_MASTER, build_session, write_json  # noqa: E402
 
 
-def shuffle_files(root: str, earlier: Set[str] = frozenset()) -> Dict[str, List[str]]:
-    """The sort shuffle's and Sluice's shuffle files under ``root``, but those in ``earlier`` (what
-    an earlier application of this process left)."""
+def shuffle_files(root: str) -> Dict[str, List[str]]:
     found: Dict[str, List[str]] = {"sort": [], "sluice": []}
-    for path in all_files(root) - earlier:
-        name = os.path.basename(path)
-        if name.startswith("shuffle_") and name.endswith(".data"):
-            found["sort"].append(path)
-        elif name.startswith("sluice-shuffle-") and name.endswith(".part"):
-            found["sluice"].append(path)
-    return {kind: sorted(paths) for kind, paths in found.items()}
-
-
-def all_files(root: str) -> Set[str]:
-    return {os.path.join(dirpath, name) for dirpath, _dirs, files in os.walk(root) for name in files}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            if name.startswith("shuffle_") and name.endswith(".data"):
+                found["sort"].append(os.path.join(dirpath, name))
+            elif name.startswith("sluice-shuffle-") and name.endswith(".part"):
+                found["sluice"].append(os.path.join(dirpath, name))
+    return found
 
 
 def files_containing(paths: List[str], marker: str) -> List[str]:
@@ -131,77 +119,10 @@ def hold(path: str, timeout: float = 180.0) -> None:
         time.sleep(0.2)
 
 
-def run_app(
-    shuffle: str,
-    names: List[str],
-    options: Dict[str, str],
-    conf: Dict[str, str],
-    marker: Optional[str] = None,
-    probe_secret: Optional[str] = None,
-    tpch_data: Optional[str] = None,
-    hold_path: Optional[str] = None,
-) -> Dict[str, Any]:
-    """Runs the workloads ``names`` in one application (see the module's doc) and returns its report."""
-    master = None if shuffle == "preconfigured" else APP_MASTER
-    available = {**workloads.WORKLOADS, **workloads.EXTRA_WORKLOADS}
-    if tpch_data:
-        available.update(workloads.tpch_workloads(tpch_data))
-    local_dirs = os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent")
-    earlier = all_files(local_dirs)
-    result: Dict[str, Any] = {"answers": {}, "errors": {}, "seconds": {}}
-    with build_session(f"sluice-workloads-{shuffle}", shuffle, master, options=options, conf=conf) as spark:
-        result["shuffle_manager"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")
-        for name in names:
-            for key, value in workloads.BASE_SQL_CONF.items():
-                spark.conf.set(key, value)
-            started = time.monotonic()
-            try:
-                result["answers"][name] = available[name](spark)
-            except Exception:
-                result["errors"][name] = traceback.format_exc()
-            result["seconds"][name] = round(time.monotonic() - started, 2)
-        if probe_secret is not None:
-            try:
-                result["probe"] = probe_data_plane(spark, probe_secret)
-            except Exception:
-                result["errors"]["probe"] = traceback.format_exc()
-        result["files"] = shuffle_files(local_dirs, earlier)
-        if marker:
-            # Read while the application runs: its shuffle files are deleted when it stops.
-            result["marked_files"] = {kind: files_containing(paths, marker) for kind, paths in result["files"].items()}
-        result["counters"] = sluice_counters(spark)
-        if hold_path:
-            result["executors"] = executor_hosts(spark)
-            hold(hold_path)
-    return result
-
-
-def run_apps(path: str) -> Dict[str, Any]:
-    """Runs the applications listed in the JSON file ``path`` one after another (see the module's doc)."""
-    with open(path) as f:
-        apps: List[Dict[str, Any]] = json.load(f)
-    reports: Dict[str, Any] = {}
-    for index, app in enumerate(apps):
-        if index:
-            sessions.forget_launch_settings()
-        started = time.monotonic()
-        reports[app["name"]] = run_app(
-            "sluice",
-            app["workloads"],
-            app.get("options", {}),
-            app.get("conf", {}),
-            marker=app.get("marker"),
-            probe_secret=app.get("probe_secret"),
-        )
-        print(f"{app['name']}: {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
-    return reports
-
-
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shuffle", choices=["sort", "sluice", "preconfigured"])
+    parser.add_argument("--shuffle", choices=["sort", "sluice", "preconfigured"], required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--apps", help="a JSON list of applications on Sluice to run one after another")
     parser.add_argument("--option", action="append", default=[], help="a Sluice option, name=value")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
     parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS))
@@ -220,21 +141,40 @@ def main(argv: List[str]) -> int:
         "for HOLD.done, so a test can look at the executors' connections",
     )
     args = parser.parse_args(argv)
-    if args.apps:
-        write_json(args.out, run_apps(args.apps))
-        return 0
-    if args.shuffle is None:
-        parser.error("--shuffle or --apps is required")
-    result = run_app(
-        args.shuffle,
-        args.workloads.split(","),
-        dict(o.split("=", 1) for o in args.option),
-        dict(c.split("=", 1) for c in args.conf),
-        marker=args.marker,
-        probe_secret=args.probe_secret,
-        tpch_data=args.tpch_data,
-        hold_path=args.hold,
-    )
+
+    options = dict(o.split("=", 1) for o in args.option)
+    conf = dict(c.split("=", 1) for c in args.conf)
+    master = None if args.shuffle == "preconfigured" else APP_MASTER
+    available = {**workloads.WORKLOADS, **workloads.EXTRA_WORKLOADS}
+    if args.tpch_data:
+        available.update(workloads.tpch_workloads(args.tpch_data))
+    result: Dict[str, Any] = {"answers": {}, "errors": {}, "seconds": {}}
+    with build_session(f"sluice-workloads-{args.shuffle}", args.shuffle, master, options=options, conf=conf) as spark:
+        result["shuffle_manager"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")
+        for name in args.workloads.split(","):
+            for key, value in workloads.BASE_SQL_CONF.items():
+                spark.conf.set(key, value)
+            started = time.monotonic()
+            try:
+                result["answers"][name] = available[name](spark)
+            except Exception:
+                result["errors"][name] = traceback.format_exc()
+            result["seconds"][name] = round(time.monotonic() - started, 2)
+        if args.probe_secret is not None:
+            try:
+                result["probe"] = probe_data_plane(spark, args.probe_secret)
+            except Exception:
+                result["errors"]["probe"] = traceback.format_exc()
+        result["files"] = shuffle_files(os.environ.get("SPARK_LOCAL_DIRS", "/nonexistent"))
+        if args.marker:
+            # Read while the application runs: its shuffle files are deleted when it stops.
+            result["marked_files"] = {
+                kind: files_containing(paths, args.marker) for kind, paths in result["files"].items()
+            }
+        result["counters"] = sluice_counters(spark)
+        if args.hold:
+            result["executors"] = executor_hosts(spark)
+            hold(args.hold)
     write_json(args.out, result)
     return 0
 

@@ -68,24 +68,6 @@ def use_app_env() -> None:
     os.environ.pop("SPARK_HOME", None)
 
 
-def forget_launch_settings() -> None:
-    """Before this process's next application, once its last one stopped: PySpark launched the
-    driver JVM through spark-submit with the first application's settings, which spark-submit
-    made Java system properties, and every later SparkConf of the JVM loads those as its defaults.
-    Clears them (every ``spark.*`` property), so that each application gets only its own settings."""
-    from pyspark import SparkContext
-
-    if SparkContext._active_spark_context is not None:
-        raise RuntimeError("an application is still running in this process: stop it first")
-    jvm = SparkContext._jvm
-    if jvm is None:
-        return
-    system = jvm.java.lang.System
-    for key in list(system.getProperties().stringPropertyNames()):
-        if key.startswith("spark."):
-            system.clearProperty(key)
-
-
 def build_session(
     app: str,
     shuffle: str,

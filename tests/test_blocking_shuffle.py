@@ -7,10 +7,7 @@ answers, each run proves Sluice carried the data: no sort-shuffle ``shuffle_*.da
 in the local dirs, Sluice's partition files do, and Sluice's own counters moved.
 
 Settings that do not get in each other's way share an application (``APPS``); each test reads the
-application that has its settings, so five applications test what nine did. The applications
-configured with ``sluice.configure`` run one after another in one runner process
-(``IN_ONE_DRIVER``): each is its own SparkContext with its own executors and only its own settings,
-but the process and its driver JVM start once.
+application that has its settings, so five applications test what nine did.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 import reference
 import workloads
-from sessions import APP_MASTER, TEST_JAR, app_env
+from sessions import APP_MASTER, app_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_workloads.py")
@@ -75,35 +72,6 @@ def run_app(
     return report
 
 
-def run_apps(names: List[str]) -> Dict[str, Dict[str, Any]]:
-    """Runs the applications ``names`` of APPS (none through spark-submit) one after another in one
-    runner process, on APP_MASTER; returns each one's report by its name."""
-    work = tempfile.mkdtemp(prefix="sluice-apps-")
-    local_dirs = os.path.join(work, "local")
-    os.makedirs(local_dirs)
-    apps = os.path.join(work, "apps.json")
-    with open(apps, "w") as f:
-        json.dump([app_spec(name) for name in names], f)
-    out = os.path.join(work, "reports.json")
-    env = app_env(SPARK_LOCAL_DIRS=local_dirs, SLUICE_TEST_MASTER=APP_MASTER)
-    cmd = [sys.executable, RUNNER, "--apps", apps, "--out", out]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900 * len(names))
-    if proc.returncode != 0 or not os.path.exists(out):
-        raise AssertionError(f"{' '.join(cmd)} ({', '.join(names)}) failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
-    with open(out) as f:
-        reports: Dict[str, Dict[str, Any]] = json.load(f)
-    return reports
-
-
-def app_spec(name: str) -> Dict[str, Any]:
-    """The entry of ``run_workloads.py --apps`` for the application ``name`` of APPS."""
-    settings = APPS[name]
-    assert not settings.get("via_submit"), f"{name} runs through spark-submit, alone"
-    spec = {"name": name, "workloads": settings["names"], "options": settings["options"]}
-    spec.update({key: settings[key] for key in ("conf", "marker", "probe_secret") if key in settings})
-    return spec
-
-
 def check_sluice_report(report: Dict[str, Any], names: List[str]) -> None:
     """The application ran ``names`` (among others) on Sluice, with the sort shuffle's answers."""
     assert not report["errors"], "\n".join(f"{k}:\n{v}" for k, v in report["errors"].items())
@@ -151,20 +119,6 @@ UNCOMPRESSED = {"spark.shuffle.compress": "false"}
 
 # The applications, each with the settings of the tests that read it (run_app's arguments).
 APPS: Dict[str, Dict[str, Any]] = {
-    # spark.authenticate and spark.network.crypto.enabled with the application's secret; the test
-    # jar's probe (TestingDataPlaneProbe) then asks the executors for data from outside it. First
-    # in its process: the test jar reaches the driver's class path only with the driver JVM's start.
-    "authentication": {
-        "options": {},
-        "names": AUTHENTICATED,
-        "conf": {
-            "spark.authenticate": "true",
-            "spark.authenticate.secret": SECRET,
-            "spark.network.crypto.enabled": "true",
-            "spark.jars": str(TEST_JAR),
-        },
-        "probe_secret": SECRET,
-    },
     "defaults": {"options": {}, "names": ALL},
     # 1 MiB of network memory (32 buffers) per executor, one exclusive and one floating buffer per
     # channel: everything spills, channels wait; and spill_heavy shuffles 20 times that memory.
@@ -199,45 +153,29 @@ VARIANTS = {
 }
 
 
-# The applications that run one after another in one runner process (see run_apps); spark_submit
-# runs alone, as spark-submit starts it.
-IN_ONE_DRIVER = ["authentication", "defaults", "starved_pool", "credit_less_flush_always"]
-
-
 def run_named(name: str) -> Dict[str, Any]:
-    """Runs the application ``name`` of APPS alone and returns its report."""
+    """Runs the application ``name`` of APPS and returns its report."""
     settings = dict(APPS[name])
     names = settings.pop("names")
     return run_app("preconfigured" if settings.get("via_submit") else "sluice", names=names, **settings)
 
 
-# One module fixture per runner process, so that each runs once, when the first test that reads it
-# asks; each application's tests read it through its own fixture.
+# One module fixture per application, so that each runs once, when the first test that reads it
+# asks, and the tests of different applications can run in different pytest-xdist workers (see
+# tests/plugins/scheduling.py: tests that share no module fixture are scheduled apart).
 @pytest.fixture(scope="module")
-def in_one_driver() -> Dict[str, Dict[str, Any]]:
-    if not TEST_JAR.is_file():
-        raise RuntimeError(f"{TEST_JAR} is missing: build it with `run_gradle testJar` (dev/test does)")
-    return run_apps(IN_ONE_DRIVER)
-
-
-@pytest.fixture(scope="module")
-def defaults_app(in_one_driver: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
-    return in_one_driver["defaults"]
+def defaults_app() -> Dict[str, Any]:
+    return run_named("defaults")
 
 
 @pytest.fixture(scope="module")
-def starved_pool_app(in_one_driver: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
-    return in_one_driver["starved_pool"]
+def starved_pool_app() -> Dict[str, Any]:
+    return run_named("starved_pool")
 
 
 @pytest.fixture(scope="module")
-def credit_less_flush_always_app(in_one_driver: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
-    return in_one_driver["credit_less_flush_always"]
-
-
-@pytest.fixture(scope="module")
-def authentication_app(in_one_driver: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
-    return in_one_driver["authentication"]
+def credit_less_flush_always_app() -> Dict[str, Any]:
+    return run_named("credit_less_flush_always")
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +195,7 @@ def test_answers_equal_sort_shuffle_credit_less_flushing_always(credit_less_flus
     check_sluice_report(credit_less_flush_always_app, VARIANTS["credit_less_flush_always"])
 
 
-def test_spark_authentication_and_encryption(authentication_app: Dict[str, Any]) -> None:
+def test_spark_authentication_and_encryption() -> None:
     """spark.authenticate and spark.network.crypto.enabled on: Sluice's connections between the
     executors authenticate with the application's secret and encrypt (Spark's AES-GCM channel),
     and the answers stay exact. Then a client from outside the application, which finds the
@@ -265,7 +203,17 @@ def test_spark_authentication_and_encryption(authentication_app: Dict[str, Any])
     reduce partition: without the secret or with a wrong one it is refused and gets nothing; with
     the application's secret it gets exactly the partition. So the executors' servers do demand
     the secret the driver set, and their own clients (which carried the workloads) do present it."""
-    report = authentication_app
+    from sessions import TEST_JAR
+
+    if not TEST_JAR.is_file():
+        raise RuntimeError(f"{TEST_JAR} is missing: build it with `run_gradle testJar` (dev/test does)")
+    conf = {
+        "spark.authenticate": "true",
+        "spark.authenticate.secret": SECRET,
+        "spark.network.crypto.enabled": "true",
+        "spark.jars": str(TEST_JAR),
+    }
+    report = run_app("sluice", {}, names=AUTHENTICATED, conf=conf, probe_secret=SECRET)
     check_sluice_report(report, AUTHENTICATED)
 
     probe = report["probe"]

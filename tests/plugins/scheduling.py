@@ -32,26 +32,25 @@ IN_PROCESS = "in-process-session"
 GROUPS_FILE = "SLUICE_TEST_GROUPS_FILE"
 # The groups that take longest (minutes, most of it waiting on their Spark applications), longest
 # first, by the node id they start with: a worker then ends with the short ones, and no long
-# group starts when the others are nearly done. Measured in a quiet CI run on 2 cores (seconds of
-# the module's tests, setup included): the cluster's 4 applications 300, test_blocking_shuffle's
-# one group 200-250 (its four sluice.configure applications run in one process, spark-submit's
-# beside them; 256 as five groups before), the 12 executors 180-220, the in-process session's
-# tests about 250, yarn 117, the real shapes' applications 35-80 each (the SIGSTOPped executor 80,
-# the 360 kept map outputs 45), the batch diagnosis 60 and 40, Connect and the History Server 50,
-# big rows 40, the wheel 15-60, the executor start 40. Every other module takes seconds. At load
-# 20-40 (other work on the machine) all of them take about twice as long.
+# group starts when the others are nearly done. Measured at load 25-30 on 2 cores (seconds): the
+# cluster's 4 applications 370, the in-process session's tests 300, test_blocking_shuffle's
+# groups 60-165, yarn 185, the wide real shapes 170 and the other real shapes 50-120 each, the
+# batch diagnosis 100 and 60, Connect and the History Server 100, big rows 70, the wheel 60, the
+# executor start 55, the demo 55. Every other module takes seconds.
 LONGEST_FIRST = (
     "tests/test_cluster.py",
-    "tests/test_blocking_shuffle.py",
     "tests/test_many_executors.py",
     IN_PROCESS,
     "tests/test_yarn.py",
+    "tests/test_real_shapes.py::test_wide",
+    "tests/test_blocking_shuffle.py::test_answers_equal_sort_shuffle_credit_less",
+    "tests/test_blocking_shuffle.py::test_answers_equal_sort_shuffle_with_a_starved",
     "tests/test_real_shapes.py::test_stopped_executor",
-    "tests/test_compare.py::test_a_small_application",
-    "tests/test_batch_diagnosis.py::test_the_tab_json",
     "tests/test_real_shapes.py::test_many_shuffles",
-    "tests/test_real_shapes.py",
+    "tests/test_blocking_shuffle.py",
     "tests/test_connect_history.py",
+    "tests/test_batch_diagnosis.py::test_the_tab_json",
+    "tests/test_real_shapes.py",
     "tests/test_big_rows.py",
     "tests/test_batch_diagnosis.py",
     "tests/test_packaging.py",
