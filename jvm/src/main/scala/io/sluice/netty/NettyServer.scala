@@ -7,6 +7,7 @@ import scala.jdk.CollectionConverters._
 import io.netty.channel.{Channel, ChannelFuture, ChannelFutureListener}
 import io.netty.util.AttributeKey
 import io.sluice.config.{SluiceConf, SluiceOptions}
+import io.sluice.metrics.ServerReadSnapshot
 import io.sluice.partition.PartitionReadScheduler
 import org.apache.spark.network.TransportContext
 import org.apache.spark.network.crypto.AuthServerBootstrap
@@ -82,6 +83,12 @@ final class NettyServer(
     scheduler = new PartitionReadScheduler(PartitionReadScheduler.threads(conf.get(SluiceOptions.ReadThreads)),
       server.getPort.toString, conf.numberOfReadSegments, segmentSize)
     server.getPort
+  }
+
+  /** Its read threads' figures now, with `fileDescriptors` kept open; none before [[start]] (metrics read early). */
+  def readSnapshot(fileDescriptors: Int): ServerReadSnapshot = {
+    val s = scheduler
+    if (s == null) ServerReadSnapshot.none else s.snapshot(fileDescriptors)
   }
 
   /** The threads reading partition files for this server's remote readers (after [[start]]). */

@@ -79,7 +79,7 @@ final class ShuffleService(
 
   /** What the transport did and holds now. */
   def totals: ServiceTotals = ServiceTotals(server.numConnections, counters.activeReaders.get, counters.bytesSent.sum,
-    server.readScheduler.snapshot(caches.fileReaders.numDescriptors))
+    server.readSnapshot(caches.fileReaders.numDescriptors))
 
   /** The service's figures now, for its metrics systems (walks its applications' dirs; see [[ServiceMetrics]]). */
   def figures: ServiceFigures = ServiceStatus.figures(registry, totals)

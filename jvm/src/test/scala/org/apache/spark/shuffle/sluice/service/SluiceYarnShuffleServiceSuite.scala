@@ -155,6 +155,13 @@ class SluiceYarnShuffleServiceSuite extends AnyFunSuite {
 
   test("the service's metrics are a source of the NodeManager's metrics2 system from init to stop") {
     val node = new Node
+    // The NodeManager's metrics system reads a source as it registers, before the service starts.
+    val initialised = new SluiceYarnShuffleService
+    try {
+      initialised.init(node.conf)
+      val beforeStart = metrics2().getOrElse(fail("no metrics2 source after serviceInit"))
+      assert(beforeStart("connections") == 0L && beforeStart("readThreads") == 0L, beforeStart)
+    } finally initialised.stop()
     val service = started(node)
     try {
       val empty = metrics2().getOrElse(fail("no metrics2 source after serviceInit"))
