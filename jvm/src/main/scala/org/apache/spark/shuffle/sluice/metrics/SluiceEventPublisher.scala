@@ -31,6 +31,7 @@ private[sluice] final class SluiceEventPublisher(
 
   private val lastStage = mutable.Map.empty[Int, (SparkListenerSluiceStageMetrics, Long)] // guarded by this
   private var lastMemory: Option[(SparkListenerSluiceNetworkMemory, Long)] = None // guarded by this
+  private var ended = false // guarded by this: the application summary was posted
 
   /** The settings the tab's header shows; once, at start. */
   def postSettings(): Unit = {
@@ -41,8 +42,10 @@ private[sluice] final class SluiceEventPublisher(
 
   /** After an executor's report about the tasks of `stageIds` (and samples of them). */
   def onReport(stageIds: Iterable[Int]): Unit = synchronized {
-    stageIds.foreach(publishStage(_, force = false))
-    publishMemory(force = false)
+    if (!ended) {
+      stageIds.foreach(publishStage(_, force = false))
+      publishMemory(force = false)
+    }
   }
 
   override def onStageCompleted(event: SparkListenerStageCompleted): Unit = synchronized {
@@ -51,10 +54,12 @@ private[sluice] final class SluiceEventPublisher(
   }
 
   /** Flushes, then posts and logs the application's one-line summary. */
-  override def onApplicationEnd(event: SparkListenerApplicationEnd): Unit = {
+  override def onApplicationEnd(event: SparkListenerApplicationEnd): Unit = synchronized {
     flush()
     val summary = SparkListenerSluiceApplicationSummary.of(metrics, clock())
     post(summary)
+    // The summary is the application's last Sluice event: a report arriving later posts nothing.
+    ended = true
     logInfo(summary.line)
   }
 

@@ -102,6 +102,11 @@ class SluiceEventPublisherSuite extends AnyFunSuite with NettyLeakDetection {
     val before = r.stageEvents.count(_.stageId == 6)
     p.onApplicationEnd(SparkListenerApplicationEnd(0L))
     assert(r.stageEvents.count(_.stageId == 6) == before + 1 && r.stageEvents.last.numRecordsIn == 99)
+    // The summary is the last event: an executor's report arriving after it posts nothing.
+    val posted = r.events.size
+    report(m, other.copy(numRecordsIn = 100, running = false))
+    p.onReport(Seq(6))
+    assert(r.events.size == posted, r.events.drop(posted))
     // Stages without Sluice tasks are never posted.
     p.onStageCompleted(SparkListenerStageCompleted(stageInfo(8)))
     assert(!r.stageEvents.exists(_.stageId == 8))
