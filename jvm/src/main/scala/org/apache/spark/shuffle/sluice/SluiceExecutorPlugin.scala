@@ -117,20 +117,36 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       if (tc != null) taskThreads.put(Thread.currentThread(), SluiceTaskMetrics.key(tc))
     } catch { case NonFatal(e) => logDebug("onTaskStart", e) }
 
-  override def onTaskSucceeded(): Unit = { taskThreads.remove(Thread.currentThread()); reportSoon() }
+  override def onTaskSucceeded(): Unit = taskEnded()
 
-  override def onTaskFailed(reason: TaskFailedReason): Unit = { taskThreads.remove(Thread.currentThread()); reportSoon() }
+  override def onTaskFailed(reason: TaskFailedReason): Unit = taskEnded()
 
-  /** An extra report, a quarter interval after the last one started at the earliest; one pending at a time. */
+  /**
+   * A task ended on this thread: when the executor then stays idle, its figures go to the driver
+   * soon rather than at the next interval (an application may end within a second of its last
+   * stage). An executor that starts its next task meanwhile waits for the regular reports, so a
+   * stage of many short tasks adds no reports for the driver to handle.
+   */
+  private def taskEnded(): Unit = {
+    taskThreads.remove(Thread.currentThread())
+    if (taskThreads.isEmpty) reportSoon()
+  }
+
+  /**
+   * An extra report once the executor has stayed idle for a tenth of the interval, and a quarter
+   * interval after the last report started at the earliest; one pending at a time.
+   */
   private def reportSoon(): Unit = {
     val r = reporter
     if (r != null && extraReportPending.compareAndSet(false, true)) {
       val sinceLastMs = (System.nanoTime() - lastReportNanos) / 1000000L
-      val delayMs = math.max(0L, intervalMs / 4 - sinceLastMs)
-      try {
-        r.schedule((() => { extraReportPending.set(false); report() }): Runnable, delayMs, TimeUnit.MILLISECONDS)
-        ()
-      } catch { case _: RejectedExecutionException => extraReportPending.set(false) }
+      val delayMs = math.max(intervalMs / 10, intervalMs / 4 - sinceLastMs)
+      val ifIdle: Runnable = () => {
+        extraReportPending.set(false)
+        if (taskThreads.isEmpty) report()
+      }
+      try { r.schedule(ifIdle, delayMs, TimeUnit.MILLISECONDS); () }
+      catch { case _: RejectedExecutionException => extraReportPending.set(false) }
     }
   }
 
