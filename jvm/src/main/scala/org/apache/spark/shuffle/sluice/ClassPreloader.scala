@@ -10,6 +10,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.sluice.internal.SparkInternals
 
 /**
  * Loads and links classes on a daemon thread when an executor or a node shuffle service starts, so
@@ -126,7 +127,7 @@ private[sluice] object ClassPreloader {
   /** The binary names [[forNodeService]] loads: Sluice's serving classes, then Spark's. */
   def servingClasses: Iterator[String] =
     classesOf(classOf[ClassPreloader], ServingPackages.contains) ++
-      classesOf(classOf[org.apache.spark.network.TransportContext], SparkServingPackages.contains)
+      classesOf(SparkInternals.networkCommonClass, SparkServingPackages.contains)
 
   private def sluiceLoader: ClassLoader = classOf[ClassPreloader].getClassLoader
 

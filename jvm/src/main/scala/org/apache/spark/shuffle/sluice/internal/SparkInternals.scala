@@ -67,6 +67,9 @@ object SparkInternals {
     handler = "handler",
     source = s"Spark ${org.apache.spark.SPARK_VERSION}")
 
+  /** A class of Spark's network-common jar: where a node service's class preloader finds its transport's classes. */
+  def networkCommonClass: Class[_] = classOf[org.apache.spark.network.TransportContext]
+
   /** Checks, once per JVM, that everything this adapter uses exists in the running Spark. */
   private[sluice] def verify(): Unit = SparkInternalsCheck.verifyOnce()
 
