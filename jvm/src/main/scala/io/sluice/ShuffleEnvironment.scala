@@ -81,7 +81,7 @@ final class ShuffleEnvironment(
 
   /** The server's reads of partition files now (metrics). */
   private def serverReads: io.sluice.metrics.ServerReadSnapshot =
-    connectionManager.server.readScheduler.snapshot(partitionManager.fileReaders.numDescriptors)
+    connectionManager.server.readSnapshot(partitionManager.fileReaders.numDescriptors)
   private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
     fileCipher, fallbackStorage)
   private val fileCounter = new AtomicInteger

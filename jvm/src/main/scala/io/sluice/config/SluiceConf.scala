@@ -68,15 +68,21 @@ final class SluiceConf private (values: Map[String, Any], val raw: Map[String, S
    * within maxRequiredBuffersPerGate). With fewer, every task can hold its minimums while each
    * starting gate waits for what the others hold, until spark.sluice.network.bufferRequestTimeout.
    */
-  def minPoolSegments(taskSlots: Int, compressed: Boolean, remoteReads: Boolean): Long = {
-    val perTask = if (remoteReads) 2L else 1L
+  def minPoolSegments(taskSlots: Int, compressed: Boolean, remoteReads: Boolean): Long =
+    taskSlots * heldPerTask(remoteReads) + gateStartSegments(compressed, remoteReads)
+
+  /** Segments every task holds from its start: its output's sort-buffer minimum, its gate's floating one. */
+  private def heldPerTask(remoteReads: Boolean): Long = if (remoteReads) 2L else 1L
+
+  /** Segments a starting gate's first request takes: its scratch and its first remote channel's exclusive buffers. */
+  private def gateStartSegments(compressed: Boolean, remoteReads: Boolean): Long = {
     val buffersPerChannel = get(SluiceOptions.BuffersPerChannel)
     val exclusive =
       if (remoteReads && get(SluiceOptions.CreditBased) && buffersPerChannel <= get(SluiceOptions.MaxRequiredBuffersPerGate))
         buffersPerChannel
       else 0
     val scratch = if (compressed) 2 else 1
-    taskSlots * perTask + scratch + exclusive
+    scratch + exclusive
   }
 
   /**
@@ -90,12 +96,12 @@ final class SluiceConf private (values: Map[String, Any], val raw: Map[String, S
       val least = Iterator.iterate(need)(_ + 1).find(n => n - readSegmentsOf(n) >= need).get * segmentSize
       val held = if (remoteReads) "its input gate's floating minimum and its map output's sort buffer"
       else "its map output's sort buffer"
-      val start = need - taskSlots * (if (remoteReads) 2L else 1L)
+      val start = gateStartSegments(compressed, remoteReads)
       throw new IllegalArgumentException(s"${SluiceOptions.NetworkMemory.key}=${rawOf(SluiceOptions.NetworkMemory)} " +
         s"gives this executor's $taskSlots task slots ($slots) $numberOfPoolSegments network buffers of $segmentSize " +
         s"bytes (${SluiceOptions.SegmentSize.key}=${rawOf(SluiceOptions.SegmentSize)}, less the server's read memory, " +
         s"${SluiceOptions.ReadMemory.key}), fewer than the $need they need to make progress: " +
-        s"${if (remoteReads) 2 else 1} per task from its start ($held) and $start for a starting input gate's " +
+        s"${heldPerTask(remoteReads)} per task from its start ($held) and $start for a starting input gate's " +
         s"scratch and exclusive buffers (${SluiceOptions.BuffersPerChannel.key}=${get(SluiceOptions.BuffersPerChannel)}). " +
         s"With fewer, tasks wait out ${SluiceOptions.RequestBufferTimeout.key} for buffers other waiting tasks hold. " +
         s"Set ${SluiceOptions.NetworkMemory.key} to at least ${ConfigType.BytesType.render(least)}, lower " +
