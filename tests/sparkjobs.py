@@ -75,10 +75,12 @@ def active_stages(spark: SparkSession) -> List[int]:
 
 
 class SlowConsumerQuery:
-    """A Real-Time Mode query whose consumer pauses 2 ms on every record while its producers
+    """A Real-Time Mode query whose consumer pauses 20 ms on every record while its producers
     shuffle 2 KB records through Sluice's pipelined shuffle: the producers fill their buffers and
-    then block on buffer requests (credit-based backpressure reaching the producer). Needs 4 free
-    task slots (2 producers, 2 consumers)."""
+    then block on buffer requests (credit-based backpressure reaching the producer). The pause
+    keeps each consumer below 50 records a second, far below what a producer makes even on a
+    loaded machine (one CI run saw starved producers make 180 a second, under a 2 ms pause's 500).
+    Needs 4 free task slots (2 producers, 2 consumers)."""
 
     def __init__(self, spark: SparkSession, name: str = "slow_consumer") -> None:
         from pyspark.sql import DataFrame
@@ -87,7 +89,7 @@ class SlowConsumerQuery:
 
         spark.conf.set("spark.sql.shuffle.partitions", "2")
         # The argument depends on the row, so the optimizer cannot fold the call into one sleep.
-        pause = F.expr("reflect('java.lang.Thread', 'sleep', cast(value * 0 + 2 as bigint))")
+        pause = F.expr("reflect('java.lang.Thread', 'sleep', cast(value * 0 + 20 as bigint))")
 
         def query(df: DataFrame) -> DataFrame:
             padded = df.withColumn("pad", F.expr("repeat('x', 2000)"))

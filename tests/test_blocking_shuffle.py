@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 import reference
 import workloads
-from sessions import APP_MASTER, app_env
+from sessions import APP_MASTER, NETWORK_READS, app_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_workloads.py")
@@ -51,7 +51,7 @@ def run_app(
 
         conf_file = os.path.join(work, "sluice.conf")
         with open(conf_file, "w") as f:
-            settings = dict(spark_conf(**options), **(conf or {}), **{"spark.master": master})
+            settings = dict(spark_conf(**options), **NETWORK_READS, **(conf or {}), **{"spark.master": master})
             for key, value in settings.items():
                 f.write(f"{key} {value}\n")
         submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
@@ -72,8 +72,10 @@ def run_app(
     return report
 
 
-def check_sluice_report(report: Dict[str, Any], names: List[str]) -> None:
-    """The application ran ``names`` (among others) on Sluice, with the sort shuffle's answers."""
+def check_sluice_report(report: Dict[str, Any], names: List[str], host_local: bool = False) -> None:
+    """The application ran ``names`` (among others) on Sluice, with the sort shuffle's answers,
+    reading the other executor's map outputs over the network or, with ``host_local``, from their
+    files (no request, no remote byte)."""
     assert not report["errors"], "\n".join(f"{k}:\n{v}" for k, v in report["errors"].items())
     assert report["shuffle_manager"].endswith("SluiceShuffleManager")
     wrong = reference.mismatches(report["answers"], "workloads", names)
@@ -82,8 +84,15 @@ def check_sluice_report(report: Dict[str, Any], names: List[str]) -> None:
     assert report["files"]["sluice"], "no Sluice partition files in the local dirs"
     counters = report["counters"]
     assert "error" not in counters, f"Sluice's metrics could not be read: {counters['error']}"
-    assert counters["numRecordsOut"] > 0 and counters["numBytesInRemote"] > 0, counters
-    check_fan_in(counters["readers"], executors=2)
+    if host_local:
+        assert counters["numRecordsOut"] > 0 and counters["numBytesInRemote"] == 0, counters
+        assert counters["numBytesInLocal"] > 0, counters
+        assert counters["readers"], "no task read through Sluice"
+        for r in counters["readers"]:
+            assert r["numPartitionRequests"] == 0 and r["numInputChannels"] <= 2 * r["numInputGates"], r
+    else:
+        assert counters["numRecordsOut"] > 0 and counters["numBytesInRemote"] > 0, counters
+        check_fan_in(counters["readers"], executors=2)
 
 
 def check_fan_in(readers: List[Dict[str, Any]], executors: int) -> None:
@@ -119,7 +128,10 @@ UNCOMPRESSED = {"spark.shuffle.compress": "false"}
 
 # The applications, each with the settings of the tests that read it (run_app's arguments).
 APPS: Dict[str, Dict[str, Any]] = {
-    "defaults": {"options": {}, "names": ALL},
+    # Sluice's and Spark's defaults, with Spark's host-local disk reads (which the tests' other
+    # applications turn off, sessions.NETWORK_READS): each executor reads the other's map outputs
+    # from their files, as executors sharing a host do.
+    "defaults": {"options": {}, "names": ALL, "conf": {"spark.shuffle.readHostLocalDisk": "true"}},
     # 1 MiB of network memory (32 buffers) per executor, one exclusive and one floating buffer per
     # channel: everything spills, channels wait; and spill_heavy shuffles 20 times that memory.
     "starved_pool": {
@@ -184,7 +196,7 @@ def spark_submit_app() -> Dict[str, Any]:
 
 
 def test_answers_equal_sort_shuffle_with_defaults(defaults_app: Dict[str, Any]) -> None:
-    check_sluice_report(defaults_app, VARIANTS["defaults"])
+    check_sluice_report(defaults_app, VARIANTS["defaults"], host_local=True)
 
 
 def test_answers_equal_sort_shuffle_with_a_starved_pool(starved_pool_app: Dict[str, Any]) -> None:

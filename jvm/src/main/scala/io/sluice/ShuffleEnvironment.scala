@@ -36,6 +36,9 @@ import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
  * @param fallbackStorage Spark's decommissioning fallback storage
  *                   (spark.storage.decommission.fallbackStorage.path), which readers read the map
  *                   outputs of decommissioned executors from when no peer took them; None when unset
+ * @param readHostLocal whether gates read the finished map outputs of other executors on this host
+ *                   from their files once [[addHostLocalExecutor]] names their dirs (Spark's
+ *                   spark.shuffle.readHostLocalDisk), rather than from their servers
  */
 final class ShuffleEnvironment(
     val conf: SluiceConf,
@@ -45,7 +48,8 @@ final class ShuffleEnvironment(
     transport: TransportSettings,
     val fileCipher: Option[PartitionedFileCipher] = None,
     val nodeService: Option[NodeServiceAddress] = None,
-    fallbackStorage: Option[FallbackStorage] = None) {
+    fallbackStorage: Option[FallbackStorage] = None,
+    readHostLocal: Boolean = false) {
 
   require(localDirs.nonEmpty, "Sluice needs at least one local dir for blocking partitions")
 
@@ -82,8 +86,12 @@ final class ShuffleEnvironment(
   /** The server's reads of partition files now (metrics). */
   private def serverReads: io.sluice.metrics.ServerReadSnapshot =
     connectionManager.server.readSnapshot(partitionManager.fileReaders.numDescriptors)
+  private val hostLocal =
+    if (!readHostLocal) None
+    else Some(new HostLocalPartitions(ResultPartitionManager.Caches(partitionManager.fileReaders, partitionManager.indexCache),
+        p => if (p.node) nodeService.exists(_.host == p.host) else p.host == connectionManager.host))
   private val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
-    fileCipher, fallbackStorage)
+    fileCipher, fallbackStorage, hostLocal)
   private val fileCounter = new AtomicInteger
   @volatile private var stopped = false
 
@@ -210,7 +218,26 @@ final class ShuffleEnvironment(
   }
 
   /** Releases every partition of a shuffle (Spark unregistered it). */
-  def releaseShuffle(shuffleId: Int): Int = partitionManager.releasePartitionsOfShuffle(shuffleId)
+  def releaseShuffle(shuffleId: Int): Int = {
+    hostLocal.foreach(_.releaseShuffle(shuffleId))
+    partitionManager.releasePartitionsOfShuffle(shuffleId)
+  }
+
+  /** The dirs this executor's blocking partitions are written into: what other executors on its host read them from. */
+  def partitionDirs: Seq[File] = layout.localDirs
+
+  /**
+   * Executor `executorId`, on this host, writes its blocking partitions into `dirs`: with
+   * readHostLocal, gates read its finished map outputs from their files from now on.
+   */
+  def addHostLocalExecutor(executorId: String, dirs: Seq[File]): Unit =
+    if (executorId != this.executorId) hostLocal.foreach(_.addExecutor(executorId, dirs))
+
+  /**
+   * How a gate that meets a new producer served on this host learns its dirs at once (the Spark
+   * layer: a report to the driver, whose answer calls [[addHostLocalExecutor]]).
+   */
+  def setHostLocalRefresh(refresh: () => Unit): Unit = hostLocal.foreach(_.setRefresh(refresh))
 
   def isStopped: Boolean = stopped
 
@@ -221,6 +248,7 @@ final class ShuffleEnvironment(
       stopped = true
       outputFlusher.shutdown()
       connectionManager.shutdown()
+      hostLocal.foreach(_.shutdown())
       partitionManager.shutdown(keepFinishedFiles = nodeService.isDefined)
       networkBufferPool.destroy()
     }

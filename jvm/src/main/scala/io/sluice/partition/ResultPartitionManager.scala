@@ -14,12 +14,18 @@ import io.sluice.memory.NetworkBufferPool
  * releases by shuffle. A finished blocking partition is kept as a [[FinishedPartitionTable]] row,
  * its path derived by `layout`, and rebuilt for readers, shared while anyone holds it. A reader of
  * a pipelined partition may wait for it ([[PendingViewRequest]]). Thread-safe.
+ *
+ * @param ownsFiles whether releasing a finished partition deletes its files: false for the
+ *                  partitions of other executors on this host that this executor's readers read
+ *                  from disk ([[io.sluice.partition.consumer.HostLocalPartitions]]), which are their
+ *                  producers' to delete
  */
 final class ResultPartitionManager(
     maxOpenFiles: Int = SluiceOptions.MaxOpenPartitionFiles.default,
     layout: Option[PartitionFileLocator] = None,
     indexCacheBytes: Long = SluiceOptions.IndexCacheSize.default,
-    sharedCaches: Option[ResultPartitionManager.Caches] = None) {
+    sharedCaches: Option[ResultPartitionManager.Caches] = None,
+    ownsFiles: Boolean = true) {
 
   /** The partition files the server's event loops keep open between readers. */
   val fileReaders: PartitionedFileReaderCache = sharedCaches.fold(
@@ -238,11 +244,15 @@ final class ResultPartitionManager(
     }
   }
 
-  /** Releases the finished partition `id`, no longer in its table: its rebuilt partition if held, else its files. */
+  /**
+   * Releases the finished partition `id`, no longer in its table: its rebuilt partition if held,
+   * else its files; without [[ownsFiles]] only forgets it (readers that hold it finish).
+   */
   private def releaseFinished(id: ResultPartitionID, path: java.io.File, cause: Throwable): Unit = {
     val held = rebuilt.remove(id)
     val p = if (held == null) null else held.get()
-    if (p != null) p.release(cause) // deletes the files and drops the server's kept reader
+    if (!ownsFiles) indexCache.remove(PartitionedFileIndexCache.key(path))
+    else if (p != null) p.release(cause) // deletes the files and drops the server's kept reader
     else { // nobody holds the file: no reader of it is kept, but the cache may still hold its index
       indexCache.remove(PartitionedFileIndexCache.key(path))
       PartitionedFile.deleteFiles(path)

@@ -3,11 +3,11 @@ package io.sluice.service
 import java.io.File
 
 import io.sluice.netty.{PartitionSource, RequestedSubpartitions, TransportProtocolException}
-import io.sluice.partition.{PartitionNotFoundException, PartitionedFileLayout, ResultPartitionManager}
+import io.sluice.partition.{ExecutorLayouts, PartitionNotFoundException, PartitionedFileLayout, ResultPartitionManager}
 
 /**
  * One application as a node shuffle service holds it: the key its readers authenticate with
- * (spark.authenticate), the dirs its executors on this node registered ([[NodeLayout]]), and a
+ * (spark.authenticate), the dirs its executors on this node registered (([[ExecutorLayouts]])), and a
  * [[ResultPartitionManager]] over the map outputs found there, which the server's readers read
  * exactly as an executor's server reads its own (Spark's external shuffle service keeps an
  * `ExecutorShuffleInfo` per executor the same way). Its files go with [[removeShuffle]] and
@@ -22,7 +22,7 @@ private[service] final class ServedApplication(
     caches: ResultPartitionManager.Caches,
     maxOpenFiles: Int) {
 
-  val layout = new NodeLayout
+  val layout = new ExecutorLayouts
   val partitions = new ResultPartitionManager(maxOpenFiles, Some(layout), sharedCaches = Some(caches))
 
   /** When the application last spoke (System.nanoTime): a registration, a heartbeat, a connection. */

@@ -10,7 +10,7 @@ import io.sluice.buffer.BlockCodec
 import io.sluice.config.{SluiceConf, SluiceOptions}
 import io.sluice.memory.NetworkBufferPool
 import io.sluice.partition._
-import io.sluice.partition.consumer.{GateInput, InputGateFactory, ProducerLocation, SingleInputGate}
+import io.sluice.partition.consumer.{GateInput, HostLocalPartitions, InputGateFactory, ProducerLocation, SingleInputGate}
 import org.apache.spark.network.sasl.SecretKeyHolder
 import org.apache.spark.network.util.{MapConfigProvider, TransportConf}
 import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
@@ -31,11 +31,14 @@ final class TestingExecutor(
     auth: Option[(SecretKeyHolder, String)] = None,
     val numSegments: Int = 512,
     fileCipher: Option[PartitionedFileCipher] = None,
-    sparkTransportConf: TransportConf = null) {
+    sparkTransportConf: TransportConf = null,
+    readHostLocal: Boolean = false) {
 
   val conf: SluiceConf = SluiceConf(TestingExecutor.DefaultSettings ++ settings)
   val networkBufferPool = new NetworkBufferPool(numSegments, conf.segmentSize)
-  private val spillDir: File = Files.createTempDirectory(s"sluice-$executorId").toFile
+
+  /** The local dir its blocking partitions are written into. */
+  val spillDir: File = Files.createTempDirectory(s"sluice-$executorId").toFile
   // As ShuffleEnvironment builds it: finished partitions kept as table rows over this layout, the index cache.
   private val layout = new PartitionedFileLayout(IndexedSeq(spillDir))
   val partitionManager = new ResultPartitionManager(conf.get(SluiceOptions.MaxOpenPartitionFiles), Some(layout),
@@ -50,8 +53,13 @@ final class TestingExecutor(
     SparkInternals.TransportPipeline)
   val port: Int = connectionManager.start()
   val location: ProducerLocation = ProducerLocation(executorId, "127.0.0.1", port)
+
+  /** With `readHostLocal`, the other executors' partitions its gates read from their files (see [[readsFilesOf]]). */
+  val hostLocal: Option[HostLocalPartitions] = if (!readHostLocal) None
+  else Some(new HostLocalPartitions(
+      ResultPartitionManager.Caches(partitionManager.fileReaders, partitionManager.indexCache), _.host == "127.0.0.1"))
   val gateFactory = new InputGateFactory(conf, networkBufferPool, partitionManager, connectionManager, executorId,
-    fileCipher)
+    fileCipher, hostLocal = hostLocal)
   TestingExecutor.running.put(port, this)
 
   def counters: TransportCounters = connectionManager.counters
@@ -139,9 +147,13 @@ final class TestingExecutor(
     assert(counters.creditOverruns.sum == 0, s"$executorId: a channel received data beyond its credit: $counters")
   }
 
+  /** Its gates read `other`'s finished partitions from their files, as if both ran on one host (needs readHostLocal). */
+  def readsFilesOf(other: TestingExecutor): Unit = hostLocal.get.addExecutor(other.executorId, Seq(other.spillDir))
+
   def shutdown(): Unit = {
     TestingExecutor.running.remove(port, this)
     connectionManager.shutdown()
+    hostLocal.foreach(_.shutdown())
     partitionManager.shutdown()
     Option(spillDir.listFiles()).foreach(_.foreach(_.delete()))
     spillDir.delete()

@@ -96,12 +96,15 @@ final case class ChannelInput(index: Int, partitionId: ResultPartitionID, subpar
  * Where a channel's producer's output is served: its executor id and the Sluice server to ask,
  * the executor's own or, with `node`, the node shuffle service its executor registered with
  * (which serves the output whether the executor lives or not); with `fallback`, no server: the
- * output lies in Spark's decommissioning fallback storage (read by a [[FallbackInputChannel]]).
+ * output lies in Spark's decommissioning fallback storage (read by a [[FallbackInputChannel]]);
+ * with `hostLocal`, its executor runs on this host and the output is read from its file
+ * ([[HostLocalPartitions]]; the gate factory decides, never the map output's location).
  */
 final case class ProducerLocation(executorId: String, host: String, port: Int, node: Boolean = false,
-    fallback: Boolean = false) {
+    fallback: Boolean = false, hostLocal: Boolean = false) {
   override def toString: String =
     if (fallback) "Spark's fallback storage"
+    else if (hostLocal) s"executor $executorId (its files on this host)"
     else if (node) s"executor $executorId (served by the node shuffle service at $host:$port)"
     else s"executor $executorId ($host:$port)"
 }

@@ -20,7 +20,10 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  * many map outputs per frame; more when one request would exceed spark.sluice.network.maxFrameLength),
  * so its channels and requests grow with the executors it reads from, not with the map outputs; the
  * inputs a decommissioned executor left in Spark's fallback storage are read by one
- * [[FallbackInputChannel]]. A pipelined gate has one channel per input. Each gate has a floating
+ * [[FallbackInputChannel]], and the finished inputs of another executor on this host whose files
+ * `hostLocal` can read by one [[LocalInputChannel]] over them (Spark's
+ * spark.shuffle.readHostLocalDisk), with no request, credit or connection. A pipelined gate has
+ * one channel per input. Each gate has a floating
  * buffer pool:
  *  - credit-based: at least 1 and at most max(floatingBuffersPerGate, maxCreditWindow -
  *    buffersPerChannel) buffers, on top of the buffersPerChannel exclusive ones of each remote
@@ -40,6 +43,8 @@ final case class GateInput(partitionId: ResultPartitionID, subpartitionStart: In
  *
  * @param fileCipher decrypts spilled buffers of encrypted partition files (Spark's I/O encryption), or None
  * @param fallbackStorage Spark's decommissioning fallback storage, when it is configured
+ * @param hostLocal the map outputs of other executors on this host read from their files, or None
+ *                  (read from their servers)
  */
 final class InputGateFactory(
     conf: SluiceConf,
@@ -48,7 +53,8 @@ final class InputGateFactory(
     connectionManager: NettyConnectionManager,
     localExecutorId: String,
     fileCipher: Option[PartitionedFileCipher] = None,
-    fallbackStorage: Option[FallbackStorage] = None) {
+    fallbackStorage: Option[FallbackStorage] = None,
+    hostLocal: Option[HostLocalPartitions] = None) {
 
   private val creditBased = conf.get(SluiceOptions.CreditBased)
   private val buffersPerChannel = conf.get(SluiceOptions.BuffersPerChannel)
@@ -106,6 +112,8 @@ final class InputGateFactory(
       val channels: Array[InputChannel] = groups.zipWithIndex.map { case ((producer, group), i) =>
         if (producer.fallback) {
           new FallbackInputChannel(gate, i, group, producer, fallbackStorage)
+        } else if (producer.hostLocal) {
+          new LocalInputChannel(gate, i, group, producer, hostLocal.get.partitionManager, waitForProducer = false)
         } else if (producer.executorId == localExecutorId) {
           new LocalInputChannel(gate, i, group, producer, partitionManager, waitForProducers)
         } else {
@@ -113,7 +121,7 @@ final class InputGateFactory(
             bufferRequestTimeoutMs, packed = !pipelined)
         }
       }.toArray
-      val readsSpilledLocally = inputs.exists(in =>
+      val readsSpilledLocally = groups.exists(_._1.hostLocal) || inputs.exists(in =>
         in.producer.fallback || (in.producer.executorId == localExecutorId &&
           partitionManager.isBlocking(in.partitionId)))
       gate.setChannels(channels, readsSpilledLocally)
@@ -135,8 +143,10 @@ final class InputGateFactory(
    * The gate's channels, each a producer and the inputs it reads (with their indexes in `inputs`):
    * for a regular gate one per producing executor (and one for the fallback storage), remote ones
    * first (their requests go out while local data is read), a remote executor's inputs split over as many channels as the frame limit
-   * requires (each channel's request must fit one frame, [[MultiPartitionRequest.maxInputs]]); for
-   * a pipelined gate one per input, in order.
+   * requires (each channel's request must fit one frame, [[MultiPartitionRequest.maxInputs]]), those
+   * of another executor on this host whose files `hostLocal` reads in one channel of their own
+   * (its other inputs, say moved to it from elsewhere, from its server); for a pipelined gate one
+   * per input, in order.
    */
   private def channelGroups(
       inputs: IndexedSeq[GateInput], pipelined: Boolean): IndexedSeq[(ProducerLocation, IndexedSeq[ChannelInput])] = {
@@ -163,14 +173,29 @@ final class InputGateFactory(
       val notRemote = new mutable.ArrayBuffer[(ProducerLocation, IndexedSeq[ChannelInput])](2)
       val groups = byExecutor.values().iterator()
       while (groups.hasNext) {
-        val (p, group) = groups.next()
+        val (p, all) = groups.next()
+        val group = if (isRemote(p)) readHostLocal(p, all, notRemote) else all
         if (!isRemote(p)) notRemote += ((p, group.toIndexedSeq))
-        else group.grouped(maxInputsPerRequest).foreach(part => out += ((p, part.toIndexedSeq)))
+        else if (group.nonEmpty) group.grouped(maxInputsPerRequest).foreach(part => out += ((p, part.toIndexedSeq)))
       }
       (out ++= notRemote).toIndexedSeq
     }
   }
 
+  /**
+   * The inputs of remote producer `p` left to read from its server: when `hostLocal` knows `p`'s
+   * executor, those whose files it can read go to `notRemote` as one host-local group.
+   */
+  private def readHostLocal(p: ProducerLocation, inputs: mutable.ArrayBuffer[ChannelInput],
+      notRemote: mutable.ArrayBuffer[(ProducerLocation, IndexedSeq[ChannelInput])]): mutable.ArrayBuffer[ChannelInput] =
+    hostLocal match {
+      case Some(h) if h.knowsOrLearns(p) =>
+        val (fromDisk, fromServer) = inputs.partition(in => h.register(in.partitionId, p.executorId))
+        if (fromDisk.nonEmpty) notRemote += ((p.copy(hostLocal = true), fromDisk.toIndexedSeq))
+        fromServer
+      case _ => inputs
+    }
+
   /** Whether `p`'s outputs are read over the network from a Sluice server (not this executor's, not fallback storage). */
-  private def isRemote(p: ProducerLocation): Boolean = !p.fallback && p.executorId != localExecutorId
+  private def isRemote(p: ProducerLocation): Boolean = !p.fallback && !p.hostLocal && p.executorId != localExecutorId
 }

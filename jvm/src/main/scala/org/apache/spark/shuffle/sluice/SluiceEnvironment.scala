@@ -148,6 +148,14 @@ private[sluice] object SluiceEnvironment extends Logging {
     sluice.checkTaskSlots(slots, from, compressed = conf.getBoolean("spark.shuffle.compress", true), remoteReads = !local)
   }
 
+  /**
+   * Whether readers read the map outputs of other executors on their host from their files
+   * (spark.shuffle.readHostLocalDisk, Spark's default true), once the driver names their dirs.
+   */
+  def readsHostLocalDisk(conf: SparkConf): Boolean = conf.getBoolean(ReadHostLocalDiskKey, true)
+
+  val ReadHostLocalDiskKey = "spark.shuffle.readHostLocalDisk"
+
   private def create(conf: SparkConf): ShuffleEnvironment = {
     val startNanos = System.nanoTime()
     val sluice = engineConf(conf)
@@ -163,7 +171,7 @@ private[sluice] object SluiceEnvironment extends Logging {
       SparkInternals.localRootDirs, SparkInternals.localDirs, auth.map(_._1),
       sluice.get(SluiceOptions.ConnectTimeout), NodeServices.announce)
     val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, node.dirs, codec(conf), transport, cipher,
-      node.service, SluiceFallbackStorage(conf))
+      node.service, SluiceFallbackStorage(conf), readsHostLocalDisk(conf))
     val tls = transport.transportConf.sslRpcEnabled()
     val security = Seq("authenticated" -> auth.isDefined, "TLS" -> tls).collect { case (what, true) => what }
     val base = sluice.get(SluiceOptions.Port)

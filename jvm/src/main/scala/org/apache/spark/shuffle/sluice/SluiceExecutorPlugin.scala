@@ -100,7 +100,7 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
   private def startEnvironment(context: PluginContext): Unit =
     if (SluiceExecutorPlugin.usesSluice(context.conf())) {
       if (SparkInternals.isBlockManagerInitialized) {
-        try SluiceEnvironment.get()
+        try SluiceEnvironment.get().setHostLocalRefresh(() => reportNow())
         catch {
           case NonFatal(e) => logWarning("Sluice's network stack did not start with the executor; its first " +
               s"shuffle task starts it: ${e.getMessage}")
@@ -157,6 +157,21 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
    */
   private def publish(): Unit = if (source != null && published.isEmpty) published = SluiceMetricsSource.publish(registry)
 
+  /**
+   * A report on the reporter thread now, waited for (at most RefreshTimeoutMs): a reader that meets
+   * a new executor on this host learns its dirs from the reply.
+   */
+  private def reportNow(): Unit = {
+    val r = reporter
+    if (r != null) {
+      try { r.submit((() => report()): Runnable).get(SluiceExecutorPlugin.RefreshTimeoutMs, TimeUnit.MILLISECONDS); () }
+      catch {
+        case _: InterruptedException => Thread.currentThread().interrupt()
+        case NonFatal(e) => logDebug("A report for the dirs of this host's executors did not come back in time", e)
+      }
+    }
+  }
+
   /** One report: tick the metrics, hand in finished samples, start the sampling the driver asks for. */
   private[sluice] def report(): Unit = {
     val c = ctx
@@ -171,11 +186,15 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       val snapshot = env.map(_.metrics.tick()).getOrElse(emptySnapshot(c.executorID()))
       val samples = Iterator.continually(finishedSamples.poll()).takeWhile(_ != null).toList
       val server = env.map(e => SluiceMessages.SluiceServer(c.executorID(), e.connectionManager.host, e.serverPort))
-      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples, server, env.flatMap(_.nodeService)))) match {
+      val dirs = env.fold(Seq.empty[String])(_.partitionDirs.map(_.getAbsolutePath))
+      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples, server, env.flatMap(_.nodeService), dirs))) match {
         case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
-            case SluiceMessages.ReportReply(requests, servers) =>
+            case SluiceMessages.ReportReply(requests, servers, hostLocal) =>
               requests.foreach(startSampling)
-              env.foreach(e => servers.foreach(s => e.connectionManager.prepareConnection(s.host, s.port, s.node)))
+              env.foreach { e =>
+                servers.foreach(s => e.connectionManager.prepareConnection(s.host, s.port, s.node))
+                hostLocal.foreach(h => e.addHostLocalExecutor(h.executorId, h.dirs.map(new java.io.File(_))))
+              }
             case _ => ()
           }
         case _ => ()
@@ -236,6 +255,9 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
 }
 
 private[sluice] object SluiceExecutorPlugin {
+
+  /** How long a reader waits for a report that names the dirs of a new executor on its host. */
+  val RefreshTimeoutMs = 2000L
 
   /** Sampling requests that may wait for the sampler thread; beyond, an empty answer is sent. */
   val MaxQueuedSamplings = 8

@@ -44,6 +44,7 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
   private val registry = new MetricRegistry
   @volatile private var published: Option[SparkInternals.RegisteredSource] = None
   @volatile private var peers = new PeerServers
+  @volatile private var readHostLocal = false
 
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
     try {
@@ -54,6 +55,7 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
         }
       peers = new PeerServers(pipelined =
         sc.getConf.getOption("spark.shuffle.manager.incremental").contains(classOf[SluicePipelinedShuffleManager].getName))
+      readHostLocal = SluiceEnvironment.readsHostLocalDisk(sc.getConf)
       val m = new SluiceDriverMetrics(conf,
         blockingThroughSluice = sc.getConf.get("spark.shuffle.manager", "") == classOf[SluiceShuffleManager].getName)
       sc.addSparkListener(m.stages)
@@ -93,9 +95,12 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
         case r: SluiceMessages.Report if metrics != null =>
           val m = metrics
           val reply =
-            try m.onReport(r).copy(servers = peers.announce(r.server, r.nodeService, r.snapshot.executorId,
-                m.liveExecutors))
-            catch {
+            try {
+              val servers = peers.announce(r.server, r.nodeService, r.snapshot.executorId, m.liveExecutors,
+                r.partitionDirs)
+              m.onReport(r).copy(servers = servers,
+                hostLocal = if (readHostLocal) peers.hostLocal(r.snapshot.executorId) else Nil)
+            } catch {
               case NonFatal(e) => logWarning("Could not answer Sluice's executor report", e); SluiceMessages.ReportReply(Nil)
             }
           val p = publisher

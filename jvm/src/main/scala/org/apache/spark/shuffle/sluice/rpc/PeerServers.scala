@@ -3,7 +3,7 @@ package org.apache.spark.shuffle.sluice.rpc
 import scala.collection.mutable
 
 import io.sluice.NodeServiceAddress
-import org.apache.spark.shuffle.sluice.rpc.SluiceMessages.{ReadServer, SluiceServer}
+import org.apache.spark.shuffle.sluice.rpc.SluiceMessages.{ExecutorDirs, ReadServer, SluiceServer}
 
 /**
  * The driver's list of where each executor's map outputs are read, as the executors' reports
@@ -14,8 +14,9 @@ import org.apache.spark.shuffle.sluice.rpc.SluiceMessages.{ReadServer, SluiceSer
  * answer names the servers of the executors that announced theirs after the asking one (the list
  * read as a ring), up to `maxPeers` distinct servers, so every server is named to about as many
  * executors as an answer names, however many executors there are; the rest connect when a reduce
- * task's gate names them. Called by the driver plugin's report handler (Spark's RPC threads);
- * thread-safe.
+ * task's gate names them. It also keeps the dirs each executor writes its map outputs into, from
+ * which an executor learns those of the other executors on its host ([[hostLocal]]). Called by the
+ * driver plugin's report handler (Spark's RPC threads); thread-safe.
  *
  * @param maxPeers  the most servers one answer names
  * @param pipelined the application runs Sluice's pipelined shuffles: executors' own servers are
@@ -24,16 +25,22 @@ import org.apache.spark.shuffle.sluice.rpc.SluiceMessages.{ReadServer, SluiceSer
 private[sluice] final class PeerServers(maxPeers: Int = PeerServers.MaxPeers, pipelined: Boolean = false) {
 
   private val servers = mutable.LinkedHashMap.empty[String, Seq[ReadServer]] // executor -> where it is read; guarded by this
+  private val written = mutable.HashMap.empty[String, PeerServers.Written] // executor -> its host and dirs; guarded by this
 
   /**
-   * Records where `server`'s executor is read (`nodeService`, when one serves its map outputs),
-   * then names up to `maxPeers` servers other executors among `live` are read from.
+   * Records where `server`'s executor is read (`nodeService`, when one serves its map outputs) and
+   * where it writes them (`partitionDirs`), then names up to `maxPeers` servers other executors
+   * among `live` are read from.
    */
   def announce(server: Option[SluiceServer], nodeService: Option[NodeServiceAddress], executorId: String,
-      live: Set[String]): Seq[ReadServer] =
+      live: Set[String], partitionDirs: Seq[String] = Nil): Seq[ReadServer] =
     synchronized {
-      server.foreach(s => servers(s.executorId) = readFrom(s, nodeService))
+      server.foreach { s =>
+        servers(s.executorId) = readFrom(s, nodeService)
+        if (partitionDirs.nonEmpty) written(s.executorId) = PeerServers.Written(s.host, partitionDirs, nodeService.isDefined)
+      }
       servers.filterInPlace((id, _) => live.contains(id) || id == executorId)
+      written.filterInPlace((id, w) => w.nodeServed || live.contains(id) || id == executorId)
       val all = servers.toIndexedSeq
       val own = all.indexWhere(_._1 == executorId) // -1 (not announced yet): from the first
       (1 to all.size).iterator.map(i => all((own + i) % all.size)).filter(_._1 != executorId).flatMap(_._2).distinct
@@ -48,10 +55,24 @@ private[sluice] final class PeerServers(maxPeers: Int = PeerServers.MaxPeers, pi
     }
   }
 
+  /**
+   * The other executors on `executorId`'s host and the dirs they write their map outputs into:
+   * the live ones, and those whose outputs a node service keeps after they are gone.
+   */
+  def hostLocal(executorId: String): Seq[ExecutorDirs] = synchronized {
+    written.get(executorId).fold(Seq.empty[ExecutorDirs]) { own =>
+      written.iterator.collect { case (id, w) if id != executorId && w.host == own.host => ExecutorDirs(id, w.dirs) }
+        .toSeq.sortBy(_.executorId)
+    }
+  }
+
   def size: Int = synchronized(servers.size)
 }
 
 private[sluice] object PeerServers {
+
+  /** Where an executor writes its map outputs: its host, its dirs there, and whether a node service keeps them. */
+  private final case class Written(host: String, dirs: Seq[String], nodeServed: Boolean)
 
   /** As many as the executor's client prepares connections for (PartitionRequestClientFactory). */
   val MaxPeers: Int = io.sluice.netty.PartitionRequestClientFactory.MaxPreparedConnections

@@ -16,10 +16,10 @@ private[sluice] object SluiceMessages {
   /**
    * An executor's periodic report: its metrics tick, the stack samples it finished since, its
    * Sluice server once started, and then the node shuffle service that serves its map outputs
-   * (None: the executor serves them itself).
+   * (None: the executor serves them itself) and the dirs its map outputs are written into.
    */
   final case class Report(snapshot: ExecutorSnapshot, samples: Seq[StageSampleResult], server: Option[SluiceServer] = None,
-      nodeService: Option[NodeServiceAddress] = None)
+      nodeService: Option[NodeServiceAddress] = None, partitionDirs: Seq[String] = Nil)
 
   /**
    * A server an executor's readers will read map outputs from: another executor's Sluice server,
@@ -27,10 +27,15 @@ private[sluice] object SluiceMessages {
    */
   final case class ReadServer(host: String, port: Int, node: Boolean = false)
 
+  /** Another executor on the reporting executor's host, and the dirs its map outputs are written into. */
+  final case class ExecutorDirs(executorId: String, dirs: Seq[String])
+
   /**
-   * The driver's answer: stages whose running tasks the executor should sample now, and the servers
+   * The driver's answer: stages whose running tasks the executor should sample now, the servers
    * its readers will read from (see [[PeerServers]]), to which it may connect before its first
-   * reader needs them.
+   * reader needs them, and, with spark.shuffle.readHostLocalDisk, the other executors on its host
+   * whose map outputs its readers read from their files.
    */
-  final case class ReportReply(requests: Seq[SampleRequest], servers: Seq[ReadServer] = Nil)
+  final case class ReportReply(requests: Seq[SampleRequest], servers: Seq[ReadServer] = Nil,
+      hostLocal: Seq[ExecutorDirs] = Nil)
 }

@@ -1,7 +1,7 @@
 package org.apache.spark.shuffle.sluice.rpc
 
 import io.sluice.NodeServiceAddress
-import org.apache.spark.shuffle.sluice.rpc.SluiceMessages.{ReadServer, SluiceServer}
+import org.apache.spark.shuffle.sluice.rpc.SluiceMessages.{ExecutorDirs, ReadServer, SluiceServer}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -86,5 +86,22 @@ class PeerServersSuite extends AnyFunSuite {
   test("the messages that carry the servers survive Sluice's RPC encoding") {
     val reply = SluiceMessages.ReportReply(Nil, Seq(read(server("1")), ReadServer("10.0.0.1", 7338, node = true)))
     assert(RpcPayload.decode(RpcPayload.encode(reply)) == reply)
+  }
+
+  test("an executor learns the dirs of the other executors on its host: live ones, and gone ones a node service keeps") {
+    val peers = new PeerServers
+    def dirs(id: String) = Seq(s"/data/$id/a", s"/data/$id/b")
+    val live = Set("1", "2", "3", "4")
+    peers.announce(Some(server("1")), None, "1", live, dirs("1"))
+    assert(peers.hostLocal("1").isEmpty, "alone on its host")
+    peers.announce(Some(server("2")), None, "2", live, dirs("2"))
+    peers.announce(Some(server("3", host = "10.0.0.2")), None, "3", live, dirs("3"))
+    peers.announce(Some(server("4")), Some(nodeOf("10.0.0.1")), "4", live, dirs("4"))
+    assert(peers.hostLocal("1") == Seq(ExecutorDirs("2", dirs("2")), ExecutorDirs("4", dirs("4"))))
+    assert(peers.hostLocal("3").isEmpty, "nobody else on 10.0.0.2")
+    assert(peers.hostLocal("5").isEmpty, "an executor that never said where it writes learns nothing")
+    // 2 and 4 are gone: 2's files went with it, 4's stay with its node service.
+    peers.announce(Some(server("1")), None, "1", Set("1", "3"), dirs("1"))
+    assert(peers.hostLocal("1") == Seq(ExecutorDirs("4", dirs("4"))))
   }
 }

@@ -1,17 +1,17 @@
-package io.sluice.service
+package io.sluice.partition
 
 import java.io.File
 
-import io.sluice.partition.{PartitionFileLocator, PartitionedFileLayout, ResultPartitionID}
-
 /**
- * Where a node shuffle service finds one application's map outputs: the dirs each of its
- * executors on this node registered, in registration order; a partition's code is its executor's
- * number, and its file is where that executor's [[PartitionedFileLayout]] put it (no counterpart in
- * Flink; Spark's external shuffle service keeps each executor's dirs the same way). Executors are
+ * Where one application's map outputs written by several executors of one host lie: the dirs of
+ * each executor, in registration order; a partition's code is its executor's number, and its file
+ * is where that executor's [[PartitionedFileLayout]] put it. A node shuffle service keeps the dirs
+ * its executors registered this way (as Spark's external shuffle service does), and an executor
+ * the dirs of the other executors on its host whose outputs it reads from disk
+ * ([[io.sluice.partition.consumer.HostLocalPartitions]]). No counterpart in Flink. Executors are
  * only ever added. Thread-safe: registration is synchronized, lookups read an immutable snapshot.
  */
-private[service] final class NodeLayout extends PartitionFileLocator {
+final class ExecutorLayouts extends PartitionFileLocator {
 
   @volatile private var layouts = Vector.empty[(String, PartitionedFileLayout)]
 
