@@ -43,7 +43,7 @@ from sluice_bench.compare import difference, plain_rows
 from sluice_bench.errors import BenchError
 from sluice_bench.machine import load_average
 from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
-from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log
+from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log, with_server_reads
 from sluice_bench.stats import goal, median, ratio, spread
 
 CONTENDERS = ("sluice", "sort")
@@ -174,8 +174,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     contenders = (*CONTENDERS, SERVICE_CONTENDER) if service else CONTENDERS
     with NodeService(service_log(LOG_DIR, "batch")) if service else contextlib.nullcontext() as node:
         if node is not None:
-            for spec in specs.values():
-                spec["service_port"] = node.port
+            specs = {name: with_server_reads(dict(spec, service_port=node.port)) for name, spec in specs.items()}
         recorder = Recorder(
             "batch",
             command_line(argv),

@@ -44,7 +44,7 @@ from sluice_bench.args import sluice_options
 from sluice_bench.batch import CPU_GOAL, GB, cpu_report
 from sluice_bench.compare import difference
 from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
-from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log
+from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log, with_server_reads
 from sluice_bench.stats import goal, median, ratio
 
 MIB = 1 << 20
@@ -284,7 +284,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     run_configs: List[Dict[str, Any]] = []
     with NodeService(service_log(LOG_DIR, "scale")) if service else contextlib.nullcontext() as node:
         for a in apps:
-            spec = dict(a.spec, service_port=node.port) if node is not None else a.spec
+            spec = with_server_reads(dict(a.spec, service_port=node.port)) if node is not None else a.spec
             # The extreme group's failures are its results: an application that fails is recorded.
             failed = failed_app(a.spec) if a.group == "extreme" else None
             run_alternating_apps(

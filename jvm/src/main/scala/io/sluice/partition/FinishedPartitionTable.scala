@@ -57,6 +57,9 @@ private[partition] final class FinishedPartitionTable(val shuffleId: Int) {
     first
   }
 
+  /** The code by which the layout finds entry `e`'s file, -1 when its path is kept instead. */
+  def code(e: Int): Int = codes(e)
+
   /** The data file of entry `e`. */
   def path(e: Int, layout: Option[PartitionFileLocator]): File = {
     val id = ResultPartitionID(shuffleId, producerIds(e))

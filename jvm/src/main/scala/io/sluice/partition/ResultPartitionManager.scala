@@ -226,6 +226,16 @@ final class ResultPartitionManager(
       }
     }
 
+  /** The code of the finished blocking partition `id`'s table row, -1 when it has none. */
+  def finishedCode(id: ResultPartitionID): Int = {
+    val t = finished.get(id.shuffleId)
+    if (t == null) -1
+    else t.synchronized {
+      val e = t.liveEntryOf(id.producerId)
+      if (e < 0) -1 else t.code(e)
+    }
+  }
+
   def releasePartition(id: ResultPartitionID, cause: Throwable): Unit = {
     val p = partitions.remove(id)
     if (p != null) p.release(cause)

@@ -54,11 +54,14 @@ final class HostLocalPartitions(caches: ResultPartitionManager.Caches,
    * registered (once, from its index file's header) when its file is where the executor's dirs put
    * it. False when the executor's dirs are unknown, or its file is not there or unusable (a map
    * output moved to it from another executor, or deleted): then it is read from its server, which
-   * reports what is wrong.
+   * reports what is wrong. A map output registered here under another executor (it moved since)
+   * is forgotten first.
    */
   def register(id: ResultPartitionID, executorId: String): Boolean = {
     val code = layouts.codeOf(executorId)
     code >= 0 && {
+      val known = partitionManager.finishedCode(id)
+      if (known >= 0 && known != code) partitionManager.releasePartition(id, null)
       try { partitionManager.registerFinishedFile(id, code); true }
       catch { case _: PartitionNotFoundException | _: IOException => false }
     }

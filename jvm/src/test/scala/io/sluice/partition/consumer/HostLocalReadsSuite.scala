@@ -126,6 +126,30 @@ class HostLocalReadsSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
+  test("a map output read from one executor's files, then located at another's, is read from the other's") {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B", readHostLocal = true)
+    val c = new TestingExecutor("C")
+    withExecutors(a, b, c) {
+      b.readsFilesOf(a); b.readsFilesOf(c)
+      val id = ResultPartitionID(6, 0)
+      def read(at: TestingExecutor): Map[(Long, Int), Int] = {
+        val reader = new TestingGateReader(b.gate("reader", Vector(GateInput(id, 0, 3, at.location)), lz4))
+        try {
+          assert(reader.gate.channel(0).producer == at.location.copy(hostLocal = true))
+          reader.readAll()
+        } finally reader.close()
+      }
+      written(a, id)
+      assert(read(a) == expected(Seq(id), 0, 3))
+      // The output moves to C (as decommissioning moves it) and A's copy goes.
+      written(c, id)
+      a.partitionManager.releasePartitionsOfShuffle(6)
+      assert(read(c) == expected(Seq(id), 0, 3))
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack(); c.awaitAllBuffersBack()
+    }
+  }
+
   test("encrypted partition files (Spark's I/O encryption) are decrypted when read from their files") {
     val key = Array.tabulate[Byte](32)(i => (i * 3 + 2).toByte)
     def cipher = Some(PartitionedFileCipher(key, "AES/CTR/NoPadding"))

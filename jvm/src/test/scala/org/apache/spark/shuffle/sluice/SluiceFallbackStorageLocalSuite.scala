@@ -125,7 +125,12 @@ class SluiceFallbackStorageLocalSuite extends AnyFunSuite with BeforeAndAfterAll
     val failed = fetchFailures.asScala.toSeq
     assert(failed.exists(f => f.mapId == victim && f.shuffleId == shuffleId && f.message.contains("Checksum mismatch")),
       failed)
-    assert(failed.forall(_.bmAddress == SparkInternals.fallbackStorageLocation), failed.map(_.bmAddress))
+    // Every failure blames the fallback storage, but for a reduce task that asked for the map
+    // outputs' locations after the first failure unregistered the victim's: Spark's own
+    // MetadataFetchFailedException, a FetchFailed without an address (one CI run saw it).
+    assert(failed.forall(f =>
+        f.bmAddress == SparkInternals.fallbackStorageLocation ||
+          (f.bmAddress == null && f.shuffleId == shuffleId)), failed.map(_.bmAddress))
     assert(runs.value > NumMaps, "Spark ran the lost map outputs again")
   }
 
