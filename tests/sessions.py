@@ -30,11 +30,6 @@ SESSION_MASTER = os.environ.get("SLUICE_TEST_CLUSTER_MASTER", "local-cluster[2,2
 # The applications the runner scripts start, one executor core each.
 APP_MASTER = os.environ.get("SLUICE_TEST_MASTER", "local-cluster[2,1,1024]")
 SHUFFLES = ("sluice", "sort", "preconfigured")
-# A local-cluster's executors share one host, where Sluice's readers would read each other's map
-# outputs from their files (Spark's spark.shuffle.readHostLocalDisk, on by default) and never cross
-# the network stack most tests are about: the tests' executors stand in for executors on different
-# hosts unless a test turns it on (as the ``defaults`` application of test_blocking_shuffle does).
-NETWORK_READS = {"spark.shuffle.readHostLocalDisk": "false"}
 
 
 def app_env(**extra: str) -> Dict[str, str]:
@@ -87,9 +82,8 @@ def build_session(
     """Starts the application ``app`` on ``master`` (None: the one spark-submit chose).
 
     ``shuffle`` is ``sluice`` (``sluice.configure`` with ``options`` and ``prometheus``, and
-    nothing else of Sluice's but :data:`NETWORK_READS` unless ``conf`` says otherwise), ``sort``
-    (Spark's sort shuffle, the reference) or ``preconfigured`` (only what spark-submit set).
-    ``conf`` are plain Spark settings; ``jars`` go on ``spark.jars``
+    nothing else of Sluice's), ``sort`` (Spark's sort shuffle, the reference) or ``preconfigured``
+    (only what spark-submit set). ``conf`` are plain Spark settings; ``jars`` go on ``spark.jars``
     (Sluice adds its own jar after them); ``log_level`` sets the driver's log level.
     """
     if shuffle not in SHUFFLES:
@@ -98,8 +92,7 @@ def build_session(
     builder = SparkSession.builder.appName(app).config("spark.ui.showConsoleProgress", "false")
     if master is not None:
         builder = builder.master(master)
-    settings = dict(NETWORK_READS, **(conf or {})) if shuffle == "sluice" else dict(conf or {})
-    for key, value in settings.items():
+    for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))

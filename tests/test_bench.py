@@ -650,6 +650,23 @@ def test_service_results_are_saved_beside_the_plain_ones() -> None:
     assert batch.result_name(argparse.Namespace(short=False, service=False)) == "batch"
 
 
+def test_host_local_runs_set_spark_s_setting_for_every_contender_and_save_beside() -> None:
+    """--host-local: Spark turns host-local disk reads off on local-cluster masters unless they
+    are set, so the flag sets spark.shuffle.readHostLocalDisk=true in the spec's conf (every
+    contender's, not the sort shuffle's alone) and saves the result beside the plain one."""
+    plain = batch.spec_for(batch_args())
+    host_local = batch.spec_for(batch_args(host_local=True))
+    assert "spark.shuffle.readHostLocalDisk" not in plain["conf"]
+    assert host_local["conf"]["spark.shuffle.readHostLocalDisk"] == "true" and host_local["builtin_conf"] == {}
+    assert batch.result_name(argparse.Namespace(short=False, job="sha2", host_local=True)) == "batch-sha2-host-local"
+    name, apps = scale.plan(scale_args(groups="wide", shapes="1500x400", host_local=True))
+    assert name == "scale-wide-host-local"
+    assert all(a.spec["conf"]["spark.shuffle.readHostLocalDisk"] == "true" for a in apps)
+    assert all(
+        "spark.shuffle.readHostLocalDisk" not in a.spec["conf"] for a in scale.plan(scale_args(groups="wide"))[1]
+    )
+
+
 def test_a_node_service_daemon_starts_reports_and_stops(tmp_path: Path) -> None:
     """The --service runs' daemon: ``sluice shuffle-service`` on a free port of 127.0.0.1, its
     status read back (nothing registered, nothing on disk), stopped when the run ends; a port

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 import reference
 import workloads
-from sessions import APP_MASTER, NETWORK_READS, app_env
+from sessions import APP_MASTER, app_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_workloads.py")
@@ -51,7 +51,7 @@ def run_app(
 
         conf_file = os.path.join(work, "sluice.conf")
         with open(conf_file, "w") as f:
-            settings = dict(spark_conf(**options), **NETWORK_READS, **(conf or {}), **{"spark.master": master})
+            settings = dict(spark_conf(**options), **(conf or {}), **{"spark.master": master})
             for key, value in settings.items():
                 f.write(f"{key} {value}\n")
         submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
@@ -128,9 +128,10 @@ UNCOMPRESSED = {"spark.shuffle.compress": "false"}
 
 # The applications, each with the settings of the tests that read it (run_app's arguments).
 APPS: Dict[str, Dict[str, Any]] = {
-    # Sluice's and Spark's defaults, with Spark's host-local disk reads (which the tests' other
-    # applications turn off, sessions.NETWORK_READS): each executor reads the other's map outputs
-    # from their files, as executors sharing a host do.
+    # Sluice's and Spark's defaults, with Spark's host-local disk reads, which Spark turns off on a
+    # local-cluster master unless set (so that its executors fetch from each other as on separate
+    # hosts, as the other applications do): each executor reads the other's map outputs from their
+    # files, as executors sharing a host of a real cluster do.
     "defaults": {"options": {}, "names": ALL, "conf": {"spark.shuffle.readHostLocalDisk": "true"}},
     # 1 MiB of network memory (32 buffers) per executor, one exclusive and one floating buffer per
     # channel: everything spills, channels wait; and spill_heavy shuffles 20 times that memory.

@@ -140,7 +140,8 @@ def yarn_app(yarn_cluster: Dict[str, Any]) -> Dict[str, Any]:
         "--conf", f"spark.yarn.jars=local:{spark_jars}/*",
         # YARN gives the application a secret of its own; the service learns its key from its first executor.
         "--conf", "spark.authenticate=true",
-        # Both executors share this host: read through the node service, as from another host.
+        # Both executors share this host (Spark turns host-local reads off only on local-cluster
+        # masters): read through the node service, as from another host.
         "--conf", "spark.shuffle.readHostLocalDisk=false",
         "--conf", "spark.executor.instances=2",
         "--conf", "spark.executor.cores=1",

@@ -25,6 +25,27 @@ def sort_conf(args: Any) -> Dict[str, str]:
     return pairs
 
 
+# Spark turns host-local disk reads off on a local-cluster master unless they are set (its
+# executors share one host, and it would rather test remote fetching), so every local benchmark
+# compares reads across executors; --host-local turns them on for every contender.
+HOST_LOCAL_CONF = {"spark.shuffle.readHostLocalDisk": "true"}
+HOST_LOCAL_HELP = (
+    "every contender reads the map outputs of the other executors on its host from their files "
+    "(spark.shuffle.readHostLocalDisk=true, which Spark turns off on local-cluster masters), as executors "
+    "sharing a cluster node do; saved as NAME-host-local.json"
+)
+
+
+def host_local_conf(args: Any) -> Dict[str, str]:
+    """:data:`HOST_LOCAL_CONF` when the command line says ``--host-local``, else nothing."""
+    return dict(HOST_LOCAL_CONF) if getattr(args, "host_local", False) else {}
+
+
+def host_local_suffix(args: Any) -> str:
+    """What a ``--host-local`` run adds to its result's name."""
+    return "-host-local" if getattr(args, "host_local", False) else ""
+
+
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.IGNORECASE)
 
 

@@ -38,12 +38,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from sluice_bench import charts, short, tpch
 from sluice_bench.apps import LOG_DIR, run_app, run_plan
-from sluice_bench.args import sluice_options, sort_conf
+from sluice_bench.args import HOST_LOCAL_HELP, host_local_conf, host_local_suffix, sluice_options, sort_conf
 from sluice_bench.compare import difference, plain_rows
 from sluice_bench.errors import BenchError
 from sluice_bench.machine import load_average
 from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
-from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log, with_server_reads
+from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log
 from sluice_bench.stats import goal, median, ratio, spread
 
 CONTENDERS = ("sluice", "sort")
@@ -114,6 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also run Sluice with its map outputs served by its node shuffle service (contender sluice-service, "
         "a sluice shuffle-service daemon started for the run), timed against Sluice's executor-served runs",
     )
+    parser.add_argument("--host-local", action="store_true", help=HOST_LOCAL_HELP)
     short.add_arguments(parser)
 
 
@@ -134,7 +135,7 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
     queries = [int(q) for q in args.queries.split(",")] if args.queries else sorted(tpch.QUERIES)
     spec: Dict[str, Any] = {
         "master": f"local-cluster[2,1,{args.memory}]",
-        "conf": {"spark.driver.memory": "2g", **SETTINGS[setting]["conf"]},
+        "conf": {"spark.driver.memory": "2g", **SETTINGS[setting]["conf"], **host_local_conf(args)},
         "setting": setting,
         "sluice_options": sluice_options(args),
         # build_session applies these to the sort shuffle's runs only.
@@ -153,7 +154,7 @@ def spec_for(args: argparse.Namespace, setting: str = "off64") -> Dict[str, Any]
 
 def result_name(args: argparse.Namespace) -> str:
     if not getattr(args, "short", False):
-        name = "batch-sha2" if getattr(args, "job", "heavy") == "sha2" else "batch"
+        name = ("batch-sha2" if getattr(args, "job", "heavy") == "sha2" else "batch") + host_local_suffix(args)
         # With the node service: beside, not over, the result without it.
         return f"{name}-service" if getattr(args, "service", False) else name
     return short.COLD_NAME if getattr(args, "cold", False) else short.NAME
@@ -174,7 +175,8 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     contenders = (*CONTENDERS, SERVICE_CONTENDER) if service else CONTENDERS
     with NodeService(service_log(LOG_DIR, "batch")) if service else contextlib.nullcontext() as node:
         if node is not None:
-            specs = {name: with_server_reads(dict(spec, service_port=node.port)) for name, spec in specs.items()}
+            for spec in specs.values():
+                spec["service_port"] = node.port
         recorder = Recorder(
             "batch",
             command_line(argv),

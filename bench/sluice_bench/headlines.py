@@ -49,12 +49,14 @@ BATCH = "batch-2026-11-26-files.json"  # the heavy job, both settings
 # defaults with --service, whose third contender does not change Sluice's and the sort shuffle's turns).
 TPCH = {"off64": "batch-sf1-off64-2026-11-28.json", "defaults": "batch-service.json"}
 WIDE = "scale-wide-2026-11-29.json"
+WIDE_HOST_LOCAL = "scale-wide-host-local-2026-11-29.json"  # 1500 x 400 and 6000 x 400, --host-local
 GROWTH = "scale-growth-2026-11-26-files.json"
 LATENCY = "latency-2026-11-24.json"
 MEMORY = "memory.json"
 TRANSPORT = "transport.json"
 CLUSTER = "cluster.json"
-SHA2 = "batch-sha2-2026-11-29.json"  # the CPU-bound job, local executors
+SHA2 = "batch-sha2-2026-11-29-quiet.json"  # the CPU-bound job, local executors reading across executors
+SHA2_HOST_LOCAL = "batch-sha2-host-local-2026-11-29.json"  # the same, each reading the other's files (--host-local)
 CLUSTER_SHA2 = "cluster-sha2-2026-11-29.json"  # the same across two hosts
 # The first jobs of fresh applications (sluice bench batch --short --cold).
 COLD = "batch-short-cold-2026-11-28.json"
@@ -126,8 +128,8 @@ def _memory(r: Dict[str, Any]) -> float:
 
 _HEAVY_NEWER = (
     "the 27 November run was against a sort shuffle tuned with spark.shuffle.sort.bypassMergeThreshold=0, "
-    "an eighth of the rows, on a loaded machine; the 29 November run is another job, the CPU-bound one "
-    "(its own row)"
+    "an eighth of the rows, on a loaded machine; the 29 November runs are another job, the CPU-bound one "
+    "(its own rows)"
 )
 
 HEADLINES: Tuple[Headline, ...] = (
@@ -188,8 +190,23 @@ HEADLINES: Tuple[Headline, ...] = (
         "Sluice / sort time at wide 4000x1000",
     ),
     Headline(
+        "1500 maps × 400 reducers, both shuffles reading the other executor's map outputs from its files, time",
+        WIDE_HOST_LOCAL,
+        _config("wide 1500x400"),
+        _ratio,
+        "Sluice / sort time at wide 1500x400",
+    ),
+    Headline(
         "1.5 GB CPU-bound job (SHA-256 of every row), time (AQE off, 64 partitions)",
         SHA2,
+        _batch("off64", "heavy_ratio"),
+        _ratio,
+        "AQE off, 64 partitions: sha2 job: Sluice time / sort time",
+        newer="the newer run had both shuffles read the other executor's map outputs from its files: the next row",
+    ),
+    Headline(
+        "the same job, both shuffles reading the other executor's map outputs from its files, time",
+        SHA2_HOST_LOCAL,
         _batch("off64", "heavy_ratio"),
         _ratio,
         "AQE off, 64 partitions: sha2 job: Sluice time / sort time",

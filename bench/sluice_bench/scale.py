@@ -40,11 +40,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from sluice_bench import charts, simulated
 from sluice_bench.apps import LOG_DIR, run_alternating_apps
-from sluice_bench.args import sluice_options
+from sluice_bench.args import HOST_LOCAL_HELP, host_local_conf, host_local_suffix, sluice_options
 from sluice_bench.batch import CPU_GOAL, GB, cpu_report
 from sluice_bench.compare import difference
 from sluice_bench.results import Recorder, command_line, save_result, subtitle_of
-from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log, with_server_reads
+from sluice_bench.service import SERVICE_CONTENDER, SERVICE_GOAL, NodeService, service_log
 from sluice_bench.stats import goal, median, ratio
 
 MIB = 1 << 20
@@ -97,6 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(contender sluice-service, a sluice shuffle-service daemon started for the run), reported as service_s "
         "and service / sluice",
     )
+    parser.add_argument("--host-local", action="store_true", help=HOST_LOCAL_HELP)
     parser.add_argument(
         "--shapes",
         help="only these shapes (maps x reducers) of the chosen groups, e.g. 1500x400,6000x400 (default all)",
@@ -192,7 +193,7 @@ def plan(args: argparse.Namespace) -> Tuple[str, List[Apps]]:
         raise SystemExit(f"sluice bench scale: --groups takes {', '.join(GROUPS)}, not {args.groups!r}")
     spec: Dict[str, Any] = {
         "master": f"local-cluster[2,1,{args.memory}]",
-        "conf": {"spark.sql.adaptive.enabled": "false"},
+        "conf": {"spark.sql.adaptive.enabled": "false", **host_local_conf(args)},
         "sluice_options": sluice_options(args),
         "configs": configs(base, quick),
     }
@@ -220,7 +221,7 @@ def plan(args: argparse.Namespace) -> Tuple[str, List[Apps]]:
             for c in extreme_configs(quick)
         ],
     }
-    name = "scale" if set(groups) == {"classic", "wide"} else f"scale-{groups[0]}"
+    name = ("scale" if set(groups) == {"classic", "wide"} else f"scale-{groups[0]}") + host_local_suffix(args)
     if getattr(args, "service", False):
         name += "-service"  # beside, not over, the result without the node service
     chosen = [a for g in groups for a in apps[g]]
@@ -284,7 +285,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     run_configs: List[Dict[str, Any]] = []
     with NodeService(service_log(LOG_DIR, "scale")) if service else contextlib.nullcontext() as node:
         for a in apps:
-            spec = with_server_reads(dict(a.spec, service_port=node.port)) if node is not None else a.spec
+            spec = dict(a.spec, service_port=node.port) if node is not None else a.spec
             # The extreme group's failures are its results: an application that fails is recorded.
             failed = failed_app(a.spec) if a.group == "extreme" else None
             run_alternating_apps(

@@ -25,19 +25,6 @@ SERVICE_CONTENDER = "sluice-service"
 SERVICE_GOAL = 1.05
 # How long the daemon may take to say it listens (a JVM's start on a loaded machine).
 START_TIMEOUT_S = 180.0
-# A local-cluster's executors share one host, where Sluice's readers would read each other's map
-# outputs from their files (spark.shuffle.readHostLocalDisk) and never ask a server: both Sluice
-# contenders of a --service run read through servers instead (the executors' or the service's),
-# which is what service / sluice compares.
-SERVER_READS = {"spark.shuffle.readHostLocalDisk": "false"}
-
-
-def with_server_reads(spec: Dict[str, Any]) -> Dict[str, Any]:
-    """``spec`` with :data:`SERVER_READS` among the Spark settings of both Sluice contenders."""
-    contender_conf = {k: dict(v) for k, v in spec.get("contender_conf", {}).items()}
-    for contender in ("sluice", SERVICE_CONTENDER):
-        contender_conf[contender] = dict(contender_conf.get(contender, {}), **SERVER_READS)
-    return dict(spec, contender_conf=contender_conf)
 
 
 def free_port(host: str) -> int:

@@ -25,6 +25,17 @@ class HostLocalReadsSuite extends AnyFunSuite with NettyLeakDetection {
     e.finish(p)
   }
 
+  /** Executors A and C serve their own outputs, B reads with host-local reads on; every buffer back after `body`. */
+  private def withReaderBesideTwo(body: (TestingExecutor, TestingExecutor, TestingExecutor) => Unit): Unit = {
+    val a = new TestingExecutor("A")
+    val b = new TestingExecutor("B", readHostLocal = true)
+    val c = new TestingExecutor("C")
+    withExecutors(a, b, c) {
+      body(a, b, c)
+      Seq(a, b, c).foreach(_.awaitAllBuffersBack())
+    }
+  }
+
   private def expected(ids: Seq[ResultPartitionID], start: Int, end: Int): Map[(Long, Int), Int] =
     (for (id <- ids; s <- start until end) yield (id.producerId, s) -> (400 - 100 * s)).toMap
 
@@ -52,10 +63,7 @@ class HostLocalReadsSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a gate that meets a new executor on its host asks for its dirs once, then reads its files") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B", readHostLocal = true)
-    val c = new TestingExecutor("C")
-    withExecutors(a, b, c) {
+    withReaderBesideTwo { (a, b, c) =>
       val asked = new java.util.concurrent.atomic.AtomicInteger
       b.hostLocal.get.setRefresh { () => asked.incrementAndGet(); b.readsFilesOf(a) } // the driver knows A, not C
       val fromA = written(a, ResultPartitionID(5, 0))
@@ -73,16 +81,12 @@ class HostLocalReadsSuite extends AnyFunSuite with NettyLeakDetection {
       assert(asked.get == 2, "one question for A and one for C, none in the second round")
       // A producer on another host is never asked about.
       assert(!b.hostLocal.get.knowsOrLearns(a.location.copy(executorId = "D", host = "10.1.2.3")) && asked.get == 2)
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack(); c.awaitAllBuffersBack()
     }
   }
 
   test("an executor whose dirs are unknown, or a map output not where its dirs put it, is read from its server") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B", readHostLocal = true)
-    val c = new TestingExecutor("C")
     val elsewhere = Files.createTempDirectory("sluice-not-a").toFile
-    withExecutors(a, b, c) {
+    withReaderBesideTwo { (a, b, c) =>
       b.hostLocal.get.addExecutor("A", Seq(elsewhere)) // A's files are not there (say, moved to A from elsewhere)
       val fromA = written(a, ResultPartitionID(2, 0))
       val fromC = written(c, ResultPartitionID(2, 1))
@@ -94,7 +98,6 @@ class HostLocalReadsSuite extends AnyFunSuite with NettyLeakDetection {
       assert((0 until gate.numberOfChannels).forall(gate.channel(_).isInstanceOf[RemoteInputChannel]))
       assert(gate.numBuffersInLocal.sum == 0)
       reader.close()
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack(); c.awaitAllBuffersBack()
     }
     elsewhere.delete()
   }
@@ -127,10 +130,7 @@ class HostLocalReadsSuite extends AnyFunSuite with NettyLeakDetection {
   }
 
   test("a map output read from one executor's files, then located at another's, is read from the other's") {
-    val a = new TestingExecutor("A")
-    val b = new TestingExecutor("B", readHostLocal = true)
-    val c = new TestingExecutor("C")
-    withExecutors(a, b, c) {
+    withReaderBesideTwo { (a, b, c) =>
       b.readsFilesOf(a); b.readsFilesOf(c)
       val id = ResultPartitionID(6, 0)
       def read(at: TestingExecutor): Map[(Long, Int), Int] = {
@@ -146,7 +146,6 @@ class HostLocalReadsSuite extends AnyFunSuite with NettyLeakDetection {
       written(c, id)
       a.partitionManager.releasePartitionsOfShuffle(6)
       assert(read(c) == expected(Seq(id), 0, 3))
-      a.awaitAllBuffersBack(); b.awaitAllBuffersBack(); c.awaitAllBuffersBack()
     }
   }
 
