@@ -5,9 +5,9 @@ The session is started once (about 13 s) by the first test that asks for the ``s
 and stopped at the end. Tests that use it run after the tests that need no SparkContext in this
 process (``without_spark_context``: ``sluice.configure`` refuses to run while one is active).
 
-Two concerns are plugins of their own, registered here: the order tests run in and their
-distribution over pytest-xdist's workers (``plugins/scheduling.py``), and every test phase's
-deadline (``plugins/deadline.py``).
+Three concerns are plugins of their own, registered here: the order tests run in and their
+distribution over pytest-xdist's workers (``plugins/scheduling.py``), every test phase's deadline
+(``plugins/deadline.py``), and the options of every JVM the tests start (``plugins/jvm_options.py``).
 
 ``SLUICE_TEST_CLUSTER_MASTER`` picks its master (see ``sessions.SESSION_MASTER``). Helpers the
 tests share live in ``sessions.py`` (and ``sparkjobs.py``), never here: tests do not import
@@ -23,14 +23,9 @@ from typing import Any, Dict, Iterator
 import pytest
 from sessions import SESSION_MASTER, TEST_JAR, build_session, use_app_env
 
-pytest_plugins = ["plugins.scheduling", "plugins.deadline"]
+pytest_plugins = ["plugins.scheduling", "plugins.deadline", "plugins.jvm_options"]
 
 use_app_env()
-# Every JVM the tests start (drivers, executors, Workers, servers) lives seconds to minutes: it
-# spends more CPU compiling with C2 than C2's code saves it. C1 alone halves a test application's
-# CPU time on two cores (47 to 26 CPU-seconds for one of test_blocking_shuffle's applications) and
-# changes nothing it does. The benchmarks never run with it.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 _module_seconds: Dict[str, float] = {}
 
