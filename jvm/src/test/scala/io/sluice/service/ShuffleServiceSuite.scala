@@ -196,7 +196,9 @@ class ShuffleServiceSuite extends AnyFunSuite {
       e.shutdown()
       assert(node.filesOf("app-1").nonEmpty)
       val deadline = System.nanoTime() + 60000000000L
-      while (node.service.registry.application("app-1").isDefined && System.nanoTime() < deadline) Thread.sleep(100)
+      // The housekeeping thread forgets the application, then deletes its files: wait for both.
+      def gone = node.service.registry.application("app-1").isEmpty && node.filesOf("app-1").isEmpty
+      while (!gone && System.nanoTime() < deadline) Thread.sleep(100)
       assert(node.service.registry.application("app-1").isEmpty, "a silent application was kept")
       assert(node.filesOf("app-1") == Nil)
     } finally node.close()
