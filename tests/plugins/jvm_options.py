@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
+from sessions import app_env
 
 REPO = Path(__file__).resolve().parent.parent.parent
 ARCHIVE_DIR = REPO / "build" / "test-class-archive"
@@ -61,13 +62,11 @@ def _class_archive(config: pytest.Config) -> Path | None:
     ARCHIVE_DIR.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
     started = time.monotonic()
-    env = dict(os.environ, JAVA_TOOL_OPTIONS=C1_ONLY, SPARK_LOCAL_IP="127.0.0.1")
-    env.pop("SPARK_HOME", None)
     try:
         done = subprocess.run(
             [sys.executable, str(RUNNER), "--archive", str(partial)],
             cwd=REPO / "tests",
-            env=env,
+            env=app_env(JAVA_TOOL_OPTIONS=C1_ONLY),
             capture_output=True,
             text=True,
             timeout=ARCHIVE_TIMEOUT_S,
