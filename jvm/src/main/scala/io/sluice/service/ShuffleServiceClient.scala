@@ -80,7 +80,13 @@ final class ShuffleServiceClient(
       try authenticated.createClient(host, port)
       catch { case e: Exception => throw failure(host, port, s"could not be reached by application $appId", e) }
     try ask(client, host, port, m)
-    catch { case e: IOException => throw failure(host, port, s"failed ${m.getClass.getSimpleName} of application $appId", e) }
+    catch {
+      case e: IOException =>
+        // A request that timed out or broke leaves the pooled connection suspect (after a cut link it
+        // may look open while the service has long dropped it): the next call opens a new one.
+        client.close()
+        throw failure(host, port, s"failed ${m.getClass.getSimpleName} of application $appId", e)
+    }
   }
 
   private def ask(client: TransportClient, host: String, port: Int, m: Message): String =

@@ -74,9 +74,35 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient) ext
   def stop(): Unit = if (!stopped) {
     stopped = true
     timer.shutdownNow()
-    known.foreach(s => tell(s)(_.removeApplication(s.host, s.port)))
+    known.foreach(removeApplication)
     try client().close()
     catch { case NonFatal(e) => logDebug("Closing the node service client", e) }
+  }
+
+  /**
+   * Tells `s` the application ended, again after a failure (a service whose link just came back
+   * may break the first request), at most [[NodeServices.RemoveAttempts]] times; after that its files
+   * stay until the service's spark.sluice.service.applicationTimeout.
+   */
+  private def removeApplication(s: NodeServiceAddress): Unit = {
+    var attempt = 1
+    while (attempt > 0) {
+      try {
+        client().removeApplication(s.host, s.port)
+        attempt = 0
+      } catch {
+        case NonFatal(e) if attempt < NodeServices.RemoveAttempts =>
+          logInfo(s"Telling the Sluice shuffle service at ${s.host}:${s.port} that the application ended " +
+            s"(attempt $attempt of ${NodeServices.RemoveAttempts}): ${e.getMessage}; trying again")
+          Thread.sleep(NodeServices.RemoveRetryWaitMs * attempt)
+          attempt += 1
+        case NonFatal(e) =>
+          logWarning(s"The Sluice shuffle service at ${s.host}:${s.port} was not told that the application ended " +
+            s"(${NodeServices.RemoveAttempts} attempts): ${e.getMessage}; its files there go after the service's " +
+            s"${io.sluice.config.ServiceOptions.ServiceApplicationTimeout.key}")
+          attempt = 0
+      }
+    }
   }
 
   private def heartbeat(): Unit = if (!stopped) {
@@ -106,6 +132,10 @@ private[sluice] object NodeServices {
 
   /** A service's `Status` answer (JSON) and when it came (ms since the epoch). */
   final case class LastStatus(json: String, atMs: Long)
+
+  /** How often the driver tries to tell a service the application ended, and the wait after the first failure. */
+  val RemoveAttempts = 3
+  val RemoveRetryWaitMs = 500L
 
   /** The shortest time between two status requests the Sluice tab starts. */
   val MinRefreshIntervalMs = 1000L
