@@ -225,8 +225,6 @@ class Cluster:
 
     def _start_daemons(self, timeout: float) -> None:
         assert self.logs is not None
-        conf_dir = self.logs / "conf"  # empty: no spark-defaults.conf or spark-env.sh of anyone's
-        conf_dir.mkdir(parents=True, exist_ok=True)
         spark_class = str(self.spark_home / "bin" / "spark-class")
         master_log = self.logs / "master.log"
         self._start(
@@ -341,6 +339,9 @@ class Cluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
         env.update(
             SPARK_LOCAL_IP=host.address,
+            # Never created: no spark-defaults.conf or spark-env.sh of anyone's. (Absent rather than
+            # empty, it also leaves the JVMs' class path as pyspark's own, which a class-data
+            # archive of pyspark's jars, as the tests use, needs.)
             SPARK_CONF_DIR=str(self.logs / "conf"),
             PYSPARK_PYTHON=sys.executable,
             PYSPARK_DRIVER_PYTHON=sys.executable,

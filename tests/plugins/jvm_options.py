@@ -9,7 +9,8 @@
   Sluice's, the same ones each time. ``run_class_archive.py`` writes them into one archive at the
   start of the run, which every JVM whose class path starts with pyspark's (drivers and executors)
   maps instead of loading, parsing and verifying them again: one two-executor application, 24 to
-  15 CPU-seconds. A JVM with another class path (Spark's launcher, YARN's daemons) or a class that
+  15 CPU-seconds (dev/cluster's hosts leave their conf dir absent so that theirs share it too). A
+  JVM with another class path (Spark's launcher, YARN's containers) or a class that
   changed since (the JDK checks each jar's size and time and each class file's checksum) loads from
   its jars as before, so it changes what runs nowhere; its warnings are off (``-Xlog:cds*=off``).
   The archive is kept under ``build/`` and written again when the JDK, pyspark's jars or Sluice's
