@@ -722,6 +722,13 @@ def test_the_allocation_application_reads_through_a_node_service(tmp_path: Path)
     assert 0 < result["executor_seconds"] <= 2 * result["job_seconds"] + 0.01
     assert result["released_during_job"] == [] and result["live_at_end"] == 2, result
     assert result["live_counts"][-1] == [round(result["job_seconds"], 3), 2]
+    # Each stage's timeline: every task counted once, on the executors that ran them.
+    maps_stage, reduce_stage = result["stage_timelines"]
+    assert sum(e["tasks"] for e in maps_stage["per_executor"].values()) == maps, maps_stage
+    assert sum(e["tasks"] for e in reduce_stage["per_executor"].values()) == 2, reduce_stage
+    assert set(maps_stage["per_executor"]) <= {e["id"] for e in result["executors"]}, maps_stage
+    assert 0 <= maps_stage["submitted_s"] <= maps_stage["completed_s"] <= reduce_stage["completed_s"], result
+    assert all(0 <= e["run_s"] <= e["busy_s"] for e in maps_stage["per_executor"].values()), maps_stage
 
 
 def test_allocation_counts_executor_seconds_within_the_job() -> None:

@@ -91,6 +91,37 @@ def last_task_ends(spark: SparkSession, stages: List[int]) -> Dict[str, float]:
     return ends
 
 
+def stage_timeline(spark: SparkSession, stage: int, start: float) -> Dict[str, Any]:
+    """Where stage ``stage``'s time went (seconds since ``start``): when it was submitted and
+    completed, and per executor its tasks, its first task's launch and duration, the seconds its
+    tasks took in all and ran (``executorRunTime``: a task's duration less its deserialisation and
+    Spark's overheads), so that a stage that ends later shows whether executors took their first
+    task later or ran their tasks longer."""
+    timeline: Dict[str, Any] = {"stage": stage, "per_executor": {}}
+    for attempt in rest(spark, f"stages/{stage}?details=false"):
+        if attempt.get("submissionTime"):
+            timeline["submitted_s"] = round(rest_time(attempt["submissionTime"]) - start, 3)
+        if attempt.get("completionTime"):
+            timeline["completed_s"] = round(rest_time(attempt["completionTime"]) - start, 3)
+        tasks = rest(spark, f"stages/{stage}/{attempt['attemptId']}/taskList?length=100000")
+        for t in sorted((t for t in tasks if t.get("launchTime")), key=lambda t: rest_time(t["launchTime"])):
+            e = timeline["per_executor"].setdefault(
+                str(t.get("executorId")),
+                {
+                    "tasks": 0,
+                    "first_launch_s": round(rest_time(t["launchTime"]) - start, 3),
+                    "first_task_s": round(float(t.get("duration", 0) or 0) / 1000, 3),
+                    "busy_s": 0.0,
+                    "run_s": 0.0,
+                },
+            )
+            e["tasks"] += 1
+            e["busy_s"] = round(e["busy_s"] + float(t.get("duration", 0) or 0) / 1000, 3)
+            run_ms = float((t.get("taskMetrics") or {}).get("executorRunTime", 0) or 0)
+            e["run_s"] = round(e["run_s"] + run_ms / 1000, 3)
+    return timeline
+
+
 def idle_since(life: Dict[str, Any], start: float, ends: Dict[str, float]) -> float:
     """Since when an executor (``executor_seconds``'s entry) was idle: its last task's end, or
     when it was added if it ran none of the job's tasks (seconds since the epoch)."""
@@ -149,5 +180,6 @@ def run_allocation(spark: SparkSession, contender: str, spec: Dict[str, Any]) ->
         "released_during_job": released,
         "live_counts": live_counts(lives, window),
         "stages": sorted(info["stageIds"]),
+        "stage_timelines": [stage_timeline(spark, stage, submitted) for stage in sorted(info["stageIds"])],
         "failed_tasks": int(info.get("numFailedTasks", 0)),
     }
