@@ -76,49 +76,73 @@ def executor_seconds(executors: List[Dict[str, Any]], start: float, end: float) 
     return total, sorted(lives, key=lambda x: x["added_s"])
 
 
-def last_task_ends(spark: SparkSession, stages: List[int]) -> Dict[str, float]:
-    """When each executor's last task of ``stages`` ended (seconds since the epoch)."""
+# A stage attempt as Spark's REST API gives it, with its tasks that launched.
+StageAttempt = Tuple[Dict[str, Any], List[Dict[str, Any]]]
+
+
+def stage_attempts(spark: SparkSession, stages: List[int]) -> Dict[int, List[StageAttempt]]:
+    """Each of ``stages``' attempts (REST ``stages/N``) and its launched tasks (``taskList``),
+    fetched once for everything below that reads them."""
+    return {
+        stage: [
+            (
+                attempt,
+                [
+                    t
+                    for t in rest(spark, f"stages/{stage}/{attempt['attemptId']}/taskList?length=100000")
+                    if t.get("launchTime")
+                ],
+            )
+            for attempt in rest(spark, f"stages/{stage}?details=false")
+        ]
+        for stage in stages
+    }
+
+
+def _duration_s(task: Dict[str, Any]) -> float:
+    return float(task.get("duration", 0) or 0) / 1000
+
+
+def last_task_ends(attempts: Dict[int, List[StageAttempt]]) -> Dict[str, float]:
+    """When each executor's last task of the stages ended (seconds since the epoch)."""
     ends: Dict[str, float] = {}
-    for stage in stages:
-        for attempt in rest(spark, f"stages/{stage}?details=false"):
-            tasks = rest(spark, f"stages/{stage}/{attempt['attemptId']}/taskList?length=100000")
+    for per_stage in attempts.values():
+        for _, tasks in per_stage:
             for t in tasks:
-                if not t.get("launchTime"):
-                    continue
-                end = rest_time(t["launchTime"]) + float(t.get("duration", 0) or 0) / 1000
                 executor = str(t.get("executorId"))
-                ends[executor] = max(ends.get(executor, 0.0), end)
+                ends[executor] = max(ends.get(executor, 0.0), rest_time(t["launchTime"]) + _duration_s(t))
     return ends
 
 
-def stage_timeline(spark: SparkSession, stage: int, start: float) -> Dict[str, Any]:
+def stage_timeline(stage: int, attempts: List[StageAttempt], start: float) -> Dict[str, Any]:
     """Where stage ``stage``'s time went (seconds since ``start``): when it was submitted and
     completed, and per executor its tasks, its first task's launch and duration, the seconds its
     tasks took in all and ran (``executorRunTime``: a task's duration less its deserialisation and
     Spark's overheads), so that a stage that ends later shows whether executors took their first
     task later or ran their tasks longer."""
     timeline: Dict[str, Any] = {"stage": stage, "per_executor": {}}
-    for attempt in rest(spark, f"stages/{stage}?details=false"):
+    for attempt, tasks in attempts:
         if attempt.get("submissionTime"):
             timeline["submitted_s"] = round(rest_time(attempt["submissionTime"]) - start, 3)
         if attempt.get("completionTime"):
             timeline["completed_s"] = round(rest_time(attempt["completionTime"]) - start, 3)
-        tasks = rest(spark, f"stages/{stage}/{attempt['attemptId']}/taskList?length=100000")
-        for t in sorted((t for t in tasks if t.get("launchTime")), key=lambda t: rest_time(t["launchTime"])):
+        for t in sorted(tasks, key=lambda t: rest_time(t["launchTime"])):
+            duration = _duration_s(t)
             e = timeline["per_executor"].setdefault(
                 str(t.get("executorId")),
                 {
                     "tasks": 0,
                     "first_launch_s": round(rest_time(t["launchTime"]) - start, 3),
-                    "first_task_s": round(float(t.get("duration", 0) or 0) / 1000, 3),
+                    "first_task_s": round(duration, 3),
                     "busy_s": 0.0,
                     "run_s": 0.0,
                 },
             )
             e["tasks"] += 1
-            e["busy_s"] = round(e["busy_s"] + float(t.get("duration", 0) or 0) / 1000, 3)
-            run_ms = float((t.get("taskMetrics") or {}).get("executorRunTime", 0) or 0)
-            e["run_s"] = round(e["run_s"] + run_ms / 1000, 3)
+            e["busy_s"] += duration
+            e["run_s"] += float((t.get("taskMetrics") or {}).get("executorRunTime", 0) or 0) / 1000
+    for e in timeline["per_executor"].values():
+        e["busy_s"], e["run_s"] = round(e["busy_s"], 3), round(e["run_s"], 3)
     return timeline
 
 
@@ -161,7 +185,8 @@ def run_allocation(spark: SparkSession, contender: str, spec: Dict[str, Any]) ->
     info = rest(spark, f"jobs/{job_id}")
     submitted, completed = rest_time(info["submissionTime"]), rest_time(info["completionTime"])
     total, lives = executor_seconds(rest(spark, "allexecutors"), submitted, completed)
-    ends = last_task_ends(spark, sorted(info["stageIds"]))
+    attempts = stage_attempts(spark, sorted(info["stageIds"]))
+    ends = last_task_ends(attempts)
     window = completed - submitted
     released = [
         {"id": life["id"], "idle_s": round(submitted + life["removed_s"] - idle_since(life, submitted, ends), 3)}
@@ -180,6 +205,6 @@ def run_allocation(spark: SparkSession, contender: str, spec: Dict[str, Any]) ->
         "released_during_job": released,
         "live_counts": live_counts(lives, window),
         "stages": sorted(info["stageIds"]),
-        "stage_timelines": [stage_timeline(spark, stage, submitted) for stage in sorted(info["stageIds"])],
+        "stage_timelines": [stage_timeline(stage, a, submitted) for stage, a in attempts.items()],
         "failed_tasks": int(info.get("numFailedTasks", 0)),
     }
