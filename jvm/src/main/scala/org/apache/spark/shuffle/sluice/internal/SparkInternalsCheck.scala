@@ -55,14 +55,12 @@ private[sluice] object SparkInternalsCheck extends Logging {
   /** [[verify]], once per JVM: later calls repeat the first outcome (waiting for one under way). */
   def verifyOnce(): Unit = outcome.foreach(e => throw e)
 
-  private val backgroundStarted = new java.util.concurrent.atomic.AtomicBoolean(false)
-
   /**
-   * Starts [[verifyOnce]] on a daemon thread (once per JVM: both shuffle managers call this) of its own and returns: an executor checks while it
+   * Starts [[verifyOnce]] on a daemon thread of its own and returns: an executor checks while it
    * starts its first tasks instead of before (the check takes most of a second), and the first
    * Sluice task that calls [[verifyOnce]] waits for the outcome and fails with it.
    */
-  def verifyInBackground(): Unit = if (backgroundStarted.compareAndSet(false, true)) {
+  def verifyInBackground(): Unit = {
     val t = new Thread(
       () =>
         try { outcome; () }
