@@ -24,11 +24,9 @@ import org.apache.spark.internal.Logging
 
 /**
  * The executor half of [[SluicePlugin]]. It starts the executor's Sluice network stack
- * ([[SluiceEnvironment]]) with the executor, as Spark starts its own block transfer service, but on
- * its own thread so that the executor takes its first tasks meanwhile (where Spark has not
- * initialised the BlockManager yet, in local mode, the first task that needs it does; a task that
- * needs it sooner waits for the start under way), and a [[ClassPreloader]], so that the first
- * shuffle tasks pay for neither. From its own daemon
+ * ([[SluiceEnvironment]]) with the executor, as Spark starts its own block transfer service (where
+ * Spark has not initialised the BlockManager yet, in local mode, the first task that needs it does),
+ * and a [[ClassPreloader]], so that the first shuffle tasks pay for neither. From its own daemon
  * thread it sends a report to the driver at start, every spark.sluice.metrics.reportInterval and
  * soon after a task ends (at most one such extra report a quarter interval, so a stage that has
  * just finished reaches the driver before its application can end):
@@ -85,31 +83,32 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
     reporter = Executors.newSingleThreadScheduledExecutor(daemon(s"sluice-metrics-reporter-${context.executorID()}"))
     sampler = new ThreadPoolExecutor(1, 1, 0L, TimeUnit.MILLISECONDS, new LinkedBlockingQueue[Runnable](),
       daemon(s"sluice-backpressure-sampler-${context.executorID()}"))
-    // On the reporter thread, before the first report, which goes out at once: it announces this
-    // executor's server (and node service) to the driver, whose replies name the servers to read
-    // from, to which it connects ahead of its first reader.
-    reporter.execute(() => startEnvironment(context))
+    startEnvironment(context)
+    // The first report goes out at once: it announces this executor's server (and node service) to
+    // the driver, whose replies name the servers to read from, to which it connects ahead of its first reader.
     intervalMs = conf.get(SluiceOptions.MetricsInterval)
     reporter.scheduleWithFixedDelay(() => report(), 0L, intervalMs, TimeUnit.MILLISECONDS)
     logInfo(s"Sluice's executor plugin reports network metrics every ${intervalMs}ms")
   }
 
   /**
-   * Starts the network stack now (on the reporter thread), when Sluice is this application's
-   * shuffle manager and Spark has initialised the executor's BlockManager. A failure is only
-   * logged: the first task that needs the stack tries again and fails with the error.
+   * Starts the network stack now, on the executor's start-up thread (as Spark starts its block
+   * transfer service there), when Sluice is this application's shuffle manager and Spark has
+   * initialised the executor's BlockManager. A failure is only logged: the first task that needs
+   * the stack tries again and fails with the error.
    */
   private def startEnvironment(context: PluginContext): Unit =
-    try {
-      if (SluiceExecutorPlugin.usesSluice(context.conf())) {
-        val p = ClassPreloader.forExecutor(context.executorID())
-        p.start()
-        preloader = Some(p)
-        if (SparkInternals.isBlockManagerInitialized) SluiceEnvironment.get().setHostLocalRefresh(() => reportNow())
+    if (SluiceExecutorPlugin.usesSluice(context.conf())) {
+      if (SparkInternals.isBlockManagerInitialized) {
+        try SluiceEnvironment.get().setHostLocalRefresh(() => reportNow())
+        catch {
+          case NonFatal(e) => logWarning("Sluice's network stack did not start with the executor; its first " +
+              s"shuffle task starts it: ${e.getMessage}")
+        }
       }
-    } catch {
-      case NonFatal(e) => logWarning("Sluice's network stack did not start with the executor; its first " +
-          s"shuffle task starts it: ${e.getMessage}")
+      val p = ClassPreloader.forExecutor(context.executorID())
+      p.start()
+      preloader = Some(p)
     }
 
   override def onTaskStart(): Unit =

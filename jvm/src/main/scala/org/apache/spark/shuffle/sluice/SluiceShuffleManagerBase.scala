@@ -17,15 +17,14 @@ private[sluice] trait SluiceShuffleManagerBase extends ShuffleManager with Loggi
 
   /**
    * Start-up, on the driver and on every executor: Spark's internals are what the adapter expects
-   * ([[SparkInternals.verify]], which also checks the Spark version; on an executor in the
-   * background, awaited by its first task's writer or reader, so that it takes tasks at once), and the `spark.sluice.*`
+   * ([[SparkInternals.verify]], which also checks the Spark version), and the `spark.sluice.*`
    * settings are valid, no Spark setting Sluice cannot honour is on ([[SparkFeatureCheck]]: cluster
    * features, codec, I/O encryption cipher), so a bad value stops the application at
    * start with an error naming the key. The executor's network stack starts with the executor when
    * Sluice's plugin runs ([[SluiceExecutorPlugin]]), else with its first shuffle task.
    */
   protected def start(conf: SparkConf, isDriver: Boolean): Unit = {
-    if (isDriver) SparkInternals.verify() else SparkInternals.verifyInBackground()
+    SparkInternals.verify()
     SparkFeatureCheck.verify(conf)
     SluiceEnvironment.sluiceConf(conf)
     SluiceEnvironment.codec(conf)
@@ -36,18 +35,14 @@ private[sluice] trait SluiceShuffleManagerBase extends ShuffleManager with Loggi
     new SluiceShuffleHandle(shuffleId, dependency, dependency.rdd.partitions.length)
 
   override def getWriter[K, V](handle: ShuffleHandle, mapId: Long, context: TaskContext,
-      metrics: ShuffleWriteMetricsReporter): ShuffleWriter[K, V] = {
-    SparkInternals.verify()
+      metrics: ShuffleWriteMetricsReporter): ShuffleWriter[K, V] =
     new SluiceShuffleWriter[K, V](SluiceShuffleManagerBase.sluiceHandle(handle), mapId, context, metrics,
       SluiceEnvironment.get(), pipelined)
-  }
 
   override def getReader[K, C](handle: ShuffleHandle, startMapIndex: Int, endMapIndex: Int, startPartition: Int,
-      endPartition: Int, context: TaskContext, metrics: ShuffleReadMetricsReporter): ShuffleReader[K, C] = {
-    SparkInternals.verify()
+      endPartition: Int, context: TaskContext, metrics: ShuffleReadMetricsReporter): ShuffleReader[K, C] =
     new SluiceShuffleReader[K, C](SluiceShuffleManagerBase.sluiceHandle(handle), startMapIndex, endMapIndex,
       startPartition, endPartition, context, metrics, SluiceEnvironment.get(), pipelined)
-  }
 
   /** Whatever is left of the shuffle's partitions in this executor goes (pipelined ones release themselves). */
   override def unregisterShuffle(shuffleId: Int): Boolean = {

@@ -73,9 +73,6 @@ object SparkInternals {
   /** Checks, once per JVM, that everything this adapter uses exists in the running Spark. */
   private[sluice] def verify(): Unit = SparkInternalsCheck.verifyOnce()
 
-  /** [[verify]] on a thread of its own; the next [[verify]] waits for it and throws what it found. */
-  private[sluice] def verifyInBackground(): Unit = SparkInternalsCheck.verifyInBackground()
-
   // ---- SparkEnv ---------------------------------------------------------------------------
 
   private[sluice] def env: SparkEnv = {

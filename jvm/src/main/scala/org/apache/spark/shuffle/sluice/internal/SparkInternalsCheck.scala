@@ -52,23 +52,8 @@ private[sluice] object SparkInternalsCheck extends Logging {
     try { verify(); None }
     catch { case e: IllegalStateException => Some(e) }
 
-  /** [[verify]], once per JVM: later calls repeat the first outcome (waiting for one under way). */
+  /** [[verify]], once per JVM: later calls repeat the first outcome. */
   def verifyOnce(): Unit = outcome.foreach(e => throw e)
-
-  /**
-   * Starts [[verifyOnce]] on a daemon thread of its own and returns: an executor checks while it
-   * starts its first tasks instead of before (the check takes most of a second), and the first
-   * Sluice task that calls [[verifyOnce]] waits for the outcome and fails with it.
-   */
-  def verifyInBackground(): Unit = {
-    val t = new Thread(
-      () =>
-        try { outcome; () }
-        catch { case NonFatal(e) => logWarning("Sluice's check of Spark's internals failed", e) },
-      "sluice-internals-check")
-    t.setDaemon(true)
-    t.start()
-  }
 
   /** Throws an IllegalStateException naming the Spark version and each assumption that does not hold. */
   def verify(): Unit = {
