@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 from pyspark.sql import functions as F
@@ -50,6 +51,15 @@ def _remote_bytes(snapshot: Dict[str, Any]) -> int:
     return sum(int(s.get("numBytesInRemote", 0)) for s in snapshot.get("stages", []))
 
 
+def _executor_logs(spark: Any) -> List[str]:
+    """The stderr of each of this application's executors (local-cluster keeps them in the
+    Worker's work dir, ``$SPARK_HOME/work/<application>/<executor>/stderr``)."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    app = Path(_find_spark_home()) / "work" / spark.sparkContext.applicationId
+    return [p.read_text(errors="replace") for p in sorted(app.glob("*/stderr"))]
+
+
 def _await(spark: Any, done: Callable[[Dict[str, Any]], bool], timeout_s: float = 60) -> Dict[str, Any]:
     """The driver's ``/sluice/json`` once ``done`` says so, or after ``timeout_s``."""
     snapshot: Dict[str, Any] = {}
@@ -79,9 +89,14 @@ def main(argv: List[str]) -> int:
         # Both executors ran map and reduce tasks, and the reduce tasks read the other executor's
         # outputs (remote bytes; metrics arrive with the executors' reports).
         after = _await(spark, lambda s: len(_ports(s)) == 2 and _remote_bytes(s) > 0)
+        logs = _executor_logs(spark)
         write_json(
             args.out,
             {
+                "checked_build": spark.sparkContext.getConf().get("spark.shuffle.sluice.checkedBuild"),
+                "executors_that_checked_internals": sum("internals are as Sluice expects" in log for log in logs),
+                "executors_that_skipped_the_check": sum("does not check again" in log for log in logs),
+                "executor_logs": len(logs),
                 "no_shuffle": no_shuffle,
                 "ports_before_any_shuffle": _ports(before),
                 "stages_before_any_shuffle": len(before.get("stages", [])),

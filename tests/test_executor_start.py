@@ -4,10 +4,11 @@ buffer pool and the transport's start; each executor connects to its peers' serv
 driver names them, so the first reduce task does not wait for a connection; and several executors
 of one application on one host with one known Sluice port share it: a fixed
 ``spark.sluice.network.port`` is a base, and each executor's server binds the first free port at or
-above it (up to ``spark.port.maxRetries`` more), as Spark's own services do.
+above it (up to ``spark.port.maxRetries`` more), as Spark's own services do. An executor on the
+Spark and Sluice jars the driver checked does not check Spark's internals again.
 
 One application (``run_executor_start.py``: two executors on one host, a fixed port base, a job
-without a shuffle and then a shuffle) shows both; each test judges one part.
+without a shuffle and then a shuffle) shows all of it; each test judges one part.
 """
 
 from __future__ import annotations
@@ -57,4 +58,17 @@ def test_two_executors_on_one_host_share_a_port_base(started: Dict[str, Any]) ->
     # Both within the range: the base and the ports above it that spark.port.maxRetries allows.
     assert all(base <= p <= base + SPARK_PORT_MAX_RETRIES for p in ports), (base, ports)
     assert started["remote_bytes"] > 0, "the executors read nothing from each other"
+    assert started["got"] == started["expected"]
+
+
+def test_executors_on_the_drivers_builds_do_not_check_sparks_internals_again(started: Dict[str, Any]) -> None:
+    # The driver checked Spark's internals and published what it checked: Spark's build and the
+    # jars (Spark's modules, Sluice's own) by name and size.
+    checked = started["checked_build"]
+    assert checked and checked.startswith("v1;"), checked
+    assert "spark-core_2.13-" in checked and "sluice" in checked.lower(), checked
+    # Both executors run those same jars: neither linked the boundary's references again.
+    assert started["executor_logs"] == 2, started
+    assert started["executors_that_skipped_the_check"] == 2, started
+    assert started["executors_that_checked_internals"] == 0, started
     assert started["got"] == started["expected"]

@@ -17,14 +17,15 @@ private[sluice] trait SluiceShuffleManagerBase extends ShuffleManager with Loggi
 
   /**
    * Start-up, on the driver and on every executor: Spark's internals are what the adapter expects
-   * ([[SparkInternals.verify]], which also checks the Spark version), and the `spark.sluice.*`
+   * ([[SparkInternals.verify]], which also checks the Spark version; an executor on the builds the
+   * driver checked skips it), and the `spark.sluice.*`
    * settings are valid, no Spark setting Sluice cannot honour is on ([[SparkFeatureCheck]]: cluster
    * features, codec, I/O encryption cipher), so a bad value stops the application at
    * start with an error naming the key. The executor's network stack starts with the executor when
    * Sluice's plugin runs ([[SluiceExecutorPlugin]]), else with its first shuffle task.
    */
   protected def start(conf: SparkConf, isDriver: Boolean): Unit = {
-    SparkInternals.verify()
+    SparkInternals.verify(conf, isDriver)
     SparkFeatureCheck.verify(conf)
     SluiceEnvironment.sluiceConf(conf)
     SluiceEnvironment.codec(conf)

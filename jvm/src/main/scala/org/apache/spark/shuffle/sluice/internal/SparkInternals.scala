@@ -70,8 +70,12 @@ object SparkInternals {
   /** A class of Spark's network-common jar: where a node service's class preloader finds its transport's classes. */
   def networkCommonClass: Class[_] = classOf[org.apache.spark.network.TransportContext]
 
-  /** Checks, once per JVM, that everything this adapter uses exists in the running Spark. */
-  private[sluice] def verify(): Unit = SparkInternalsCheck.verifyOnce()
+  /**
+   * Checks, once per JVM, that everything this adapter uses exists in the running Spark: the
+   * driver always, an executor unless it runs the builds the driver checked ([[CheckedBuild]]).
+   */
+  private[sluice] def verify(conf: SparkConf, isDriver: Boolean): Unit =
+    if (isDriver) SparkInternalsCheck.verifyOnDriver(conf) else SparkInternalsCheck.verifyOnExecutor(conf)
 
   // ---- SparkEnv ---------------------------------------------------------------------------
 

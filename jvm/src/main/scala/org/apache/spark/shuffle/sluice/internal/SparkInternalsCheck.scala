@@ -3,6 +3,7 @@ package org.apache.spark.shuffle.sluice.internal
 import java.io.{ByteArrayOutputStream, DataInputStream, File, InputStream}
 import java.lang.invoke.{MethodHandles, MethodType}
 import java.util.Collections
+import java.util.concurrent.atomic.AtomicBoolean
 import java.util.jar.JarFile
 
 import scala.collection.mutable
@@ -11,6 +12,7 @@ import scala.util.control.NonFatal
 
 import io.netty.channel.socket.nio.NioSocketChannel
 import io.sluice.netty.SparkPipelineNames
+import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.network.TransportContext
 import org.apache.spark.network.server.NoOpRpcHandler
@@ -48,15 +50,58 @@ private[sluice] object SparkInternalsCheck extends Logging {
     }
   }
 
-  private lazy val outcome: Option[Throwable] =
-    try { verify(); None }
-    catch { case e: IllegalStateException => Some(e) }
+  /** The outcome of [[verify]]: the references it linked, or why it failed. */
+  private lazy val outcome: Either[IllegalStateException, Seq[Reference]] =
+    try Right(verify())
+    catch { case e: IllegalStateException => Left(e) }
 
   /** [[verify]], once per JVM: later calls repeat the first outcome. */
-  def verifyOnce(): Unit = outcome.foreach(e => throw e)
+  def verifyOnce(): Unit = outcome.left.foreach(e => throw e)
 
-  /** Throws an IllegalStateException naming the Spark version and each assumption that does not hold. */
-  def verify(): Unit = {
+  private def loader: ClassLoader = Option(Thread.currentThread().getContextClassLoader).getOrElse(getClass.getClassLoader)
+
+  /**
+   * The driver's check, at start: [[verifyOnce]], then the identity of the builds it checked
+   * ([[CheckedBuild]]) goes into `conf`, which executors receive. Nothing is published when the
+   * check could not read the boundary's classes.
+   */
+  def verifyOnDriver(conf: SparkConf): Unit = {
+    verifyOnce()
+    // Spark's SQL jar holds the serializer whose fields fieldProblems checked by name.
+    val sql = Seq(SparkInternals.UnsafeRowSerializerClass).filter(name =>
+      try { Class.forName(name, false, loader); true }
+      catch { case _: ClassNotFoundException | _: LinkageError => false })
+    val checked = outcome.toOption.filter(_.nonEmpty)
+      .flatMap(refs => CheckedBuild.of(refs.map(_.owner).distinct ++ sql :+ getClass.getName, loader))
+    checked match {
+      case Some(identity) => conf.set(CheckedBuild.Key, identity)
+      case None => conf.remove(CheckedBuild.Key)
+    }
+  }
+
+  /**
+   * An executor's check, at start: none when the driver published the identity of the builds it
+   * checked and this JVM runs the same ones, else [[verifyOnce]]. Once per JVM.
+   */
+  def verifyOnExecutor(conf: SparkConf): Unit = {
+    val published = conf.getOption(CheckedBuild.Key)
+    if (published.exists(CheckedBuild.matches(_, loader))) {
+      if (skipLogged.compareAndSet(false, true))
+        logInfo("Sluice runs on the Spark and Sluice builds the driver checked; this executor does not check again")
+    } else {
+      if (published.isDefined && skipLogged.compareAndSet(false, true))
+        logInfo(s"This executor's Spark or Sluice jars differ from the driver's (${published.get}); checking them")
+      verifyOnce()
+    }
+  }
+
+  private val skipLogged = new AtomicBoolean()
+
+  /**
+   * Throws an IllegalStateException naming the Spark version and each assumption that does not
+   * hold; returns the references it linked.
+   */
+  def verify(): Seq[Reference] = {
     SparkVersionCheck.verify()
     val started = System.nanoTime()
     val references =
@@ -70,6 +115,7 @@ private[sluice] object SparkInternalsCheck extends Logging {
     if (found.nonEmpty) throw failure(org.apache.spark.SPARK_VERSION, found)
     logInfo(s"Spark ${org.apache.spark.SPARK_VERSION}'s internals are as Sluice expects: ${references.size} " +
       s"references linked, handler names found (${(System.nanoTime() - started) / 1000000} ms)")
+    references
   }
 
   def failure(sparkVersion: String, problems: Seq[String]): IllegalStateException =
@@ -214,7 +260,7 @@ private[sluice] object SparkInternalsCheck extends Logging {
    * in its descriptor: Spark classes whose other members need optional libraries can be checked.
    */
   def linkProblems(references: Seq[Reference]): Seq[String] = {
-    val loader = Option(Thread.currentThread().getContextClassLoader).getOrElse(getClass.getClassLoader)
+    val loader = this.loader
     references.groupBy(_.owner).toSeq.sortBy(_._1).flatMap { case (owner, refs) =>
       val name = owner.replace('/', '.')
       val loaded: Either[String, Class[_]] =
