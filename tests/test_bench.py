@@ -62,15 +62,19 @@ def test_median_ratio_and_percentile() -> None:
     assert percentile([0.0, 10.0], 0.99) == pytest.approx(9.9)
 
 
-def test_alternation_is_a_b_a_b() -> None:
+def test_alternation_rotates_each_round() -> None:
     assert alternation(["sluice", "sort"], 3) == [
         (1, "sluice"),
         (1, "sort"),
-        (2, "sluice"),
         (2, "sort"),
+        (2, "sluice"),
         (3, "sluice"),
         (3, "sort"),
     ]
+    # Three contenders: each comes first once and follows each of the others once in three rounds.
+    plan = alternation(["a", "b", "c"], 3)
+    assert [c for _, c in plan] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert [r for r, _ in plan] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
     with pytest.raises(ValueError):
         alternation(["a"], 0)
 
@@ -599,6 +603,14 @@ def test_scale_service_runs_give_the_ratio_to_sluice_and_are_checked_against_sor
     scale.summarize(recorder, wide)
     summary = recorder.summary["configs"]["wide 1500x400"]
     assert summary["service_s"] == 4.1 and summary["service_ratio"] == pytest.approx(4.1 / 4.0)
+    assert "service_cpu_s" not in summary, "no service CPU where it was not measured"
+    # The service's CPU, measured, is added to its executors' against the executors serving themselves.
+    recorder.runs[0]["runs"]["wide 1500x400"]["executor_process_cpu_s"] = 10.0
+    recorder.runs[2]["runs"]["wide 1500x400"].update(executor_process_cpu_s=8.5, service_process_cpu_s=2.5)
+    scale.summarize(recorder, wide)
+    summary = recorder.summary["configs"]["wide 1500x400"]
+    assert summary["service_cpu_s"] == {"service": 2.5, "executors": 8.5}
+    assert summary["service_cpu_ratio"] == pytest.approx(1.1)
     (service_goal,) = [g for g in recorder.goals if "node service" in g["goal"]]
     assert service_goal["target"] == 1.05 and service_goal["met"]
     assert not recorder.mismatches

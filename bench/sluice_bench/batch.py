@@ -177,6 +177,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         if node is not None:
             for spec in specs.values():
                 spec["service_port"] = node.port
+                spec["service_pid"] = node.pid
         recorder = Recorder(
             "batch",
             command_line(argv),

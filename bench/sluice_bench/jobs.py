@@ -93,6 +93,13 @@ def _query_job(spark: SparkSession, number: int) -> Callable[[], List[List[Any]]
     return lambda: run_query(spark, number)
 
 
+def service_pid(contender: str, spec: Dict[str, Any]) -> Optional[int]:
+    """The node service's JVM on this machine (``spec["service_pid"]``) when ``contender``'s
+    outputs are served by it: its CPU is measured beside the executors'."""
+    pid = spec.get("service_pid")
+    return int(pid) if contender == "sluice-service" and pid is not None else None
+
+
 def run_batch(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict[str, Any]:
     """``spec``: ``heavy`` ({rows, partitions, job, warm_rows} or null; ``job`` one of
     :data:`SHUFFLE_JOBS`, the heavy job when absent; ``warm_rows`` the warm-up job's rows, a fiftieth
@@ -115,12 +122,19 @@ def run_batch(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
         run_query(spark, 3)
     if heavy is not None:
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-        out["heavy"] = timed(spark, "heavy", lambda: shuffle_job(spark, int(heavy["rows"]), int(heavy["partitions"])))
+        out["heavy"] = timed(
+            spark,
+            "heavy",
+            lambda: shuffle_job(spark, int(heavy["rows"]), int(heavy["partitions"])),
+            service_pid=service_pid(contender, spec),
+        )
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", broadcast_default or "10485760")
     if query_spec is not None:
         queries: Dict[str, Any] = {}
         for number in query_spec["queries"]:
-            queries[str(number)] = timed(spark, f"q{number}", _query_job(spark, int(number)))
+            queries[str(number)] = timed(
+                spark, f"q{number}", _query_job(spark, int(number)), service_pid=service_pid(contender, spec)
+            )
         out["tpch"] = queries
     return out
 
@@ -298,7 +312,12 @@ def run_scale(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Dict
         started = time.monotonic()
         with watcher, JobDeadline(spark, config["name"], spec.get("job_timeout_s")) as deadline:
             try:
-                run = timed(spark, config["name"], lambda: scale_job(spark, rows, maps, reduces))  # noqa: B023 (called at once, in the loop)
+                run = timed(
+                    spark,
+                    config["name"],
+                    lambda: scale_job(spark, rows, maps, reduces),  # noqa: B023 (called at once, in the loop)
+                    service_pid=service_pid(contender, spec),
+                )
             except Exception as e:
                 spark.sparkContext.setJobGroup("", "")
                 run = {"seconds": None, "answer": None, "error": deadline.error(e)}
@@ -338,7 +357,9 @@ def run_cluster(spark: SparkSession, contender: str, spec: Dict[str, Any]) -> Di
     wide: Optional[Dict[str, Any]] = spec.get("wide")
     if wide is not None:
         rows, maps, reduces = int(wide["rows"]), int(wide["maps"]), int(wide["reduces"])
-        out["wide"] = timed(spark, "wide", lambda: scale_job(spark, rows, maps, reduces))
+        out["wide"] = timed(
+            spark, "wide", lambda: scale_job(spark, rows, maps, reduces), service_pid=service_pid(contender, spec)
+        )
     groups = [("heavy", out.get("heavy")), ("wide", out.get("wide"))]
     groups += [(f"q{q}", r) for q, r in out.get("tpch", {}).items()]
     for group, run in groups:

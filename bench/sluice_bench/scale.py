@@ -285,7 +285,7 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     run_configs: List[Dict[str, Any]] = []
     with NodeService(service_log(LOG_DIR, "scale")) if service else contextlib.nullcontext() as node:
         for a in apps:
-            spec = dict(a.spec, service_port=node.port) if node is not None else a.spec
+            spec = dict(a.spec, service_port=node.port, service_pid=node.pid) if node is not None else a.spec
             # The extreme group's failures are its results: an application that fails is recorded.
             failed = failed_app(a.spec) if a.group == "extreme" else None
             run_alternating_apps(
@@ -385,6 +385,18 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
             # Read through the node service against read from the executors, both Sluice.
             s[name]["service_s"] = median([t for t in served if t is not None])
             s[name]["service_ratio"] = ratio(s[name]["service_s"], times["sluice"])
+            # The CPU the serving costs: the service's JVM and the executors' beside the executors
+            # that serve their own outputs (medians; the service's absent when it was not measured).
+            mine = [r["runs"][name] for r in runs if r["contender"] == SERVICE_CONTENDER]
+            service_cpu = [v["service_process_cpu_s"] for v in mine if "service_process_cpu_s" in v]
+            if service_cpu:
+                executors = median([v["executor_process_cpu_s"] for v in mine if "executor_process_cpu_s" in v])
+                sluice_cpu = median(
+                    [r["runs"][name]["executor_process_cpu_s"] for r in runs
+                     if r["contender"] == "sluice" and "executor_process_cpu_s" in r["runs"][name]]
+                )  # fmt: skip
+                s[name]["service_cpu_s"] = {"service": median(service_cpu), "executors": executors}
+                s[name]["service_cpu_ratio"] = ratio(median(service_cpu) + executors, sluice_cpu)
         floor = [r["runs"][name]["seconds"] for r in runs if r["contender"] == FLOOR]
         if floor:
             # No shuffle is faster than one that moves nothing: floor / sort bounds every shuffle's ratio.

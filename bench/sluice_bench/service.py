@@ -55,6 +55,13 @@ class NodeService:
         self.process: Optional["subprocess.Popen[str]"] = None
 
     @property
+    def pid(self) -> int:
+        """The service's JVM (``sluice shuffle-service`` replaces itself with it)."""
+        if self.process is None:
+            raise BenchError("the node service has not started")
+        return self.process.pid
+
+    @property
     def settings(self) -> Dict[str, str]:
         """What an application sets to use this service."""
         return {"service_enabled": "true", "service_port": str(self.port)}

@@ -167,13 +167,21 @@ def release_finished_jobs(spark: SparkSession, pause_s: float = CLEANUP_PAUSE_S)
     time.sleep(pause_s)
 
 
-def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: float = CLEANUP_PAUSE_S) -> Dict[str, Any]:
+def timed(
+    spark: SparkSession,
+    group: str,
+    job: Callable[[], Any],
+    pause_s: float = CLEANUP_PAUSE_S,
+    service_pid: Optional[int] = None,
+) -> Dict[str, Any]:
     """Runs ``job`` in job group ``group``, after :func:`release_finished_jobs` (``pause_s``); its seconds,
     answer, Spark's shuffle metrics and the CPU seconds its executor processes used meanwhile
     (``executor_process_cpu_s``, see :func:`executor_cpu_seconds`; absent when no executor process
     was found on this machine), by kind of thread (``executor_cpu_by_thread``, see
     :func:`executor_thread_cpu`), and the driver's (``driver_process_cpu_s``): on a machine with few
-    cores the driver's scheduling and metrics take CPU from the executors."""
+    cores the driver's scheduling and metrics take CPU from the executors. With ``service_pid``
+    (the node shuffle service's JVM, which serves the executors' outputs), that process's CPU
+    seconds too (``service_process_cpu_s``): work the executors no longer do, on the same cores."""
     release_finished_jobs(spark, pause_s)
     spark.sparkContext.setJobGroup(group, group)
     app = spark.sparkContext.applicationId
@@ -182,12 +190,14 @@ def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: floa
     cpu_before = executor_cpu_seconds(app, driver_port=port)
     threads_before = executor_thread_cpu(app, driver_port=port)
     driver_before = process_cpu_seconds(driver)
+    service_before = process_cpu_seconds(service_pid) if service_pid is not None else 0.0
     started = time.monotonic()
     answer = job()
     seconds = time.monotonic() - started
     threads_after = executor_thread_cpu(app, driver_port=port)
     cpu_after = executor_cpu_seconds(app, driver_port=port)
     driver_after = process_cpu_seconds(driver)
+    service_after = process_cpu_seconds(service_pid) if service_pid is not None else 0.0
     spark.sparkContext.setJobGroup("", "")
     out: Dict[str, Any] = {"seconds": round(seconds, 3), "answer": answer}
     out.update(shuffle_bytes(spark, stages_of_group(spark, group)))
@@ -197,6 +207,8 @@ def timed(spark: SparkSession, group: str, job: Callable[[], Any], pause_s: floa
         out["executor_processes"] = len(cpu_before)
         out["executor_cpu_by_thread"] = thread_cpu_used(threads_before, threads_after)
     out["driver_process_cpu_s"] = round(driver_after - driver_before, 3)
+    if service_pid is not None:
+        out["service_process_cpu_s"] = round(service_after - service_before, 3)
     return out
 
 

@@ -37,11 +37,14 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def alternation(contenders: Sequence[str], rounds: int) -> List[Tuple[int, str]]:
-    """The order runs are made in: every contender once per round, in the same order each round
-    (A B A B ...), so drift of a shared machine hits each contender alike."""
+    """The order runs are made in: every contender once per round, each round's order the last
+    one's rotated by one (A B C, B C A, C A B ...; with two: A B, B A), so drift of a shared
+    machine hits each contender alike and no contender always follows the same one (what a run
+    leaves behind, its JVMs exiting and its files being deleted, weighs on the next)."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    return [(r, c) for r in range(1, rounds + 1) for c in contenders]
+    n = len(contenders)
+    return [(r, contenders[(r - 1 + i) % n]) for r in range(1, rounds + 1) for i in range(n)]
 
 
 def goal(name: str, value: float, target: float, *, at_most: bool, unit: str = "") -> Dict[str, Any]:
