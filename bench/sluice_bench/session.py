@@ -9,7 +9,7 @@ import json
 import os
 import time
 import urllib.request
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import sluice
 from pyspark.sql import SparkSession
@@ -181,7 +181,8 @@ def timed(
     :func:`executor_thread_cpu`), and the driver's (``driver_process_cpu_s``): on a machine with few
     cores the driver's scheduling and metrics take CPU from the executors. With ``service_pid``
     (the node shuffle service's JVM, which serves the executors' outputs), that process's CPU
-    seconds too (``service_process_cpu_s``): work the executors no longer do, on the same cores."""
+    seconds too (``service_process_cpu_s``, and by kind of thread, ``service_cpu_by_thread``): work
+    the executors no longer do, on the same cores."""
     release_finished_jobs(spark, pause_s)
     spark.sparkContext.setJobGroup(group, group)
     app = spark.sparkContext.applicationId
@@ -190,14 +191,15 @@ def timed(
     cpu_before = executor_cpu_seconds(app, driver_port=port)
     threads_before = executor_thread_cpu(app, driver_port=port)
     driver_before = process_cpu_seconds(driver)
-    service_before = process_cpu_seconds(service_pid) if service_pid is not None else 0.0
+    service_pids = [service_pid] if service_pid is not None else []
+    service_before = process_thread_cpu(service_pids)
     started = time.monotonic()
     answer = job()
     seconds = time.monotonic() - started
     threads_after = executor_thread_cpu(app, driver_port=port)
     cpu_after = executor_cpu_seconds(app, driver_port=port)
     driver_after = process_cpu_seconds(driver)
-    service_after = process_cpu_seconds(service_pid) if service_pid is not None else 0.0
+    service_after = process_thread_cpu(service_pids)
     spark.sparkContext.setJobGroup("", "")
     out: Dict[str, Any] = {"seconds": round(seconds, 3), "answer": answer}
     out.update(shuffle_bytes(spark, stages_of_group(spark, group)))
@@ -207,8 +209,9 @@ def timed(
         out["executor_processes"] = len(cpu_before)
         out["executor_cpu_by_thread"] = thread_cpu_used(threads_before, threads_after)
     out["driver_process_cpu_s"] = round(driver_after - driver_before, 3)
-    if service_pid is not None:
-        out["service_process_cpu_s"] = round(service_after - service_before, 3)
+    if service_pids:
+        out["service_process_cpu_s"] = round(service_after["total"] - service_before["total"], 3)
+        out["service_cpu_by_thread"] = thread_cpu_used(service_before, service_after)
     return out
 
 
@@ -314,11 +317,17 @@ def thread_kind(comm: str) -> str:
 
 def executor_thread_cpu(app_id: str, proc: str = "/proc", driver_port: str = "") -> Dict[str, float]:
     """The CPU seconds the live threads of ``app_id``'s executors used so far, by
-    :func:`thread_kind`, and ``total`` (every thread, ended ones included: the difference of two
-    samples' totals less their kinds' is what threads that ended in between used)."""
+    :func:`thread_kind`, and ``total`` (see :func:`process_thread_cpu`)."""
+    return process_thread_cpu(executor_pids(app_id, proc, driver_port), proc)
+
+
+def process_thread_cpu(pids: Iterable[int], proc: str = "/proc") -> Dict[str, float]:
+    """The CPU seconds the live threads of processes ``pids`` used so far, by :func:`thread_kind`,
+    and ``total`` (every thread, ended ones included: the difference of two samples' totals less
+    their kinds' is what threads that ended in between used)."""
     ticks = os.sysconf("SC_CLK_TCK")
     out: Dict[str, float] = {"total": 0.0}
-    for pid in executor_pids(app_id, proc, driver_port):
+    for pid in pids:
         try:
             with open(f"{proc}/{pid}/stat") as f:
                 out["total"] += stat_cpu_ticks(f.read()) / ticks
