@@ -89,12 +89,18 @@ private[sluice] object ClassPreloader {
   val DriverOnlyPackage = "org.apache.spark.shuffle.sluice.ui"
 
   /**
-   * Packages of Sluice's jar no executor loads a class of at work: the driver's UI, and the node
-   * shuffle service with its platform adapters (the few client classes an executor registers with
-   * are loaded by its registration, before the preload thread starts).
+   * The packages of Sluice's jar an executor preloads: those of its shuffle tasks' data path (the
+   * Spark boundary's writer and reader, record writers and serialization, the input gate, result
+   * partitions and their files, the transport, buffers and memory). The rest is either loaded by
+   * the executor's start before the preload thread runs (settings, metrics, the driver's RPC
+   * messages, the adapter to Spark) or never by an executor (the driver's UI, the node service);
+   * the few classes of those packages a task uses (its metrics) load on first use. An executor
+   * running a job without the preloader loaded about 330 of Sluice's classes, 250 of them in these
+   * packages; preloading every package loaded 570.
    */
-  val NotInExecutors: Set[String] =
-    Set(DriverOnlyPackage, "io.sluice.service", "org.apache.spark.shuffle.sluice.service")
+  val ExecutorPackages: Set[String] = Set("org.apache.spark.shuffle.sluice", "io.sluice.writer",
+    "io.sluice.serialization", "io.sluice.partition", "io.sluice.partition.consumer", "io.sluice.netty",
+    "io.sluice.buffer", "io.sluice.memory")
 
   /**
    * The packages of Sluice's jar a node shuffle service serves with: its registry and server, the
@@ -111,10 +117,12 @@ private[sluice] object ClassPreloader {
   val SparkServingPackages: Set[String] = Set("client", "server", "protocol", "buffer", "util", "crypto", "sasl", "ssl")
     .map("org.apache.spark.network." + _)
 
-  /** The preloader of an executor: every class of Sluice's jar (or class directory) outside [[NotInExecutors]]. */
+  /** The preloader of an executor: the classes of Sluice's jar (or class directory) in [[ExecutorPackages]]. */
   def forExecutor(executorId: String): ClassPreloader =
-    new ClassPreloader(sluiceLoader, () => classesOf(classOf[ClassPreloader], p => !NotInExecutors.contains(p)),
-      s"sluice-class-preload-$executorId")
+    new ClassPreloader(sluiceLoader, () => executorClasses, s"sluice-class-preload-$executorId")
+
+  /** The binary names [[forExecutor]] loads. */
+  def executorClasses: Iterator[String] = classesOf(classOf[ClassPreloader], ExecutorPackages.contains)
 
   /**
    * The preloader of a node shuffle service (the daemon, YARN's auxiliary service): the classes of

@@ -37,11 +37,19 @@ class ClassPreloaderSuite extends AnyFunSuite {
     assert(names.forall(n => !n.endsWith(".class") && !n.contains('/')), names.take(5))
   }
 
-  test("an executor's preload leaves out the node service's classes; a node service's is its serving path") {
-    val executor = ClassPreloader.classesOf(classOf[ClassPreloader], p => !ClassPreloader.NotInExecutors.contains(p)).toSet
-    assert(executor.contains("io.sluice.partition.SortMergeResultPartition"))
+  test("an executor's preload is its tasks' data path; a node service's is its serving path") {
+    val executor = ClassPreloader.executorClasses.toSet
+    val dataPath = Seq("io.sluice.partition.SortMergeResultPartition", "io.sluice.partition.consumer.SingleInputGate",
+      "io.sluice.netty.CreditBasedPartitionRequestClientHandler", "io.sluice.writer.RecordWriter",
+      "io.sluice.memory.NetworkBufferPool", classOf[SluiceShuffleWriter[_, _]].getName,
+      classOf[SluiceShuffleReader[_, _]].getName)
+    assert(dataPath.forall(executor.contains), dataPath.filterNot(executor.contains))
     assert(!executor.exists(_.startsWith("io.sluice.service.")), "the service's engine: no executor serves")
     assert(!executor.contains("org.apache.spark.shuffle.sluice.service.SluiceYarnShuffleService"))
+    // Loaded by the executor's start (settings, metrics, the adapter and its checks) or only on the driver (UI).
+    val notOnThePath = Seq("io.sluice.config.SluiceOptions$", "io.sluice.metrics.ExecutorSnapshot",
+      "org.apache.spark.shuffle.sluice.internal.SparkInternalsCheck$", "org.apache.spark.shuffle.sluice.ui.SluiceTab")
+    assert(!notOnThePath.exists(executor.contains), notOnThePath.filter(executor.contains))
     val serving = ClassPreloader.servingClasses.toSet
     val expected = Seq("io.sluice.service.ApplicationRegistry", "io.sluice.netty.PartitionRequestQueue",
       "io.sluice.netty.PackedBufferResponse", "io.sluice.partition.PartitionedFileReader",
