@@ -84,6 +84,11 @@ def sluice_json(spark: SparkSession) -> Dict[str, Any]:
     return found
 
 
+def servers_of(snapshot: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The live executors of a ``/sluice/json`` snapshot that report a Sluice server."""
+    return [e for e in snapshot.get("executors", []) if e["executor_id"] != "driver" and e.get("server_port")]
+
+
 def epoch_ms(rest_time: str) -> int:
     """Spark's REST time (``2026-11-28T23:41:10.123GMT``) in milliseconds since the epoch."""
     seconds, millis = rest_time.removesuffix("GMT").split(".")
@@ -210,6 +215,15 @@ def main(argv: List[str]) -> int:
         held = two_container_ids(spark, HELD_ROWS, 4, held_gate).map(lambda i: (i % HELD_KEYS, 1))
         held = held.reduceByKey(lambda a, b: a + b, 4)
         result["held_first"] = sorted([int(k), int(v)] for k, v in held.collect())
+
+        # The executors' servers, while both executors live: idle ones go after the idle timeout
+        # (dynamic allocation without shuffle tracking), and the driver's page then lists them no more.
+        def both_servers() -> Optional[Dict[str, Any]]:
+            found = sluice_json(spark)
+            return found if len(servers_of(found)) >= 2 else None
+
+        live = poll(both_servers, 30) or sluice_json(spark)
+        result["server_ports"] = sorted(int(e["server_port"]) for e in servers_of(live))
         result["held_containers"] = sorted(os.listdir(held_gate))
         shutil.rmtree(held_gate, ignore_errors=True)
         result["held_stages"] = sessions.stages_of_group(spark, "held")
@@ -226,8 +240,6 @@ def main(argv: List[str]) -> int:
 
         snapshot = poll(read_remotely, 60) or sluice_json(spark)
         result["remote_bytes"] = sum(int(s.get("numBytesInRemote", 0)) for s in snapshot["stages"])
-        servers = [e for e in snapshot["executors"] if e["executor_id"] != "driver" and e.get("server_port")]
-        result["server_ports"] = sorted(int(e["server_port"]) for e in servers)
 
         # An executor container that wrote map outputs killed while the reduce stage reads them:
         # the NodeManager's service still serves them, so no map task runs again.
