@@ -626,6 +626,32 @@ def test_scale_service_runs_give_the_ratio_to_sluice_and_are_checked_against_sor
     assert not [g for g in recorder.goals if "node service" in g["goal"]], "no service goal without --service"
 
 
+def test_the_node_service_is_primed_by_one_unmeasured_application(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--service runs one sluice-service application before the measured rounds (a node service
+    outlives applications); its time and the service's CPU are kept apart from every median, and
+    a failed priming names itself."""
+    started: List[Any] = []
+
+    def run_app(kind: str, contender: str, spec: Dict[str, Any], **kw: Any) -> Dict[str, Any]:
+        started.append((kind, contender, spec["service_port"]))
+        run = {"seconds": 9.5, "answer": [[1]], "service_process_cpu_s": 4.0, "service_cpu_by_thread": {"jit": 2.0}}
+        return {"contender": contender, "runs": {"wide 1500x400": run}}
+
+    monkeypatch.setattr(scale, "run_app", run_app)
+    primed = scale.prime_service({"service_port": 7337}, timeout=60)
+    assert started == [("scale", "sluice-service", 7337)]
+    assert primed == {
+        "wide 1500x400": {"seconds": 9.5, "service_process_cpu_s": 4.0, "service_cpu_by_thread": {"jit": 2.0}}
+    }
+
+    def failing(*args: Any, **kw: Any) -> Dict[str, Any]:
+        raise BenchError("the application failed: boom")
+
+    monkeypatch.setattr(scale, "run_app", failing)
+    with pytest.raises(BenchError, match="priming the node service failed: the application failed: boom"):
+        scale.prime_service({"service_port": 7337}, timeout=60)
+
+
 def test_batch_service_runs_are_timed_against_sluices() -> None:
     def app(contender: str, t: float, r: int) -> Dict[str, Any]:
         return {
