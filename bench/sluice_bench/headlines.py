@@ -55,9 +55,9 @@ LATENCY = "latency-2026-11-24.json"
 MEMORY = "memory.json"
 TRANSPORT = "transport.json"
 CLUSTER = "cluster.json"
-SHA2 = "batch-sha2-2026-11-29-quiet.json"  # the CPU-bound job, local executors reading across executors
+SHA2 = "batch-sha2-2026-11-30.json"  # the CPU-bound job, local executors reading across executors
 SHA2_HOST_LOCAL = "batch-sha2-host-local-2026-11-29.json"  # the same, each reading the other's files (--host-local)
-CLUSTER_SHA2 = "cluster-sha2-2026-11-29.json"  # the same across two hosts
+CLUSTER_SHA2 = "cluster-sha2-2026-11-30.json"  # the same across two hosts
 # The first jobs of fresh applications (sluice bench batch --short --cold).
 COLD = "batch-short-cold-2026-11-28.json"
 _COLD_JOBS = {"repartition_1k": "its first shuffle (a repartition of 1,000 rows)", "group_by_100k": "a group-by"}
@@ -126,9 +126,10 @@ def _memory(r: Dict[str, Any]) -> float:
     return float(s["sluice_peak_used_bytes"]) / float(s["sluice_configured_bytes"])
 
 
+_WIDE_128K = "the newer run set spark.sluice.memory.segmentSize=128k, which wide shapes lose by (see Tuning)"
 _HEAVY_NEWER = (
     "the 27 November run was against a sort shuffle tuned with spark.shuffle.sort.bypassMergeThreshold=0, "
-    "an eighth of the rows, on a loaded machine; the 29 November runs are another job, the CPU-bound one "
+    "an eighth of the rows, on a loaded machine; the runs since 29 November are another job, the CPU-bound one "
     "(its own rows)"
 )
 
@@ -168,6 +169,7 @@ HEADLINES: Tuple[Headline, ...] = (
         _config("wide 1500x400"),
         _ratio,
         "Sluice / sort time at wide 1500x400",
+        newer=_WIDE_128K,
     ),
     Headline(
         "6000 maps × 400 reducers, time",
@@ -180,7 +182,12 @@ HEADLINES: Tuple[Headline, ...] = (
         "4000 maps × 200 reducers, time", WIDE, _config("wide 4000x200"), _ratio, "Sluice / sort time at wide 4000x200"
     ),
     Headline(
-        "200 maps × 4000 reducers, time", WIDE, _config("wide 200x4000"), _ratio, "Sluice / sort time at wide 200x4000"
+        "200 maps × 4000 reducers, time",
+        WIDE,
+        _config("wide 200x4000"),
+        _ratio,
+        "Sluice / sort time at wide 200x4000",
+        newer=_WIDE_128K,
     ),
     Headline(
         "4000 maps × 1000 reducers, time",
@@ -202,7 +209,6 @@ HEADLINES: Tuple[Headline, ...] = (
         _batch("off64", "heavy_ratio"),
         _ratio,
         "AQE off, 64 partitions: sha2 job: Sluice time / sort time",
-        newer="the newer run had both shuffles read the other executor's map outputs from its files: the next row",
     ),
     Headline(
         "the same job, both shuffles reading the other executor's map outputs from its files, time",
@@ -210,6 +216,8 @@ HEADLINES: Tuple[Headline, ...] = (
         _batch("off64", "heavy_ratio"),
         _ratio,
         "AQE off, 64 partitions: sha2 job: Sluice time / sort time",
+        newer="the newer runs read across executors (the row above), one of them with "
+        "spark.sluice.memory.segmentSize=128k (see Tuning for CPU-bound jobs)",
     ),
     Headline(
         "the same job, 2 workers in network namespaces, links at 1 Gbit/s, time",
@@ -231,7 +239,8 @@ HEADLINES: Tuple[Headline, ...] = (
         _cluster("1gbit", None),
         _ratio,
         "1gbit: all jobs, Sluice time / sort time",
-        newer="the newer run measured the CPU-bound job alone (its own row above)",
+        newer="the newer runs measured the CPU-bound job alone (its own row above), one of them with "
+        "spark.sluice.memory.segmentSize=128k",
     ),
     Headline(
         "the same at 10 Gbit/s links, time",
