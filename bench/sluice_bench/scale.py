@@ -415,8 +415,9 @@ def summarize(recorder: Recorder, config_list: List[Dict[str, Any]]) -> None:
                     [r["runs"][name]["executor_process_cpu_s"] for r in runs
                      if r["contender"] == "sluice" and "executor_process_cpu_s" in r["runs"][name]]
                 )  # fmt: skip
-                s[name]["service_cpu_s"] = {"service": median(service_cpu), "executors": executors}
-                s[name]["service_cpu_ratio"] = ratio(median(service_cpu) + executors, sluice_cpu)
+                service_median = median(service_cpu)
+                s[name]["service_cpu_s"] = {"service": service_median, "executors": executors}
+                s[name]["service_cpu_ratio"] = ratio(service_median + executors, sluice_cpu)
         floor = [r["runs"][name]["seconds"] for r in runs if r["contender"] == FLOOR]
         if floor:
             # No shuffle is faster than one that moves nothing: floor / sort bounds every shuffle's ratio.

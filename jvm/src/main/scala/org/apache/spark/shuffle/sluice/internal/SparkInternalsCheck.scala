@@ -67,16 +67,20 @@ private[sluice] object SparkInternalsCheck extends Logging {
    */
   def verifyOnDriver(conf: SparkConf): Unit = {
     verifyOnce()
+    checkedBuild match {
+      case Some(identity) => conf.set(CheckedBuild.Key, identity)
+      case None => conf.remove(CheckedBuild.Key)
+    }
+  }
+
+  /** The identity of the builds [[verifyOnce]] checked; computed once, by the first shuffle manager. */
+  private lazy val checkedBuild: Option[String] = {
     // Spark's SQL jar holds the serializer whose fields fieldProblems checked by name.
     val sql = Seq(SparkInternals.UnsafeRowSerializerClass).filter(name =>
       try { Class.forName(name, false, loader); true }
       catch { case _: ClassNotFoundException | _: LinkageError => false })
-    val checked = outcome.toOption.filter(_.nonEmpty)
+    outcome.toOption.filter(_.nonEmpty)
       .flatMap(refs => CheckedBuild.of(refs.map(_.owner).distinct ++ sql :+ getClass.getName, loader))
-    checked match {
-      case Some(identity) => conf.set(CheckedBuild.Key, identity)
-      case None => conf.remove(CheckedBuild.Key)
-    }
   }
 
   /**
