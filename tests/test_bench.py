@@ -21,6 +21,7 @@ import threading
 import types
 import weakref
 import zipfile
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Set
 
@@ -62,7 +63,7 @@ def test_median_ratio_and_percentile() -> None:
     assert percentile([0.0, 10.0], 0.99) == pytest.approx(9.9)
 
 
-def test_alternation_rotates_each_round() -> None:
+def test_alternation_balances_who_comes_first_and_who_follows_whom() -> None:
     assert alternation(["sluice", "sort"], 3) == [
         (1, "sluice"),
         (1, "sort"),
@@ -71,10 +72,19 @@ def test_alternation_rotates_each_round() -> None:
         (3, "sluice"),
         (3, "sort"),
     ]
-    # Three contenders: each comes first once and follows each of the others once in three rounds.
+    # Three contenders: the second round mirrors the first, so c does not always follow b.
     plan = alternation(["a", "b", "c"], 3)
-    assert [c for _, c in plan] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert [c for _, c in plan] == ["a", "b", "c", "c", "b", "a", "b", "c", "a"]
     assert [r for r, _ in plan] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    # Within rounds, each contender follows each other one equally often (a Williams design), and
+    # each comes first equally often: over 2n rounds for an odd n, over n for an even one.
+    for contenders, rounds, times in ((["a", "b", "c"], 6, 2), (["a", "b", "c", "d"], 4, 1), (list("abcde"), 10, 2)):
+        plan = alternation(contenders, rounds)
+        orders = [[c for r, c in plan if r == k] for k in range(1, rounds + 1)]
+        assert all(sorted(o) == sorted(contenders) for o in orders)
+        follows = Counter((o[i], o[i + 1]) for o in orders for i in range(len(o) - 1))
+        assert set(follows.values()) == {times} and len(follows) == len(contenders) * (len(contenders) - 1), follows
+        assert Counter(o[0] for o in orders) == {c: rounds // len(contenders) for c in contenders}
     with pytest.raises(ValueError):
         alternation(["a"], 0)
 

@@ -37,14 +37,33 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def alternation(contenders: Sequence[str], rounds: int) -> List[Tuple[int, str]]:
-    """The order runs are made in: every contender once per round, each round's order the last
-    one's rotated by one (A B C, B C A, C A B ...; with two: A B, B A), so drift of a shared
-    machine hits each contender alike and no contender always follows the same one (what a run
-    leaves behind, its JVMs exiting and its files being deleted, weighs on the next)."""
+    """The order runs are made in: every contender once per round, the rounds' orders the rows of
+    a Williams design (A B, B A with two; A B C, C B A, B C A, A C B, C A B, B A C with three), so
+    drift of a shared machine hits each contender alike, each comes first in turn, and each follows
+    each of the others equally often: over n rounds for an even number n of contenders, over 2n
+    for an odd one (what a run leaves behind, its JVMs exiting and its files being deleted and
+    written back, weighs on the next). Rotating one order alone would not do: with three, C would
+    always follow B."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    n = len(contenders)
-    return [(r, contenders[(r - 1 + i) % n]) for r in range(1, rounds + 1) for i in range(n)]
+    orders = williams_orders(len(contenders))
+    return [(r, contenders[i]) for r in range(1, rounds + 1) for i in orders[(r - 1) % len(orders)]]
+
+
+def williams_orders(n: int) -> List[List[int]]:
+    """The rows of a Williams design for ``n`` treatments, as indices: a Latin square whose every
+    ordered pair of neighbours occurs once (``n`` even), or such a square's rows each followed by
+    its mirror image, where every pair occurs twice (``n`` odd)."""
+    first = [0]
+    low, high = 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    rows = [[(x + i) % n for x in first] for i in range(n)]
+    return rows if n % 2 == 0 else [order for row in rows for order in (row, row[::-1])]
 
 
 def goal(name: str, value: float, target: float, *, at_most: bool, unit: str = "") -> Dict[str, Any]:
