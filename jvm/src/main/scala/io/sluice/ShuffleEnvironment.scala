@@ -60,9 +60,7 @@ final class ShuffleEnvironment(
     conf.get(SluiceOptions.IndexCacheSize))
   val outputFlusher = new OutputFlusher(s"sluice-output-flusher-$executorId")
   // Closes the partition files the server kept open once no reader came for them for a while.
-  outputFlusher.every(PartitionedFileReaderCache.IdleMs / 2) { () =>
-    partitionManager.fileReaders.closeIdle(System.nanoTime() - PartitionedFileReaderCache.IdleMs * 1000000L)
-  }
+  outputFlusher.every(PartitionedFileReaderCache.IdleMs / 2)(() => partitionManager.fileReaders.closeIdle())
 
   /** The executor's network metrics: one group per task attempt, executor totals, memory segments. */
   val metrics = new ShuffleMetricRegistry(executorId, networkBufferPool)

@@ -15,7 +15,7 @@ import java.lang.management.ManagementFactory
  * reducers all read the executor's map outputs in the same order, a scan that would make a
  * least-recently-used cache smaller than the scan drop every file just before its next reader came.
  * A kept file is closed about a second after its last reader came ([[closeIdle]], run by the
- * executor), which makes room for the next stage's files, so an idle executor holds no partition
+ * executor or node shuffle service), which makes room for the next stage's files, so an idle executor holds no partition
  * file open; and at once when it is deleted, so no handle holds a deleted file's disk space.
  *
  * Only the server's read threads read through it. A task thread reading local data keeps a handle of
@@ -92,6 +92,9 @@ final class PartitionedFileReaderCache(val capacity: Int) {
     }
     PartitionedFileReaderCache.releaseAll(idle)
   }
+
+  /** Drops the readers no reader acquired in the last [[PartitionedFileReaderCache.IdleMs]] (run every half of it). */
+  def closeIdle(): Unit = closeIdle(System.nanoTime() - PartitionedFileReaderCache.IdleMs * 1000000L)
 
   /** Files kept open now. */
   def size: Int = synchronized(open.size)

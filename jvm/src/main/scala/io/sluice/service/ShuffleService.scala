@@ -19,7 +19,9 @@ import org.apache.spark.network.util.TransportConf
  * application ends. Pipelined (Real-Time Mode) partitions stay on their executors.
  *
  * Threads: the server's event loops and read threads, and one housekeeping thread (registrations'
- * disk work, removals, expiry of silent applications). Thread-safe.
+ * disk work, removals, expiry of silent applications, closing the partition files no reader came
+ * for in a second, as an executor's server does, so a node service between stages holds no
+ * descriptor for the outputs it serves). Thread-safe.
  *
  * @param conf          Sluice's settings for the service's own transport (spark.sluice.network.*)
  * @param transportConf Spark's settings for module "sluice": I/O mode, TLS, crypto
@@ -51,7 +53,7 @@ final class ShuffleService(
 
   /**
    * Recovers the registrations kept before a restart (see [[RegistrationLog]]), binds the service's
-   * port and starts expiring silent applications; returns the port.
+   * port and starts closing idle partition files and expiring silent applications; returns the port.
    */
   def start(): Int = {
     registry.recover()
@@ -65,6 +67,8 @@ final class ShuffleService(
           b.initCause(e)
           throw b
       }
+    val sweep = PartitionedFileReaderCache.IdleMs / 2
+    housekeeping.scheduleWithFixedDelay(() => caches.fileReaders.closeIdle(), sweep, sweep, TimeUnit.MILLISECONDS)
     val timeout = settings.applicationTimeoutMs
     if (timeout > 0) {
       val every = math.max(1000L, math.min(30000L, timeout / 4))

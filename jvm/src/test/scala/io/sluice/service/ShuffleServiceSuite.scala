@@ -188,6 +188,23 @@ class ShuffleServiceSuite extends AnyFunSuite {
     } finally node.close()
   }
 
+  test("the service closes the map output files it kept open once no reader came for them for a second") {
+    val node = new TestingNodeService()
+    try {
+      val writer = node.executor("app-1", "1")
+      val maps = Seq(1L, 2L, 3L)
+      maps.foreach(m => writeMapOutput(writer, 0, m, numSubpartitions = 2))
+      writer.shutdown()
+      val reader = node.executor("app-1", "2")
+      def descriptors = node.service.totals.reads.fileDescriptors
+      assert(read(reader, inputs(node, "1", maps, 0)) == expected(maps, 0))
+      assert(descriptors >= maps.size, "the read kept its files open for the next reader")
+      TestingThreads.eventually(what = s"the kept files closed (${descriptors} descriptors)")(descriptors == 0)
+      assert(node.service.registry.application("app-1").isDefined && node.filesOf("app-1").size == 6)
+      assert(read(reader, inputs(node, "1", maps, 1)) == expected(maps, 1), "a later reader opens them again")
+    } finally node.close()
+  }
+
   test("an application nothing is heard of for the timeout is removed with its files") {
     val node = new TestingNodeService(applicationTimeoutMs = 1000L)
     try {
