@@ -4,7 +4,8 @@ import java.util.{Collections, Map => JMap}
 
 import scala.util.control.NonFatal
 
-import io.sluice.config.ServiceOptions
+import io.sluice.config.{ServiceOptions, SluiceOptions}
+import io.sluice.netty.PartitionRequestClientFactory
 import io.sluice.service.ShuffleServiceClient
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
@@ -60,12 +61,15 @@ class SluiceShuffleDriverComponents(conf: SparkConf) extends ShuffleDriverCompon
 
   private lazy val client: ShuffleServiceClient = {
     val c = SparkInternals.conf
-    val sluice = SluiceEnvironment.engineConf(c)
+    // Messages to services are small: a dead service's node must not hold a message (nor, on its
+    // lane, the next ones) for spark.network.timeout, neither connecting nor waiting for the answer.
+    val waitMs = math.min(SluiceEnvironment.networkTimeoutMs(c), SluiceShuffleDriverComponents.MaxMessageWaitMs)
+    val engine = SluiceEnvironment.engineConf(c)
+    val sluice = engine.withSettings(SluiceOptions.ConnectTimeout.key ->
+      math.min(PartitionRequestClientFactory.connectTimeoutMs(engine), waitMs).toString)
     val transportConf = TransportConfOverlay(SparkInternals.transportConf(c, 1), sluice)
     val secret = if (SparkInternals.isAuthenticationEnabled) Some(SparkInternals.secretKeyHolder) else None
-    // Messages to services are small: a dead service must not hold the application's stop for spark.network.timeout.
-    new ShuffleServiceClient(transportConf, c.getAppId, secret,
-      math.min(SluiceEnvironment.networkTimeoutMs(c), SluiceShuffleDriverComponents.MaxMessageWaitMs))
+    new ShuffleServiceClient(transportConf, c.getAppId, secret, waitMs)
   }
 
   override def supportsReliableStorage(): Boolean = serviceEnabled

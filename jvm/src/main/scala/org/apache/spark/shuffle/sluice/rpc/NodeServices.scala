@@ -1,6 +1,8 @@
 package org.apache.spark.shuffle.sluice.rpc
 
-import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledExecutorService, TimeUnit}
+import java.util.concurrent.{
+  ConcurrentHashMap, CountDownLatch, Executors, ScheduledExecutorService, SynchronousQueue, ThreadPoolExecutor, TimeUnit
+}
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -17,13 +19,25 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
  * dropped, and that the application ended (the role Spark's BlockManagerMaster plays towards its
  * external shuffle services). It also keeps each service's last status for the Sluice tab, asked
  * with every heartbeat and when the tab is shown.
- * Messages from executors travel as [[RpcPayload]] bytes to one driver endpoint. One instance per
- * application, owned by [[org.apache.spark.shuffle.sluice.SluiceShuffleDriverComponents]];
- * thread-safe (Spark's RPC threads, the ContextCleaner's, its own daemon thread).
+ *
+ * Each service has a lane of its own ([[NodeServices.Lane]]): its messages go one after another,
+ * in order, on a thread of a shared pool, so a service that hangs (its node gone, its link cut)
+ * delays only its own messages, never another service's heartbeat (which would otherwise expire
+ * the live application there and delete its files) or the application's end. A heartbeat or
+ * status request is skipped for a service whose previous message is still under way, so a hung
+ * service holds one thread at most. Messages from executors travel as [[RpcPayload]] bytes to one
+ * driver endpoint. One instance per application, owned by
+ * [[org.apache.spark.shuffle.sluice.SluiceShuffleDriverComponents]]; thread-safe (Spark's RPC
+ * threads, the ContextCleaner's, its own timer thread and message threads).
+ *
+ * @param stopWaitMs how long [[stop]] (and a blocking [[removeShuffle]]) waits for the services'
+ *                   answers; a service not told by then removes the application after its
+ *                   spark.sluice.service.applicationTimeout
  */
-private[sluice] final class NodeServices(client: () => ShuffleServiceClient) extends Logging {
+private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
+    stopWaitMs: Long = NodeServices.StopWaitMs) extends Logging {
 
-  private val services = ConcurrentHashMap.newKeySet[NodeServiceAddress]()
+  private val lanes = new ConcurrentHashMap[NodeServiceAddress, NodeServices.Lane]()
   private val statuses = new ConcurrentHashMap[NodeServiceAddress, NodeServices.LastStatus]()
   @volatile private var lastRefreshMs = 0L
   @volatile private var intervalMs = ShuffleServiceClient.aliveIntervalMs(0L)
@@ -33,51 +47,107 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient) ext
     t.setDaemon(true)
     t
   }
+  // A thread per service with a message under way, and only while it is (Executors.newCachedThreadPool's policy).
+  private val messengers = new ThreadPoolExecutor(0, Int.MaxValue, 30L, TimeUnit.SECONDS, new SynchronousQueue[Runnable](),
+    { (r: Runnable) =>
+      val t = new Thread(r, s"sluice-node-services-message-${NodeServices.threadIds.incrementAndGet()}")
+      t.setDaemon(true)
+      t
+    })
   timer.schedule((() => heartbeat()): Runnable, intervalMs, TimeUnit.MILLISECONDS)
 
   /** An executor registered with `service` (Spark's RPC thread). */
-  def announced(service: NodeServiceAddress): Unit =
-    if (services.add(service)) {
+  def announced(service: NodeServiceAddress): Unit = {
+    var added = false
+    val lane = lanes.computeIfAbsent(service, _ => { added = true; new NodeServices.Lane(messengers) })
+    if (added) {
       logInfo(s"The Sluice shuffle service at ${service.host}:${service.port} serves map outputs of this application")
-      timer.execute(() => tell(service)(c => takeStatus(c, service)))
+      lane.offer(() => tell(service)(c => takeStatus(c, service)), skippable = false)
     }
+  }
 
   /** The services known now. */
-  def known: Set[NodeServiceAddress] = services.asScala.toSet
+  def known: Set[NodeServiceAddress] = lanes.keySet.asScala.toSet
 
   /** Each service's last status (JSON, see the service's `Status`) and when it came. */
   def lastStatuses: Map[NodeServiceAddress, NodeServices.LastStatus] = statuses.asScala.toMap
 
   /**
-   * Asks every service for its status now, on the timer's thread (the Sluice tab does when shown,
-   * so its next view is fresh): at most once a second, never waiting here.
+   * Asks every service for its status now, on its lane (the Sluice tab does when shown, so its
+   * next view is fresh): at most once a second, never waiting here.
    */
   def refreshStatuses(): Unit = {
     val now = System.currentTimeMillis()
     if (!stopped && now - lastRefreshMs >= NodeServices.MinRefreshIntervalMs) {
       lastRefreshMs = now
-      try timer.execute(() => known.foreach(s => tell(s)(takeStatus(_, s))))
-      catch { case NonFatal(_) => () } // stopping
+      eachLane((s, lane) => lane.offer(() => tell(s)(takeStatus(_, s)), skippable = true))
     }
   }
 
   private def takeStatus(c: ShuffleServiceClient, s: NodeServiceAddress): Unit =
     statuses.put(s, NodeServices.LastStatus(c.status(s.host, s.port), System.currentTimeMillis()))
 
-  /** Spark dropped shuffle `shuffleId`: every service deletes its files (waiting for them when `blocking`). */
-  def removeShuffle(shuffleId: Int, blocking: Boolean): Unit = {
-    val work: Runnable = () => known.foreach(s => tell(s)(_.removeShuffle(s.host, s.port, shuffleId)))
-    if (blocking) work.run() else if (!stopped) timer.execute(work)
-  }
+  /**
+   * Spark dropped shuffle `shuffleId`: every service deletes its files; when `blocking`, this waits
+   * for their answers (up to `stopWaitMs`).
+   */
+  def removeShuffle(shuffleId: Int, blocking: Boolean): Unit =
+    if (!stopped) {
+      val pending = tellEach((s, c) => c.removeShuffle(s.host, s.port, shuffleId))
+      if (blocking) await(pending, s"shuffle $shuffleId's removal")
+    }
 
-  /** The application ends: every service deletes what it holds of it; then the timer and client stop. */
+  /**
+   * The application ends: every service is told to delete what it holds of it, each on its own
+   * lane; this waits for their answers (up to `stopWaitMs`), then the timer, the message threads
+   * and the client stop.
+   */
   def stop(): Unit = if (!stopped) {
     stopped = true
     timer.shutdownNow()
-    known.foreach(removeApplication)
-    try client().close()
-    catch { case NonFatal(e) => logDebug("Closing the node service client", e) }
+    val pending = new java.util.ArrayList[(NodeServiceAddress, CountDownLatch)]()
+    eachLane { (s, lane) =>
+      val done = new CountDownLatch(1)
+      if (lane.offer(() =>
+            try removeApplication(s)
+            finally done.countDown(), skippable = false)) pending.add(s -> done)
+    }
+    try await(pending.asScala.toSeq, "the application's removal")
+    finally {
+      messengers.shutdownNow()
+      try client().close()
+      catch { case NonFatal(e) => logDebug("Closing the node service client", e) }
+    }
   }
+
+  /** Runs `what` for every service on its lane; each service's latch, counted down once its message is done. */
+  private def tellEach(what: (NodeServiceAddress, ShuffleServiceClient) => Unit): Seq[(NodeServiceAddress, CountDownLatch)] = {
+    val pending = Seq.newBuilder[(NodeServiceAddress, CountDownLatch)]
+    eachLane { (s, lane) =>
+      val done = new CountDownLatch(1)
+      if (lane.offer(() =>
+            try tell(s)(what(s, _))
+            finally done.countDown(), skippable = false)) pending += s -> done
+    }
+    pending.result()
+  }
+
+  /** Waits (up to `stopWaitMs` in all) for every latch; names the services whose answers did not come. */
+  private def await(pending: Seq[(NodeServiceAddress, CountDownLatch)], what: String): Unit = {
+    val deadline = System.nanoTime() + stopWaitMs * 1000000L
+    val late = pending.filterNot { case (_, done) =>
+      try done.await(math.max(0L, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)
+      catch { case _: InterruptedException => Thread.currentThread().interrupt(); false }
+    }
+    if (late.nonEmpty) {
+      logWarning(s"No answer within ${stopWaitMs}ms about $what from the Sluice shuffle services at " +
+        late.map { case (s, _) => s"${s.host}:${s.port}" }.mkString(", ") + s": their files stay until they answer, " +
+        s"or until the service's ${io.sluice.config.ServiceOptions.ServiceApplicationTimeout.key}")
+    }
+  }
+
+  private def eachLane(f: (NodeServiceAddress, NodeServices.Lane) => Unit): Unit =
+    lanes.forEach((s, lane) => f(s, lane))
 
   /**
    * Tells `s` the application ended, again after a failure (a service whose link just came back
@@ -105,13 +175,17 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient) ext
     }
   }
 
+  /** Says the application is alive to every service whose lane is free (timer thread), and schedules the next round. */
   private def heartbeat(): Unit = if (!stopped) {
-    try known.foreach { s =>
-        tell(s) { c =>
-          val timeout = c.alive(s.host, s.port)
-          intervalMs = math.min(intervalMs, ShuffleServiceClient.aliveIntervalMs(timeout))
-          takeStatus(c, s)
-        }
+    try eachLane { (s, lane) =>
+        lane.offer(
+          () =>
+            tell(s) { c =>
+              val timeout = c.alive(s.host, s.port)
+              intervalMs = math.min(intervalMs, ShuffleServiceClient.aliveIntervalMs(timeout))
+              takeStatus(c, s)
+            },
+          skippable = true)
       }
     finally if (!stopped) {
         try timer.schedule((() => heartbeat()): Runnable, intervalMs, TimeUnit.MILLISECONDS)
@@ -122,6 +196,7 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient) ext
   private def tell(service: NodeServiceAddress)(what: ShuffleServiceClient => Unit): Unit =
     try what(client())
     catch {
+      case _: InterruptedException => Thread.currentThread().interrupt()
       case NonFatal(e) => logWarning(s"The Sluice shuffle service at ${service.host}:${service.port}: ${e.getMessage}")
     }
 }
@@ -132,6 +207,59 @@ private[sluice] object NodeServices {
 
   /** A service's `Status` answer (JSON) and when it came (ms since the epoch). */
   final case class LastStatus(json: String, atMs: Long)
+
+  /** How long the application's end waits for the services' answers (they answer in milliseconds when up). */
+  val StopWaitMs = 30000L
+
+  private val threadIds = new java.util.concurrent.atomic.AtomicInteger()
+
+  /**
+   * One service's messages, run one after another in the order offered, on a thread of `pool` while
+   * any is queued (Spark's `SerialExecutor` idea, bounded by nothing but the caller). Thread-safe.
+   */
+  private[rpc] final class Lane(pool: java.util.concurrent.ExecutorService) {
+    private val queue = new java.util.ArrayDeque[Runnable]()
+    private var draining = false
+
+    /**
+     * Queues `message`; a `skippable` one only when nothing is queued or under way. False when it
+     * was skipped, or the pool is shut down.
+     */
+    def offer(message: Runnable, skippable: Boolean): Boolean = {
+      val start = synchronized {
+        if (skippable && (draining || !queue.isEmpty)) return false
+        queue.add(message)
+        val idle = !draining
+        draining = true
+        idle
+      }
+      if (start) {
+        try pool.execute(() => drain())
+        catch {
+          case _: java.util.concurrent.RejectedExecutionException =>
+            synchronized { queue.clear(); draining = false }
+            return false
+        }
+      }
+      true
+    }
+
+    private def drain(): Unit = {
+      var next = poll()
+      while (next != null) {
+        try next.run()
+        catch { case _: InterruptedException => Thread.currentThread().interrupt() } // stopping
+        next = poll()
+      }
+    }
+
+    private def poll(): Runnable = synchronized {
+      if (pool.isShutdown) queue.clear() // stopped: what is left goes unsaid
+      val r = queue.poll()
+      if (r == null) draining = false
+      r
+    }
+  }
 
   /** How often the driver tries to tell a service the application ended, and the wait after the first failure. */
   val RemoveAttempts = 3

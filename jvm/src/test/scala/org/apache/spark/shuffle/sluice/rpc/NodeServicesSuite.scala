@@ -1,10 +1,14 @@
 package org.apache.spark.shuffle.sluice.rpc
 
+import java.net.{InetAddress, ServerSocket}
+
+import scala.jdk.CollectionConverters._
+
 import io.sluice.{NettyLeakDetection, NodeServiceAddress, TestingThreads}
 import io.sluice.service.{ShuffleServiceClient, TestingCutLink, TestingNodeService}
 import org.scalatest.funsuite.AnyFunSuite
 
-/** What the driver's [[NodeServices]] tells node shuffle services when the application ends, over a link that broke. */
+/** What the driver's [[NodeServices]] tells node shuffle services, over a link that broke or to services that hang. */
 class NodeServicesSuite extends AnyFunSuite with NettyLeakDetection {
 
   private val App = "app-20260101000000-0043"
@@ -33,6 +37,40 @@ class NodeServicesSuite extends AnyFunSuite with NettyLeakDetection {
         node.service.registry.application(App).isEmpty && node.filesOf(App).isEmpty)
     } finally {
       link.close()
+      node.close()
+    }
+  }
+
+  test("services that never answer hold up neither another service's messages nor the application's end") {
+    def threads = Thread.getAllStackTraces.keySet.asScala.filter(_.getName.startsWith("sluice-node-services")).toSet
+    val before = threads
+    val node = new TestingNodeService()
+    // Nodes that accept connections and never answer (a hung process, a frozen host): each message waits a minute.
+    val hung = Seq.fill(3)(new ServerSocket(0, 50, InetAddress.getLoopbackAddress))
+    try {
+      val writer = node.executor(App, "1")
+      TestingNodeService.writeMapOutput(writer, shuffleId = 0, mapId = 3L, numSubpartitions = 2)
+      TestingNodeService.writeMapOutput(writer, shuffleId = 1, mapId = 4L, numSubpartitions = 2)
+      val client = new ShuffleServiceClient(node.transportConf, App, None, 60000L)
+      val services = new NodeServices(() => client, stopWaitMs = 2000L)
+      hung.foreach(h => services.announced(NodeServiceAddress("127.0.0.1", h.getLocalPort)))
+      services.announced(node.address) // announced last: it is not told behind the others
+      TestingThreads.eventually(what = "the live service's first status")(services.lastStatuses.contains(node.address))
+      services.removeShuffle(0, blocking = true) // the hung services' answers are not waited for past stopWaitMs
+      assert(node.filesOf(App).map(_.getName).forall(_.startsWith("sluice-shuffle-1-")) && node.filesOf(App).size == 2,
+        node.filesOf(App))
+
+      val stopping = new Thread(() => services.stop(), "test-stop")
+      stopping.start()
+      stopping.join(TestingThreads.Generous)
+      assert(!stopping.isAlive, "the application's end waited for services that never answer")
+      TestingThreads.eventually(what = "the application and its files gone from the live service")(
+        node.service.registry.application(App).isEmpty && node.filesOf(App).isEmpty)
+      assert(hung.forall(h => !services.lastStatuses.contains(NodeServiceAddress("127.0.0.1", h.getLocalPort))))
+      TestingThreads.eventually(what = s"the driver's threads for the services ended (${threads -- before})")(
+        (threads -- before).isEmpty)
+    } finally {
+      hung.foreach(_.close())
       node.close()
     }
   }
