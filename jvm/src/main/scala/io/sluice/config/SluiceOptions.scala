@@ -78,10 +78,12 @@ object SluiceOptions {
     "(none: Flink's window is buffers-per-channel plus the backlog, up to floating-buffers-per-gate)",
     Effect.TaskStart, between(1, 65536)) {
     """Most buffers one remote input channel may hold for its sender, free or unread (its credit
-      |window). A window starts at buffersPerChannel + floatingBuffersPerGate, as in Flink, grows by
-      |half each time the channel runs dry while its sender has data (a buffer arrives with a backlog
-      |behind it and finds the task done with everything before it), and shrinks while buffers wait
-      |for the task, so one channel carrying an executor's data keeps more reads and writes in
+      |window). A window starts at buffersPerChannel + floatingBuffersPerGate, as in Flink (a regular
+      |shuffle's channel at buffersPerChannel plus its share of the gate's floating pool when that is
+      |more: a reducer reading from few executors keeps a deep window), grows by half each time the
+      |channel runs dry while its sender has data (a buffer arrives with a backlog behind it and
+      |finds the task done with everything before it), and shrinks back to its start while buffers
+      |wait for the task, so one channel carrying an executor's data keeps more reads and writes in
       |flight. The buffers come from the gate's floating pool, which may grow to this minus
       |buffersPerChannel and shares the executor's network memory with every other pool. At or
       |below buffersPerChannel + floatingBuffersPerGate the window stays fixed."""

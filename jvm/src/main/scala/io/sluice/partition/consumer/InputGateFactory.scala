@@ -89,10 +89,17 @@ final class InputGateFactory(
       else if (!creditBased) (1, math.max(1, floatingPerGate + math.min(exclusive, maxRequiredPerGate)))
       else if (exclusivePerChannel == 0) (1, math.max(1, math.max(floatingPerGate, maxCreditWindow)))
       else (1, math.max(1, math.max(floatingPerGate, maxCreditWindow - buffersPerChannel)))
+    // A regular gate's remote channel carries everything one executor wrote for the task: its credit
+    // window starts at, and never shrinks below, its share of the gate's floating pool (at least Flink's
+    // floatingBuffersPerGate), so a gate reading from few executors keeps their senders busy through
+    // the task's pauses (reading local data, a sender's threads descheduled on a busy host).
+    val initialFloating =
+      if (pipelined || !creditBased || numRemote == 0) floatingPerGate
+      else math.max(floatingPerGate, max / math.max(1, math.min(numRemote, window)))
     val pool = networkBufferPool.createBufferPool(required, max, s"input gate of $owner", bufferRequestTimeoutMs)
     val gate =
       try new SingleInputGate(owner, networkBufferPool, pool, codec, requestTimeoutMs, bufferRequestTimeoutMs, window,
-          fileCipher, initialFloatingCredit = floatingPerGate)
+          fileCipher, initialFloatingCredit = initialFloating)
       catch {
         case e: Throwable => pool.lazyDestroy(); throw e
       }

@@ -30,8 +30,9 @@ import io.sluice.partition.PartitionedFileCipher
  * @param codec               decompresses buffers stored compressed (spark.shuffle.compress)
  * @param maxChannelsInFlight spark.sluice.network.maxChannelsInFlightPerGate, or AllAtOnce
  * @param fileCipher          decrypts spilled buffers of encrypted partition files (spark.io.encryption.enabled)
- * @param initialFloatingCredit floating buffers in a remote channel's first credit window (spark.sluice.network.
- *                            floatingBuffersPerGate; default: the whole pool), which may grow ([[CreditWindow]])
+ * @param initialFloatingCredit floating buffers in a remote channel's first and smallest credit window
+ *                            (spark.sluice.network.floatingBuffersPerGate, or a regular gate's share of its pool
+ *                            per channel in flight when larger; default: the whole pool), which may grow ([[CreditWindow]])
  */
 final class SingleInputGate(
     val owner: String,

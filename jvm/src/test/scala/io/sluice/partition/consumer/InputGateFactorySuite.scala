@@ -250,6 +250,35 @@ class InputGateFactorySuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
+  test("a regular gate's remote channels keep credit windows of at least their share of the gate's pool, never " +
+    "less than Flink's") {
+    val conf = Map(SluiceOptions.BuffersPerChannel.key -> "3", SluiceOptions.FloatingBuffersPerGate.key -> "5",
+      SluiceOptions.MaxCreditWindow.key -> "20")
+    val a = new TestingExecutor("A")
+    val c = new TestingExecutor("C")
+    val b = new TestingExecutor("B", conf)
+    withExecutors(a, b, c) {
+      val fromA = a.blockingPartition(ResultPartitionID(16, 0), 2, None)
+      val fromC = c.blockingPartition(ResultPartitionID(16, 1), 2, None)
+      Seq(fromA -> a, fromC -> c).foreach { case (p, e) => TestingRecords.writeMany(p, 1, 300, 100); e.finish(p) }
+      val one = b.gate("one executor", IndexedSeq(GateInput(fromA.partitionId, 1, 2, a.location)))
+      val two = b.gate("two executors",
+        IndexedSeq(GateInput(fromA.partitionId, 1, 2, a.location), GateInput(fromC.partitionId, 1, 2, c.location)))
+      assert(one.floatingBuffers.maxNumberOfSegments == 17 && two.floatingBuffers.maxNumberOfSegments == 17)
+      assert(one.initialFloatingCredit == 17, "one channel: the whole pool")
+      assert(two.initialFloatingCredit == 8, "two channels: half each")
+      // (A pipelined gate starts at Flink's window: "gate pools" above.)
+      for (g <- Seq(one, two)) {
+        val reader = new TestingGateReader(g)
+        val expected = if (g eq two) Map((0L, 1) -> 300, (1L, 1) -> 300) else Map((0L, 1) -> 300)
+        assert(reader.readAll() == expected, g.owner)
+        reader.close()
+      }
+      Seq(fromA -> a, fromC -> c).foreach { case (p, e) => e.partitionManager.releasePartition(p.partitionId, null) }
+      a.awaitAllBuffersBack(); b.awaitAllBuffersBack(); c.awaitAllBuffersBack()
+    }
+  }
+
   test("4 gates x 300 remote channels each, read concurrently over 96 segments: every record, every buffer back") {
     val a = new TestingExecutor("A", numSegments = 1024)
     val b = new TestingExecutor("B", numSegments = 96)
