@@ -39,13 +39,18 @@ class ShuffleServiceSuite extends AnyFunSuite {
   private def inputs(node: TestingNodeService, executorId: String, maps: Seq[Long], sp: Int, shuffle: Int = 0) =
     maps.map(m => GateInput(ResultPartitionID(shuffle, m), sp, sp + 1, node.location(executorId)))
 
+  /** Executor "1" of app-1 writes `maps` of shuffle 0 and stops: its files stay for the service. */
+  private def writtenAndGone(node: TestingNodeService, maps: Seq[Long], numSubpartitions: Int): Unit = {
+    val writer = node.executor("app-1", "1")
+    maps.foreach(m => writeMapOutput(writer, 0, m, numSubpartitions))
+    writer.shutdown()
+  }
+
   test("an executor's map outputs are read, exactly, through its node's service after the executor stopped") {
     val node = new TestingNodeService()
     try {
-      val writer = node.executor("app-1", "1")
       val maps = Seq(11L, 12L, 13L)
-      maps.foreach(m => writeMapOutput(writer, 0, m, numSubpartitions = 4))
-      writer.shutdown() // the executor goes; its files stay for the service
+      writtenAndGone(node, maps, numSubpartitions = 4)
       val files = node.filesOf("app-1")
       assert(files.count(_.getName.endsWith(".part")) == 3 && files.count(_.getName.endsWith(".index")) == 3, files)
       val reader = node.executor("app-1", "2")
@@ -191,10 +196,8 @@ class ShuffleServiceSuite extends AnyFunSuite {
   test("the service closes the map output files it kept open once no reader came for them for a second") {
     val node = new TestingNodeService()
     try {
-      val writer = node.executor("app-1", "1")
       val maps = Seq(1L, 2L, 3L)
-      maps.foreach(m => writeMapOutput(writer, 0, m, numSubpartitions = 2))
-      writer.shutdown()
+      writtenAndGone(node, maps, numSubpartitions = 2)
       val reader = node.executor("app-1", "2")
       def descriptors = node.service.totals.reads.fileDescriptors
       assert(read(reader, inputs(node, "1", maps, 0)) == expected(maps, 0))
