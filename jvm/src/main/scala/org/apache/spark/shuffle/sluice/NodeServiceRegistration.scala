@@ -9,6 +9,7 @@ import scala.util.control.NonFatal
 import io.sluice.NodeServiceAddress
 import io.sluice.config.{ServiceOptions, SluiceConf}
 import io.sluice.service.{ApplicationRegistry, ShuffleServiceClient}
+import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.network.sasl.SecretKeyHolder
 import org.apache.spark.network.util.TransportConf
@@ -66,13 +67,31 @@ private[sluice] object NodeServiceRegistration extends Logging {
     catch { case _: UnsupportedOperationException => () } // not a POSIX file system
 
   /**
-   * Registers executor `executorId` of `appId` with its node's service when the service is on;
-   * else, or when it fails and spark.sluice.service.fallbackToExecutor allows, the executor serves
-   * its own outputs from `blockManagerDirs`. A failure otherwise stops the executor with an error
-   * naming the service.
+   * How an executor registers, from Spark's settings for registering with its external shuffle
+   * service: each attempt waits `timeoutMs` for the answer (spark.shuffle.registration.timeout),
+   * `maxAttempts` in all (spark.shuffle.registration.maxAttempts), `retryWaitMs` apart (Spark's
+   * BlockManager waits 5 s), so a service that restarts as the executor starts (a NodeManager's
+   * rolling restart) costs a few seconds rather than the executor.
+   */
+  final case class Attempts(timeoutMs: Long, maxAttempts: Int, retryWaitMs: Long = 5000L)
+
+  object Attempts {
+
+    /** From Spark's settings; at least one attempt of at least a millisecond, whatever they say. */
+    def of(conf: SparkConf): Attempts =
+      Attempts(math.max(1L, conf.getTimeAsMs("spark.shuffle.registration.timeout", "5000ms")),
+        math.max(1, conf.getInt("spark.shuffle.registration.maxAttempts", 3)))
+  }
+
+  /**
+   * Registers executor `executorId` of `appId` with its node's service when the service is on,
+   * trying as `attempts` says; else, or when every attempt failed and
+   * spark.sluice.service.fallbackToExecutor allows, the executor serves its own outputs from
+   * `blockManagerDirs`. A failure otherwise stops the executor with an error naming the service and
+   * the last attempt's failure.
    */
   def register(conf: SluiceConf, transportConf: TransportConf, appId: String, executorId: String, executorHost: String,
-      roots: Seq[File], blockManagerDirs: Seq[File], secret: Option[SecretKeyHolder], timeoutMs: Long,
+      roots: Seq[File], blockManagerDirs: Seq[File], secret: Option[SecretKeyHolder], attempts: Attempts,
       announce: NodeServiceAddress => Unit): Outcome = {
     if (!conf.get(ServiceOptions.ServiceEnabled)) return Outcome(blockManagerDirs, None)
     val service = serviceAddress(conf, executorHost)
@@ -83,9 +102,23 @@ private[sluice] object NodeServiceRegistration extends Logging {
         if (!d.isDirectory && !d.mkdirs() && !d.isDirectory) throw new java.io.IOException(s"cannot create $d")
         shareWithService(d)
       }
-      val client = new ShuffleServiceClient(transportConf, appId, secret, timeoutMs)
-      try client.registerExecutor(service.host, service.port, executorId, dirs.map(_.getPath))
-      finally client.close()
+      val client = new ShuffleServiceClient(transportConf, appId, secret, attempts.timeoutMs)
+      try {
+        var attempt = 1
+        while (attempt > 0) {
+          try {
+            client.registerExecutor(service.host, service.port, executorId, dirs.map(_.getPath))
+            attempt = 0
+          } catch {
+            case NonFatal(e) if attempt < attempts.maxAttempts =>
+              logWarning(s"Executor $executorId could not register with the Sluice shuffle service at " +
+                s"${service.host}:${service.port} (attempt $attempt of ${attempts.maxAttempts}, " +
+                s"spark.shuffle.registration.maxAttempts): ${e.getMessage}; trying again in ${attempts.retryWaitMs}ms")
+              Thread.sleep(attempts.retryWaitMs)
+              attempt += 1
+          }
+        }
+      } finally client.close()
       announce(service)
       logInfo(s"Executor $executorId registered ${dirs.mkString(", ")} with the Sluice shuffle service at " +
         s"${service.host}:${service.port}, which serves its map outputs (in ${(System.nanoTime() - startNanos) / 1000000L}ms)")

@@ -169,7 +169,7 @@ private[sluice] object SluiceEnvironment extends Logging {
     val cipher = fileCipher(conf, SparkInternals.ioEncryptionKey)
     val node = NodeServiceRegistration.register(sluice, transportConf, conf.getAppId, SparkInternals.executorId, host,
       SparkInternals.localRootDirs, SparkInternals.localDirs, auth.map(_._1),
-      sluice.get(SluiceOptions.ConnectTimeout), NodeServices.announce)
+      NodeServiceRegistration.Attempts.of(conf), NodeServices.announce)
     val env = new ShuffleEnvironment(sluice, SparkInternals.executorId, node.dirs, codec(conf), transport, cipher,
       node.service, SluiceFallbackStorage(conf), readsHostLocalDisk(conf))
     val tls = transport.transportConf.sslRpcEnabled()

@@ -18,9 +18,10 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
 
   private def conf(settings: (String, String)*): SluiceConf = SluiceConf(settings)
 
-  private def register(c: SluiceConf, roots: Seq[File], announced: NodeServiceAddress => Unit = _ => ()) =
+  private def register(c: SluiceConf, roots: Seq[File], announced: NodeServiceAddress => Unit = _ => (),
+      attempts: NodeServiceRegistration.Attempts = NodeServiceRegistration.Attempts(30000L, 1)) =
     NodeServiceRegistration.register(c, transportConf, "app-7", "3", "127.0.0.1", roots, Seq(new File("/blockmgr")),
-      None, 30000L, announced)
+      None, attempts, announced)
 
   test("without the service, the executor serves its outputs from the BlockManager's dirs") {
     val out = register(conf(), Seq(new File("/nowhere")))
@@ -49,7 +50,8 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
     val port = TestingNodeService.freePort() // nothing listens there
     val settings = Seq(ServiceOptions.ServiceEnabled.key -> "true", ServiceOptions.ServicePort.key -> port.toString)
     try {
-      val e = intercept[IllegalStateException](register(conf(settings: _*), Seq(root)))
+      val twice = NodeServiceRegistration.Attempts(30000L, 2, retryWaitMs = 10L)
+      val e = intercept[IllegalStateException](register(conf(settings: _*), Seq(root), attempts = twice))
       assert(
         e.getMessage.contains(s"127.0.0.1:$port") && e.getMessage.contains(ServiceOptions.ServiceEnabled.key) &&
           e.getMessage.contains(ServiceOptions.ServiceFallbackToExecutor.key), e.getMessage)
@@ -57,6 +59,30 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
       assert(out == NodeServiceRegistration.Outcome(Seq(new File("/blockmgr")), None))
       assert(!new File(root, "sluice-app-7-3").exists(), "the fallback left the unused Sluice dir behind")
     } finally {
+      new File(root, "sluice-app-7-3").delete()
+      root.delete()
+    }
+  }
+
+  test("an executor whose service comes up while it starts registers on a later attempt (Spark's registration settings)") {
+    val port = TestingNodeService.freePort()
+    val root = Files.createTempDirectory("sluice-late").toFile
+    @volatile var node: TestingNodeService = null
+    val starter = new Thread(() => { Thread.sleep(1000L); node = new TestingNodeService(servicePort = Some(port)) })
+    starter.start()
+    try {
+      val settings = Seq(ServiceOptions.ServiceEnabled.key -> "true", ServiceOptions.ServicePort.key -> port.toString)
+      val out = register(conf(settings: _*), Seq(root), attempts = NodeServiceRegistration.Attempts(5000L, 20, 1000L))
+      starter.join()
+      assert(out.service.contains(NodeServiceAddress("127.0.0.1", port)))
+      assert(node.service.registry.application("app-7").exists(_.layout.executors.map(_._1) == Seq("3")))
+      val spark = new org.apache.spark.SparkConf(false)
+      assert(NodeServiceRegistration.Attempts.of(spark) == NodeServiceRegistration.Attempts(5000L, 3, 5000L))
+      spark.set("spark.shuffle.registration.timeout", "2s").set("spark.shuffle.registration.maxAttempts", "5")
+      assert(NodeServiceRegistration.Attempts.of(spark) == NodeServiceRegistration.Attempts(2000L, 5, 5000L))
+    } finally {
+      starter.join()
+      if (node != null) node.close()
       new File(root, "sluice-app-7-3").delete()
       root.delete()
     }
