@@ -93,7 +93,7 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
    */
   def removeShuffle(shuffleId: Int, blocking: Boolean): Unit =
     if (!stopped) {
-      val pending = tellEach((s, c) => c.removeShuffle(s.host, s.port, shuffleId))
+      val pending = onEachLane(s => tell(s)(_.removeShuffle(s.host, s.port, shuffleId)))
       if (blocking) await(pending, s"shuffle $shuffleId's removal")
     }
 
@@ -105,14 +105,8 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
   def stop(): Unit = if (!stopped) {
     stopped = true
     timer.shutdownNow()
-    val pending = new java.util.ArrayList[(NodeServiceAddress, CountDownLatch)]()
-    eachLane { (s, lane) =>
-      val done = new CountDownLatch(1)
-      if (lane.offer(() =>
-            try removeApplication(s)
-            finally done.countDown(), skippable = false)) pending.add(s -> done)
-    }
-    try await(pending.asScala.toSeq, "the application's removal")
+    val pending = onEachLane(removeApplication)
+    try await(pending, "the application's removal")
     finally {
       messengers.shutdownNow()
       try client().close()
@@ -120,13 +114,13 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
     }
   }
 
-  /** Runs `what` for every service on its lane; each service's latch, counted down once its message is done. */
-  private def tellEach(what: (NodeServiceAddress, ShuffleServiceClient) => Unit): Seq[(NodeServiceAddress, CountDownLatch)] = {
+  /** Runs `message` for every service on its lane; each service's latch, counted down once its message is done. */
+  private def onEachLane(message: NodeServiceAddress => Unit): Seq[(NodeServiceAddress, CountDownLatch)] = {
     val pending = Seq.newBuilder[(NodeServiceAddress, CountDownLatch)]
     eachLane { (s, lane) =>
       val done = new CountDownLatch(1)
       if (lane.offer(() =>
-            try tell(s)(what(s, _))
+            try message(s)
             finally done.countDown(), skippable = false)) pending += s -> done
     }
     pending.result()
