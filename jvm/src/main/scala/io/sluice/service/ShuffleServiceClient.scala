@@ -3,6 +3,8 @@ package io.sluice.service
 import java.io.IOException
 import java.util.concurrent.TimeUnit
 
+import scala.util.control.NonFatal
+
 import io.sluice.config.ServiceOptions
 import io.sluice.netty.RemoteErrors
 import io.sluice.service.ServiceMessages._
@@ -112,4 +114,23 @@ object ShuffleServiceClient {
   /** How often a driver says its application is alive: every 30 s, or a third of the service's timeout. */
   def aliveIntervalMs(serviceTimeoutMs: Long): Long =
     if (serviceTimeoutMs <= 0) TimeUnit.SECONDS.toMillis(30) else math.max(1000L, math.min(30000L, serviceTimeoutMs / 3))
+
+  /**
+   * `message` (one call to a service), tried up to `maxAttempts` times: after each failure but the
+   * last, `onRetry(attempt, failure)` and a wait of `waitMs(attempt)`. The last failure is thrown.
+   */
+  def attempting[T](maxAttempts: Int, waitMs: Int => Long)(onRetry: (Int, Throwable) => Unit)(message: => T): T = {
+    var attempt = 1
+    var result: Option[T] = None
+    while (result.isEmpty) {
+      try result = Some(message)
+      catch {
+        case NonFatal(e) if attempt < maxAttempts =>
+          onRetry(attempt, e)
+          Thread.sleep(waitMs(attempt))
+          attempt += 1
+      }
+    }
+    result.get
+  }
 }

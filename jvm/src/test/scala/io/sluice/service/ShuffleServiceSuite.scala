@@ -59,6 +59,22 @@ class ShuffleServiceSuite extends AnyFunSuite {
     } finally node.close()
   }
 
+  test("a message to a service is tried again after a failure, and the last attempt's failure is thrown") {
+    val retries = Seq.newBuilder[(Int, String)]
+    var calls = 0
+    val answer = ShuffleServiceClient.attempting(3, _ => 1L)((n, e) => retries += n -> e.getMessage) {
+      calls += 1
+      if (calls < 3) throw new java.io.IOException(s"refused $calls")
+      "registered"
+    }
+    assert(answer == "registered" && retries.result() == Seq(1 -> "refused 1", 2 -> "refused 2"))
+    calls = 0
+    val e = intercept[java.io.IOException] {
+      ShuffleServiceClient.attempting(2, _ => 1L)((_, _) => ()) { calls += 1; throw new java.io.IOException(s"gone $calls") }
+    }
+    assert(e.getMessage == "gone 2" && calls == 2)
+  }
+
   test("a request for a map output the executor never wrote fails its channel, naming the partition") {
     val node = new TestingNodeService()
     try {

@@ -104,20 +104,11 @@ private[sluice] object NodeServiceRegistration extends Logging {
       }
       val client = new ShuffleServiceClient(transportConf, appId, secret, attempts.timeoutMs)
       try {
-        var attempt = 1
-        while (attempt > 0) {
-          try {
-            client.registerExecutor(service.host, service.port, executorId, dirs.map(_.getPath))
-            attempt = 0
-          } catch {
-            case NonFatal(e) if attempt < attempts.maxAttempts =>
-              logWarning(s"Executor $executorId could not register with the Sluice shuffle service at " +
-                s"${service.host}:${service.port} (attempt $attempt of ${attempts.maxAttempts}, " +
-                s"spark.shuffle.registration.maxAttempts): ${e.getMessage}; trying again in ${attempts.retryWaitMs}ms")
-              Thread.sleep(attempts.retryWaitMs)
-              attempt += 1
-          }
-        }
+        ShuffleServiceClient.attempting(attempts.maxAttempts, _ => attempts.retryWaitMs) { (attempt, e) =>
+          logWarning(s"Executor $executorId could not register with the Sluice shuffle service at " +
+            s"${service.host}:${service.port} (attempt $attempt of ${attempts.maxAttempts}, " +
+            s"spark.shuffle.registration.maxAttempts): ${e.getMessage}; trying again in ${attempts.retryWaitMs}ms")
+        }(client.registerExecutor(service.host, service.port, executorId, dirs.map(_.getPath)))
       } finally client.close()
       announce(service)
       logInfo(s"Executor $executorId registered ${dirs.mkString(", ")} with the Sluice shuffle service at " +

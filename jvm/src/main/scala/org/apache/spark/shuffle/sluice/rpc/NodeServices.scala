@@ -148,26 +148,18 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
    * may break the first request), at most [[NodeServices.RemoveAttempts]] times; after that its files
    * stay until the service's spark.sluice.service.applicationTimeout.
    */
-  private def removeApplication(s: NodeServiceAddress): Unit = {
-    var attempt = 1
-    while (attempt > 0) {
-      try {
-        client().removeApplication(s.host, s.port)
-        attempt = 0
-      } catch {
-        case NonFatal(e) if attempt < NodeServices.RemoveAttempts =>
-          logInfo(s"Telling the Sluice shuffle service at ${s.host}:${s.port} that the application ended " +
-            s"(attempt $attempt of ${NodeServices.RemoveAttempts}): ${e.getMessage}; trying again")
-          Thread.sleep(NodeServices.RemoveRetryWaitMs * attempt)
-          attempt += 1
-        case NonFatal(e) =>
-          logWarning(s"The Sluice shuffle service at ${s.host}:${s.port} was not told that the application ended " +
-            s"(${NodeServices.RemoveAttempts} attempts): ${e.getMessage}; its files there go after the service's " +
-            s"${io.sluice.config.ServiceOptions.ServiceApplicationTimeout.key}")
-          attempt = 0
-      }
+  private def removeApplication(s: NodeServiceAddress): Unit =
+    try {
+      ShuffleServiceClient.attempting(NodeServices.RemoveAttempts, NodeServices.RemoveRetryWaitMs * _) { (attempt, e) =>
+        logInfo(s"Telling the Sluice shuffle service at ${s.host}:${s.port} that the application ended " +
+          s"(attempt $attempt of ${NodeServices.RemoveAttempts}): ${e.getMessage}; trying again")
+      }(client().removeApplication(s.host, s.port))
+    } catch {
+      case NonFatal(e) =>
+        logWarning(s"The Sluice shuffle service at ${s.host}:${s.port} was not told that the application ended " +
+          s"(${NodeServices.RemoveAttempts} attempts): ${e.getMessage}; its files there go after the service's " +
+          s"${io.sluice.config.ServiceOptions.ServiceApplicationTimeout.key}")
     }
-  }
 
   /** Says the application is alive to every service whose lane is free (timer thread), and schedules the next round. */
   private def heartbeat(): Unit = if (!stopped) {
