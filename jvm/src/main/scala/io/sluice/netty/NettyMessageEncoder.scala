@@ -8,8 +8,9 @@ import io.netty.channel.{ChannelHandlerContext, ChannelOutboundHandlerAdapter, C
  * Turns [[NettyMessage]]s into frames (the encoding half of Flink's NettyMessageEncoder). A
  * payload is never copied into the frame: a BufferResponse's network buffer and a
  * PackedBufferResponse's payload (read from the partition files by the server's read threads, so
- * the event loop never touches a disk) go out as a composite of a small header buffer and the
- * payload. Stateless and shared by every connection.
+ * the event loop never touches a disk) follow a small header buffer as a write of their own, as
+ * Flink's BufferResponse writes them (no composite buffer per frame; the channel gathers both in
+ * one system call). Stateless and shared by every connection; runs on the channel's event loop.
  */
 @Sharable
 private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAdapter {
@@ -23,24 +24,27 @@ private[netty] final class NettyMessageEncoder extends ChannelOutboundHandlerAda
     case other => ctx.write(other, promise)
   }
 
-  /** The frame's fields into a new buffer with room for `payload` more bytes after them. */
-  private def header(ctx: ChannelHandlerContext, m: PayloadResponse, payload: Int): ByteBuf = {
-    val buf = ctx.alloc().directBuffer(NettyMessage.FrameHeaderLength + m.encodedLength + payload)
+  /** The frame's fields (all but its payload) into a new buffer. */
+  private def header(ctx: ChannelHandlerContext, m: PayloadResponse): ByteBuf = {
+    val buf = ctx.alloc().directBuffer(NettyMessage.FrameHeaderLength + m.encodedLength)
     NettyMessage.writeFrameHeader(buf, m.frameLength, m.id)
     m.encode(buf)
     buf
   }
 
-  /** An in-memory payload (null: none): a composite of the header and the payload, nothing copied. */
+  /**
+   * An in-memory payload (null: none) after its header, nothing copied: the header's write has no
+   * promise of its own (a failed one fails the connection, so the payload's write fails too).
+   */
   private def writeInMemory(ctx: ChannelHandlerContext, r: PayloadResponse, promise: ChannelPromise): Unit = {
     var payload: ByteBuf = r.data
     try {
-      val h = header(ctx, r, 0)
+      val h = header(ctx, r)
       if (payload == null) { ctx.write(h, promise); return }
-      val frame = ctx.alloc().compositeDirectBuffer(2)
-      frame.addComponents(true, h, payload)
+      ctx.write(h, ctx.voidPromise())
+      val p = payload
       payload = null
-      ctx.write(frame, promise)
+      ctx.write(p, promise)
     } catch {
       case e: Throwable =>
         if (payload != null) payload.release()

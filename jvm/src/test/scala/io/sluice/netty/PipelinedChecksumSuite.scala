@@ -23,27 +23,35 @@ class PipelinedChecksumSuite extends AnyFunSuite with NettyLeakDetection {
   /**
    * The last handler before the socket of a server connection: records the flags of every
    * BufferResponse frame it writes and flips one bit in the last payload byte of frame `flipAt`
-   * (-1: none). Event loop only, but for the flags other threads read.
+   * (-1: none). A frame's header and its payload come as two writes, one after the other. Event
+   * loop only, but for the flags other threads read.
    */
   private final class Wire(flipAt: Int) extends ChannelOutboundHandlerAdapter {
     val flags = new ConcurrentLinkedQueue[Integer]()
     private var frames = 0
+    private var payloadNext = false
+    private var flipPayload = false
 
     override def write(ctx: ChannelHandlerContext, msg: AnyRef, promise: ChannelPromise): Unit = msg match {
-      case frame: ByteBuf
-          if frame.readableBytes() > Wire.FlagsAt &&
-            frame.getByte(frame.readerIndex() + Wire.IdAt) == BufferResponse.Id =>
-        flags.add(frame.getByte(frame.readerIndex() + Wire.FlagsAt) & 0xff)
-        frames += 1
-        if (frames - 1 != flipAt) ctx.write(frame, promise)
+      case payload: ByteBuf if payloadNext =>
+        payloadNext = false
+        if (!flipPayload) ctx.write(payload, promise)
         else {
-          val copy = ctx.alloc().buffer(frame.readableBytes())
-          copy.writeBytes(frame, frame.readerIndex(), frame.readableBytes())
-          frame.release()
+          val copy = ctx.alloc().buffer(payload.readableBytes())
+          copy.writeBytes(payload, payload.readerIndex(), payload.readableBytes())
+          payload.release()
           val last = copy.writerIndex() - 1
           copy.setByte(last, copy.getByte(last) ^ 0x10)
           ctx.write(copy, promise)
         }
+      case header: ByteBuf
+          if header.readableBytes() > Wire.FlagsAt &&
+            header.getByte(header.readerIndex() + Wire.IdAt) == BufferResponse.Id =>
+        flags.add(header.getByte(header.readerIndex() + Wire.FlagsAt) & 0xff)
+        frames += 1
+        payloadNext = true
+        flipPayload = frames - 1 == flipAt
+        ctx.write(header, promise)
       case other => ctx.write(other, promise)
     }
   }
