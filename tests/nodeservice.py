@@ -25,9 +25,15 @@ def free_port() -> int:
 class NodeService:
     """A running ``sluice shuffle-service``: its port, its log, its status."""
 
-    def __init__(self, work: Path, settings: Optional[Dict[str, str]] = None) -> None:
-        self.port = free_port()
-        self.log = work / "node-service.log"
+    def __init__(
+        self,
+        work: Path,
+        settings: Optional[Dict[str, str]] = None,
+        port: Optional[int] = None,
+        name: str = "node-service",
+    ) -> None:
+        self.port = port or free_port()
+        self.log = work / f"{name}.log"
         confs: List[str] = []
         for key, value in {"spark.sluice.service.port": str(self.port), **(settings or {})}.items():
             confs += ["--conf", f"{key}={value}"]

@@ -53,3 +53,21 @@ def test_the_service_served_both_executors_and_forgets_the_ended_application(
     assert nodeservice.wait_until(lambda: f"Removing application {app}" in service.log_text(), 60), log[-3000:]
     left = [p for p in Path(killed_run["work"]).rglob(f"sluice-{app}-*") if any(p.iterdir())]
     assert left == [], left
+
+
+def test_a_service_restarted_without_its_registrations_serves_the_outputs_again(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A restart without ``spark.sluice.service.recoveryDir`` forgets every registration; the driver
+    notices at its next "alive" and registers its executors' dirs again, so the second job reads the
+    first job's map outputs from the restarted service: no map task runs again, no fetch fails."""
+    work = tmp_path_factory.mktemp("node-service-restart")
+    result, stderr = sessions.run_runner("run_node_service_restart.py", ["--work", str(work)], work, timeout=600)
+    assert result["first_ok"] and result["second_ok"], result["second_answer"]
+    assert result["registered_again"], result["second_log"]
+    stages = result["stages"]
+    map_attempts = [(s["attempt"], s["tasks"]) for s in stages if s["stage"] == 0]
+    assert map_attempts == [(0, 6)], stages
+    fetch_failures = [e for s in stages for e in s["task_errors"] if "FetchFailed" in e]
+    assert fetch_failures == [], fetch_failures
+    assert "did not know this application" in stderr, stderr[-3000:]

@@ -103,9 +103,9 @@ final class ApplicationRegistry(
     case r: RegisterApplication => answer(callback)(registerApplication(r))
     case r: RegisterExecutor => answer(callback)(registerExecutor(r))
     case ApplicationAlive(app) =>
-      answer(callback)(Option(apps.get(app)).fold[Either[String, String]](Left(s"application $app is not registered")) {
-        a => a.touch(); Right(settings.applicationTimeoutMs.toString)
-      })
+      answer(callback)(Right(Option(apps.get(app)).fold(ServiceMessages.NotRegistered) { a =>
+        a.touch(); settings.applicationTimeoutMs.toString
+      }))
     case RemoveShuffle(app, shuffle) =>
       later(callback)(Option(apps.get(app)).fold(0)(_.removeShuffle(shuffle)).toString)
     case RemoveApplication(app) => later(callback) { removeApplication(app, "its driver said it ended"); "" }

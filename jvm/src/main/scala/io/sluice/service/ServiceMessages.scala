@@ -31,8 +31,17 @@ object ServiceMessages {
   /** Executor `executorId` of `appId` writes its map outputs into `dirs` (Sluice's own, in this order). */
   final case class RegisterExecutor(appId: String, executorId: String, dirs: Seq[String]) extends Message
 
-  /** The application's driver is alive (a daemon removes an application nobody speaks for). */
+  /**
+   * The application's driver is alive (a daemon removes an application nobody speaks for). The
+   * answer: how long the application may stay silent, or [[NotRegistered]].
+   */
   final case class ApplicationAlive(appId: String) extends Message
+
+  /**
+   * What a service answers [[ApplicationAlive]] with when it holds no registration of the
+   * application: it restarted without a recovery dir, or removed the application.
+   */
+  val NotRegistered = "not registered"
 
   /** Spark dropped shuffle `shuffleId`: its files go, whichever executor of `appId` wrote them. */
   final case class RemoveShuffle(appId: String, shuffleId: Int) extends Message

@@ -64,8 +64,14 @@ final class ShuffleServiceClient(
     timeout.getOrElse(send(host, port, executor)).toLongOption.getOrElse(0L)
   }
 
-  /** Tells the service the application is alive; how long it may stay silent (ms, 0: forever). */
-  def alive(host: String, port: Int): Long = send(host, port, ApplicationAlive(appId)).toLongOption.getOrElse(0L)
+  /**
+   * Tells the service the application is alive; how long it may stay silent (ms, 0: forever), or
+   * None when the service holds no registration of it (it restarted without a recovery dir).
+   */
+  def alive(host: String, port: Int): Option[Long] = send(host, port, ApplicationAlive(appId)) match {
+    case ServiceMessages.NotRegistered => None
+    case timeout => Some(timeout.toLongOption.getOrElse(0L))
+  }
 
   /** Deletes shuffle `shuffleId`'s files on that node; how many went. */
   def removeShuffle(host: String, port: Int, shuffleId: Int): Int =

@@ -92,7 +92,7 @@ private[sluice] object NodeServiceRegistration extends Logging {
    */
   def register(conf: SluiceConf, transportConf: TransportConf, appId: String, executorId: String, executorHost: String,
       roots: Seq[File], blockManagerDirs: Seq[File], secret: Option[SecretKeyHolder], attempts: Attempts,
-      announce: NodeServiceAddress => Unit): Outcome = {
+      announce: (NodeServiceAddress, String, Seq[String]) => Unit): Outcome = {
     if (!conf.get(ServiceOptions.ServiceEnabled)) return Outcome(blockManagerDirs, None)
     val service = serviceAddress(conf, executorHost)
     val dirs = dirsFor(roots, appId, executorId)
@@ -110,7 +110,7 @@ private[sluice] object NodeServiceRegistration extends Logging {
             s"spark.shuffle.registration.maxAttempts): ${e.getMessage}; trying again in ${attempts.retryWaitMs}ms")
         }(client.registerExecutor(service.host, service.port, executorId, dirs.map(_.getPath)))
       } finally client.close()
-      announce(service)
+      announce(service, executorId, dirs.map(_.getPath))
       logInfo(s"Executor $executorId registered ${dirs.mkString(", ")} with the Sluice shuffle service at " +
         s"${service.host}:${service.port}, which serves its map outputs (in ${(System.nanoTime() - startNanos) / 1000000L}ms)")
       Outcome(dirs, Some(service))

@@ -18,7 +18,8 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
 
   private def conf(settings: (String, String)*): SluiceConf = SluiceConf(settings)
 
-  private def register(c: SluiceConf, roots: Seq[File], announced: NodeServiceAddress => Unit = _ => (),
+  private def register(c: SluiceConf, roots: Seq[File],
+      announced: (NodeServiceAddress, String, Seq[String]) => Unit = (_, _, _) => (),
       attempts: NodeServiceRegistration.Attempts = NodeServiceRegistration.Attempts(30000L, 1)) =
     NodeServiceRegistration.register(c, transportConf, "app-7", "3", "127.0.0.1", roots, Seq(new File("/blockmgr")),
       None, attempts, announced)
@@ -33,10 +34,10 @@ class NodeServiceRegistrationSuite extends AnyFunSuite {
     val roots = Seq(Files.createTempDirectory(node.root.toPath, "root-a").toFile,
       Files.createTempDirectory(node.root.toPath, "root-b").toFile)
     try {
-      var announced = Option.empty[NodeServiceAddress]
+      var announced = Option.empty[(NodeServiceAddress, String, Seq[String])]
       val out = register(conf(ServiceOptions.ServiceEnabled.key -> "true", ServiceOptions.ServicePort.key -> node.port.toString),
-        roots, a => announced = Some(a))
-      assert(out.service.contains(node.address) && announced.contains(node.address))
+        roots, (a, e, d) => announced = Some((a, e, d)))
+      assert(out.service.contains(node.address) && announced.contains((node.address, "3", out.dirs.map(_.getPath))))
       assert(out.dirs == roots.map(r => new File(r, "sluice-app-7-3")) && out.dirs.forall(_.isDirectory))
       // The service may run as another user of the dirs' group (YARN's NodeManager): it lists them and deletes in them.
       assert(out.dirs.map(d => PosixFilePermissions.toString(Files.getPosixFilePermissions(d.toPath))).distinct ==

@@ -1,7 +1,8 @@
 package org.apache.spark.shuffle.sluice.rpc
 
 import java.util.concurrent.{
-  ConcurrentHashMap, CountDownLatch, Executors, ScheduledExecutorService, SynchronousQueue, ThreadPoolExecutor, TimeUnit
+  ConcurrentHashMap, CountDownLatch, Executors, ScheduledExecutorService, ScheduledFuture, SynchronousQueue, ThreadPoolExecutor,
+  TimeUnit
 }
 
 import scala.jdk.CollectionConverters._
@@ -15,10 +16,12 @@ import org.apache.spark.shuffle.sluice.internal.SparkInternals
 /**
  * The driver's list of the node shuffle services that hold the application's map outputs, as its
  * executors announce them when they register, and what the driver tells them: that the
- * application is alive (every 30 s, or a third of the service's timeout), which shuffle Spark
+ * application is alive (at once, then every 30 s, or a third of the service's timeout), which shuffle Spark
  * dropped, and that the application ended (the role Spark's BlockManagerMaster plays towards its
  * external shuffle services). It also keeps each service's last status for the Sluice tab, asked
- * with every heartbeat and when the tab is shown.
+ * with every heartbeat and when the tab is shown. A service that answers a heartbeat without
+ * knowing the application (it restarted without a recovery dir) gets every announced executor's
+ * dirs registered again, so the outputs already written there, and those to come, are served.
  *
  * Each service has a lane of its own ([[NodeServices.Lane]]): its messages go one after another,
  * in order, on a thread of a shared pool, so a service that hangs (its node gone, its link cut)
@@ -38,6 +41,8 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
     stopWaitMs: Long = NodeServices.StopWaitMs) extends Logging {
 
   private val lanes = new ConcurrentHashMap[NodeServiceAddress, NodeServices.Lane]()
+  // service -> executor -> the dirs it registered there, kept after the executor is gone (its outputs stay)
+  private val registered = new ConcurrentHashMap[NodeServiceAddress, ConcurrentHashMap[String, Seq[String]]]()
   private val statuses = new ConcurrentHashMap[NodeServiceAddress, NodeServices.LastStatus]()
   @volatile private var lastRefreshMs = 0L
   @volatile private var intervalMs = ShuffleServiceClient.aliveIntervalMs(0L)
@@ -54,15 +59,17 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
       t.setDaemon(true)
       t
     })
-  timer.schedule((() => heartbeat()): Runnable, intervalMs, TimeUnit.MILLISECONDS)
+  private var nextHeartbeat: ScheduledFuture[_] = _ // guarded by this
+  scheduleHeartbeat()
 
-  /** An executor registered with `service` (Spark's RPC thread). */
-  def announced(service: NodeServiceAddress): Unit = {
+  /** Executor `executorId` registered `dirs` with `service` (Spark's RPC thread). */
+  def announced(service: NodeServiceAddress, executorId: String, dirs: Seq[String]): Unit = {
+    registered.computeIfAbsent(service, _ => new ConcurrentHashMap[String, Seq[String]]()).put(executorId, dirs)
     var added = false
     val lane = lanes.computeIfAbsent(service, _ => { added = true; new NodeServices.Lane(messengers) })
     if (added) {
       logInfo(s"The Sluice shuffle service at ${service.host}:${service.port} serves map outputs of this application")
-      lane.offer(() => tell(service)(c => takeStatus(c, service)), skippable = false)
+      lane.offer(() => tell(service)(beat(_, service)), skippable = false)
     }
   }
 
@@ -163,20 +170,51 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
 
   /** Says the application is alive to every service whose lane is free (timer thread), and schedules the next round. */
   private def heartbeat(): Unit = if (!stopped) {
-    try eachLane { (s, lane) =>
-        lane.offer(
-          () =>
-            tell(s) { c =>
-              val timeout = c.alive(s.host, s.port)
-              intervalMs = math.min(intervalMs, ShuffleServiceClient.aliveIntervalMs(timeout))
-              takeStatus(c, s)
-            },
-          skippable = true)
-      }
-    finally if (!stopped) {
-        try timer.schedule((() => heartbeat()): Runnable, intervalMs, TimeUnit.MILLISECONDS)
-        catch { case NonFatal(_) => () } // stopping
-      }
+    try eachLane((s, lane) => lane.offer(() => tell(s)(beat(_, s)), skippable = true))
+    finally scheduleHeartbeat()
+  }
+
+  private def scheduleHeartbeat(): Unit = synchronized {
+    if (!stopped) {
+      try nextHeartbeat = timer.schedule((() => heartbeat()): Runnable, intervalMs, TimeUnit.MILLISECONDS)
+      catch { case NonFatal(_) => () } // stopping
+    }
+  }
+
+  /** One service's heartbeat (its lane): alive, registered again if it forgot the application, and its status. */
+  private def beat(c: ShuffleServiceClient, s: NodeServiceAddress): Unit = {
+    c.alive(s.host, s.port) match {
+      case Some(timeoutMs) => heard(timeoutMs)
+      case None => registerAgain(c, s)
+    }
+    takeStatus(c, s)
+  }
+
+  /** A service lets the application stay silent `timeoutMs`: from now on, heartbeats come often enough for it. */
+  private def heard(timeoutMs: Long): Unit = {
+    val interval = ShuffleServiceClient.aliveIntervalMs(timeoutMs)
+    if (interval < intervalMs) synchronized {
+      intervalMs = interval
+      val next = nextHeartbeat
+      if (next != null && next.getDelay(TimeUnit.MILLISECONDS) > interval && next.cancel(false)) scheduleHeartbeat()
+    }
+  }
+
+  /**
+   * `s` does not know the application (it restarted without spark.sluice.service.recoveryDir, or
+   * removed it): registers again the dirs of every executor that announced `s`, gone or not (its
+   * files are still there), as those executors registered them (their lane).
+   */
+  private def registerAgain(c: ShuffleServiceClient, s: NodeServiceAddress): Unit = {
+    val executors = Option(registered.get(s)).fold(Seq.empty[(String, Seq[String])])(_.asScala.toSeq.sortBy(_._1))
+    val failed = executors.flatMap { case (id, dirs) =>
+      try { c.registerExecutor(s.host, s.port, id, dirs); None }
+      catch { case NonFatal(e) => Some(s"$id (${e.getMessage})") }
+    }
+    logWarning(s"The Sluice shuffle service at ${s.host}:${s.port} did not know this application (it restarted without " +
+      s"${io.sluice.config.ServiceOptions.ServiceRecoveryDir.key}, or removed the application): registered again " +
+      s"the dirs of ${executors.size - failed.size} of its ${executors.size} executors there" +
+      (if (failed.isEmpty) "" else s"; not those of executors ${failed.mkString(", ")}, whose map outputs it cannot serve"))
   }
 
   private def tell(service: NodeServiceAddress)(what: ShuffleServiceClient => Unit): Unit =
@@ -254,24 +292,24 @@ private[sluice] object NodeServices {
   /** The shortest time between two status requests the Sluice tab starts. */
   val MinRefreshIntervalMs = 1000L
 
-  /** An executor's announcement: it registered with this service. */
-  final case class Registered(host: String, port: Int)
+  /** An executor's announcement: it registered `dirs` with this service. */
+  final case class Registered(host: String, port: Int, executorId: String, dirs: Seq[String])
 
   private val driverEndpoint = new LazyDriverEndpoint(EndpointName)
 
   /** Sets up the driver's endpoint, which hands announcements to `services`. */
   def ensureDriverEndpoint(services: NodeServices): Unit = driverEndpoint.ensure(new SparkInternals.DriverEndpoint {
     override def receive(message: Array[Byte]): Unit = RpcPayload.decode(message) match {
-      case Registered(host, port) => services.announced(NodeServiceAddress(host, port))
+      case Registered(host, port, executorId, dirs) => services.announced(NodeServiceAddress(host, port), executorId, dirs)
       case other => log.warn(s"Unexpected message $other")
     }
     override def receiveAndReply(message: Array[Byte], reply: SparkInternals.RpcReply): Unit =
       reply.fail(new IllegalArgumentException(s"Unexpected message ${RpcPayload.decode(message)}"))
   })
 
-  /** Tells the driver (from an executor) that this executor's map outputs are served by `service`. */
-  def announce(service: NodeServiceAddress): Unit =
-    driverEndpoint.ref.send(RpcPayload.encode(Registered(service.host, service.port)))
+  /** Tells the driver (from executor `executorId`) that `service` serves the map outputs it writes into `dirs`. */
+  def announce(service: NodeServiceAddress, executorId: String, dirs: Seq[String]): Unit =
+    driverEndpoint.ref.send(RpcPayload.encode(Registered(service.host, service.port, executorId, dirs)))
 
   def reset(): Unit = driverEndpoint.reset()
 

@@ -44,7 +44,7 @@ class NodeServicesViewSuite extends AnyFunSuite with NettyLeakDetection {
       val m = new SluiceDriverMetrics(conf)
       m.onReport(report("3", Some(node.address)))
       m.onReport(report("5", None)) // serves its own outputs
-      services.announced(node.address)
+      services.announced(node.address, "3", node.dirsOf(App, "3").map(_.getPath))
       TestingThreads.eventually(what = "the service's first status")(services.lastStatuses.contains(node.address))
       services.refreshStatuses() // the first status may predate the read
       TestingThreads.eventually(what = "a status that counts the bytes sent")(

@@ -5,6 +5,8 @@ import java.net.{InetAddress, ServerSocket}
 import scala.jdk.CollectionConverters._
 
 import io.sluice.{NettyLeakDetection, NodeServiceAddress, TestingThreads}
+import io.sluice.partition.ResultPartitionID
+import io.sluice.partition.consumer.GateInput
 import io.sluice.service.{ShuffleServiceClient, TestingCutLink, TestingNodeService}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -24,7 +26,7 @@ class NodeServicesSuite extends AnyFunSuite with NettyLeakDetection {
       val client = new ShuffleServiceClient(node.transportConf, App, None, 1000L)
       val services = new NodeServices(() => client)
       val address = NodeServiceAddress("127.0.0.1", link.port)
-      services.announced(address)
+      services.announced(address, "1", node.dirsOf(App, "1").map(_.getPath))
       TestingThreads.eventually(what = "the service's first status")(services.lastStatuses.contains(address))
       assert(link.connections == 1)
 
@@ -53,8 +55,8 @@ class NodeServicesSuite extends AnyFunSuite with NettyLeakDetection {
       TestingNodeService.writeMapOutput(writer, shuffleId = 1, mapId = 4L, numSubpartitions = 2)
       val client = new ShuffleServiceClient(node.transportConf, App, None, 60000L)
       val services = new NodeServices(() => client, stopWaitMs = 2000L)
-      hung.foreach(h => services.announced(NodeServiceAddress("127.0.0.1", h.getLocalPort)))
-      services.announced(node.address) // announced last: it is not told behind the others
+      hung.foreach(h => services.announced(NodeServiceAddress("127.0.0.1", h.getLocalPort), "2", Nil))
+      services.announced(node.address, "1", node.dirsOf(App, "1").map(_.getPath)) // last: it is not told behind the others
       TestingThreads.eventually(what = "the live service's first status")(services.lastStatuses.contains(node.address))
       services.removeShuffle(0, blocking = true) // the hung services' answers are not waited for past stopWaitMs
       assert(node.filesOf(App).map(_.getName).forall(_.startsWith("sluice-shuffle-1-")) && node.filesOf(App).size == 2,
@@ -72,6 +74,34 @@ class NodeServicesSuite extends AnyFunSuite with NettyLeakDetection {
     } finally {
       hung.foreach(_.close())
       node.close()
+    }
+  }
+
+  test("a service restarted without a recovery dir gets every announced executor registered again, and serves it") {
+    val first = new TestingNodeService(applicationTimeoutMs = 3000L)
+    var second: TestingNodeService = null
+    val client = new ShuffleServiceClient(first.transportConf, App, None, 5000L)
+    val services = new NodeServices(() => client)
+    try {
+      val maps = Seq(1L, 2L)
+      val writer = first.executor(App, "1")
+      maps.foreach(m => TestingNodeService.writeMapOutput(writer, shuffleId = 0, mapId = m, numSubpartitions = 3))
+      writer.shutdown() // gone: only the service can serve its map outputs
+      services.announced(first.address, "1", first.dirsOf(App, "1").map(_.getPath))
+      TestingThreads.eventually(what = "the service's first status")(services.lastStatuses.contains(first.address))
+      first.stopForRestart()
+      second = new TestingNodeService(applicationTimeoutMs = 3000L, rootDir = Some(first.root),
+        servicePort = Some(first.port))
+      assert(second.service.registry.application(App).isEmpty, "without a recovery dir the restart forgot the application")
+      // The first answer set heartbeats a second apart (a third of the service's timeout), not 30 s.
+      TestingThreads.eventually(10000L, "executor 1's dirs registered again by the driver's heartbeat")(
+        second.service.registry.application(App).exists(_.layout.codeOf("1") >= 0))
+      val reader = second.executor(App, "2")
+      val inputs = maps.map(m => GateInput(ResultPartitionID(0, m), 1, 2, second.location("1")))
+      assert(TestingNodeService.readLengths(reader, inputs) == TestingNodeService.expected(maps, 1))
+    } finally {
+      services.stop()
+      if (second != null) second.close() else first.close()
     }
   }
 }
