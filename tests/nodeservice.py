@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+import sessions
+from pyspark.sql import SparkSession
 from sessions import app_env
 
 
@@ -77,6 +79,19 @@ class NodeService:
                 self.process.kill()
                 self.process.wait(timeout=30)
         self._log_file.close()
+
+
+def session(app: str, port: int, conf: Dict[str, str]) -> SparkSession:
+    """A Sluice application on ``local-cluster[2,1,1024]`` whose map outputs the node service on
+    ``port`` serves, with ``conf`` beside."""
+    return sessions.build_session(
+        app,
+        "sluice",
+        "local-cluster[2,1,1024]",
+        options={"service_enabled": True, "service_port": port},
+        conf=conf,
+        log_level="WARN",
+    )
 
 
 def running(work: Path, settings: Optional[Dict[str, str]] = None) -> Iterator[NodeService]:

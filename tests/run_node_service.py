@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any, Dict, List, Tuple
 
+import nodeservice
 import realapps
 import sessions
 from pyspark.sql import functions as F
@@ -42,17 +43,14 @@ def main() -> None:
     parser.add_argument("--service-port", type=int, required=True)
     parser.add_argument("--rows", type=int, default=40000)
     args = parser.parse_args()
-    spark = sessions.build_session(
+    spark = nodeservice.session(
         "sluice-node-service",
-        "sluice",
-        "local-cluster[2,1,1024]",
-        options={"service_enabled": True, "service_port": args.service_port},
-        conf={
+        args.service_port,
+        {
             "spark.sql.adaptive.enabled": "false",
             "spark.task.maxFailures": "8",
             "spark.stage.maxConsecutiveAttempts": "8",
         },
-        log_level="WARN",
     )
     rows = spark.range(0, args.rows, numPartitions=MAPS).select(
         (F.col("id") % KEYS).alias("k"), "id", F.expr("repeat('x', 40 + cast(id % 7 as int))").alias("pad")

@@ -42,13 +42,8 @@ def main() -> None:
     first = nodeservice.NodeService(work, SETTINGS, name="node-service-first")
     second = None
     try:
-        spark = sessions.build_session(
-            "sluice-node-service-restart",
-            "sluice",
-            "local-cluster[2,1,1024]",
-            options={"service_enabled": True, "service_port": first.port},
-            conf={"spark.stage.maxConsecutiveAttempts": "2"},
-            log_level="WARN",
+        spark = nodeservice.session(
+            "sluice-node-service-restart", first.port, {"spark.stage.maxConsecutiveAttempts": "2"}
         )
         sc = spark.sparkContext
         app = sc.applicationId

@@ -13,6 +13,7 @@ import argparse
 import re
 from typing import Any, Dict, List, Optional
 
+import nodeservice
 import realapps
 import sessions
 from pyspark.sql import functions as F
@@ -26,14 +27,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--service-port", type=int, required=True)
     args = parser.parse_args()
-    spark = sessions.build_session(
-        "sluice-node-service-ui",
-        "sluice",
-        "local-cluster[2,1,1024]",
-        options={"service_enabled": True, "service_port": args.service_port},
-        conf={"spark.sql.adaptive.enabled": "false"},
-        log_level="WARN",
-    )
+    spark = nodeservice.session("sluice-node-service-ui", args.service_port, {"spark.sql.adaptive.enabled": "false"})
     sc = spark.sparkContext
     result: Dict[str, Any] = {"app_id": sc.applicationId}
     try:
