@@ -360,6 +360,12 @@ def test_conf_prints_properties_and_the_yarn_pair(capsys: pytest.CaptureFixture[
     args = capsys.readouterr().out.splitlines()
     assert "--conf spark.shuffle.service.enabled=false" in args
     assert "--conf spark.dynamicAllocation.shuffleTracking.enabled=true" in args
+    # With the node service Spark's shuffle tracking would keep the executors the service frees.
+    assert main(["conf", "--yarn", "--service-enabled", "true"]) == 0
+    args = capsys.readouterr().out.splitlines()
+    assert "--conf spark.shuffle.service.enabled=false" in args
+    assert "--conf spark.dynamicAllocation.shuffleTracking.enabled=false" in args
+    assert "--conf spark.dynamicAllocation.shuffleTracking.enabled=true" not in args
 
 
 def tmp_properties(lines: List[str]) -> Dict[str, str]:

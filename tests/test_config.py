@@ -67,6 +67,16 @@ def test_configuring_twice_does_not_repeat_list_entries() -> None:
     assert opts["spark.plugins"] == PLUGIN
 
 
+def test_the_node_service_turns_spark_shuffle_tracking_off_unless_the_user_set_it() -> None:
+    tracking = "spark.dynamicAllocation.shuffleTracking.enabled"
+    assert spark_conf(service_enabled=True)[tracking] == "false"
+    assert tracking not in spark_conf() and tracking not in spark_conf(service_enabled=False)
+    assert options_of(sluice.configure(SparkSession.builder, service_enabled=True))[tracking] == "false"
+    # A value already on the builder is the user's choice.
+    kept = sluice.configure(SparkSession.builder.config(tracking, "true"), service_enabled=True)
+    assert options_of(kept)[tracking] == "true"
+
+
 def test_a_metrics_namespace_the_user_chose_is_kept() -> None:
     builder = SparkSession.builder.config("spark.metrics.namespace", "mine")
     assert options_of(sluice.configure(builder))["spark.metrics.namespace"] == "mine"

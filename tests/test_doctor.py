@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pytest
 import sluice
 from sluice import _doctor as doctor
-from sluice.config import PLUGIN, SHUFFLE_MANAGER
+from sluice.config import PLUGIN, SHUFFLE_DATA_IO, SHUFFLE_MANAGER
 
 SLUICE_ON = {
     "spark.shuffle.manager": SHUFFLE_MANAGER,
@@ -238,6 +238,32 @@ def test_what_will_hurt_is_each_a_warning_with_its_fix(tmp_path: Path, capsys: p
         capsys,
     )
     one(secretless, "spark.authenticate", "error", "without spark.authenticate.secret", "spark.authenticate.secret")
+
+
+def test_shuffle_tracking_beside_the_node_service_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = {
+        **SLUICE_ON,
+        "spark.master": "yarn",
+        "spark.executor.memoryOverhead": "1g",
+        "spark.shuffle.sort.io.plugin.class": SHUFFLE_DATA_IO,
+        "spark.sluice.service.enabled": "true",
+        "spark.dynamicAllocation.enabled": "true",
+    }
+    kept = run(tmp_path / "default", service, ["app.py"], capsys)
+    one(
+        kept,
+        "spark.dynamicAllocation.shuffleTracking.enabled",
+        "warning",
+        "on (Spark's default): Spark still keeps every executor that holds map outputs",
+        "spark.dynamicAllocation.shuffleTracking.enabled=false",
+    )
+    assert kept["exit_status"] == doctor.EXIT_WARNINGS
+    off = {**service, "spark.dynamicAllocation.shuffleTracking.enabled": "false"}
+    released = run(tmp_path / "off", off, ["app.py"], capsys)
+    assert by_setting(released, "shuffleTracking") == [], released["findings"]
+    assert released["exit_status"] == 0, released["findings"]
 
 
 def test_local_dirs_and_open_files(

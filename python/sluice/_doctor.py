@@ -3,14 +3,16 @@ refuse at start-up and what will hurt, each finding with its fix.
 
 The configuration is read the way spark-submit reads it (its flags and ``--conf`` over
 ``--properties-file``, else over ``spark-defaults.conf`` of ``SPARK_CONF_DIR`` / ``SPARK_HOME``),
-or taken from a live session. What the JVM refuses is checked with the JVM's own rules, from the
-tables the build generates: the option table (``_options.json``: every ``spark.sluice.*`` value and
-the rules between them) and the refused Spark settings (``_spark_rules.json``: the external
-shuffle service, push-based shuffle, dynamic allocation without shuffle tracking, the
-decommissioning fallback storage, the codec, the I/O encryption cipher; and the Spark release
-line). What will hurt is checked here: memory overhead against Sluice's network memory for the
-application's kind, the port range against executors per node, plugin and jar lists that a
-user's flags replace, local dirs, authentication and encryption, the file-descriptor limit.
+or taken from a live session. What the JVM refuses or warns about is checked with the JVM's own
+rules, from the tables the build generates: the option table (``_options.json``: every
+``spark.sluice.*`` value and the rules between them) and the Spark settings table
+(``_spark_rules.json``: refused are the external shuffle service, push-based shuffle, dynamic
+allocation without shuffle tracking, the decommissioning fallback storage, the codec, the I/O
+encryption cipher, and the Spark release line; warned about is shuffle tracking left on beside the
+node shuffle service). What will hurt is checked here: memory overhead against Sluice's network
+memory for the application's kind, the port range against executors per node, plugin and jar
+lists that a user's flags replace, local dirs, authentication and encryption, the file-descriptor
+limit.
 Spark's private APIs, which Sluice's start-up also checks, can only be checked by starting it.
 """
 
@@ -213,14 +215,17 @@ def check_spark_version(c: Configuration) -> List[Finding]:
 
 
 def check_refused_settings(c: Configuration) -> List[Finding]:
-    """The JVM's start-up refusals (``SparkSettingRules``), from the generated table."""
+    """The JVM's start-up refusals (errors) and warnings (``SparkSettingRules``), from the generated
+    table."""
     found: List[Finding] = []
     conf = dict(c.conf)
     conf.setdefault("spark.master", c.master)
-    for rule in spark_rules()["rules"]:
-        if all(_holds(condition, conf) for condition in rule["when"]):
-            keys = ", ".join(str(cond["key"]) for cond in rule["when"] if cond["key"] != "spark.master")
-            found.append(Finding(ERROR, keys, _substitute(rule["problem"], conf), _substitute(rule["fix"], conf)))
+    for severity, table in ((ERROR, "rules"), (WARNING, "warnings")):
+        for rule in spark_rules()[table]:
+            if all(_holds(condition, conf) for condition in rule["when"]):
+                keys = ", ".join(str(cond["key"]) for cond in rule["when"] if cond["key"] != "spark.master")
+                problem, fix = _substitute(rule["problem"], conf), _substitute(rule["fix"], conf)
+                found.append(Finding(severity, keys, problem, fix))
     return found
 
 

@@ -148,7 +148,8 @@ def sluice_conf(parsed: argparse.Namespace, command: str) -> Dict[str, str]:
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"sluice {command}: {e}") from None
     if getattr(parsed, "yarn", False):
-        conf.update(YARN_PAIR)
+        for key, value in YARN_PAIR.items():
+            conf.setdefault(key, value)  # with the node service, shuffle tracking stays off
     return conf
 
 

@@ -41,6 +41,15 @@ PROMETHEUS_SERVLET = {
     )
 }
 
+SERVICE_ENABLED = "spark.sluice.service.enabled"
+
+# With Sluice's node shuffle service, dynamic allocation needs no shuffle tracking, but Spark's
+# ExecutorMonitor tracks shuffles whenever spark.shuffle.service.enabled is false and
+# shuffleTracking.enabled is (its default) true, whatever the storage plugin says, and then keeps
+# every executor holding map outputs until their shuffle is dropped. A user's own value stands
+# (configure keeps one already on the builder).
+SERVICE_ALLOCATION = {"spark.dynamicAllocation.shuffleTracking.enabled": "false"}
+
 # Comma-separated lists Sluice adds itself to instead of replacing them.
 APPENDED_KEYS = ("spark.jars", "spark.plugins")
 
@@ -79,6 +88,8 @@ def settings_conf(
     if prometheus:
         conf.update(PROMETHEUS_SERVLET)
     conf.update(sluice_options)
+    if sluice_options.get(SERVICE_ENABLED, "").lower() == "true":
+        conf.update(SERVICE_ALLOCATION)
     return conf
 
 
@@ -145,6 +156,8 @@ def configure(
         )
     current = builder._options
     for key, value in settings_conf(options, prometheus=prometheus).items():
+        if key in SERVICE_ALLOCATION and key in current:
+            continue
         if key in APPENDED_KEYS:
             value = append_to_list(_as_text(current.get(key)), [value])
         builder.config(key, value)

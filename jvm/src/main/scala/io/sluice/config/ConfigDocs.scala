@@ -97,20 +97,21 @@ object ConfigDocs {
   }
 
   /**
-   * The Spark settings Sluice refuses at start-up ([[SparkSettingRules]]), the Spark release line it
-   * runs on, and the port-retry setting its server's port range follows ([[PortRange]]).
+   * The Spark settings Sluice refuses at start-up and those it warns about ([[SparkSettingRules]]),
+   * the Spark release line it runs on, and the port-retry setting its server's port range follows ([[PortRange]]).
    */
   def sparkRulesTable: String = {
-    val rules = SparkSettingRules.all.map { r =>
+    def table(rules: Seq[SparkSettingRule]) = rules.map { r =>
       val when = r.when.map(c =>
         s"""{"key": ${str(c.key)}, "default": ${str(c.default)}, "pattern": ${str(c.pattern)}, "negate": ${c.negate}}""")
       s"""    {"id": ${str(r.id)},\n     "when": ${when.mkString("[\n       ", ",\n       ", "]")},\n""" +
       s"""     "problem": ${str(r.problem)},\n     "fix": ${str(r.fix)}}"""
-    }
+    }.mkString(",\n")
     s"""{\n  "spark_line": ${str(SparkSettingRules.SparkLine)},\n""" +
     s"""  "port_max_retries_key": ${str(PortRange.MaxRetriesKey)},\n""" +
     s"""  "port_max_retries_default": ${PortRange.DefaultMaxRetries},\n""" +
-    s"""  "rules": [\n${rules.mkString(",\n")}\n  ]\n}\n"""
+    s"""  "rules": [\n${table(SparkSettingRules.all)}\n  ],\n""" +
+    s"""  "warnings": [\n${table(SparkSettingRules.warnings)}\n  ]\n}\n"""
   }
 
   /** The Python type `sluice.configure` accepts for an option of type `tpe`. */

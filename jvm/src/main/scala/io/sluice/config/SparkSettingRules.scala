@@ -49,7 +49,10 @@ object SparkSettingRule {
   }
 }
 
-/** Every Spark setting Sluice refuses at start-up, and the Spark release line it runs on. */
+/**
+ * Every Spark setting Sluice refuses at start-up ([[all]]), those it only warns about as it starts
+ * ([[warnings]]: they run, and hurt), and the Spark release line it runs on.
+ */
 object SparkSettingRules {
   import SparkSettingRule.Condition
 
@@ -155,6 +158,30 @@ object SparkSettingRules {
     Seq(ShuffleService, PushBasedShuffle, DynamicAllocationWithoutTracking, NodeServiceStoragePlugin, FallbackStorage,
       Codec, Cipher)
 
+  /**
+   * Spark's ExecutorMonitor tracks shuffles whenever spark.shuffle.service.enabled is false and
+   * shuffle tracking is on (its default), whatever the storage plugin says, so beside the node
+   * shuffle service it keeps the executors the service frees.
+   */
+  val NodeServiceWithTracking: SparkSettingRule = SparkSettingRule("node-service-with-shuffle-tracking",
+    Seq(Condition("spark.dynamicAllocation.enabled", "false", True),
+      Condition(ServiceOptions.ServiceEnabled.key, "false", True),
+      Condition("spark.dynamicAllocation.shuffleTracking.enabled", "true", True),
+      Condition("spark.shuffle.service.enabled", "false", True, negate = true),
+      Condition("spark.master", "local[*]", """local(\[.*)?""", negate = true)),
+    "spark.sluice.service.enabled=true with dynamic allocation and spark.dynamicAllocation.shuffleTracking.enabled " +
+      "on (Spark's default): Spark still keeps every executor that holds map outputs until their shuffle is " +
+      "dropped (it tracks shuffles whenever spark.shuffle.service.enabled is false, whatever the storage plugin " +
+      "says), so idle executors are not released although the node shuffle service keeps their outputs.",
+    "Set spark.dynamicAllocation.shuffleTracking.enabled=false (sluice conf --service-enabled true and " +
+      "sluice.configure(..., service_enabled=True) do).")
+
+  val warnings: Seq[SparkSettingRule] = Seq(NodeServiceWithTracking)
+
   /** The problems of `lookup`'s settings, one line each, in [[all]]'s order. */
   def problems(lookup: String => Option[String]): Seq[String] = all.filter(_.holds(lookup)).map(_.message(lookup))
+
+  /** What Sluice warns about in `lookup`'s settings, one line each. */
+  def warningsOf(lookup: String => Option[String]): Seq[String] =
+    warnings.filter(_.holds(lookup)).map(_.message(lookup))
 }

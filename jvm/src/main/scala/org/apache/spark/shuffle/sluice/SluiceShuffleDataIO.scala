@@ -10,7 +10,7 @@ import io.sluice.service.ShuffleServiceClient
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.api.{ShuffleDataIO, ShuffleDriverComponents, ShuffleExecutorComponents}
-import org.apache.spark.shuffle.sluice.internal.{SparkInternals, TransportConfOverlay}
+import org.apache.spark.shuffle.sluice.internal.{SparkFeatureCheck, SparkInternals, TransportConfOverlay}
 import org.apache.spark.shuffle.sluice.rpc.{NodeServices, ShuffleMigration}
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO
 
@@ -49,6 +49,7 @@ class SluiceShuffleDriverComponents(conf: SparkConf) extends ShuffleDriverCompon
   @volatile private var fallback: Option[SluiceFallbackStorage] = None
 
   override def initializeApplication(): JMap[String, String] = {
+    SparkFeatureCheck.warnings(conf).foreach(w => logWarning(s"Sluice: $w"))
     if (serviceEnabled) {
       val s = new NodeServices(() => client)
       NodeServices.ensureDriverEndpoint(s)

@@ -15,7 +15,8 @@ import org.apache.spark.shuffle.sluice.SluiceShuffleManager
  * setting makes the application hang while its executors retry a service that is not there, or
  * lose outputs silently. Every problem is named with its key and what to set instead, all in one
  * message; `sluice doctor` applies the same rules before anything starts. Stateless; called by
- * both managers in every JVM before anything else starts.
+ * both managers in every JVM before anything else starts ([[warnings]]: by the driver's storage
+ * plugin as the application starts).
  */
 private[sluice] object SparkFeatureCheck {
 
@@ -29,4 +30,7 @@ private[sluice] object SparkFeatureCheck {
           "To run this application on Spark's own shuffle instead, remove spark.shuffle.manager (see docs/deploying.md).")
     }
   }
+
+  /** What Sluice warns about in `conf` ([[SparkSettingRules.warnings]]): settings that run, and hurt. */
+  def warnings(conf: SparkConf): Seq[String] = SparkSettingRules.warningsOf(conf.getOption)
 }

@@ -72,6 +72,21 @@ class SparkFeatureCheckSuite extends AnyFunSuite {
     assert(d.contains("spark.sluice.service.enabled=true"), d)
   }
 
+  test("shuffle tracking left on beside the node shuffle service is a warning, not a refusal") {
+    val service = Seq("spark.sluice.service.enabled" -> "true", "spark.dynamicAllocation.enabled" -> "true",
+      SparkSettingRules.ShuffleDataIOKey -> SparkSettingRules.SluiceShuffleDataIO)
+    val tracking = "spark.dynamicAllocation.shuffleTracking.enabled"
+    for (kept <- Seq(conf(service: _*), conf(service :+ (tracking -> "true"): _*))) {
+      SparkFeatureCheck.verify(kept)
+      val w = SparkFeatureCheck.warnings(kept)
+      assert(w.size == 1 && w.head.contains("Spark still keeps every executor that holds map outputs") &&
+          w.head.contains(s"Set $tracking=false"), w)
+    }
+    assert(SparkFeatureCheck.warnings(conf(service :+ (tracking -> "false"): _*)) == Nil)
+    assert(SparkFeatureCheck.warnings(conf(service: _*).setMaster("local[2]")) == Nil) // no dynamic allocation there
+    assert(SparkFeatureCheck.warnings(conf(service.filterNot(_._1 == "spark.sluice.service.enabled"): _*)) == Nil)
+  }
+
   test("every problem is listed in one message") {
     val m = refusal("spark.shuffle.service.enabled" -> "true", "spark.shuffle.push.enabled" -> "true",
       "spark.dynamicAllocation.enabled" -> "true", "spark.dynamicAllocation.shuffleTracking.enabled" -> "false",
