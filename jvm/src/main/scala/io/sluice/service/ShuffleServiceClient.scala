@@ -66,12 +66,17 @@ final class ShuffleServiceClient(
 
   /**
    * Tells the service the application is alive; how long it may stay silent (ms, 0: forever), or
-   * None when the service holds no registration of it (it restarted without a recovery dir).
+   * None when the service holds no registration of it (it restarted without a recovery dir): it
+   * says so, or, with spark.authenticate, it refuses the application's authentication (it knows no
+   * key for it, or another one, which registering again then names).
    */
-  def alive(host: String, port: Int): Option[Long] = send(host, port, ApplicationAlive(appId)) match {
-    case ServiceMessages.NotRegistered => None
-    case timeout => Some(timeout.toLongOption.getOrElse(0L))
-  }
+  def alive(host: String, port: Int): Option[Long] =
+    try {
+      send(host, port, ApplicationAlive(appId)) match {
+        case ServiceMessages.NotRegistered => None
+        case timeout => Some(timeout.toLongOption.getOrElse(0L))
+      }
+    } catch { case _: ShuffleServiceClient.AuthenticationRefused => None }
 
   /** Deletes shuffle `shuffleId`'s files on that node; how many went. */
   def removeShuffle(host: String, port: Int, shuffleId: Int): Int =
@@ -86,7 +91,14 @@ final class ShuffleServiceClient(
   private def send(host: String, port: Int, m: Message): String = {
     val client =
       try authenticated.createClient(host, port)
-      catch { case e: Exception => throw failure(host, port, s"could not be reached by application $appId", e) }
+      catch {
+        // Spark's client factory throws IOExceptions for the connection, and propagates a failed
+        // authentication (its bootstrap) as whatever the handshake threw.
+        case e: Exception if secret.isDefined && !e.isInstanceOf[IOException] =>
+          throw new ShuffleServiceClient.AuthenticationRefused(
+            failure(host, port, s"refused the authentication of application $appId", e))
+        case e: Exception => throw failure(host, port, s"could not be reached by application $appId", e)
+      }
     try ask(client, host, port, m)
     catch {
       case e: IOException =>
@@ -116,6 +128,9 @@ final class ShuffleServiceClient(
 }
 
 object ShuffleServiceClient {
+
+  /** A service that was reached but refused the application's authentication (spark.authenticate). */
+  final class AuthenticationRefused(cause: IOException) extends IOException(cause.getMessage, cause.getCause)
 
   /** How often a driver says its application is alive: every 30 s, or a third of the service's timeout. */
   def aliveIntervalMs(serviceTimeoutMs: Long): Long =

@@ -5,6 +5,7 @@ import java.net.{InetAddress, ServerSocket}
 import scala.jdk.CollectionConverters._
 
 import io.sluice.{NettyLeakDetection, NodeServiceAddress, TestingThreads}
+import io.sluice.netty.TestingSecretKeyHolder
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.GateInput
 import io.sluice.service.{ShuffleServiceClient, TestingCutLink, TestingNodeService}
@@ -77,26 +78,28 @@ class NodeServicesSuite extends AnyFunSuite with NettyLeakDetection {
     }
   }
 
-  test("a service restarted without a recovery dir gets every announced executor registered again, and serves it") {
-    val first = new TestingNodeService(applicationTimeoutMs = 3000L)
+  for (authenticate <- Seq(false, true)) test("a service restarted without a recovery dir gets every announced " +
+    s"executor registered again, and serves it${if (authenticate) " (spark.authenticate: its key too)" else ""}") {
+    val secret = if (authenticate) Some(new TestingSecretKeyHolder("secret-of-the-app")) else None
+    val first = new TestingNodeService(authenticate, applicationTimeoutMs = 3000L)
     var second: TestingNodeService = null
-    val client = new ShuffleServiceClient(first.transportConf, App, None, 5000L)
+    val client = new ShuffleServiceClient(first.transportConf, App, secret, 5000L)
     val services = new NodeServices(() => client)
     try {
       val maps = Seq(1L, 2L)
-      val writer = first.executor(App, "1")
+      val writer = first.executor(App, "1", secret)
       maps.foreach(m => TestingNodeService.writeMapOutput(writer, shuffleId = 0, mapId = m, numSubpartitions = 3))
       writer.shutdown() // gone: only the service can serve its map outputs
       services.announced(first.address, "1", first.dirsOf(App, "1").map(_.getPath))
       TestingThreads.eventually(what = "the service's first status")(services.lastStatuses.contains(first.address))
       first.stopForRestart()
-      second = new TestingNodeService(applicationTimeoutMs = 3000L, rootDir = Some(first.root),
+      second = new TestingNodeService(authenticate, applicationTimeoutMs = 3000L, rootDir = Some(first.root),
         servicePort = Some(first.port))
       assert(second.service.registry.application(App).isEmpty, "without a recovery dir the restart forgot the application")
       // The first answer set heartbeats a second apart (a third of the service's timeout), not 30 s.
       TestingThreads.eventually(10000L, "executor 1's dirs registered again by the driver's heartbeat")(
         second.service.registry.application(App).exists(_.layout.codeOf("1") >= 0))
-      val reader = second.executor(App, "2")
+      val reader = second.executor(App, "2", secret)
       val inputs = maps.map(m => GateInput(ResultPartitionID(0, m), 1, 2, second.location("1")))
       assert(TestingNodeService.readLengths(reader, inputs) == TestingNodeService.expected(maps, 1))
     } finally {
