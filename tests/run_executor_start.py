@@ -83,7 +83,14 @@ def main(argv: List[str]) -> int:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
         # A job without a shuffle: no Sluice writer or reader runs.
         no_shuffle = sorted(int(r["id"]) for r in spark.range(0, 8, 1, 4).collect())
-        before = _await(spark, lambda s: len(_ports(s)) == 2 and _connections(s, "client") == [1, 1])
+        # Each executor's figures come with its own report: the side that accepted a connection may
+        # report it a tick after the side that opened it, so both sides are waited for.
+        before = _await(
+            spark,
+            lambda s: (
+                len(_ports(s)) == 2 and _connections(s, "client") == [1, 1] and _connections(s, "server") == [1, 1]
+            ),
+        )
         rows = spark.range(0, N, 1, 8).groupBy((F.col("id") % KEYS).alias("k")).agg(F.sum("id").alias("s"))
         got = sorted([int(r["k"]), int(r["s"])] for r in rows.collect())
         # Both executors ran map and reduce tasks, and the reduce tasks read the other executor's
