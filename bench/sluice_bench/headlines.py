@@ -56,7 +56,7 @@ LATENCY = "latency-2026-11-24.json"
 MEMORY = "memory.json"
 TRANSPORT = "transport.json"
 CLUSTER = "cluster.json"
-SHA2 = "batch-sha2-2026-11-30-two-writes.json"  # the CPU-bound job, local executors reading across executors
+SHA2 = "batch-sha2-2026-11-30-quiet.json"  # the CPU-bound job, local executors reading across executors
 SHA2_HOST_LOCAL = "batch-sha2-host-local-2026-11-29.json"  # the same, each reading the other's files (--host-local)
 CLUSTER_SHA2 = "cluster-sha2-2026-11-30-window.json"  # the same across two hosts
 # The first jobs of fresh applications (sluice bench batch --short --cold).
