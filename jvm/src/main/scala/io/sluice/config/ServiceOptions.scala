@@ -16,8 +16,10 @@ object ServiceOptions {
       |by the executor: executors register with the service at start, write their map outputs where
       |it reads them, and an executor that exits or is released (dynamic allocation) loses none of
       |them while its node lives. Needs spark.shuffle.sort.io.plugin.class=
-      |org.apache.spark.shuffle.sluice.SluiceShuffleDataIO (sluice.configure and sluice conf set it),
-      |which tells Spark the outputs are kept, so dynamic allocation runs without shuffle tracking."""
+      |org.apache.spark.shuffle.sluice.SluiceShuffleDataIO, which tells Spark the outputs are kept, and,
+      |for dynamic allocation to release idle executors,
+      |spark.dynamicAllocation.shuffleTracking.enabled=false (Spark tracks shuffles otherwise;
+      |sluice.configure and sluice conf set both)."""
   }
 
   val ServicePort: ConfigOption[Int] = define("spark.sluice.service.port", "service_port", IntType, 7338,
