@@ -193,10 +193,13 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
   /** A service lets the application stay silent `timeoutMs`: from now on, heartbeats come often enough for it. */
   private def heard(timeoutMs: Long): Unit = {
     val interval = ShuffleServiceClient.aliveIntervalMs(timeoutMs)
+    // Compared again under the lock: two services' answers on two lanes must not raise it back.
     if (interval < intervalMs) synchronized {
-      intervalMs = interval
-      val next = nextHeartbeat
-      if (next != null && next.getDelay(TimeUnit.MILLISECONDS) > interval && next.cancel(false)) scheduleHeartbeat()
+      if (interval < intervalMs) {
+        intervalMs = interval
+        val next = nextHeartbeat
+        if (next != null && next.getDelay(TimeUnit.MILLISECONDS) > interval && next.cancel(false)) scheduleHeartbeat()
+      }
     }
   }
 
