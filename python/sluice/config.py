@@ -41,8 +41,6 @@ PROMETHEUS_SERVLET = {
     )
 }
 
-SERVICE_ENABLED = "spark.sluice.service.enabled"
-
 # With Sluice's node shuffle service, dynamic allocation needs no shuffle tracking, but Spark's
 # ExecutorMonitor tracks shuffles whenever spark.shuffle.service.enabled is false and
 # shuffleTracking.enabled is (its default) true, whatever the storage plugin says, and then keeps
@@ -88,7 +86,7 @@ def settings_conf(
     if prometheus:
         conf.update(PROMETHEUS_SERVLET)
     conf.update(sluice_options)
-    if sluice_options.get(SERVICE_ENABLED, "").lower() == "true":
+    if sluice_options.get(_options.options()["service_enabled"].key, "").lower() == "true":
         conf.update(SERVICE_ALLOCATION)
     return conf
 

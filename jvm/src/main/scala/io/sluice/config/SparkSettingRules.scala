@@ -179,9 +179,11 @@ object SparkSettingRules {
   val warnings: Seq[SparkSettingRule] = Seq(NodeServiceWithTracking)
 
   /** The problems of `lookup`'s settings, one line each, in [[all]]'s order. */
-  def problems(lookup: String => Option[String]): Seq[String] = all.filter(_.holds(lookup)).map(_.message(lookup))
+  def problems(lookup: String => Option[String]): Seq[String] = messages(all, lookup)
 
   /** What Sluice warns about in `lookup`'s settings, one line each. */
-  def warningsOf(lookup: String => Option[String]): Seq[String] =
-    warnings.filter(_.holds(lookup)).map(_.message(lookup))
+  def warningsOf(lookup: String => Option[String]): Seq[String] = messages(warnings, lookup)
+
+  private def messages(rules: Seq[SparkSettingRule], lookup: String => Option[String]): Seq[String] =
+    rules.filter(_.holds(lookup)).map(_.message(lookup))
 }
