@@ -2,6 +2,7 @@ package io.sluice.netty
 
 import java.io.IOException
 
+import scala.collection.immutable.ArraySeq
 import scala.collection.mutable.ArrayBuffer
 
 import io.netty.buffer.ByteBuf
@@ -210,7 +211,7 @@ private[netty] final class CreditBasedUnionViewReader(
           null
         }
       } else {
-        val f = new ReadFrame(entries.toIndexedSeq, payload, bytes,
+        val f = new ReadFrame(ArraySeq.unsafeWrapArray(entries.toArray), payload, bytes,
           v.backlogFrames(maxPayload) + (if (carried != null) 1 else 0), carried == null && v.isFinished)
         payload = null
         f

@@ -1,5 +1,7 @@
 package io.sluice.netty
 
+import scala.collection.immutable.ArraySeq
+
 import io.netty.buffer.ByteBuf
 import io.sluice.netty.NettyMessage.check
 import io.sluice.partition.{BufferIv, SpilledBuffer}
@@ -89,7 +91,12 @@ final case class PackedBufferResponse(
 
   override def id: Byte = PackedBufferResponse.Id
 
-  private def entriesLength: Int = { var n = 0; entries.foreach(e => n += e.encodedLength); n }
+  private def entriesLength: Int = {
+    var n = 0
+    var i = 0
+    while (i < entries.length) { n += entries(i).encodedLength; i += 1 }
+    n
+  }
 
   override def encodedLength: Int = PackedBufferResponse.FixedLength + entriesLength
 
@@ -99,7 +106,8 @@ final case class PackedBufferResponse(
     buf.writeInt(backlog)
     buf.writeInt(entriesLength)
     buf.writeInt(payloadSize)
-    entries.foreach(PackedEntry.write(_, buf))
+    var i = 0
+    while (i < entries.length) { PackedEntry.write(entries(i), buf); i += 1 }
   }
 
   override def withData(buffer: ByteBuf): PackedBufferResponse = copy()(buffer)
@@ -137,18 +145,22 @@ object PackedBufferResponse extends NettyMessage.Type {
     val entriesLength = buf.readInt()
     val size = buf.readInt()
     val end = buf.readerIndex() + entriesLength
-    val entries = IndexedSeq.newBuilder[PackedEntry]
+    // As many entries as the table can hold (fewer when they carry IVs): one array per frame.
+    var entries = new Array[PackedEntry](entriesLength / PackedEntry.Length)
+    var n = 0
     var bytes = 0L
-    while (buf.readerIndex() < end) {
+    while (buf.readerIndex() < end && n < entries.length) {
       val e = PackedEntry.read(buf)
       bytes += e.length
-      entries += e
+      entries(n) = e
+      n += 1
     }
+    if (n < entries.length) entries = java.util.Arrays.copyOf(entries, n)
     check(buf.readerIndex() == end, s"PackedBufferResponse whose entries overrun their $entriesLength-byte table")
     check(seq >= 0 && backlog >= 0, s"PackedBufferResponse with sequence number $seq, backlog $backlog")
     check(size >= 0 && bytes == size && size == bodyLength - FixedLength - entriesLength,
       s"PackedBufferResponse announcing a $size-byte payload, entries of $bytes bytes, in a frame with " +
         s"${bodyLength - FixedLength - entriesLength} payload bytes")
-    PackedBufferResponse(receiver, seq, backlog, entries.result(), size)(null)
+    PackedBufferResponse(receiver, seq, backlog, ArraySeq.unsafeWrapArray(entries), size)(null)
   }
 }

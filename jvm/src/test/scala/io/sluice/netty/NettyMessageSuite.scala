@@ -172,6 +172,12 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
       Pong(5L),
       MultiPartitionRequest(id, 2, creditBased = true, Vector(RequestedSubpartitions(ResultPartitionID(3, 7L), 0, 4))),
       PackedBufferResponse(receiver, 3, 0, Vector(PackedEntry.end(0, 0), PackedEntry.end(1, 2)), 0)(null))
+    // A packed frame whose entries carry IVs (fewer entries than its table's bytes could hold plain ones).
+    val encrypted = PackedBufferResponse(receiver, 4, 1,
+      Vector(
+        PackedEntry(1, 2, isEnd = false, compressed = true, hasChecksum = true, 700, 11, 200, BufferIv(5L, 6L)),
+        PackedEntry(1, 3, isEnd = false, compressed = false, hasChecksum = true, -1, 12, 100, BufferIv(7L, 8L)),
+        PackedEntry.end(1, 3)), 300)(bytes(Array.tabulate[Byte](300)(i => (i * 7).toByte)))
     val ids = (0 to 10).map(_.toByte)
     assert(one.map(_.id) == ids, "one message of each id, in id order")
     assert(ids.forall(i => NettyMessage.typeOf(i).Id == i) && NettyMessage.typeOf(11.toByte) == null &&
@@ -179,7 +185,7 @@ class NettyMessageSuite extends AnyFunSuite with NettyLeakDetection {
     assert(
       NettyMessage.ClientToServer ++ NettyMessage.ServerToClient == ids.toSet &&
         NettyMessage.ClientToServer.intersect(NettyMessage.ServerToClient).isEmpty, "every id has exactly one direction")
-    for (m <- one) {
+    for (m <- one :+ encrypted) {
       val toServer = NettyMessage.ClientToServer(m.id)
       val ch = if (toServer) TestingReceivers.serverChannel() else r.clientChannel()
       val got = decodeAll(ch, encode(m), chunked = true)
