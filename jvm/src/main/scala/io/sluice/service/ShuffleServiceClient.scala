@@ -40,28 +40,47 @@ final class ShuffleServiceClient(
    * Registers the application (its key with spark.authenticate) and then executor `executorId`'s
    * `dirs` with the service at host:port; returns how long the service lets the application stay
    * silent (ms, 0: forever). An IOException naming the service and what it said on any failure.
-   * Without spark.authenticate both go on one connection (an executor registers as it starts).
    */
   def registerExecutor(host: String, port: Int, executorId: String, dirs: Seq[String]): Long = {
+    val (timeoutMs, failed) = registerExecutors(host, port, Seq(executorId -> dirs))
+    failed.headOption.foreach { case (_, e) => throw e }
+    timeoutMs
+  }
+
+  /**
+   * Registers the application once and then each of `executors`' dirs (an executor id and its dirs)
+   * with the service at host:port: how long the service lets the application stay silent (ms, 0:
+   * forever, as its last executor registration said) and the executors it did not register, each
+   * with an IOException naming the service and what it said. The application's refusal is thrown.
+   * Without spark.authenticate everything goes on one connection (an executor registers as it
+   * starts); with it, the executors go on a connection authenticated with the key just registered.
+   */
+  def registerExecutors(host: String, port: Int, executors: Seq[(String, Seq[String])]): (Long, Seq[(String, IOException)]) = {
     val key = secret.map(k => ApplicationKey.derive(k.getSecretKey(appId)))
-    val executor = RegisterExecutor(appId, executorId, dirs)
     val once = plain.createUnmanagedClient(host, port)
-    val timeout =
-      try {
-        try ask(once, host, port, RegisterApplication(appId, key))
-        catch {
-          case e: IOException =>
-            throw new IOException(s"The Sluice shuffle service at $host:$port (${ServiceOptions.ServicePort.key}) " +
-                s"refused application $appId: ${e.getMessage}", e)
-        }
-        if (secret.isDefined) None
-        else {
-          try Some(ask(once, host, port, executor))
-          catch { case e: IOException => throw failure(host, port, s"failed RegisterExecutor of application $appId", e) }
-        }
-      } finally once.close()
-    // With spark.authenticate, on a connection authenticated with the key just registered.
-    timeout.getOrElse(send(host, port, executor)).toLongOption.getOrElse(0L)
+    var timeoutMs = 0L
+    val failed = Seq.newBuilder[(String, IOException)]
+    try {
+      try ask(once, host, port, RegisterApplication(appId, key))
+      catch {
+        case e: IOException =>
+          throw new IOException(s"The Sluice shuffle service at $host:$port (${ServiceOptions.ServicePort.key}) " +
+              s"refused application $appId: ${e.getMessage}", e)
+      }
+      for ((executorId, dirs) <- executors) {
+        val executor = RegisterExecutor(appId, executorId, dirs)
+        try {
+          val reply =
+            if (secret.isDefined) send(host, port, executor)
+            else {
+              try ask(once, host, port, executor)
+              catch { case e: IOException => throw failure(host, port, s"failed RegisterExecutor of application $appId", e) }
+            }
+          timeoutMs = reply.toLongOption.getOrElse(0L)
+        } catch { case e: IOException => failed += executorId -> e }
+      }
+    } finally once.close()
+    (timeoutMs, failed.result())
   }
 
   /**

@@ -263,6 +263,40 @@ class ShuffleServiceSuite extends AnyFunSuite {
     }
   }
 
+  test("several executors registered at once: each one's outputs served, a refused one named, the others kept") {
+    for (authenticate <- Seq(false, true)) {
+      val first = new TestingNodeService(authenticate = authenticate)
+      var second: TestingNodeService = null
+      try {
+        val secret = if (authenticate) Some(new TestingSecretKeyHolder("secret-of-app-1")) else None
+        // Executors 1 and 2 wrote and are gone, and the service restarted without a recovery dir.
+        for (id <- Seq("1", "2")) {
+          val writer = first.executor("app-1", id, secret)
+          writeMapOutput(writer, 0, id.toLong, 2)
+          writer.shutdown()
+        }
+        first.stopForRestart()
+        second = new TestingNodeService(authenticate = authenticate, rootDir = Some(first.root),
+          servicePort = Some(first.port))
+        val client = second.client("app-1", secret)
+        try {
+          // 3 names a relative dir: refused, and named, without costing 1 and 2 their registration.
+          val executors = Seq("1", "2").map(id => id -> second.dirsOf("app-1", id).map(_.getPath)) :+
+            ("3" -> Seq("relative/sluice-app-1-3"))
+          val (_, failed) = client.registerExecutors("127.0.0.1", second.port, executors)
+          assert(failed.map(_._1) == Seq("3"), s"authenticate=$authenticate: $failed")
+          assert(failed.head._2.getMessage.contains("absolute"), failed.head._2.getMessage)
+          assert(second.service.figures.registeredExecutors == 2, s"authenticate=$authenticate")
+        } finally client.close()
+        val reader = second.executor("app-1", "4", secret)
+        for (id <- Seq("1", "2")) {
+          assert(read(reader, inputs(second, id, Seq(id.toLong), 1)) == expected(Seq(id.toLong), 1),
+            s"authenticate=$authenticate: executor $id's output")
+        }
+      } finally if (second != null) second.close() else first.close()
+    }
+  }
+
   test("registered dirs must be Sluice's own, absolute, real and under the allowed roots") {
     val allowed = Files.createTempDirectory("sluice-allowed").toFile
     val node = new TestingNodeService(allowedRoots = Seq(allowed))

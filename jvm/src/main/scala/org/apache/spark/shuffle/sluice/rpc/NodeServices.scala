@@ -43,6 +43,9 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
   private val lanes = new ConcurrentHashMap[NodeServiceAddress, NodeServices.Lane]()
   // service -> executor -> the dirs it registered there, kept after the executor is gone (its outputs stay)
   private val registered = new ConcurrentHashMap[NodeServiceAddress, ConcurrentHashMap[String, Seq[String]]]()
+
+  /** What registering again at a service last failed with: the same failure at the next heartbeat is not warned again. */
+  private val registerAgainFailed = new ConcurrentHashMap[NodeServiceAddress, String]()
   private val statuses = new ConcurrentHashMap[NodeServiceAddress, NodeServices.LastStatus]()
   @volatile private var lastRefreshMs = 0L
   @volatile private var intervalMs = ShuffleServiceClient.aliveIntervalMs(0L)
@@ -181,13 +184,16 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
     }
   }
 
-  /** One service's heartbeat (its lane): alive, registered again if it forgot the application, and its status. */
+  /**
+   * One service's heartbeat (its lane): alive, registered again if it forgot the application, and
+   * its status (not asked of a service that refused the application: it would refuse that too).
+   */
   private def beat(c: ShuffleServiceClient, s: NodeServiceAddress): Unit = {
-    c.alive(s.host, s.port) match {
-      case Some(timeoutMs) => heard(timeoutMs)
+    val holdsApplication = c.alive(s.host, s.port) match {
+      case Some(timeoutMs) => heard(timeoutMs); true
       case None => registerAgain(c, s)
     }
-    takeStatus(c, s)
+    if (holdsApplication) takeStatus(c, s)
   }
 
   /** A service lets the application stay silent `timeoutMs`: from now on, heartbeats come often enough for it. */
@@ -206,18 +212,23 @@ private[sluice] final class NodeServices(client: () => ShuffleServiceClient,
   /**
    * `s` does not know the application (it restarted without spark.sluice.service.recoveryDir, or
    * removed it): registers again the dirs of every executor that announced `s`, gone or not (its
-   * files are still there), as those executors registered them (their lane).
+   * files are still there), as those executors registered them (their lane). A failure repeated at
+   * the next heartbeat is logged at debug level. Whether the service took the application.
    */
-  private def registerAgain(c: ShuffleServiceClient, s: NodeServiceAddress): Unit = {
+  private def registerAgain(c: ShuffleServiceClient, s: NodeServiceAddress): Boolean = {
     val executors = Option(registered.get(s)).fold(Seq.empty[(String, Seq[String])])(_.asScala.toSeq.sortBy(_._1))
-    val failed = executors.flatMap { case (id, dirs) =>
-      try { c.registerExecutor(s.host, s.port, id, dirs); None }
-      catch { case NonFatal(e) => Some(s"$id (${e.getMessage})") }
-    }
-    logWarning(s"The Sluice shuffle service at ${s.host}:${s.port} did not know this application (it restarted without " +
-      s"${io.sluice.config.ServiceOptions.ServiceRecoveryDir.key}, or removed the application): registered again " +
-      s"the dirs of ${executors.size - failed.size} of its ${executors.size} executors there" +
-      (if (failed.isEmpty) "" else s"; not those of executors ${failed.mkString(", ")}, whose map outputs it cannot serve"))
+    // The application once, then every executor's dirs (on one connection without spark.authenticate).
+    val (taken, failed) =
+      try (true, c.registerExecutors(s.host, s.port, executors)._2.map { case (id, e) => s"$id (${e.getMessage})" })
+      catch { case NonFatal(e) => (false, executors.map { case (id, _) => s"$id (${e.getMessage})" }) }
+    val message = s"The Sluice shuffle service at ${s.host}:${s.port} did not know this application (it restarted " +
+      s"without ${io.sluice.config.ServiceOptions.ServiceRecoveryDir.key}, or removed the application): registered " +
+      s"again the dirs of ${executors.size - failed.size} of its ${executors.size} executors there" +
+      (if (failed.isEmpty) "" else s"; not those of executors ${failed.mkString(", ")}, whose map outputs it cannot serve")
+    if (failed.isEmpty) { registerAgainFailed.remove(s); logWarning(message) }
+    else if (registerAgainFailed.put(s, message) == message) logDebug(s"$message (as at the heartbeat before)")
+    else logWarning(message)
+    taken
   }
 
   private def tell(service: NodeServiceAddress)(what: ShuffleServiceClient => Unit): Unit =

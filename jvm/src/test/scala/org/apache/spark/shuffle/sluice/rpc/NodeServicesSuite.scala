@@ -9,6 +9,10 @@ import io.sluice.netty.TestingSecretKeyHolder
 import io.sluice.partition.ResultPartitionID
 import io.sluice.partition.consumer.GateInput
 import io.sluice.service.{ShuffleServiceClient, TestingCutLink, TestingNodeService}
+import org.apache.logging.log4j.{Level, LogManager}
+import org.apache.logging.log4j.core.{LogEvent, Logger}
+import org.apache.logging.log4j.core.appender.AbstractAppender
+import org.apache.logging.log4j.core.config.Property
 import org.scalatest.funsuite.AnyFunSuite
 
 /** What the driver's [[NodeServices]] tells node shuffle services, over a link that broke or to services that hang. */
@@ -104,6 +108,52 @@ class NodeServicesSuite extends AnyFunSuite with NettyLeakDetection {
       assert(TestingNodeService.readLengths(reader, inputs) == TestingNodeService.expected(maps, 1))
     } finally {
       services.stop()
+      if (second != null) second.close() else first.close()
+    }
+  }
+  test("a service that holds another key for the application is warned about once, not at every heartbeat") {
+    val keyA = Some(new TestingSecretKeyHolder("secret-a"))
+    val first = new TestingNodeService(authenticate = true, applicationTimeoutMs = 3000L)
+    var second: TestingNodeService = null
+    val client = new ShuffleServiceClient(first.transportConf, App, keyA, 5000L)
+    val services = new NodeServices(() => client, stopWaitMs = 2000L)
+    val warnings = new java.util.concurrent.ConcurrentLinkedQueue[String]()
+    val repeats = new java.util.concurrent.atomic.AtomicInteger()
+    val logger = LogManager.getLogger(classOf[NodeServices].getName).asInstanceOf[Logger]
+    val appender = new AbstractAppender("node-services-test", null, null, true, Property.EMPTY_ARRAY) {
+      override def append(event: LogEvent): Unit = {
+        val text = event.getMessage.getFormattedMessage
+        if (event.getLevel == Level.WARN) warnings.add(text)
+        else if (text.contains("(as at the heartbeat before)")) repeats.incrementAndGet()
+      }
+    }
+    appender.start()
+    val level = logger.getLevel
+    logger.addAppender(appender)
+    logger.setLevel(Level.DEBUG) // after the appender, whose logger config would set it back
+    try {
+      first.executor(App, "1", keyA).shutdown()
+      services.announced(first.address, "1", first.dirsOf(App, "1").map(_.getPath))
+      // Heartbeats a second apart (a third of the service's timeout) once the service answered.
+      TestingThreads.eventually(what = "the service's first status")(services.lastStatuses.contains(first.address))
+      // The service restarts without a recovery dir, and another holder of the application's id
+      // registers it there under key B before the driver's next heartbeat.
+      first.stopForRestart()
+      second = new TestingNodeService(authenticate = true, applicationTimeoutMs = 3000L, rootDir = Some(first.root),
+        servicePort = Some(first.port))
+      val other = second.client(App, Some(new TestingSecretKeyHolder("secret-b")))
+      try other.registerExecutor("127.0.0.1", second.port, "9", second.dirsOf(App, "9").map(_.getPath))
+      finally other.close()
+      TestingThreads.eventually(10000L, "a warning that executor 1 could not be registered again")(
+        warnings.asScala.exists(w => w.contains("not those of executors 1") && w.contains("another key")))
+      val warned = warnings.size
+      TestingThreads.eventually(10000L, "two more heartbeats failing the same way")(repeats.get >= 2)
+      assert(warnings.size == warned, warnings.asScala.mkString("\n"))
+    } finally {
+      logger.removeAppender(appender)
+      logger.setLevel(level)
+      services.stop()
+      client.close()
       if (second != null) second.close() else first.close()
     }
   }
