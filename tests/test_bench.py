@@ -1317,8 +1317,9 @@ def test_scale_simulated_runs_each_executor_count_in_a_jvm_then_the_index_shape(
         ("width", ["--executors", "64"]),
         ("width", ["--executors", "256"]),
         ("index", ["--executors", "2"]),
+        ("reports", []),
     ]
-    index = plans[-1][1]
+    index = plans[-2][1]
     assert index[index.index("--maps") + 1] == "4000" and index[index.index("--reducers") + 1] == "1000"
     assert index[index.index("--index-cache-sizes") + 1] == "0,1m,32m,1g"
     assert [a[1] for g, a in simulated.plans(simulated_args(quick=True)) if g == "width"] == ["4", "8"]
@@ -1331,6 +1332,7 @@ def test_scale_simulated_runs_each_executor_count_in_a_jvm_then_the_index_shape(
     assert scale.result_name(simulated_args()) == simulated.NAME
     command = simulated.java_command(["--executors", "2"])
     assert command[0] == "java" and simulated.MAIN in command and "-Xmx3g" in command
+    assert simulated.REPORTS_MAIN in simulated.java_command([], simulated.main_of("reports"))
 
 
 def fake_simulated_run(group: str, executors: int, cache: str, ratio: float, prepared: int) -> Dict[str, Any]:
@@ -1376,8 +1378,11 @@ def test_scale_simulated_summary_goals_and_chart(tmp_path: Path, capsys: pytest.
         fake_simulated_run("width", 64, "33554432", 0.5, 100),
         fake_simulated_run("index", 2, "0", 1.0, 0),
         fake_simulated_run("index", 2, "1m", 1.1, 0),
+        {"kind": "run", "group": "reports", "tasks": 8, "java_bytes": 8000, "codec_bytes": 4000}
+        | {f"{c}_{op}_us": 10.0 for c in ("java", "codec") for op in ("encode", "decode")},
     ]
     simulated.summarize(recorder)
+    assert recorder.summary["reports"]["8"]["codec_bytes"] == 4000
     assert recorder.summary["width"]["64"]["prepared_fraction"] == 1.0
     assert recorder.summary["index"]["1m"]["ratio"] == 1.1
     assert [g["met"] for g in recorder.goals] == [True, True, True]
@@ -1391,7 +1396,8 @@ def test_scale_simulated_summary_goals_and_chart(tmp_path: Path, capsys: pytest.
     result = clean_floats(recorder.result())
     assert scale.draw(tmp_path / "scale-simulated.png", result).is_file()
     simulated.print_summary(recorder, tmp_path / "x.json", tmp_path / "x.png")
-    assert "MISSED" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "MISSED" in out and "a report of  8 tasks: Java-serialised 8,000 bytes" in out
 
 
 def test_scale_simulated_jvm_prints_what_the_summary_reads() -> None:
@@ -1412,3 +1418,16 @@ def test_scale_simulated_jvm_prints_what_the_summary_reads() -> None:
     assert width["buffers_and_threads_back"] and width["prepared_fraction"] == 1.0, runs[0]
     assert len(runs[0]["executor_figures"]) == 3 and all(e["records"] > 0 for e in runs[0]["executor_figures"])
     assert recorder.summary["index"]["0"]["ratio"] == 1.0 and all(g["met"] for g in recorder.goals), recorder.goals
+
+
+def test_report_cost_jvm_prints_what_the_summary_reads() -> None:
+    """ReportCostBenchmark itself, timing a few calls: every report round-trips (it checks), and
+    Sluice's codec writes a one-task report in fewer bytes than Java serialisation."""
+    done = subprocess.run(
+        simulated.java_command(["--quick"], simulated.REPORTS_MAIN), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = simulated.parse_runs(done.stdout)
+    assert [r["tasks"] for r in runs] == [1, 8, 32]
+    assert runs[0]["codec_bytes"] < runs[0]["java_bytes"] / 2, runs[0]
+    assert all(r[f"{c}_{op}_us"] > 0 for r in runs for c in ("java", "codec") for op in ("encode", "decode"))

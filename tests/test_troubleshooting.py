@@ -68,7 +68,20 @@ SERVICE_COMMAND = (
     "the usage."
 )
 
+REPORT = (
+    "An executor's metrics report, or the driver's reply, that the other side cannot read: both run the same Sluice "
+    "jar, so only a bug gets here. The executor logs a warning once and keeps reporting; only the Sluice tab's "
+    "figures are missing."
+)
+
 EXEMPT: Dict[str, Tuple[str, ...]] = {
+    REPORT: (
+        "Not a Sluice report or reply: <> bytes starting with 0x<>",
+        "A Sluice report or reply cut short: <> bytes",
+        "A Sluice report or reply with <> bytes after its end",
+        "A Sluice report or reply with a list of <>",
+        "A Sluice report or reply with a map of <>",
+    ),
     INVARIANT: (
         "a spill threshold of <> bytes",
         "an unbounded spanning record budget never spills",

@@ -7,7 +7,9 @@ descriptors and threads, at 16, 64 and 256 executors (each count in a JVM of its
 
 Then index reads at 4,000 maps x 1,000 reducers on 2 executors, at index cache sizes from none to
 1 GiB: bytes read from index files over the bytes readers needed (goal: at most 1.2 at every
-size).
+size). And what each executor's periodic report costs the driver
+(``org.apache.spark.shuffle.sluice.bench.ReportCostBenchmark``): bytes, encode and decode
+microseconds of reports of 1, 8 and 32 tasks, Java-serialised against Sluice's report codec.
 
 One JVM holds every simulated executor, so the process's descriptor limit bounds how many
 executor pairs can connect: where the full mesh does not fit, only some executors run reducers
@@ -40,6 +42,7 @@ INDEX_CACHE_SIZES = ("0", "1m", "32m", "1g")
 QUICK_INDEX_CACHE_SIZES = ("0", "64k", "32m")
 INDEX_RATIO_GOAL = 1.2
 MAIN = "io.sluice.bench.SimulatedClusterBenchmark"
+REPORTS_MAIN = "org.apache.spark.shuffle.sluice.bench.ReportCostBenchmark"
 TIMEOUT_S = 4 * 3600
 
 
@@ -59,7 +62,7 @@ def executor_counts(text: Optional[str], quick: bool) -> Tuple[int, ...]:
 def plans(args: argparse.Namespace) -> List[Tuple[str, List[str]]]:
     """The JVM runs ``args`` asks for, in order: one per executor count (group ``width``), then
     the index shape at every cache size (group ``index``), each as SimulatedClusterBenchmark's
-    arguments."""
+    arguments, then the reports' costs (group ``reports``, ReportCostBenchmark, no arguments)."""
     from sluice_bench.transport import option_arguments
 
     quick = bool(args.quick)
@@ -69,12 +72,13 @@ def plans(args: argparse.Namespace) -> List[Tuple[str, List[str]]]:
     sizes = QUICK_INDEX_CACHE_SIZES if quick else INDEX_CACHE_SIZES
     index = ["--executors", "2", "--maps", str(maps), "--reducers", str(reducers), "--slots", "2"]
     out.append(("index", [*index, "--index-cache-sizes", ",".join(sizes), *options]))
+    out.append(("reports", []))
     return out
 
 
-def java_command(args: Sequence[str]) -> List[str]:
-    """``java`` running SimulatedClusterBenchmark from the benchmark jar, with the plugin jar and
-    pyspark's jars; 3 GiB of heap and 2 GiB of direct memory hold 256 executors."""
+def java_command(args: Sequence[str], main: str = MAIN) -> List[str]:
+    """``java`` running ``main`` (SimulatedClusterBenchmark) from the benchmark jar, with the plugin
+    jar and pyspark's jars; 3 GiB of heap and 2 GiB of direct memory hold 256 executors."""
     import pyspark
     import sluice
 
@@ -82,7 +86,12 @@ def java_command(args: Sequence[str]) -> List[str]:
 
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     classpath = os.pathsep.join([bench_jar_path(), sluice.jar_path(), f"{jars}/*"])
-    return ["java", *SPARK_JVM_ARGS, "-Xmx3g", "-XX:MaxDirectMemorySize=2g", "-cp", classpath, MAIN, *args]
+    return ["java", *SPARK_JVM_ARGS, "-Xmx3g", "-XX:MaxDirectMemorySize=2g", "-cp", classpath, main, *args]
+
+
+def main_of(group: str) -> str:
+    """The benchmark main a group's runs use."""
+    return REPORTS_MAIN if group == "reports" else MAIN
 
 
 def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
@@ -94,15 +103,16 @@ def run(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
             "rounds": 1,
             "quick": bool(args.quick),
             "sluice_options": sluice_options(args),
-            "commands": [" ".join(java_command(a)) for _, a in todo],
+            "commands": [" ".join(java_command(a, main_of(g))) for g, a in todo],
         },
     )
     for group, bench_args in todo:
         print(f"bench scale --simulated: {group} {' '.join(bench_args)}", flush=True)
-        done = subprocess.run(java_command(bench_args), capture_output=True, text=True, timeout=TIMEOUT_S)
+        main = main_of(group)
+        done = subprocess.run(java_command(bench_args, main), capture_output=True, text=True, timeout=TIMEOUT_S)
         runs = parse_runs(done.stdout)
         if done.returncode != 0 or not runs:
-            raise BenchError(f"SimulatedClusterBenchmark failed (exit {done.returncode}): {done.stderr[-2000:]}")
+            raise BenchError(f"{main.rsplit('.', 1)[-1]} failed (exit {done.returncode}): {done.stderr[-2000:]}")
         recorder.runs += [dict(r, group=group) for r in runs]
         summarize(recorder)
         path, chart = save_result(recorder, args.out, NAME, draw)  # after every run: a long one keeps what it has
@@ -146,7 +156,12 @@ def summarize(recorder: Recorder) -> None:
         for r in recorder.runs
         if r["group"] == "index"
     }
-    recorder.summary = {"width": width, "index": index}
+    reports = {
+        str(r["tasks"]): {k: r[k] for k in r if k.startswith(("java_", "codec_"))}
+        for r in recorder.runs
+        if r["group"] == "reports"
+    }
+    recorder.summary = {"width": width, "index": index, "reports": reports}
     recorder.goals = []
     if index:
         worst = max(v["ratio"] for v in index.values())
@@ -207,6 +222,13 @@ def print_summary(recorder: Recorder, path: Path, chart: Path) -> None:
         print(
             f"index cache {size:>5}: {v['maps']} maps x {v['reducers']} reducers on 2 executors, "
             f"read {v['index_bytes_read']:,} of {v['index_bytes_needed']:,} bytes needed: {v['ratio']:.3f}"
+        )
+    for tasks, v in sorted(s.get("reports", {}).items(), key=lambda kv: int(kv[0])):
+        print(
+            f"a report of {tasks:>2} tasks: Java-serialised {v['java_bytes']:,} bytes, "
+            f"encode {v['java_encode_us']:.1f} us, decode {v['java_decode_us']:.1f} us; "
+            f"Sluice's codec {v['codec_bytes']:,} bytes, "
+            f"encode {v['codec_encode_us']:.1f} us, decode {v['codec_decode_us']:.1f} us"
         )
     for g in recorder.goals:
         bound = "<=" if g["at_most"] else ">="

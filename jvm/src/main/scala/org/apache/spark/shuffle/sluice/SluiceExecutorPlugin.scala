@@ -17,7 +17,7 @@ import io.sluice.metrics.{
 }
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.shuffle.sluice.metrics.{SluiceMetricsSource, SluiceTaskMetrics}
-import org.apache.spark.shuffle.sluice.rpc.{RpcPayload, SluiceMessages}
+import org.apache.spark.shuffle.sluice.rpc.{ReportCodec, SluiceMessages}
 import org.apache.spark.{TaskContext, TaskFailedReason}
 import org.apache.spark.api.plugin.{ExecutorPlugin, PluginContext}
 import org.apache.spark.internal.Logging
@@ -187,8 +187,8 @@ private[sluice] final class SluiceExecutorPlugin extends ExecutorPlugin with Log
       val samples = Iterator.continually(finishedSamples.poll()).takeWhile(_ != null).toList
       val server = env.map(e => SluiceMessages.SluiceServer(c.executorID(), e.connectionManager.host, e.serverPort))
       val dirs = env.fold(Seq.empty[String])(_.partitionDirs.map(_.getAbsolutePath))
-      c.ask(RpcPayload.encode(SluiceMessages.Report(snapshot, samples, server, env.flatMap(_.nodeService), dirs))) match {
-        case bytes: Array[Byte] => RpcPayload.decode(bytes) match {
+      c.ask(ReportCodec.encode(SluiceMessages.Report(snapshot, samples, server, env.flatMap(_.nodeService), dirs))) match {
+        case bytes: Array[Byte] => ReportCodec.decode(bytes) match {
             case SluiceMessages.ReportReply(requests, servers, hostLocal) =>
               requests.foreach(startSampling)
               env.foreach { e =>

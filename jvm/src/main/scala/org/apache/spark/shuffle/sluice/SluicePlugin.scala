@@ -11,7 +11,7 @@ import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext,
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.sluice.internal.SparkInternals
 import org.apache.spark.shuffle.sluice.metrics.{SluiceDriverMetrics, SluiceEventPublisher, SluiceMetricsSource}
-import org.apache.spark.shuffle.sluice.rpc.{PeerServers, RpcPayload, SluiceMessages}
+import org.apache.spark.shuffle.sluice.rpc.{PeerServers, ReportCodec, SluiceMessages}
 import org.apache.spark.shuffle.sluice.ui.SluiceTab
 
 /**
@@ -91,7 +91,7 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
 
   override def receive(message: AnyRef): AnyRef = message match {
     case bytes: Array[Byte] =>
-      val reply = RpcPayload.decode(bytes) match {
+      val reply = ReportCodec.decode(bytes) match {
         case r: SluiceMessages.Report if metrics != null =>
           val m = metrics
           val reply =
@@ -115,7 +115,7 @@ private[sluice] final class SluiceDriverPlugin extends DriverPlugin with Logging
         case _: SluiceMessages.Report => SluiceMessages.ReportReply(Nil)
         case other => logDebug(s"Sluice's driver plugin ignores $other"); SluiceMessages.ReportReply(Nil)
       }
-      RpcPayload.encode(reply)
+      ReportCodec.encode(reply)
     case other => logDebug(s"Sluice's driver plugin ignores $other"); null
   }
 

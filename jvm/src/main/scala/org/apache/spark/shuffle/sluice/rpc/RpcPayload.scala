@@ -5,7 +5,8 @@ import java.io.{
 }
 
 /**
- * Sluice's own messages as plain byte arrays for Spark's RPC (plugin ask/send, RPC endpoints).
+ * Sluice's own messages as plain byte arrays for Spark's RPC endpoints (the periodic reports over
+ * the plugin RPC have their own compact form, [[ReportCodec]]).
  *
  * Spark deserialises RPC messages with the class loader of its RPC threads, which does not see
  * classes of a jar added with spark.jars / --jars: a Sluice class sent as such breaks the

@@ -5,7 +5,7 @@ import io.sluice.metrics.{ExecutorSnapshot, SampleRequest, StageSampleResult}
 
 /**
  * What Sluice's executor plugin and driver plugin say to each other over Spark's plugin RPC
- * (PluginContext.ask), encoded with [[RpcPayload]]. Executors report periodically; the driver
+ * (PluginContext.ask), encoded with [[ReportCodec]]. Executors report periodically; the driver
  * cannot call them, so its sampling requests and the peers' servers ride on the replies.
  */
 private[sluice] object SluiceMessages {

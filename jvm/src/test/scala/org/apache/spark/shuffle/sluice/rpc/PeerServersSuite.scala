@@ -83,9 +83,9 @@ class PeerServersSuite extends AnyFunSuite {
       Seq(ReadServer("10.0.0.1", 7338, node = true), read(server("1"))))
   }
 
-  test("the messages that carry the servers survive Sluice's RPC encoding") {
+  test("the messages that carry the servers survive Sluice's report encoding") {
     val reply = SluiceMessages.ReportReply(Nil, Seq(read(server("1")), ReadServer("10.0.0.1", 7338, node = true)))
-    assert(RpcPayload.decode(RpcPayload.encode(reply)) == reply)
+    assert(ReportCodec.decode(ReportCodec.encode(reply)) == reply)
   }
 
   test("an executor learns the dirs of the other executors on its host: live ones, and gone ones a node service keeps") {
