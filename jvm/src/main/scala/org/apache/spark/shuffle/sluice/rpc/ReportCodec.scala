@@ -10,7 +10,7 @@ import io.sluice.metrics._
  * RPC: an executor's [[SluiceMessages.Report]] and the driver's [[SluiceMessages.ReportReply]].
  * Fields go in declaration order through `DataOutput` behind a tag byte, with no class descriptors
  * and no object per value; Java serialisation ([[RpcPayload]], kept for the rare messages) took
- * 4–8 times the driver's time per report (docs/benchmarks.md, "Simulated clusters"), once a second
+ * 2–8 times the driver's time per report (docs/benchmarks.md, "Simulated clusters"), once a second
  * per executor. Both ends run the same Sluice jar, so nothing is versioned beyond the tag.
  * Stateless and thread-safe.
  */
