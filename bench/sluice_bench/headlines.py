@@ -48,7 +48,7 @@ BATCH = "batch-2026-11-26-files.json"  # the heavy job, both settings
 # TPC-H SF1, each setting's latest run (sluice bench batch --no-heavy --settings NAME --rounds 3, or 2 for
 # off64 on 30 November; at the defaults with --service, whose third contender does not change Sluice's and
 # the sort shuffle's turns).
-TPCH = {"off64": "batch-sf1-off64-2026-11-30-two-writes.json", "defaults": "batch-service.json"}
+TPCH = {"off64": "batch-sf1-off64-2026-11-30-codec.json", "defaults": "batch-service.json"}
 WIDE = "scale-wide-2026-11-29.json"
 WIDE_HOST_LOCAL = "scale-wide-host-local-2026-11-29.json"  # 1500 x 400 and 6000 x 400, --host-local
 GROWTH = "scale-growth-2026-11-26-files.json"
@@ -56,7 +56,7 @@ LATENCY = "latency-2026-11-24.json"
 MEMORY = "memory.json"
 TRANSPORT = "transport.json"
 CLUSTER = "cluster.json"
-SHA2 = "batch-sha2-2026-11-30-quiet.json"  # the CPU-bound job, local executors reading across executors
+SHA2 = "batch-sha2-2026-11-30-codec.json"  # the CPU-bound job, local executors reading across executors
 SHA2_HOST_LOCAL = "batch-sha2-host-local-2026-11-29.json"  # the same, each reading the other's files (--host-local)
 CLUSTER_SHA2 = "cluster-sha2-2026-11-30-window.json"  # the same across two hosts
 # The first jobs of fresh applications (sluice bench batch --short --cold).
@@ -128,9 +128,10 @@ def _memory(r: Dict[str, Any]) -> float:
 
 
 _WIDE_128K = (
-    "the newer runs checked one change each, at two shapes in two rounds: one set "
-    "spark.sluice.memory.segmentSize=128k, which wide shapes lose by (see Tuning), the other the credit "
-    "window's start (see the CPU-bound job); the newest checked the frame encoder's two writes (0.63 and 0.71)"
+    "the newer runs checked one change each, at two shapes in two rounds: "
+    "spark.sluice.memory.segmentSize=128k, which wide shapes lose by (see Tuning), the credit "
+    "window's start (see the CPU-bound job), the frame encoder's two writes (0.63 and 0.71), and "
+    "packed frames' entries in one array (0.68 and 0.71)"
 )
 _HEAVY_NEWER = (
     "the 27 November run was against a sort shuffle tuned with spark.shuffle.sort.bypassMergeThreshold=0, "
