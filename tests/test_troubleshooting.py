@@ -79,8 +79,7 @@ EXEMPT: Dict[str, Tuple[str, ...]] = {
         "Not a Sluice report or reply: <> bytes starting with 0x<>",
         "A Sluice report or reply cut short: <> bytes",
         "A Sluice report or reply with <> bytes after its end",
-        "A Sluice report or reply with a list of <>",
-        "A Sluice report or reply with a map of <>",
+        "A Sluice report or reply with a <> of <>",
     ),
     INVARIANT: (
         "a spill threshold of <> bytes",

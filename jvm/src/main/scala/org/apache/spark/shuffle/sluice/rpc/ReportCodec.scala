@@ -236,9 +236,7 @@ private[sluice] object ReportCodec {
   }
 
   private def readSeq[T](in: DataInputStream)(each: => T): Seq[T] = {
-    val n = in.readInt()
-    if (n < 0 || n > in.available()) throw new IllegalArgumentException(s"A Sluice report or reply with a list of $n")
-    List.fill(n)(each)
+    List.fill(readCount(in, "list"))(each)
   }
 
   private def writeOption[T](out: DataOutputStream, item: Option[T])(each: T => Unit): Unit = {
@@ -254,11 +252,17 @@ private[sluice] object ReportCodec {
   }
 
   private def readMap[V](in: DataInputStream)(each: => V): Map[String, V] = {
-    val n = in.readInt()
-    if (n < 0 || n > in.available()) throw new IllegalArgumentException(s"A Sluice report or reply with a map of $n")
+    val n = readCount(in, "map")
     val b = Map.newBuilder[String, V]
     var i = 0
     while (i < n) { b += in.readUTF() -> each; i += 1 }
     b.result()
+  }
+
+  /** A list's or map's length: every item takes at least a byte, so more than the bytes left is corrupt. */
+  private def readCount(in: DataInputStream, what: String): Int = {
+    val n = in.readInt()
+    if (n < 0 || n > in.available()) throw new IllegalArgumentException(s"A Sluice report or reply with a $what of $n")
+    n
   }
 }
